@@ -100,11 +100,31 @@ func (a *Activities) ResolveTask(_ context.Context, in ResolveInput) (*ResolvedT
 
 // LoadCheckpoint describes a committed checkpoint of a run, for a fork.
 func (a *Activities) LoadCheckpoint(ctx context.Context, src CheckpointSource) (*CheckpointRef, error) {
-	m, err := a.Engine.Load(ctx, src.RunID, src.Seq)
-	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no checkpoint #%d of run %s: %v", src.Seq, src.RunID, err), ErrBadTask, nil)
+	var m *checkpoint.Manifest
+	if src.Seq == 0 {
+		all, err := a.Engine.List(ctx, src.RunID)
+		if err != nil {
+			return nil, err // the store may be back on the next try
+		}
+		for _, c := range all {
+			if m == nil || c.Seq > m.Seq {
+				m = c
+			}
+		}
+		if m == nil && src.IfAny {
+			return nil, nil
+		}
+		if m == nil {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("run %s has no checkpoint", src.RunID), ErrBadTask, nil)
+		}
+	} else {
+		var err error
+		if m, err = a.Engine.Load(ctx, src.RunID, src.Seq); err != nil {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no checkpoint #%d of run %s: %v", src.Seq, src.RunID, err), ErrBadTask, nil)
+		}
 	}
-	return &CheckpointRef{RunID: src.RunID, Seq: m.Seq, Attempt: m.Attempt, AgentSeconds: m.AgentSeconds, At: m.CreatedAt, Files: len(m.Files), Bytes: m.Bytes}, nil
+	return &CheckpointRef{RunID: src.RunID, Seq: m.Seq, Attempt: m.Attempt, AgentSeconds: m.AgentSeconds, At: m.CreatedAt, Files: len(m.Files), Bytes: m.Bytes,
+		Final: m.Final, Ending: m.Ending}, nil
 }
 
 // AcquireLease takes a GPU slot on this host for one attempt and names

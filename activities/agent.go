@@ -194,7 +194,7 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 		case <-logTick.C:
 			shipLogs(false)
 		case <-ckTick.C:
-			ck.start(agentSeconds(), false)
+			ck.start(agentSeconds())
 		case <-steer.C:
 			// Operator controls live in the workflow: a granted extension
 			// moves the deadlines, a cancel stops the agent gracefully.
@@ -244,28 +244,29 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 			// its work and let the workflow run the next attempt.
 			killed := stoppedBy == StopExited && res.Signal == int(syscall.SIGKILL) && !res.OOMKilled
 			if killed {
-				_, err := ck.save(used, false)
+				_, err := ck.save(used, nil)
 				_ = h.Destroy()
 				if err != nil {
 					log.Warn("checkpoint after an outside kill", zap.Error(err))
 				}
 				return nil, temporal.NewApplicationError(fmt.Sprintf("agent of attempt %d was killed from outside (%s)", in.Attempt, res), ErrAgentKilled, Progress{AgentSeconds: used, LastCheckpoint: ck.lastSeq()})
 			}
-			err := finalCheckpoint(ctx, ck, used, heartbeat)
+			end := &checkpoint.Ending{StoppedBy: stoppedBy, ExitCode: res.ExitCode}
+			if !res.Successful() && stoppedBy == StopExited {
+				end.Reason = res.String()
+				if end.ExitCode == 0 {
+					end.ExitCode = -1
+				}
+			}
+			err := finalCheckpoint(ctx, ck, used, end, heartbeat)
 			if derr := h.Destroy(); derr != nil {
 				log.Warn("destroy", zap.Error(derr))
 			}
 			if err != nil {
 				return nil, err
 			}
-			out := &AgentResult{StoppedBy: stoppedBy, ExitCode: res.ExitCode, Signal: res.Signal, OOMKilled: res.OOMKilled,
+			out := &AgentResult{StoppedBy: stoppedBy, ExitCode: end.ExitCode, Reason: end.Reason, Signal: res.Signal, OOMKilled: res.OOMKilled,
 				AgentSeconds: used, Checkpoints: ck.committed(), Image: a.imageDigest(ctx, spec.Image)}
-			if !res.Successful() && stoppedBy == StopExited {
-				out.Reason = res.String()
-				if out.ExitCode == 0 {
-					out.ExitCode = -1
-				}
-			}
 			log.Info("agent ended", zap.String("stopped_by", stoppedBy), zap.String("exit", res.String()), zap.Float64("agent_s", used))
 			return out, nil
 		}
@@ -294,10 +295,10 @@ func (a *Activities) steering(ctx context.Context) (float64, bool, bool) {
 
 // finalCheckpoint retries the last checkpoint with backoff until it
 // commits: the agent has ended, and only this checkpoint keeps its work.
-func finalCheckpoint(ctx context.Context, ck *checkpointer, used float64, heartbeat func()) error {
+func finalCheckpoint(ctx context.Context, ck *checkpointer, used float64, end *checkpoint.Ending, heartbeat func()) error {
 	delay := time.Second
 	for {
-		_, err := ck.save(used, true)
+		_, err := ck.save(used, end)
 		if err == nil {
 			return nil
 		}
@@ -350,7 +351,7 @@ func (c *checkpointer) wait() {
 	}
 }
 
-func (c *checkpointer) start(agentSeconds float64, final bool) {
+func (c *checkpointer) start(agentSeconds float64) {
 	if c.running != nil {
 		select {
 		case <-c.running:
@@ -363,7 +364,7 @@ func (c *checkpointer) start(agentSeconds float64, final bool) {
 	c.running = ch
 	go func() {
 		defer close(ch)
-		if _, err := c.save(agentSeconds, final); err != nil {
+		if _, err := c.save(agentSeconds, nil); err != nil {
 			c.failed++
 			c.log.Warn("checkpoint failed; the agent keeps running", zap.Int("consecutive", c.failed), zap.Error(err))
 			c.a.signal(c.ctx, SignalCheckpointFailed, CheckpointFailure{Consecutive: c.failed, Error: err.Error(), At: time.Now().UTC()})
@@ -396,8 +397,10 @@ func (c *checkpointer) snapshot(meta checkpoint.Meta) (*checkpoint.Manifest, err
 	return c.a.Engine.SaveTar(c.ctx, srcs, meta, c.prev)
 }
 
-func (c *checkpointer) save(agentSeconds float64, final bool) (*CheckpointRef, error) {
-	m, err := c.snapshot(checkpoint.Meta{RunID: c.runID, Seq: c.seq, Attempt: c.attempt, AgentSeconds: agentSeconds, Final: final})
+// save takes one checkpoint; end is how the agent ended, on the final one.
+func (c *checkpointer) save(agentSeconds float64, end *checkpoint.Ending) (*CheckpointRef, error) {
+	final := end != nil
+	m, err := c.snapshot(checkpoint.Meta{RunID: c.runID, Seq: c.seq, Attempt: c.attempt, AgentSeconds: agentSeconds, Final: final, Ending: end})
 	if err != nil {
 		return nil, err
 	}
@@ -408,7 +411,7 @@ func (c *checkpointer) save(agentSeconds float64, final bool) (*CheckpointRef, e
 			c.log.Debug("retention dropped old checkpoints", zap.Int("manifests", n))
 		}
 	}
-	ref := CheckpointRef{Seq: m.Seq, Attempt: c.attempt, AgentSeconds: agentSeconds, At: m.CreatedAt, Files: len(m.Files), Bytes: m.Bytes, NewBytes: m.NewBytes, Final: final}
+	ref := CheckpointRef{Seq: m.Seq, Attempt: c.attempt, AgentSeconds: agentSeconds, At: m.CreatedAt, Files: len(m.Files), Bytes: m.Bytes, NewBytes: m.NewBytes, Final: final, Ending: end}
 	c.prev = m
 	c.seq++
 	c.mu.Lock()

@@ -69,6 +69,9 @@ func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (*EvalResult, e
 		// the model read-only, the results writable, nothing else.
 		vars["self"], vars["model"], vars["output"] = a.Containers.Self, "/model", "/results"
 		spec.Image, spec.Dir = a.Containers.EvalImage, "/"
+		if in.Task.Evaluation.Image != "" {
+			spec.Image = in.Task.Evaluation.Image
+		}
 		if in.Image != "" {
 			spec.Image = in.Image
 		}

@@ -6,6 +6,7 @@ package activities
 import (
 	"time"
 
+	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/tasks"
 )
 
@@ -62,7 +63,10 @@ const (
 // CheckpointSource names a committed checkpoint of a run.
 type CheckpointSource struct {
 	RunID string
-	Seq   int
+	// Seq 0 is the run's latest kept checkpoint.
+	Seq int
+	// IfAny makes a run without checkpoints a nil answer, not an error.
+	IfAny bool
 }
 
 // ResolveInput names the task to resolve.
@@ -108,6 +112,8 @@ type CheckpointRef struct {
 	Bytes        int64     `json:"bytes"`
 	NewBytes     int64     `json:"new_bytes"`
 	Final        bool      `json:"final"`
+	// Ending is how the agent ended, on a final checkpoint.
+	Ending *checkpoint.Ending `json:"ending,omitempty"`
 }
 
 // AgentInput is one attempt of the agent.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/internal/host"
@@ -101,6 +103,7 @@ func benchmarkCmd() *cobra.Command {
 	f.StringVar(&id, "id", "", "benchmark id (default: generated)")
 	f.BoolVar(&wait, "wait", false, "wait and print the leaderboard")
 	f.StringVar(&format, "format", "table", "with --wait: table, md, csv, json or svg")
+	cmd.AddCommand(benchmarkResumeCmd())
 	return cmd
 }
 
@@ -108,7 +111,7 @@ func resultsCmd() *cobra.Command {
 	var format string
 	cmd := &cobra.Command{
 		Use:   "results BENCH_ID",
-		Short: "print a finished benchmark's leaderboard (table, md, csv, json or svg)",
+		Short: "print a benchmark's leaderboard (table, md, csv, json or svg); partial while it runs",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains(leaderboard.Formats, format) {
@@ -119,10 +122,18 @@ func resultsCmd() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			if busy, _, err := running(ctx, c, args[0]); err != nil {
+			busy, _, err := running(ctx, c, args[0])
+			if err != nil {
 				return err
-			} else if busy {
-				return fmt.Errorf("benchmark %s is still running (see `starter list --query \"MlrbBenchmark='%s'\"`)", args[0], args[0])
+			}
+			if busy {
+				snap, err := snapshotBenchmark(ctx, c, args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "benchmark %s is running: %d of %d runs done; the leaderboard holds those and the runs waiting for an evaluation retry (invalid until retried)\n",
+					args[0], snap.prog.Done, snap.prog.Total)
+				return printLeaderboard(&workflows.BenchmarkResult{BenchmarkID: args[0], Runs: snap.results()}, format)
 			}
 			var res workflows.BenchmarkResult
 			if err := c.GetWorkflow(ctx, args[0], "").Get(ctx, &res); err != nil {
@@ -171,4 +182,148 @@ func printLeaderboard(res *workflows.BenchmarkResult, format string) error {
 		fmt.Printf("%d invalid, never averaged as 0:\n  %s\n", len(invalid), strings.Join(invalid, "\n  "))
 	}
 	return nil
+}
+
+// rerunOutcomes end a run without a result its agent is to blame for: a
+// resumed benchmark runs them again (from their checkpoints).
+var rerunOutcomes = []string{workflows.OutcomeInfraFailed, workflows.OutcomeEvaluationFailed}
+
+func benchmarkResumeCmd() *cobra.Command {
+	var wait bool
+	var format string
+	cmd := &cobra.Command{
+		Use:   "resume BENCH_ID",
+		Short: "resume an ended benchmark: keep the runs with results, continue the others from their checkpoints",
+		Long: `Resume starts an ended benchmark again under its id, with its original
+tasks, agents, seeds and policy. Runs that have a result are kept as they
+are. Runs that were cut off (terminated, failed, never started) or ended
+infra_failed or evaluation_failed continue from their latest checkpoint:
+an agent that had finished is only evaluated again, never re-run.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !slices.Contains(leaderboard.Formats, format) {
+				return host.Usagef("--format: %q is not one of %s", format, strings.Join(leaderboard.Formats, ", "))
+			}
+			cfg, err := host.LoadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			c, err := host.Dial(ctx, cfg, zap.NewNop())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			id := args[0]
+			d, err := c.DescribeWorkflowExecution(ctx, id, "")
+			if err != nil {
+				return notFound(err, id)
+			}
+			info := d.WorkflowExecutionInfo
+			if info.GetType().GetName() != workflows.BenchmarkWorkflowName {
+				return host.Usagef("%s is a %s, not a benchmark", id, info.GetType().GetName())
+			}
+			if info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				return host.Usagef("benchmark %s is still running: nothing to resume (see `starter watch %s`)", id, id)
+			}
+			in, err := benchmarkInput(ctx, c, id)
+			if err != nil {
+				return err
+			}
+			kept, again, busy, err := triage(ctx, c, id, in)
+			if err != nil {
+				return err
+			}
+			if len(busy) > 0 {
+				return host.Usagef("runs of %s are still running: %s; wait for them to end or `starter cancel` them", id, strings.Join(busy, ", "))
+			}
+			if len(again) == 0 {
+				fmt.Printf("benchmark %s: all %d runs have results; nothing to resume\n", id, len(kept))
+				return nil
+			}
+			in.Resumed, in.Kept = true, kept
+			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: cfg.Temporal.TaskQueue,
+				WorkflowExecutionErrorWhenAlreadyStarted: true,
+				// Resuming is the one way to start a benchmark id again.
+				WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+			}, workflows.BenchmarkWorkflowName, in)
+			if err != nil {
+				return fmt.Errorf("resume benchmark %s: %w", id, err)
+			}
+			fmt.Printf("%s resumed: %d runs kept, %d to continue: %s\n", run.GetID(), len(kept), len(again), strings.Join(again, ", "))
+			if !wait {
+				return nil
+			}
+			var res workflows.BenchmarkResult
+			if err := run.Get(ctx, &res); err != nil {
+				return fmt.Errorf("benchmark %s: %w", id, err)
+			}
+			return printLeaderboard(&res, format)
+		},
+	}
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait and print the leaderboard")
+	cmd.Flags().StringVar(&format, "format", "table", "with --wait: table, md, csv, json or svg")
+	return cmd
+}
+
+// benchmarkInput reads what a benchmark was started with from the first
+// event of its latest execution.
+func benchmarkInput(ctx context.Context, c client.Client, id string) (workflows.BenchmarkInput, error) {
+	var in workflows.BenchmarkInput
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !it.HasNext() {
+		return in, fmt.Errorf("benchmark %s has no history", id)
+	}
+	ev, err := it.Next()
+	if err != nil {
+		return in, fmt.Errorf("history of %s: %w", id, err)
+	}
+	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
+	if attrs == nil {
+		return in, fmt.Errorf("history of %s does not start with its input", id)
+	}
+	if err := converter.GetDefaultDataConverter().FromPayloads(attrs.Input, &in); err != nil {
+		return in, fmt.Errorf("input of %s: %w", id, err)
+	}
+	return in, nil
+}
+
+// triage sorts a benchmark's runs into those to keep (with their results),
+// those to run again and those still running.
+func triage(ctx context.Context, c client.Client, id string, in workflows.BenchmarkInput) (map[string]workflows.RunResult, []string, []string, error) {
+	kept := map[string]workflows.RunResult{}
+	var again, busy []string
+	for _, a := range in.Agents {
+		for _, t := range in.Tasks {
+			for _, s := range in.Seeds {
+				rid := workflows.ChildID(id, a, t, s)
+				d, err := c.DescribeWorkflowExecution(ctx, rid, "")
+				var nf *serviceerror.NotFound
+				switch {
+				case errors.As(err, &nf):
+					again = append(again, rid)
+					continue
+				case err != nil:
+					return nil, nil, nil, fmt.Errorf("describe %s: %w", rid, err)
+				}
+				switch d.WorkflowExecutionInfo.Status {
+				case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+					busy = append(busy, rid)
+				case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+					var res workflows.RunResult
+					if err := c.GetWorkflow(ctx, rid, "").Get(ctx, &res); err != nil {
+						return nil, nil, nil, fmt.Errorf("result of %s: %w", rid, err)
+					}
+					if slices.Contains(rerunOutcomes, res.Outcome) {
+						again = append(again, rid)
+					} else {
+						kept[rid] = res
+					}
+				default: // terminated, failed, timed out, canceled: cut off
+					again = append(again, rid)
+				}
+			}
+		}
+	}
+	return kept, again, busy, nil
 }

@@ -19,7 +19,7 @@ func main() {
 	pf.String("address", "", "Temporal frontend host:port (config temporal.address)")
 	pf.String("namespace", "", "Temporal namespace (config temporal.namespace)")
 	pf.String("tasks-dir", "", "extra task catalog directory (config tasks.dir)")
-	root.AddCommand(runCmd(), statusCmd(), listCmd(), resultCmd(), demoCmd(), tasksCmd(), configCmd(), checkpointCmd(), storageCmd(), logsCmd(), retryEvalCmd(), benchmarkCmd(), resultsCmd(), forkCmd(), cancelCmd(), extendCmd())
+	root.AddCommand(runCmd(), statusCmd(), listCmd(), resultCmd(), demoCmd(), tasksCmd(), configCmd(), checkpointCmd(), storageCmd(), logsCmd(), retryEvalCmd(), benchmarkCmd(), resultsCmd(), forkCmd(), cancelCmd(), extendCmd(), watchCmd())
 	root.AddCommand(agentcmd.Commands()...)
 	host.Execute(root)
 }

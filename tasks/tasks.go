@@ -89,6 +89,10 @@ type Constraints struct {
 type Evaluation struct {
 	Command []string `yaml:"command" json:"command"`
 	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// Image is this task's evaluator image under the container runtime;
+	// empty means container.eval_image. Tasks differ in their harness
+	// (lm-eval, agent-eval), so one task's evaluator can be fixed alone.
+	Image string `yaml:"image,omitempty" json:"image,omitempty"`
 }
 
 // Reference parameterises the reference agent and evaluator on mini tasks.

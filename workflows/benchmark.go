@@ -21,6 +21,11 @@ type BenchmarkInput struct {
 	Agents      []string
 	Concurrency int
 	Run         RunInput // template: Task, Seed and Benchmark are filled per child
+	// Resumed marks a benchmark started again under its id: runs not in
+	// Kept continue from their checkpoints.
+	Resumed bool `json:",omitempty"`
+	// Kept are the results an earlier execution already has, by run id.
+	Kept map[string]RunResult `json:",omitempty"`
 }
 
 // BenchmarkResult holds every child's result, in task then seed order,
@@ -32,9 +37,12 @@ type BenchmarkResult struct {
 }
 
 // LeaderboardRuns is what the leaderboard reads of the runs.
-func (b *BenchmarkResult) LeaderboardRuns() []leaderboard.Run {
-	runs := make([]leaderboard.Run, 0, len(b.Runs))
-	for _, r := range b.Runs {
+func (b *BenchmarkResult) LeaderboardRuns() []leaderboard.Run { return LeaderboardRuns(b.Runs) }
+
+// LeaderboardRuns is what the leaderboard reads of run results.
+func LeaderboardRuns(results []RunResult) []leaderboard.Run {
+	runs := make([]leaderboard.Run, 0, len(results))
+	for _, r := range results {
 		runs = append(runs, leaderboard.Run{Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: r.Outcome, Score: r.Score})
 	}
 	return runs
@@ -47,6 +55,9 @@ type Progress struct {
 	Done     int                       `json:"done"`
 	PerTask  map[string]map[string]int `json:"per_task_agent"`
 	Children map[string]string         `json:"children"` // run id -> state
+	// Finished holds the results of the runs that ended, in the order they
+	// ended: what a leaderboard of a running benchmark is made from.
+	Finished []RunResult `json:"finished"`
 }
 
 // ChildID is a child run's deterministic id: starting the same benchmark
@@ -73,6 +84,7 @@ func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResul
 		}
 	}
 	prog := Progress{Total: len(jobs), PerTask: map[string]map[string]int{}, Children: map[string]string{}}
+	results := make(map[string]RunResult, len(jobs))
 	mark := func(j job, from, to string) {
 		k := j.task + "/" + j.agent
 		if prog.PerTask[k] == nil {
@@ -86,6 +98,12 @@ func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResul
 	}
 	for _, j := range jobs {
 		mark(j, "", "queued")
+		if res, ok := in.Kept[j.id]; ok {
+			results[j.id] = res
+			prog.Finished = append(prog.Finished, res)
+			mark(j, "queued", res.Outcome)
+			prog.Done++
+		}
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (Progress, error) { return prog, nil }); err != nil {
 		return nil, fmt.Errorf("progress query: %w", err)
@@ -97,7 +115,6 @@ func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResul
 	if limit <= 0 {
 		limit = 4
 	}
-	results := make(map[string]RunResult, len(jobs))
 	running := 0
 	sel := workflow.NewSelector(ctx)
 	next := 0
@@ -105,8 +122,11 @@ func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResul
 		for running < limit && next < len(jobs) {
 			j := jobs[next]
 			next++
+			if _, ok := in.Kept[j.id]; ok {
+				continue
+			}
 			ri := in.Run
-			ri.Task, ri.Seed, ri.Agent, ri.Benchmark = j.task, j.seed, j.agent, id
+			ri.Task, ri.Seed, ri.Agent, ri.Benchmark, ri.Continue = j.task, j.seed, j.agent, id, in.Resumed
 			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 				WorkflowID: j.id,
 				Memo:       map[string]any{"task": j.task, "agent": j.agent, "seed": j.seed, "benchmark": id},
@@ -120,6 +140,7 @@ func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResul
 					res = RunResult{RunID: j.id, Task: j.task, Agent: j.agent, Seed: j.seed, Outcome: OutcomeInfraFailed, Reason: err.Error()}
 				}
 				results[j.id] = res
+				prog.Finished = append(prog.Finished, res)
 				mark(j, "running", res.Outcome)
 				prog.Done++
 				running--

@@ -99,15 +99,35 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
 		r.last = &ref
 		r.st.Budget.Preserve(ref.AgentSeconds)
 	}
+	var agent *activities.AgentResult
+	if in.Continue {
+		var ref *activities.CheckpointRef
+		src := activities.CheckpointSource{RunID: r.st.RunID, IfAny: true}
+		if err := workflow.ExecuteActivity(shortCtx, activities.LoadCheckpointName, src).Get(ctx, &ref); err != nil {
+			return r.finish(ctx, OutcomeInfraFailed, "continue: "+errText(err), nil), nil
+		}
+		if ref != nil {
+			ref.RunID = "" // its own, not a fork's
+			r.commit(*ref)
+			r.st.Attempt = ref.Attempt
+			if ref.Final && ref.Ending != nil {
+				// The agent had ended: only its evaluation is left.
+				e := ref.Ending
+				agent = &activities.AgentResult{StoppedBy: e.StoppedBy, ExitCode: e.ExitCode, Reason: e.Reason, AgentSeconds: ref.AgentSeconds}
+			}
+		}
+	}
 	limit := r.spec.Spec.TimeLimit.D()
 	if in.TimeLimit > 0 {
 		limit = in.TimeLimit
 	}
 	r.st.Budget.GrantedS = limit.Seconds()
 
-	agent, err := r.runAttempts(ctx)
-	if err != nil {
-		return r.finish(ctx, OutcomeInfraFailed, err.Error(), nil), nil
+	if agent == nil {
+		var err error
+		if agent, err = r.runAttempts(ctx); err != nil {
+			return r.finish(ctx, OutcomeInfraFailed, err.Error(), nil), nil
+		}
 	}
 	if agent.StoppedBy == activities.StopCanceled {
 		return r.finish(ctx, OutcomeCanceled, "canceled by an operator; the final checkpoint keeps the work", nil), nil
@@ -128,7 +148,8 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
 // runAttempts runs the agent, re-leasing and resuming after infra losses.
 func (r *run) runAttempts(ctx workflow.Context) (*activities.AgentResult, error) {
 	p := r.in.Policy
-	for attempt := 1; attempt <= p.MaxInfraAttempts; attempt++ {
+	first := r.st.Attempt // attempts of an earlier execution, on a continued run
+	for attempt := first + 1; attempt <= first+p.MaxInfraAttempts; attempt++ {
 		r.st.Attempt = attempt
 		if attempt > 1 {
 			r.setPhase(ctx, PhaseRecovering)

@@ -3,6 +3,8 @@ package workflows
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/tasks"
 )
 
@@ -378,3 +381,114 @@ func TestForkStartsFromAnotherRunsCheckpoint(t *testing.T) {
 		t.Fatalf("result = %+v", r)
 	}
 }
+
+// TestBenchmarkConcurrencyLimit: never more than Concurrency runs at once,
+// and the progress query says so while they run.
+func TestBenchmarkConcurrencyLimit(t *testing.T) {
+	env := newEnv(t)
+	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).After(time.Minute).Return(
+		&activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 3, Checkpoints: []activities.CheckpointRef{ck(1, 3)}}, nil)
+	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.5), nil)
+	env.OnActivity(activities.AggregateName, mock.Anything, mock.Anything).Return([]string{"x"}, nil)
+	var seen []int
+	for _, at := range []time.Duration{30 * time.Second, 90 * time.Second, 150 * time.Second} {
+		env.RegisterDelayedCallback(func() {
+			v, err := env.QueryWorkflow(QueryProgress)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			var p Progress
+			if err := v.Get(&p); err != nil {
+				t.Error(err)
+				return
+			}
+			n := 0
+			for _, st := range p.Children {
+				if st == "running" {
+					n++
+				}
+			}
+			seen = append(seen, n)
+		}, at)
+	}
+	env.ExecuteWorkflow(BenchmarkWorkflow, BenchmarkInput{Tasks: []string{"a", "b", "c"}, Seeds: []int64{1, 2}, Agents: []string{"reference"}, Concurrency: 2, Run: RunInput{Policy: testPolicy}})
+	var r BenchmarkResult
+	if err := env.GetWorkflowResult(&r); err != nil || len(r.Runs) != 6 {
+		t.Fatalf("%d runs, %v", len(r.Runs), err)
+	}
+	// Six one-minute runs, two at a time: two run in each minute.
+	if !slices.Equal(seen, []int{2, 2, 2}) {
+		t.Fatalf("progress saw %v running; want 2 throughout", seen)
+	}
+}
+
+// TestBenchmarkResume: a resumed benchmark keeps the results it has,
+// evaluates a run whose agent had ended without starting it again, and
+// continues the rest from their checkpoints.
+func TestBenchmarkResume(t *testing.T) {
+	env := newEnv(t)
+	const id = "default-test-workflow-id"
+	kept := map[string]RunResult{}
+	for _, s := range []int64{1, 2} {
+		rid := ChildID(id, "reference", "a", s)
+		kept[rid] = RunResult{RunID: rid, Task: "a", Agent: "reference", Seed: s, Outcome: OutcomeScored, Score: ptr(0.9)}
+	}
+	ended := ChildID(id, "reference", "b", 1)
+	env.OnActivity(activities.LoadCheckpointName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, src activities.CheckpointSource) (*activities.CheckpointRef, error) {
+			switch {
+			case src.Seq != 0 || !src.IfAny:
+				return nil, errors.New("a continued run asks for its latest checkpoint, if any")
+			case src.RunID == ended:
+				return &activities.CheckpointRef{RunID: src.RunID, Seq: 5, Attempt: 1, AgentSeconds: 20, Final: true,
+					Ending: &checkpoint.Ending{StoppedBy: activities.StopDeadline}}, nil
+			case src.RunID == ChildID(id, "reference", "b", 2):
+				return &activities.CheckpointRef{RunID: src.RunID, Seq: 3, Attempt: 2, AgentSeconds: 10}, nil
+			}
+			return nil, nil
+		})
+	var mu sync.Mutex
+	agents := map[string]activities.AgentInput{}
+	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.AgentInput) (*activities.AgentResult, error) {
+			mu.Lock()
+			agents[in.RunID] = in
+			mu.Unlock()
+			return &activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 25, Checkpoints: []activities.CheckpointRef{ck(9, 25)}}, nil
+		})
+	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.5), nil)
+	env.OnActivity(activities.AggregateName, mock.Anything, mock.Anything).Return([]string{"x"}, nil)
+	env.ExecuteWorkflow(BenchmarkWorkflow, BenchmarkInput{Tasks: []string{"a", "b", "c"}, Seeds: []int64{1, 2}, Agents: []string{"reference"}, Concurrency: 2,
+		Run: RunInput{Policy: testPolicy}, Resumed: true, Kept: kept})
+	var r BenchmarkResult
+	if err := env.GetWorkflowResult(&r); err != nil || len(r.Runs) != 6 {
+		t.Fatalf("%d runs, %v", len(r.Runs), err)
+	}
+	if len(agents) != 3 {
+		t.Fatalf("the agent ran for %d runs, want 3 (2 kept, 1 only evaluated): %v", len(agents), agents)
+	}
+	cont := agents[ChildID(id, "reference", "b", 2)]
+	if cont.Resume == nil || cont.Resume.Seq != 3 || cont.Attempt != 3 || cont.UsedSeconds != 10 || cont.NextSeq != 4 {
+		t.Fatalf("the continued run must resume checkpoint 3 as attempt 3 with 10 s used: %+v", cont)
+	}
+	if fresh := agents[ChildID(id, "reference", "c", 1)]; fresh.Resume != nil || fresh.Attempt != 1 {
+		t.Fatalf("a run without checkpoints starts afresh: %+v", fresh)
+	}
+	for _, run := range r.Runs {
+		switch {
+		case kept[run.RunID].Score != nil:
+			if *run.Score != 0.9 {
+				t.Errorf("kept run %s was replaced: %+v", run.RunID, run)
+			}
+		case run.RunID == ended:
+			if run.Outcome != OutcomeLimitReached || run.Attempts != 1 || run.Budget.UsedS != 20 || *run.Score != 0.5 {
+				t.Errorf("the ended run must be evaluated as it ended: %+v", run)
+			}
+		case run.Outcome != OutcomeScored:
+			t.Errorf("run %+v", run)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

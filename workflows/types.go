@@ -112,6 +112,10 @@ type RunInput struct {
 	Secrets []string
 	// ForkFrom starts the run from another run's checkpoint (an ablation).
 	ForkFrom *ForkSource `json:",omitempty"`
+	// Continue says this run id ran before (its benchmark is resumed):
+	// carry on from its latest checkpoint, or only evaluate it when the
+	// agent had already ended.
+	Continue bool `json:",omitempty"`
 	Policy   Policy
 }
 

@@ -50,6 +50,8 @@ type Manifest struct {
 	// Final marks the checkpoint taken when the agent ended; retention
 	// never deletes it.
 	Final bool `json:"final,omitempty"`
+	// Ending is how the agent ended, on a final checkpoint.
+	Ending *Ending `json:"ending,omitempty"`
 	// Workdir is where MLRB_WORKDIR lies in the snapshot ("" for the root).
 	Workdir string `json:"workdir,omitempty"`
 }
@@ -71,7 +73,17 @@ type Meta struct {
 	Attempt      int
 	AgentSeconds float64
 	Final        bool
+	Ending       *Ending
 	Workdir      string
+}
+
+// Ending is how the agent ended, kept with its final checkpoint so that a
+// run continued later (a resumed benchmark) knows whether and how to
+// evaluate it without starting the agent again.
+type Ending struct {
+	StoppedBy string `json:"stopped_by"`
+	ExitCode  int    `json:"exit_code"`
+	Reason    string `json:"reason,omitempty"`
 }
 
 // ErrTorn means a file kept changing while it was read.
@@ -135,7 +147,7 @@ type saving struct {
 // files, waits for the uploads and commits the manifest.
 func (e *Engine) save(ctx context.Context, meta Meta, prev *Manifest, what string, walk func(s *saving) error) (*Manifest, error) {
 	s := &saving{e: e, old: map[string]File{}, m: &Manifest{Version: 2, Hash: "blake3", ChunkSize: e.ChunkSize, RunID: meta.RunID, Seq: meta.Seq,
-		Attempt: meta.Attempt, AgentSeconds: meta.AgentSeconds, Final: meta.Final, Workdir: meta.Workdir, CreatedAt: time.Now().UTC()}}
+		Attempt: meta.Attempt, AgentSeconds: meta.AgentSeconds, Final: meta.Final, Ending: meta.Ending, Workdir: meta.Workdir, CreatedAt: time.Now().UTC()}}
 	l, err := e.acquire(ctx, saveLockPrefix, gcLockPrefix, meta.RunID, false)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %s #%d: %w", meta.RunID, meta.Seq, err)

@@ -340,44 +340,68 @@ func TestRetryEvaluationInPlace(t *testing.T) {
 	}
 }
 
-// TestRetryEvaluationForABenchmark: a benchmark whose evaluator image is
-// broken waits; one retry-eval over the benchmark scores every run and the
-// leaderboard holds them, with nothing invalid.
+// TestRetryEvaluationForABenchmark: a mini benchmark where one task's
+// evaluator image is broken on purpose. While its runs wait, the
+// leaderboard shows them as invalid (never 0) beside the scored task; one
+// retry-eval over the benchmark with the fixed image scores them without
+// starting their agents again, and the final leaderboard holds them.
 func TestRetryEvaluationForABenchmark(t *testing.T) {
-	buildEnvImage(t)
-	e := dockerEnv(t, "MLRB_CONTAINER_EVAL_IMAGE=mlrb-envtask:e2e", "MLRB_EVAL_ATTEMPTS=1")
-	e.addTask("e2e_eval", "mini_baby_lm", map[string]string{"trials: 24": "trials: 4"})
+	buildEnvImage(t) // has no evaluator in it: a broken evaluator image
+	e := dockerEnv(t, "MLRB_EVAL_ATTEMPTS=1")
+	e.addTask("e2e_good", "mini_baby_lm", map[string]string{"trials: 24": "trials: 4"})
+	e.addTask("e2e_broken", "mini_baby_lm", map[string]string{"trials: 24": "trials: 4", "  timeout: 2m": "  timeout: 2m\n  image: mlrb-envtask:e2e"})
 	e.start("worker", "--dev")
 	e.waitServer()
-	if _, errs, code := e.starter("benchmark", "--agents", "reference", "--tasks", "e2e_eval", "--seeds", "2", "--id", "bench-retry"); code != 0 {
+	const bench = "bench-retry"
+	if _, errs, code := e.starter("benchmark", "--agents", "reference", "--tasks", "e2e_good,e2e_broken", "--seeds", "2", "--id", bench); code != 0 {
 		t.Fatalf("benchmark: %s", errs)
 	}
-	deadline := time.Now().Add(90 * time.Second)
+	var partial string
+	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
-		out, _, _ := e.starter("list", "--query", "MlrbBenchmark='bench-retry' AND MlrbPhase='awaiting_evaluation_retry'")
-		if strings.Count(out, "\n") == 3 { // the header and two runs
+		partial, _, _ = e.starter("results", bench, "--format", "csv")
+		if strings.Contains(partial, "e2e_broken,reference,2,0,2,,") && strings.Contains(partial, "e2e_good,reference,2,2,0,") {
 			break
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	out, errs, code := e.starter("retry-eval", "--benchmark", "bench-retry", "--failed", "--image", refImage)
+	if !strings.Contains(partial, "e2e_broken,reference,2,0,2,,") {
+		e.dumpLogs()
+		t.Fatalf("while they wait, the broken task's runs must be invalid with no mean (never 0):\n%s", partial)
+	}
+	broken := []string{bench + "/reference/e2e_broken/s1", bench + "/reference/e2e_broken/s2"}
+	starts := func() int {
+		n := 0
+		for _, id := range broken {
+			logs, _, _ := e.starter("logs", id)
+			n += strings.Count(logs, "start attempt=")
+		}
+		return n
+	}
+	if n := starts(); n != 2 {
+		t.Fatalf("before the retry the broken task's agents started %d times, want 2", n)
+	}
+	out, errs, code := e.starter("retry-eval", "--benchmark", bench, "--failed", "--image", refImage)
 	if code != 0 || strings.Count(out, "scored") != 2 {
 		e.dumpLogs()
 		t.Fatalf("retry-eval --benchmark (exit %d): %s %s", code, out, errs)
 	}
+	if n := starts(); n != 2 {
+		t.Fatalf("after the retry the agents started %d times, want still 2", n)
+	}
 	deadline = time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if out, _, code = e.starter("results", "bench-retry", "--format", "csv"); code == 0 {
+		if out, _, code = e.starter("results", bench, "--format", "csv"); code == 0 && strings.Contains(out, "e2e_broken,reference,2,2,0,") {
 			break
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	if !strings.Contains(out, "e2e_eval,reference,2,2,0,") {
-		t.Fatalf("leaderboard: %s", out)
+	if !strings.Contains(out, "e2e_broken,reference,2,2,0,") || !strings.Contains(out, "e2e_good,reference,2,2,0,") {
+		t.Fatalf("leaderboard after the retry: %s", out)
 	}
 	// The aggregate activity stored the leaderboard beside the checkpoints.
 	for _, ext := range []string{"json", "csv", "md", "svg"} {
-		if _, err := os.Stat(filepath.Join(e.state, "blobs", "benchmarks", "bench-retry", "leaderboard."+ext)); err != nil {
+		if _, err := os.Stat(filepath.Join(e.state, "blobs", "benchmarks", bench, "leaderboard."+ext)); err != nil {
 			t.Errorf("stored leaderboard: %v", err)
 		}
 	}

@@ -1,0 +1,94 @@
+package e2e
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+)
+
+// TestBenchmarkResume: a benchmark is terminated with one run scored and
+// one mid-way. `starter benchmark resume` keeps the scored run (its agent
+// does not start again) and continues the other from its last checkpoint;
+// `starter watch` follows the resumed benchmark to its leaderboard.
+func TestBenchmarkResume(t *testing.T) {
+	e := crashEnv(t, hbTimeout)
+	e.addTask("e2e_fast", "mini_baby_lm", map[string]string{"trials: 24": "trials: 3"})
+	e.start("worker", "--dev")
+	e.waitServer()
+	const bench = "bench-resume"
+	if _, errs, code := e.starter("benchmark", "--agents", "reference", "--tasks", "e2e_fast,e2e_crash", "--seeds", "1", "--id", bench, "--concurrency", "2"); code != 0 {
+		t.Fatalf("benchmark: %s", errs)
+	}
+	fast, slow := bench+"/reference/e2e_fast/s1", bench+"/reference/e2e_crash/s1"
+	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + strconv.Itoa(e.port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	var res result
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if _, err := c.DescribeWorkflowExecution(ctx, fast, ""); err == nil {
+			break
+		}
+	}
+	e.starterJSON(&res, "result", fast, "--wait", "--json")
+	if res.Outcome != "scored" {
+		t.Fatalf("fast run: %+v", res)
+	}
+	e.waitCheckpoints(slow, 2)
+	if _, errs, code := e.starter("benchmark", "resume", bench); code != 2 || !strings.Contains(errs, "still running") {
+		t.Fatalf("resuming a running benchmark must be refused (exit %d): %s", code, errs)
+	}
+
+	if err := c.TerminateWorkflow(ctx, bench, "", "e2e: an operator stops the benchmark"); err != nil {
+		t.Fatal(err)
+	}
+	// Its runs end with it (parent close policy: terminate).
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		d, err := c.DescribeWorkflowExecution(ctx, slow, "")
+		if err == nil && d.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	out, errs, code := e.starter("benchmark", "resume", bench)
+	if code != 0 || !strings.Contains(out, "1 runs kept, 1 to continue: "+slow) {
+		t.Fatalf("resume (exit %d): %s %s", code, out, errs)
+	}
+	watch, errs, code := e.starter("watch", bench, "--interval", "500ms")
+	if code != 0 {
+		t.Fatalf("watch (exit %d): %s", code, errs)
+	}
+	for _, want := range []string{"benchmark " + bench + ": 1 of 2 runs done", "e2e_crash/reference", "[", "budget left", "last checkpoint", "mean ± std"} {
+		if !strings.Contains(watch, want) {
+			t.Fatalf("watch output has no %q:\n%s", want, watch)
+		}
+	}
+	out, _, code = e.starter("results", bench, "--format", "csv")
+	if code != 0 || !strings.Contains(out, "e2e_crash,reference,1,1,0,") || !strings.Contains(out, "e2e_fast,reference,1,1,0,") {
+		t.Fatalf("leaderboard after the resume: %s", out)
+	}
+	if s := readStarts(t, e, fast, 1); len(s) != 1 {
+		t.Fatalf("the kept run's agent started again: %q", s)
+	}
+	// The continued run numbers its attempts on and resumes its workspace.
+	s := readStarts(t, e, slow, 2)
+	if len(s) != 2 || !strings.Contains(s[1], "resumed=1") {
+		t.Fatalf("the continued run must resume from its checkpoint: %q", s)
+	}
+	e.starterJSON(&res, "result", slow, "--json")
+	if res.Outcome != "scored" || res.Attempts != 2 || res.Budget.UsedS < 10 {
+		t.Fatalf("continued run: %+v", res)
+	}
+	if out, _, code := e.starter("benchmark", "resume", bench); code != 0 || !strings.Contains(out, "nothing to resume") {
+		t.Fatalf("a benchmark with every result needs no resume (exit %d): %s", code, out)
+	}
+}

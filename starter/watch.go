@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/mlrb/mlrb/internal/host"
+	"github.com/mlrb/mlrb/workflows"
+)
+
+func watchCmd() *cobra.Command {
+	var every time.Duration
+	cmd := &cobra.Command{
+		Use:   "watch BENCH_ID|RUN_ID",
+		Short: "live progress of a benchmark or run (bars, budget left, checkpoint age), then its leaderboard or result",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if every <= 0 {
+				return host.Usagef("--interval: %s must be positive", every)
+			}
+			ctx, c, err := dialFor(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			id := args[0]
+			d, err := c.DescribeWorkflowExecution(ctx, id, "")
+			if err != nil {
+				return notFound(err, id)
+			}
+			bench := d.WorkflowExecutionInfo.GetType().GetName() == workflows.BenchmarkWorkflowName
+			frame := runFrame
+			if bench {
+				frame = benchmarkFrame
+			}
+			tty := isTerminal(os.Stdout)
+			for {
+				busy, st, err := running(ctx, c, id)
+				if err != nil {
+					return err
+				}
+				if !busy && st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+					hint := ""
+					if bench {
+						hint = fmt.Sprintf("; `starter benchmark resume %s` continues it", id)
+					}
+					return host.Usagef("%s ended %s%s", id, statusName(st), hint)
+				}
+				if !busy {
+					break
+				}
+				var b strings.Builder
+				// A query can fail while the workflow is between tasks or
+				// just ended: show it and try again on the next tick.
+				if err := frame(ctx, c, id, &b); err != nil {
+					fmt.Fprintf(&b, "(%v)\n", err)
+				}
+				if tty {
+					fmt.Print("\033[H\033[2J")
+				}
+				fmt.Println(b.String())
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(every):
+				}
+			}
+			if !bench {
+				var res workflows.RunResult
+				if err := c.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+					return fmt.Errorf("run %s: %w", id, err)
+				}
+				return printResult(&res, false)
+			}
+			var res workflows.BenchmarkResult
+			if err := c.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+				return fmt.Errorf("benchmark %s: %w", id, err)
+			}
+			return printLeaderboard(&res, "table")
+		},
+	}
+	cmd.Flags().DurationVar(&every, "interval", time.Second, "refresh interval")
+	return cmd
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// benchSnapshot is a running benchmark as the watch and partial results
+// see it: its progress and the status of each run under way.
+type benchSnapshot struct {
+	prog workflows.Progress
+	live map[string]workflows.Status
+}
+
+func snapshotBenchmark(ctx context.Context, c client.Client, id string) (*benchSnapshot, error) {
+	val, err := c.QueryWorkflow(ctx, id, "", workflows.QueryProgress)
+	if err != nil {
+		return nil, notFound(err, id)
+	}
+	s := &benchSnapshot{live: map[string]workflows.Status{}}
+	if err := val.Get(&s.prog); err != nil {
+		return nil, fmt.Errorf("decode progress of %s: %w", id, err)
+	}
+	for child, state := range s.prog.Children {
+		if state != "running" {
+			continue
+		}
+		// A run that just ended answers on the next tick.
+		if st, err := queryStatus(ctx, c, child); err == nil {
+			s.live[child] = st
+		}
+	}
+	return s, nil
+}
+
+// results are the runs that ended plus those waiting for an evaluation
+// retry: until retried those count as invalid, never as 0.
+func (s *benchSnapshot) results() []workflows.RunResult {
+	out := slices.Clone(s.prog.Finished)
+	for _, id := range sortedKeys(s.live) {
+		if st := s.live[id]; st.Phase == workflows.PhaseAwaitingEvalRetry {
+			out = append(out, workflows.RunResult{RunID: id, Task: st.Task, Agent: st.Agent, Seed: st.Seed,
+				Outcome: workflows.PhaseAwaitingEvalRetry, Reason: "evaluation failed; `starter retry-eval` scores it in place"})
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func benchmarkFrame(ctx context.Context, c client.Client, id string, w io.Writer) error {
+	s, err := snapshotBenchmark(ctx, c, id)
+	if err != nil {
+		return err
+	}
+	p := s.prog
+	fmt.Fprintf(w, "benchmark %s: %d of %d runs done\n\n", id, p.Done, p.Total)
+	fmt.Fprintf(w, "%-40s %-24s %6s %7s %6s %6s\n", "task/agent", "progress", "queued", "running", "scored", "failed")
+	for _, k := range sortedKeys(p.PerTask) {
+		n := p.PerTask[k]
+		total, scored := 0, n[workflows.OutcomeScored]+n[workflows.OutcomeLimitReached]
+		for _, v := range n {
+			total += v
+		}
+		done := total - n["queued"] - n["running"]
+		fmt.Fprintf(w, "%-40s %s %3d/%-3d %6d %7d %6d %6d\n", k, bar(float64(done)/float64(max(total, 1)), 16), done, total,
+			n["queued"], n["running"], scored, done-scored)
+	}
+	if len(s.live) > 0 {
+		fmt.Fprintln(w, "\nunder way:")
+	}
+	now := time.Now()
+	for _, rid := range sortedKeys(s.live) {
+		fmt.Fprintf(w, "  %s\n", liveLine(view(s.live[rid], now), s.live[rid]))
+	}
+	return nil
+}
+
+func runFrame(ctx context.Context, c client.Client, id string, w io.Writer) error {
+	st, err := queryStatus(ctx, c, id)
+	if err != nil {
+		return err
+	}
+	v := view(st, time.Now())
+	fmt.Fprintf(w, "run %s (%s, agent %s, seed %d)\n", id, st.Task, st.Agent, st.Seed)
+	used := 1 - v.BudgetLeftS/max(st.Budget.GrantedS, 1)
+	fmt.Fprintf(w, "budget  %s %.1fs left of %.0fs\n", bar(used, 30), v.BudgetLeftS, st.Budget.GrantedS)
+	fmt.Fprintf(w, "%s\n", liveLine(v, st))
+	if v.CheckpointFailures > 0 {
+		fmt.Fprintf(w, "checkpoint failing (%d in a row): %s\n", v.CheckpointFailures, v.CheckpointError)
+	}
+	return nil
+}
+
+// liveLine is one run under way: phase, attempt, budget left and how old
+// its last checkpoint is (the work a crash now would cost).
+func liveLine(v statusView, st workflows.Status) string {
+	age := "no checkpoint yet"
+	if v.LastCheckpointAgeS != nil {
+		age = fmt.Sprintf("last checkpoint %.1fs ago", *v.LastCheckpointAgeS)
+	}
+	stale := ""
+	if v.CheckpointStale {
+		stale = " STALE"
+	}
+	return fmt.Sprintf("%-44s %-26s attempt %d  budget left %7.1fs  %d checkpoints, %s%s",
+		st.RunID, v.Phase, v.Attempt, v.BudgetLeftS, v.Checkpoints, age, stale)
+}
+
+func bar(frac float64, width int) string {
+	n := int(min(max(frac, 0), 1)*float64(width) + 0.5)
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
+}
