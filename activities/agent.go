@@ -91,16 +91,23 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 	grace := min(in.Grace, left/4)
 	start := time.Now()
 	deadline := start.Add(left)
-	workdir, outdir, specPath, promptPath := workspace, output, specFile, promptFile
+	// The deadline also lives in a file, outside the checkpointed
+	// workspace, that an operator's extension rewrites while the agent runs.
+	control := filepath.Join(dir, "control")
+	if err := writeDeadline(control, deadline); err != nil {
+		return nil, err
+	}
+	workdir, outdir, specPath, promptPath, controlPath := workspace, output, specFile, promptFile, control
 	if a.Docker != nil {
 		workdir = a.Containers.Workdir
 		outdir = path.Join(workdir, "output")
-		specPath, promptPath = "/mlrb-run/task.json", "/mlrb-run/prompt.md"
+		specPath, promptPath, controlPath = "/mlrb-run/task.json", "/mlrb-run/prompt.md", "/mlrb-control"
 	}
 	env := map[string]string{
 		"MLRB_TASK": in.Task.ID, "MLRB_SEED": strconv.FormatInt(in.Seed, 10),
 		"MLRB_WORKDIR": workdir, "MLRB_OUTPUT_DIR": outdir,
 		"MLRB_DEADLINE":               deadline.UTC().Format(time.RFC3339Nano),
+		"MLRB_DEADLINE_FILE":          path.Join(filepath.ToSlash(controlPath), "deadline"),
 		"MLRB_TIME_REMAINING_SECONDS": secondsEnv(left),
 		"MLRB_ATTEMPT":                strconv.Itoa(in.Attempt),
 		"MLRB_RESUMED":                map[bool]string{true: "1", false: "0"}[resumed],
@@ -136,7 +143,9 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 			spec.Image, spec.Dir = in.Image, ""
 		}
 		spec.Command = a.command(agentCommands[in.Agent], map[string]string{"self": a.Containers.Self})
-		spec.Binds = []string{specFile + ":" + specPath + ":ro", promptFile + ":" + promptPath + ":ro"}
+		// The control dir, not its file, is mounted: a rewrite replaces the
+		// file, which a file mount would not follow.
+		spec.Binds = []string{specFile + ":" + specPath + ":ro", promptFile + ":" + promptPath + ":ro", control + ":" + controlPath + ":ro"}
 		spec.MemoryBytes, spec.CPUs, spec.PidsLimit = a.Containers.MemoryBytes, a.Containers.CPUs, a.Containers.PidsLimit
 	}
 	h, err := a.Runtime.Start(ctx, spec)
@@ -207,6 +216,9 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 				budget = granted
 				soft.Reset(time.Until(deadline.Add(-grace)))
 				hard.Reset(time.Until(deadline))
+				if err := writeDeadline(control, deadline); err != nil {
+					log.Warn("the agent's deadline file", zap.Error(err))
+				}
 				log.Info("budget extended", zap.Time("deadline", deadline))
 			}
 			if cancel && stoppedBy != StopCanceled {
@@ -421,4 +433,20 @@ func (c *checkpointer) save(agentSeconds float64, end *checkpoint.Ending) (*Chec
 	c.a.signalCheckpoint(c.ctx, ref)
 	c.log.Info("checkpoint committed", zap.Int("seq", ref.Seq), zap.Float64("agent_s", agentSeconds), zap.Int64("new_bytes", m.NewBytes))
 	return &ref, nil
+}
+
+// writeDeadline replaces dir/deadline atomically, so the agent never reads
+// half a timestamp.
+func writeDeadline(dir string, d time.Time) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("control dir: %w", err)
+	}
+	tmp := filepath.Join(dir, ".deadline.tmp")
+	if err := os.WriteFile(tmp, []byte(d.UTC().Format(time.RFC3339Nano)+"\n"), 0o644); err != nil {
+		return fmt.Errorf("deadline file: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "deadline")); err != nil {
+		return fmt.Errorf("deadline file: %w", err)
+	}
+	return nil
 }

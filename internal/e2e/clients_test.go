@@ -93,20 +93,7 @@ func TestOfficialClients(t *testing.T) {
 		}
 		out := cli("workflow", "list", "--query", query)
 		if err := json.Unmarshal(out, &listed); err != nil {
-			// -o json prints one object per line for lists on some versions.
-			listed = listed[:0]
-			dec := json.NewDecoder(strings.NewReader(string(out)))
-			for dec.More() {
-				var one struct {
-					Execution struct {
-						WorkflowID string `json:"workflowId"`
-					} `json:"execution"`
-				}
-				if err := dec.Decode(&one); err != nil {
-					t.Fatalf("temporal workflow list output: %v\n%s", err, out)
-				}
-				listed = append(listed, one)
-			}
+			t.Fatalf("temporal workflow list output: %v\n%s", err, out)
 		}
 		ids = ids[:0]
 		for _, l := range listed {

@@ -234,3 +234,23 @@ func TestExtendAndCancel(t *testing.T) {
 		t.Fatalf("extending a finished run: exit %d %s", code, errs)
 	}
 }
+
+// TestExtensionReachesTheAgent: an extension rewrites the agent's deadline
+// file, so an agent that would stop at its first deadline keeps working
+// and finishes its search on its own.
+func TestExtensionReachesTheAgent(t *testing.T) {
+	e := newEnv(t, "MLRB_CHECKPOINT_INTERVAL=2s", "MLRB_AGENT_GRACE=2s")
+	e.addTask("e2e_ext", "mini_baby_lm", map[string]string{"trials: 24": "trials: 16", "trial_seconds: 0.4": "trial_seconds: 0.8"})
+	e.start("worker", "--dev")
+	e.waitServer()
+	runID := e.startRun("--task", "e2e_ext", "--seed", "1", "--time-limit", "8s")
+	e.waitCheckpoints(runID, 1)
+	if _, errs, code := e.starter("extend", runID, "--by", "12s"); code != 0 {
+		t.Fatalf("extend: %s", errs)
+	}
+	var res result
+	e.starterJSON(&res, "result", runID, "--wait", "--json")
+	if res.Outcome != "scored" || res.Budget.GrantedS != 20 || res.Budget.UsedS <= 8 {
+		t.Fatalf("the agent must finish past its first deadline: %+v", res)
+	}
+}

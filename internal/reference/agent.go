@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mlrb/mlrb/tasks"
@@ -22,8 +23,27 @@ type Env struct {
 	Workdir   string
 	OutputDir string
 	Deadline  time.Time
-	Attempt   int
-	Resumed   bool
+	// DeadlineFile holds the current deadline: an operator's extension
+	// moves it after the agent started.
+	DeadlineFile string
+	Attempt      int
+	Resumed      bool
+}
+
+// deadline is the current deadline: the file's when it is readable.
+func (e Env) deadline() time.Time {
+	if e.DeadlineFile == "" {
+		return e.Deadline
+	}
+	b, err := os.ReadFile(e.DeadlineFile)
+	if err != nil {
+		return e.Deadline
+	}
+	d, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(string(b)))
+	if err != nil {
+		return e.Deadline
+	}
+	return d
 }
 
 // EnvFromOS reads the contract from MLRB_* variables.
@@ -59,6 +79,7 @@ func EnvFromOS() (Env, error) {
 	if e.Deadline, err = time.Parse(time.RFC3339Nano, s); err != nil {
 		return e, fmt.Errorf("MLRB_DEADLINE: %q is not RFC 3339", s)
 	}
+	e.DeadlineFile = os.Getenv("MLRB_DEADLINE_FILE")
 	e.Attempt, _ = strconv.Atoi(os.Getenv("MLRB_ATTEMPT"))
 	e.Resumed = os.Getenv("MLRB_RESUMED") == "1"
 	return e, nil
@@ -140,8 +161,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.logf("stopping on signal after %d trials", n)
 			break
 		}
-		if time.Until(a.Env.Deadline) < pace+500*time.Millisecond {
-			a.logf("stopping: deadline %s is near", a.Env.Deadline.Format(time.RFC3339))
+		if d := a.Env.deadline(); time.Until(d) < pace+500*time.Millisecond {
+			a.logf("stopping: deadline %s is near", d.Format(time.RFC3339))
 			break
 		}
 		t := trial{N: n, Config: grid[n], Attempt: a.Env.Attempt}
