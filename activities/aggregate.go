@@ -16,6 +16,7 @@ const AggregateName = "Aggregate"
 type AggregateInput struct {
 	BenchmarkID string
 	Runs        []leaderboard.Run
+	Setup       leaderboard.Setup
 }
 
 // Aggregate computes the leaderboard from the run results and stores it in
@@ -26,7 +27,7 @@ func (a *Activities) Aggregate(ctx context.Context, in AggregateInput) ([]string
 	var keys []string
 	for _, format := range []string{"json", "csv", "md", "svg"} {
 		var b bytes.Buffer
-		if err := leaderboard.Write(&b, format, in.BenchmarkID, in.Runs); err != nil {
+		if err := leaderboard.Write(&b, format, in.BenchmarkID, in.Runs, in.Setup); err != nil {
 			return nil, fmt.Errorf("leaderboard %s: %w", format, err)
 		}
 		if err := a.Engine.Store.Put(ctx, prefix+format, bytes.NewReader(b.Bytes())); err != nil {

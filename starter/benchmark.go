@@ -133,7 +133,9 @@ func resultsCmd() *cobra.Command {
 				}
 				fmt.Fprintf(os.Stderr, "benchmark %s is running: %d of %d runs done; the leaderboard holds those and the runs waiting for an evaluation retry (invalid until retried)\n",
 					args[0], snap.prog.Done, snap.prog.Total)
-				return printLeaderboard(&workflows.BenchmarkResult{BenchmarkID: args[0], Runs: snap.results()}, format)
+				runs := snap.results()
+				setup := leaderboard.SetupOf(workflows.LeaderboardRuns(runs), snap.prog.Policy)
+				return printLeaderboard(&workflows.BenchmarkResult{BenchmarkID: args[0], Runs: runs, Setup: setup}, format)
 			}
 			var res workflows.BenchmarkResult
 			if err := c.GetWorkflow(ctx, args[0], "").Get(ctx, &res); err != nil {
@@ -147,7 +149,7 @@ func resultsCmd() *cobra.Command {
 }
 
 func printLeaderboard(res *workflows.BenchmarkResult, format string) error {
-	if err := leaderboard.Write(os.Stdout, format, res.BenchmarkID, res.LeaderboardRuns()); err != nil {
+	if err := leaderboard.Write(os.Stdout, format, res.BenchmarkID, res.LeaderboardRuns(), res.Setup); err != nil {
 		return host.Usagef("--format: %v", err)
 	}
 	if format != "table" {

@@ -34,6 +34,8 @@ type BenchmarkResult struct {
 	BenchmarkID string      `json:"benchmark_id"`
 	Runs        []RunResult `json:"runs"`
 	Leaderboard []string    `json:"leaderboard"`
+	// Setup is the budgets, hardware and policy the scores were obtained under.
+	Setup leaderboard.Setup `json:"setup"`
 }
 
 // LeaderboardRuns is what the leaderboard reads of the runs.
@@ -43,7 +45,8 @@ func (b *BenchmarkResult) LeaderboardRuns() []leaderboard.Run { return Leaderboa
 func LeaderboardRuns(results []RunResult) []leaderboard.Run {
 	runs := make([]leaderboard.Run, 0, len(results))
 	for _, r := range results {
-		runs = append(runs, leaderboard.Run{Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: r.Outcome, Score: r.Score})
+		runs = append(runs, leaderboard.Run{Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: r.Outcome, Score: r.Score,
+			Attempts: r.Attempts, EvalTries: r.EvalTries, TimeLimitS: r.TimeLimitS, Hardware: r.Hardware})
 	}
 	return runs
 }
@@ -58,6 +61,9 @@ type Progress struct {
 	// Finished holds the results of the runs that ended, in the order they
 	// ended: what a leaderboard of a running benchmark is made from.
 	Finished []RunResult `json:"finished"`
+	// Policy is the benchmark's budget policy, for a leaderboard made
+	// while it runs.
+	Policy leaderboard.Policy `json:"policy"`
 }
 
 // ChildID is a child run's deterministic id: starting the same benchmark
@@ -83,7 +89,7 @@ func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResul
 			}
 		}
 	}
-	prog := Progress{Total: len(jobs), PerTask: map[string]map[string]int{}, Children: map[string]string{}}
+	prog := Progress{Total: len(jobs), PerTask: map[string]map[string]int{}, Children: map[string]string{}, Policy: in.Run.Policy.Leaderboard()}
 	results := make(map[string]RunResult, len(jobs))
 	mark := func(j job, from, to string) {
 		k := j.task + "/" + j.agent
@@ -166,7 +172,8 @@ func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResul
 	// tables: an activity computes and stores it.
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 5 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10}})
-	if err := workflow.ExecuteActivity(actx, activities.AggregateName, activities.AggregateInput{BenchmarkID: id, Runs: out.LeaderboardRuns()}).Get(ctx, &out.Leaderboard); err != nil {
+	out.Setup = leaderboard.SetupOf(out.LeaderboardRuns(), prog.Policy)
+	if err := workflow.ExecuteActivity(actx, activities.AggregateName, activities.AggregateInput{BenchmarkID: id, Runs: out.LeaderboardRuns(), Setup: out.Setup}).Get(ctx, &out.Leaderboard); err != nil {
 		workflow.GetLogger(ctx).Warn("leaderboard not stored", "error", err)
 	}
 	return out, nil

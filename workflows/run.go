@@ -21,6 +21,7 @@ type run struct {
 	checkpoints map[int]bool
 	agentImage  string
 	evals       []EvalAttempt
+	limitS      float64 // the time limit, before extensions
 }
 
 // RunWorkflow drives one run: resolve the task, then attempts of lease →
@@ -122,6 +123,7 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
 		limit = in.TimeLimit
 	}
 	r.st.Budget.GrantedS = limit.Seconds()
+	r.limitS = limit.Seconds()
 
 	if agent == nil {
 		var err error
@@ -409,6 +411,9 @@ func (r *run) finish(ctx workflow.Context, outcome, reason string, ev *activitie
 		Attempts: r.st.Attempt, Checkpoints: len(r.checkpoints), SpecHash: r.spec.Hash, Budget: r.st.Budget, Reason: reason,
 		Metrics: map[string]float64{}, AgentImage: r.agentImage, Evaluations: r.evals, EvalTries: len(r.evals),
 	}
+	if r.limitS > 0 {
+		res.TimeLimitS, res.Hardware = r.limitS, hardwareClass(r.spec.Spec.Resources.GPUCount, r.spec.Spec.Resources.GPUType)
+	}
 	gpus := float64(r.spec.Spec.Resources.GPUCount)
 	b := r.st.Budget
 	res.Cost = Cost{AgentHours: b.UsedS / 3600, GPUHours: b.UsedS * gpus / 3600, InfraWaitHours: b.InfraWaitS / 3600, WastedGPUHours: b.LostS * gpus / 3600}
@@ -456,4 +461,15 @@ func timeoutName(t enumspb.TimeoutType) string {
 	default:
 		return t.String()
 	}
+}
+
+// hardwareClass names what a run ran on, for the leaderboard.
+func hardwareClass(gpus int, gpuType string) string {
+	switch {
+	case gpus == 0:
+		return "CPU"
+	case gpuType == "":
+		return fmt.Sprintf("%d× GPU", gpus)
+	}
+	return fmt.Sprintf("%d× %s", gpus, gpuType)
 }

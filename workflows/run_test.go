@@ -277,6 +277,9 @@ func TestBenchmarkFansOut(t *testing.T) {
 		}
 		seen[run.RunID] = true
 	}
+	if ts := r.Setup.Tasks["mini_baby_lm_b"]; ts.Hardware != "CPU" || ts.TimeLimitS != 30 || r.Setup.Policy.MaxInfraAttempts != 3 {
+		t.Fatalf("the leaderboard's setup = %+v", r.Setup)
+	}
 	if !seen[ChildID(r.BenchmarkID, "reference", "mini_baby_lm_b", 3)] {
 		t.Fatalf("child ids are not deterministic: %v", seen)
 	}

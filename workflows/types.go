@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/mlrb/mlrb/internal/leaderboard"
 )
 
 // Outcomes of a run. Infra and evaluator failures carry no score, never 0.
@@ -77,6 +79,11 @@ type Policy struct {
 	EvalWaitLimit time.Duration
 }
 
+// Leaderboard is the part of the policy a leaderboard is stored with.
+func (p Policy) Leaderboard() leaderboard.Policy {
+	return leaderboard.Policy{CheckpointInterval: p.CheckpointInterval.String(), MaxInfraAttempts: p.MaxInfraAttempts, EvalAttempts: p.EvalAttempts}
+}
+
 // Extend is the extend update's argument.
 type Extend struct {
 	By time.Duration
@@ -144,6 +151,10 @@ type RunResult struct {
 	EvalTries   int                `json:"evaluation_attempts"`
 	Evaluations []EvalAttempt      `json:"evaluations,omitempty"`
 	Cost        Cost               `json:"cost"`
+	// TimeLimitS and Hardware are the budget (before extensions) and the
+	// hardware class ("CPU", "1× A100") the run had.
+	TimeLimitS float64 `json:"time_limit_s,omitempty"`
+	Hardware   string  `json:"hardware,omitempty"`
 	// AgentImage and EvaluatorImage are digests, when containers ran them.
 	AgentImage     string `json:"agent_image,omitempty"`
 	EvaluatorImage string `json:"evaluator_image,omitempty"`

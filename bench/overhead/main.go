@@ -3,6 +3,8 @@
 // with the no-op agent one after another, and prints the wall time per run
 // (median, p90, max). The no-op agent submits at once, so the figure is
 // the orchestration: workflow, lease, workspace, checkpoints, evaluator.
+// With -seeds it then times a whole mini benchmark (7 tasks × seeds, no-op
+// agent) through BenchmarkWorkflow, leaderboard included.
 package main
 
 import (
@@ -19,6 +21,7 @@ import (
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/agentcmd"
 	"github.com/mlrb/mlrb/internal/host"
+	"github.com/mlrb/mlrb/tasks"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -29,14 +32,16 @@ func main() {
 	n := flag.Int("runs", 30, "runs to time")
 	task := flag.String("task", "mini_baby_lm", "mini task")
 	port := flag.Int("port", 17299, "embedded Temporal port")
+	seeds := flag.Int("seeds", 5, "then time a mini benchmark with this many seeds per task (0: skip)")
+	conc := flag.Int("concurrency", 8, "runs at once in the benchmark")
 	flag.Parse()
-	if err := run(*n, *task, *port); err != nil {
+	if err := run(*n, *task, *port, *seeds, *conc); err != nil {
 		fmt.Fprintln(os.Stderr, "overhead:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n int, task string, port int) error {
+func run(n int, task string, port, seeds, conc int) error {
 	state, err := os.MkdirTemp("", "mlrb-overhead-")
 	if err != nil {
 		return err
@@ -78,5 +83,34 @@ func run(n int, task string, port int) error {
 	pct := func(p float64) time.Duration { return times[int(p*float64(len(times)-1))] }
 	fmt.Printf("orchestration overhead per run, no-op agent, %s, %d runs: median %s  p90 %s  max %s\n",
 		task, len(times), pct(0.5).Round(time.Millisecond), pct(0.9).Round(time.Millisecond), times[len(times)-1].Round(time.Millisecond))
+	if seeds <= 0 {
+		return nil
+	}
+	cat, err := tasks.Load("")
+	if err != nil {
+		return err
+	}
+	in := workflows.BenchmarkInput{Tasks: cat.IDs("mini"), Agents: []string{"noop"}, Concurrency: conc, Run: workflows.RunInput{Provider: "none", Policy: pol}}
+	for s := 1; s <= seeds; s++ {
+		in.Seeds = append(in.Seeds, int64(s))
+	}
+	start := time.Now()
+	r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "overhead-benchmark", TaskQueue: cfg.Temporal.TaskQueue}, workflows.BenchmarkWorkflowName, in)
+	if err != nil {
+		return err
+	}
+	var res workflows.BenchmarkResult
+	if err := r.Get(ctx, &res); err != nil {
+		return err
+	}
+	wall := time.Since(start)
+	scored := 0
+	for _, run := range res.Runs {
+		if run.Score != nil {
+			scored++
+		}
+	}
+	fmt.Printf("mini benchmark, no-op agent, %d tasks × %d seeds, %d at once: %d of %d runs scored, leaderboard stored, wall time %s\n",
+		len(in.Tasks), seeds, conc, scored, len(res.Runs), wall.Round(time.Millisecond))
 	return nil
 }

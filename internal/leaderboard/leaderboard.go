@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Run is what the leaderboard needs of a run result.
@@ -22,6 +23,64 @@ type Run struct {
 	Seed    int64    `json:"seed"`
 	Outcome string   `json:"outcome"`
 	Score   *float64 `json:"score"`
+	// Attempts and EvalTries count agent attempts and evaluations: more
+	// than one of either means the run was retried.
+	Attempts  int `json:"attempts,omitempty"`
+	EvalTries int `json:"evaluation_attempts,omitempty"`
+	// TimeLimitS and Hardware are the budget and hardware class it ran
+	// under ("CPU", "1× A100").
+	TimeLimitS float64 `json:"time_limit_s,omitempty"`
+	Hardware   string  `json:"hardware,omitempty"`
+}
+
+// Policy is the part of the budget policy that is the same for every run
+// of a benchmark.
+type Policy struct {
+	CheckpointInterval string `json:"checkpoint_interval"`
+	MaxInfraAttempts   int    `json:"max_infra_attempts"`
+	EvalAttempts       int    `json:"evaluation_attempts"`
+}
+
+// Setup is what the scores were obtained under, stored with them: scores
+// compare only under the same budgets, hardware and policy.
+type Setup struct {
+	Policy Policy `json:"policy"`
+	// Tasks maps each task to its budget and hardware class.
+	Tasks map[string]TaskSetup `json:"tasks"`
+}
+
+// TaskSetup is one task's budget and hardware class.
+type TaskSetup struct {
+	TimeLimitS float64 `json:"time_limit_s"`
+	Hardware   string  `json:"hardware"`
+}
+
+// SetupOf collects the setup of a benchmark's runs.
+func SetupOf(runs []Run, p Policy) Setup {
+	s := Setup{Policy: p, Tasks: map[string]TaskSetup{}}
+	for _, r := range runs {
+		if r.Hardware != "" {
+			s.Tasks[r.Task] = TaskSetup{TimeLimitS: r.TimeLimitS, Hardware: r.Hardware}
+		}
+	}
+	return s
+}
+
+// lines renders the setup, tasks grouped by budget and hardware.
+func (s Setup) lines() []string {
+	groups := map[string][]string{}
+	for t, ts := range s.Tasks {
+		k := fmt.Sprintf("%s on %s", time.Duration(ts.TimeLimitS*float64(time.Second)), ts.Hardware)
+		groups[k] = append(groups[k], t)
+	}
+	var out []string
+	for k, ts := range groups {
+		sort.Strings(ts)
+		out = append(out, fmt.Sprintf("budget %s: %s", k, strings.Join(ts, ", ")))
+	}
+	sort.Strings(out)
+	return append(out, fmt.Sprintf("policy: checkpoint every %s, up to %d infra attempts per run, %d evaluation attempts before a run waits for retry-eval",
+		s.Policy.CheckpointInterval, s.Policy.MaxInfraAttempts, s.Policy.EvalAttempts))
 }
 
 // Row summarises one task × agent.
@@ -31,6 +90,7 @@ type Row struct {
 	Runs    int     `json:"runs"`
 	Scored  int     `json:"scored"`  // runs with a score (scored or limit_reached)
 	Invalid int     `json:"invalid"` // runs without a score: never averaged as 0
+	Retried int     `json:"retried"` // runs that took more than one agent attempt or evaluation
 	Mean    float64 `json:"mean"`
 	Std     float64 `json:"std"` // sample standard deviation of the scores
 	SEM     float64 `json:"sem"` // standard error of the mean: std / sqrt(n)
@@ -54,6 +114,9 @@ func Summarise(runs []Run) []Row {
 		row := Row{Task: k.task, Agent: k.agent, Runs: len(rs), Min: math.Inf(1), Max: math.Inf(-1)}
 		var xs []float64
 		for _, r := range rs {
+			if r.Attempts > 1 || r.EvalTries > 1 {
+				row.Retried++
+			}
 			if r.Score == nil {
 				row.Invalid++
 				continue
@@ -186,7 +249,7 @@ var Formats = []string{"table", "md", "csv", "json", "svg"}
 // Write renders the leaderboard of a benchmark's runs in one of Formats.
 // The aggregate activity stores it and `starter results` prints it, so
 // both always show the same thing.
-func Write(w io.Writer, format, benchmarkID string, runs []Run) error {
+func Write(w io.Writer, format, benchmarkID string, runs []Run, setup Setup) error {
 	rows := Summarise(runs)
 	switch format {
 	case "table":
@@ -194,18 +257,25 @@ func Write(w io.Writer, format, benchmarkID string, runs []Run) error {
 		for _, p := range Paired(runs) {
 			fmt.Fprintf(w, "paired %s: %s − %s = %+.4f ± %.4f (SEM, n=%d)\n", p.Task, p.A, p.B, p.MeanDiff, p.SEM, p.N)
 		}
+		for _, l := range setup.lines() {
+			fmt.Fprintln(w, l)
+		}
 		return nil
 	case "md":
 		WriteMarkdown(w, rows)
+		fmt.Fprintln(w)
+		for _, l := range setup.lines() {
+			fmt.Fprintf(w, "- %s\n", l)
+		}
 		return nil
 	case "csv":
 		return WriteCSV(w, rows)
 	case "svg":
-		return WriteSVG(w, rows)
+		return WriteSVG(w, rows, setup.lines())
 	case "json":
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"benchmark_id": benchmarkID, "rows": jsonRows(rows), "paired": Paired(runs), "runs": runs})
+		return enc.Encode(map[string]any{"benchmark_id": benchmarkID, "rows": jsonRows(rows), "paired": Paired(runs), "runs": runs, "setup": setup})
 	}
 	return fmt.Errorf("format %q is not one of %s", format, strings.Join(Formats, ", "))
 }
@@ -215,7 +285,7 @@ func Write(w io.Writer, format, benchmarkID string, runs []Run) error {
 func jsonRows(rows []Row) []map[string]any {
 	out := make([]map[string]any, 0, len(rows))
 	for _, r := range rows {
-		m := map[string]any{"task": r.Task, "agent": r.Agent, "runs": r.Runs, "scored": r.Scored, "invalid": r.Invalid}
+		m := map[string]any{"task": r.Task, "agent": r.Agent, "runs": r.Runs, "scored": r.Scored, "invalid": r.Invalid, "retried": r.Retried}
 		if r.Scored > 0 {
 			m["mean"], m["std"], m["sem"], m["ci95"], m["min"], m["max"] = r.Mean, r.Std, r.SEM, []float64{r.CILow, r.CIHigh}, r.Min, r.Max
 		}
@@ -226,10 +296,10 @@ func jsonRows(rows []Row) []map[string]any {
 
 // WriteMarkdown prints rows as a Markdown table.
 func WriteMarkdown(w io.Writer, rows []Row) {
-	fmt.Fprintln(w, "| task | agent | runs | scored | invalid | mean | std | SEM | 95% CI (bootstrap) | min | max |")
+	fmt.Fprintln(w, "| task | agent | runs | scored | invalid / retried | mean | std | SEM | 95% CI (bootstrap) | min | max |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
 	for _, r := range rows {
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %s | %s | %s | %s | %s | %s |\n", r.Task, r.Agent, r.Runs, r.Scored, r.Invalid,
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %d / %d | %s | %s | %s | %s | %s | %s |\n", r.Task, r.Agent, r.Runs, r.Scored, r.Invalid, r.Retried,
 			num(r.Mean), num(r.Std), num(r.SEM), ci(r), num(r.Min), num(r.Max))
 	}
 }
@@ -237,10 +307,10 @@ func WriteMarkdown(w io.Writer, rows []Row) {
 // WriteCSV prints rows as CSV.
 func WriteCSV(w io.Writer, rows []Row) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"task", "agent", "runs", "scored", "invalid", "mean", "std", "sem", "ci95_low", "ci95_high", "min", "max"})
+	_ = cw.Write([]string{"task", "agent", "runs", "scored", "invalid", "mean", "std", "sem", "ci95_low", "ci95_high", "min", "max", "retried"})
 	for _, r := range rows {
 		_ = cw.Write([]string{r.Task, r.Agent, strconv.Itoa(r.Runs), strconv.Itoa(r.Scored), strconv.Itoa(r.Invalid),
-			num(r.Mean), num(r.Std), num(r.SEM), num(r.CILow), num(r.CIHigh), num(r.Min), num(r.Max)})
+			num(r.Mean), num(r.Std), num(r.SEM), num(r.CILow), num(r.CIHigh), num(r.Min), num(r.Max), strconv.Itoa(r.Retried)})
 	}
 	cw.Flush()
 	return cw.Error()
@@ -262,13 +332,13 @@ func ci(r Row) string {
 
 // WriteTable prints rows as an aligned text table.
 func WriteTable(w io.Writer, rows []Row) {
-	fmt.Fprintf(w, "%-28s %-10s %4s %6s %7s  %-17s %-7s %s\n", "task", "agent", "runs", "scored", "invalid", "mean ± std", "SEM", "95% CI (bootstrap)")
-	fmt.Fprintln(w, strings.Repeat("-", 104))
+	fmt.Fprintf(w, "%-28s %-10s %4s %6s %15s  %-17s %-7s %s\n", "task", "agent", "runs", "scored", "invalid/retried", "mean ± std", "SEM", "95% CI (bootstrap)")
+	fmt.Fprintln(w, strings.Repeat("-", 112))
 	for _, r := range rows {
 		ms := "—"
 		if r.Scored > 0 {
 			ms = fmt.Sprintf("%.4f ± %.4f", r.Mean, r.Std)
 		}
-		fmt.Fprintf(w, "%-28s %-10s %4d %6d %7d  %-17s %-7s %s\n", r.Task, r.Agent, r.Runs, r.Scored, r.Invalid, ms, num(r.SEM), ci(r))
+		fmt.Fprintf(w, "%-28s %-10s %4d %6d %15s  %-17s %-7s %s\n", r.Task, r.Agent, r.Runs, r.Scored, fmt.Sprintf("%d / %d", r.Invalid, r.Retried), ms, num(r.SEM), ci(r))
 	}
 }

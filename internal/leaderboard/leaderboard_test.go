@@ -1,6 +1,7 @@
 package leaderboard
 
 import (
+	"encoding/json"
 	"encoding/xml"
 	"math"
 	"strings"
@@ -64,7 +65,7 @@ func TestPaired(t *testing.T) {
 func TestSVG(t *testing.T) {
 	var b strings.Builder
 	rows := Summarise([]Run{{Task: "t<1>", Agent: "a", Score: f(0.5)}, {Task: "t<1>", Agent: "a", Score: f(0.7)}, {Task: "u", Agent: "b"}})
-	if err := WriteSVG(&b, rows); err != nil {
+	if err := WriteSVG(&b, rows, []string{"budget 30s on CPU: t<1>, u"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := xml.Unmarshal([]byte(b.String()), new(struct{})); err != nil {
@@ -73,5 +74,40 @@ func TestSVG(t *testing.T) {
 	// One bar (u has no score: no bar, not a bar at 0) and two legend keys.
 	if strings.Count(b.String(), "<rect") != 3 || strings.Contains(b.String(), "u / b") || !strings.Contains(b.String(), "t&lt;1&gt;") {
 		t.Fatalf("svg:\n%s", b.String())
+	}
+}
+
+// TestSetupAndRetries: the leaderboard carries the budget, hardware and
+// policy it was obtained under, and counts retried runs apart from invalid.
+func TestSetupAndRetries(t *testing.T) {
+	runs := []Run{
+		{Task: "t", Agent: "a", Seed: 1, Score: f(0.5), Attempts: 2, EvalTries: 1, TimeLimitS: 86400, Hardware: "1× A100"},
+		{Task: "t", Agent: "a", Seed: 2, Score: f(0.7), Attempts: 1, EvalTries: 3, TimeLimitS: 86400, Hardware: "1× A100"},
+		{Task: "t", Agent: "a", Seed: 3, Outcome: "infra_failed", Attempts: 3, TimeLimitS: 86400, Hardware: "1× A100"},
+		{Task: "u", Agent: "a", Seed: 1, Score: f(0.9), Attempts: 1, EvalTries: 1, TimeLimitS: 30, Hardware: "CPU"},
+	}
+	rows := Summarise(runs)
+	if rows[0].Invalid != 1 || rows[0].Retried != 3 || rows[1].Retried != 0 {
+		t.Fatalf("rows = %+v", rows)
+	}
+	setup := SetupOf(runs, Policy{CheckpointInterval: "10m0s", MaxInfraAttempts: 3, EvalAttempts: 3})
+	var b strings.Builder
+	if err := Write(&b, "table", "x", runs, setup); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"1 / 3", "budget 24h0m0s on 1× A100: t", "budget 30s on CPU: u", "up to 3 infra attempts"} {
+		if !strings.Contains(b.String(), want) {
+			t.Fatalf("table has no %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	if err := Write(&b, "json", "x", runs, setup); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Setup Setup `json:"setup"`
+	}
+	if err := json.Unmarshal([]byte(b.String()), &doc); err != nil || doc.Setup.Tasks["t"].Hardware != "1× A100" || doc.Setup.Policy.MaxInfraAttempts != 3 {
+		t.Fatalf("json setup = %+v (%v)", doc.Setup, err)
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 // WriteSVG draws mean scores per task and agent as grouped bars with their
 // bootstrap 95 % intervals as error bars; a browser opens it as is.
-func WriteSVG(w io.Writer, rows []Row) error {
+func WriteSVG(w io.Writer, rows []Row, notes []string) error {
 	var tasks, agents []string
 	seenT, seenA := map[string]bool{}, map[string]bool{}
 	for _, r := range rows {
@@ -28,7 +28,10 @@ func WriteSVG(w io.Writer, rows []Row) error {
 	const left, top, plotH, barW, gap = 60, 40, 300, 22, 18
 	groupW := barW*len(agents) + gap
 	width := left + groupW*len(tasks) + 160
-	height := top + plotH + 140
+	for _, n := range notes {
+		width = max(width, left+7*len(n)) // about 7 px a character at 12 px
+	}
+	height := top + plotH + 140 + 16*len(notes)
 	y := func(v float64) float64 { return top + plotH - math.Max(0, math.Min(1, v))*plotH }
 	p := func(format string, a ...any) { _, _ = fmt.Fprintf(w, format, a...) }
 	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
@@ -62,6 +65,10 @@ func WriteSVG(w io.Writer, rows []Row) error {
 	for ai, a := range agents {
 		lx, ly := left+groupW*len(tasks)+20, top+ai*20
 		p(`<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly, colors[ai%len(colors)], lx+18, ly+11, html.EscapeString(a))
+	}
+	// The setup the scores were obtained under, below the chart.
+	for i, n := range notes {
+		p(`<text x="%d" y="%d" fill="#444">%s</text>`+"\n", left, top+plotH+140+16*i, html.EscapeString(n))
 	}
 	p("</svg>\n")
 	return nil
