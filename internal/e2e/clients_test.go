@@ -170,4 +170,23 @@ func TestOfficialClients(t *testing.T) {
 	if strings.Contains(text, other) {
 		t.Fatalf("the Web UI filtered by mini_baby_lm also shows %s", other)
 	}
+
+	// The stored leaderboard chart opens in the browser as it is: a bar
+	// with an error bar per task and agent.
+	svg := filepath.Join(e.state, "blobs", "benchmarks", bench, "leaderboard.svg")
+	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+svg)); err != nil {
+		t.Fatalf("open %s: %v", svg, err)
+	}
+	bars, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("svg rect title").length`))
+	if err != nil || bars != 2 {
+		t.Fatalf("the chart in the browser has %d bars (%v), want one per task", bars, err)
+	}
+	if png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100)); err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	chart := filepath.Join(artifactDir(t), "leaderboard-chart.png")
+	if err := os.WriteFile(chart, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("leaderboard chart: %s", chart)
 }
