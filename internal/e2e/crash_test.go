@@ -248,8 +248,14 @@ func TestExtensionReachesTheAgent(t *testing.T) {
 	if _, errs, code := e.starter("extend", runID, "--by", "12s"); code != 0 {
 		t.Fatalf("extend: %s", errs)
 	}
+	// Watched live to its end: the budget bar counts down from the
+	// extended grant, and the result follows.
+	watch, errs, code := e.starter("watch", runID, "--interval", "1s")
+	if code != 0 || !strings.Contains(watch, "left of 20s") || !strings.Contains(watch, "last checkpoint") || !strings.Contains(watch, "outcome    scored") {
+		t.Fatalf("watch (exit %d): %s\n%s", code, errs, watch)
+	}
 	var res result
-	e.starterJSON(&res, "result", runID, "--wait", "--json")
+	e.starterJSON(&res, "result", runID, "--json")
 	if res.Outcome != "scored" || res.Budget.GrantedS != 20 || res.Budget.UsedS <= 8 {
 		t.Fatalf("the agent must finish past its first deadline: %+v", res)
 	}
