@@ -132,6 +132,7 @@ func resultCmd() *cobra.Command {
 func listCmd() *cobra.Command {
 	var query string
 	var limit int
+	var benchmarks bool
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "list runs, newest first (filter with --query, e.g. 'MlrbTask=\"mini_baby_lm\"')",
@@ -142,7 +143,11 @@ func listCmd() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			q := fmt.Sprintf("WorkflowType = '%s'", workflows.RunWorkflowName)
+			kind := workflows.RunWorkflowName
+			if benchmarks {
+				kind = workflows.BenchmarkWorkflowName
+			}
+			q := fmt.Sprintf("WorkflowType = '%s'", kind)
 			if query != "" {
 				q += " AND " + query
 			}
@@ -171,6 +176,7 @@ func listCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&query, "query", "", "extra visibility query")
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs")
+	cmd.Flags().BoolVar(&benchmarks, "benchmarks", false, "list benchmarks instead of runs")
 	return cmd
 }
 

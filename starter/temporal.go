@@ -19,7 +19,7 @@ import (
 func notFound(err error, id string) error {
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		return host.Usagef("no run %q (see `starter list`)", id)
+		return host.Usagef("no run or benchmark %q (see `starter list [--benchmarks]`)", id)
 	}
 	return err
 }

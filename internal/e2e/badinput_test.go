@@ -47,11 +47,16 @@ func TestBadInput(t *testing.T) {
 		{"full task, reference agent", nil, append(run, "--task", "baby_lm"), "only does the mini suite"},
 		{"missing task flag", nil, []string{"run"}, `required flag(s) "task" not set`},
 		{"bad value in env", []string{"MLRB_HOST_MAX_AGENTS=0"}, append(run, "--task", "mini_baby_lm"), "host.max_agents: 0 must be at least 1"},
-		{"unknown run", nil, []string{"status", "no-such-run"}, `no run "no-such-run"`},
+		{"unknown run", nil, []string{"status", "no-such-run"}, `no run or benchmark "no-such-run"`},
 		{"mlrb agent without image", nil, []string{"run", "--task", "baby_lm", "--agent", "mlrb", "--provider", "openai"}, "--image: agent mlrb needs the agent image"},
 		{"secret value for a name", nil, []string{"run", "--task", "baby_lm", "--agent", "mlrb", "--image", "x", "--provider", "openai", "--secret", "sk-live-123"}, `--secret: "sk-live-123" is not an environment variable name`},
 		{"unknown provider", nil, []string{"run", "--task", "baby_lm", "--agent", "mlrb", "--image", "x", "--provider", "mistral"}, `--provider: "mistral" is not openai or anthropic`},
 		{"unknown command", nil, []string{"launch"}, `unknown command "launch"`},
+		{"watch an unknown id", nil, []string{"watch", "no-such-bench"}, `no run or benchmark "no-such-bench"`},
+		{"watch with a bad interval", nil, []string{"watch", "x", "--interval", "0s"}, "--interval: 0s must be positive"},
+		{"resume an unknown benchmark", nil, []string{"benchmark", "resume", "no-such-bench"}, `no run or benchmark "no-such-bench"`},
+		{"benchmark with an unknown task", nil, []string{"benchmark", "--agents", "noop", "--tasks", "nope"}, `unknown task "nope"`},
+		{"results in an unknown format", nil, []string{"results", "x", "--format", "xls"}, `--format: "xls" is not one of`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -88,6 +88,9 @@ func TestBenchmarkResume(t *testing.T) {
 	if res.Outcome != "scored" || res.Attempts != 2 || res.Budget.UsedS < 10 {
 		t.Fatalf("continued run: %+v", res)
 	}
+	if out, _, code := e.starter("list", "--benchmarks"); code != 0 || !strings.Contains(out, bench) {
+		t.Fatalf("list --benchmarks (exit %d): %s", code, out)
+	}
 	if out, _, code := e.starter("benchmark", "resume", bench); code != 0 || !strings.Contains(out, "nothing to resume") {
 		t.Fatalf("a benchmark with every result needs no resume (exit %d): %s", code, out)
 	}
