@@ -232,18 +232,18 @@ an agent that had finished is only evaluated again, never re-run.`,
 			if err != nil {
 				return err
 			}
-			kept, again, busy, err := triage(ctx, c, id, in)
+			plan, err := triage(ctx, c, id, in)
 			if err != nil {
 				return err
 			}
-			if len(busy) > 0 {
-				return host.Usagef("runs of %s are still running: %s; wait for them to end or `starter cancel` them", id, strings.Join(busy, ", "))
+			if len(plan.busy) > 0 {
+				return host.Usagef("runs of %s are still running: %s; wait for them to end or `starter cancel` them", id, strings.Join(plan.busy, ", "))
 			}
-			if len(again) == 0 {
-				fmt.Printf("benchmark %s: all %d runs have results; nothing to resume\n", id, len(kept))
+			if len(plan.again) == 0 {
+				fmt.Printf("benchmark %s: all %d runs have results; nothing to resume\n", id, len(plan.kept))
 				return nil
 			}
-			in.Resumed, in.Kept = true, kept
+			in.Resumed, in.Kept, in.Carried = true, plan.kept, plan.carried
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: cfg.Temporal.TaskQueue,
 				WorkflowExecutionErrorWhenAlreadyStarted: true,
 				// Resuming is the one way to start a benchmark id again.
@@ -252,7 +252,7 @@ an agent that had finished is only evaluated again, never re-run.`,
 			if err != nil {
 				return fmt.Errorf("resume benchmark %s: %w", id, err)
 			}
-			fmt.Printf("%s resumed: %d runs kept, %d to continue: %s\n", run.GetID(), len(kept), len(again), strings.Join(again, ", "))
+			fmt.Printf("%s resumed: %d runs kept, %d to continue: %s\n", run.GetID(), len(plan.kept), len(plan.again), strings.Join(plan.again, ", "))
 			if !wait {
 				return nil
 			}
@@ -290,11 +290,17 @@ func benchmarkInput(ctx context.Context, c client.Client, id string) (workflows.
 	return in, nil
 }
 
-// triage sorts a benchmark's runs into those to keep (with their results),
-// those to run again and those still running.
-func triage(ctx context.Context, c client.Client, id string, in workflows.BenchmarkInput) (map[string]workflows.RunResult, []string, []string, error) {
-	kept := map[string]workflows.RunResult{}
-	var again, busy []string
+// resumePlan is a benchmark's runs sorted for a resume.
+type resumePlan struct {
+	kept    map[string]workflows.RunResult // runs with a result, kept as they are
+	carried map[string]workflows.Ledger    // what runs to continue already lost and waited
+	again   []string                       // runs to continue
+	busy    []string                       // runs still running
+}
+
+// triage sorts a benchmark's runs for a resume.
+func triage(ctx context.Context, c client.Client, id string, in workflows.BenchmarkInput) (*resumePlan, error) {
+	p := &resumePlan{kept: map[string]workflows.RunResult{}, carried: map[string]workflows.Ledger{}}
 	for _, a := range in.Agents {
 		for _, t := range in.Tasks {
 			for _, s := range in.Seeds {
@@ -303,29 +309,46 @@ func triage(ctx context.Context, c client.Client, id string, in workflows.Benchm
 				var nf *serviceerror.NotFound
 				switch {
 				case errors.As(err, &nf):
-					again = append(again, rid)
+					p.again = append(p.again, rid)
 					continue
 				case err != nil:
-					return nil, nil, nil, fmt.Errorf("describe %s: %w", rid, err)
+					return nil, fmt.Errorf("describe %s: %w", rid, err)
 				}
-				switch d.WorkflowExecutionInfo.Status {
+				info := d.WorkflowExecutionInfo
+				switch info.Status {
 				case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-					busy = append(busy, rid)
+					p.busy = append(p.busy, rid)
 				case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
 					var res workflows.RunResult
 					if err := c.GetWorkflow(ctx, rid, "").Get(ctx, &res); err != nil {
-						return nil, nil, nil, fmt.Errorf("result of %s: %w", rid, err)
+						return nil, fmt.Errorf("result of %s: %w", rid, err)
 					}
 					if slices.Contains(rerunOutcomes, res.Outcome) {
-						again = append(again, rid)
+						p.again = append(p.again, rid)
+						p.carried[rid] = workflows.Ledger{LostS: res.Budget.LostS, InfraWaitS: res.Budget.InfraWaitS}
 					} else {
-						kept[rid] = res
+						p.kept[rid] = res
 					}
 				default: // terminated, failed, timed out, canceled: cut off
-					again = append(again, rid)
+					p.again = append(p.again, rid)
+					// A closed run still answers its status query (by replay):
+					// the agent time past its last checkpoint was lost.
+					if st, err := queryStatus(ctx, c, rid); err == nil {
+						l := workflows.Ledger{LostS: st.Budget.LostS, InfraWaitS: st.Budget.InfraWaitS}
+						if st.Phase == workflows.PhaseRunning && info.CloseTime != nil {
+							since := st.AttemptStartedAt
+							if st.LastCheckpointAt.After(since) {
+								since = st.LastCheckpointAt
+							}
+							l.LostS += max(0, info.CloseTime.AsTime().Sub(since).Seconds())
+						}
+						p.carried[rid] = l
+					} else {
+						fmt.Fprintf(os.Stderr, "warning: %s: its lost time is not carried over (%v)\n", rid, err)
+					}
 				}
 			}
 		}
 	}
-	return kept, again, busy, nil
+	return p, nil
 }

@@ -26,6 +26,9 @@ type BenchmarkInput struct {
 	Resumed bool `json:",omitempty"`
 	// Kept are the results an earlier execution already has, by run id.
 	Kept map[string]RunResult `json:",omitempty"`
+	// Carried is, by run id, what earlier executions of a run to continue
+	// lost and waited.
+	Carried map[string]Ledger `json:",omitempty"`
 }
 
 // BenchmarkResult holds every child's result, in task then seed order,
@@ -133,6 +136,9 @@ func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResul
 			}
 			ri := in.Run
 			ri.Task, ri.Seed, ri.Agent, ri.Benchmark, ri.Continue = j.task, j.seed, j.agent, id, in.Resumed
+			if c, ok := in.Carried[j.id]; ok {
+				ri.Carried = &c
+			}
 			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 				WorkflowID: j.id,
 				Memo:       map[string]any{"task": j.task, "agent": j.agent, "seed": j.seed, "benchmark": id},

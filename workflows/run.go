@@ -31,6 +31,9 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
 	info := workflow.GetInfo(ctx)
 	r := &run{in: in, checkpoints: map[int]bool{}}
 	r.st = Status{RunID: info.WorkflowExecution.ID, Task: in.Task, Agent: in.Agent, Seed: in.Seed, Phase: PhaseResolving}
+	if c := in.Carried; c != nil {
+		r.st.Budget.LostS, r.st.Budget.InfraWaitS = c.LostS, c.InfraWaitS
+	}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return r.status(), nil }); err != nil {
 		return nil, fmt.Errorf("status query: %w", err)
 	}

@@ -463,7 +463,8 @@ func TestBenchmarkResume(t *testing.T) {
 	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.5), nil)
 	env.OnActivity(activities.AggregateName, mock.Anything, mock.Anything).Return([]string{"x"}, nil)
 	env.ExecuteWorkflow(BenchmarkWorkflow, BenchmarkInput{Tasks: []string{"a", "b", "c"}, Seeds: []int64{1, 2}, Agents: []string{"reference"}, Concurrency: 2,
-		Run: RunInput{Policy: testPolicy}, Resumed: true, Kept: kept})
+		Run: RunInput{Policy: testPolicy}, Resumed: true, Kept: kept,
+		Carried: map[string]Ledger{ChildID(id, "reference", "b", 2): {LostS: 1.5, InfraWaitS: 2}}})
 	var r BenchmarkResult
 	if err := env.GetWorkflowResult(&r); err != nil || len(r.Runs) != 6 {
 		t.Fatalf("%d runs, %v", len(r.Runs), err)
@@ -483,6 +484,10 @@ func TestBenchmarkResume(t *testing.T) {
 		case kept[run.RunID].Score != nil:
 			if *run.Score != 0.9 {
 				t.Errorf("kept run %s was replaced: %+v", run.RunID, run)
+			}
+		case run.RunID == ChildID(id, "reference", "b", 2):
+			if run.Budget.LostS != 1.5 || run.Budget.InfraWaitS < 2 || run.Budget.UsedS != 25 {
+				t.Errorf("the continued run's ledger must carry what it lost before: %+v", run.Budget)
 			}
 		case run.RunID == ended:
 			if run.Outcome != OutcomeLimitReached || run.Attempts != 1 || run.Budget.UsedS != 20 || *run.Score != 0.5 {

@@ -123,7 +123,10 @@ type RunInput struct {
 	// carry on from its latest checkpoint, or only evaluate it when the
 	// agent had already ended.
 	Continue bool `json:",omitempty"`
-	Policy   Policy
+	// Carried is what earlier executions of a continued run lost to
+	// crashes and waited for infrastructure: its ledger stays whole.
+	Carried *Ledger `json:",omitempty"`
+	Policy  Policy
 }
 
 // ForkSource names the checkpoint a forked run starts from.

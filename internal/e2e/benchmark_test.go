@@ -42,6 +42,9 @@ func TestBenchmarkResume(t *testing.T) {
 		t.Fatalf("fast run: %+v", res)
 	}
 	e.waitCheckpoints(slow, 2)
+	// Work past the checkpoint (checkpoints come every 2 s): the
+	// termination loses it, and the continued run's ledger must say so.
+	time.Sleep(time.Second)
 	if _, errs, code := e.starter("benchmark", "resume", bench); code != 2 || !strings.Contains(errs, "still running") {
 		t.Fatalf("resuming a running benchmark must be refused (exit %d): %s", code, errs)
 	}
@@ -85,9 +88,10 @@ func TestBenchmarkResume(t *testing.T) {
 		t.Fatalf("the continued run must resume from its checkpoint: %q", s)
 	}
 	e.starterJSON(&res, "result", slow, "--json")
-	if res.Outcome != "scored" || res.Attempts != 2 || res.Budget.UsedS < 10 {
+	if res.Outcome != "scored" || res.Attempts != 2 || res.Budget.UsedS < 10 || res.Budget.LostS < 0.5 || res.Budget.LostS > 2.5 {
 		t.Fatalf("continued run: %+v", res)
 	}
+	t.Logf("continued run's ledger: %+v", res.Budget)
 	if out, _, code := e.starter("list", "--benchmarks"); code != 0 || !strings.Contains(out, bench) {
 		t.Fatalf("list --benchmarks (exit %d): %s", code, out)
 	}
