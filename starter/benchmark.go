@@ -41,8 +41,8 @@ func benchmarkCmd() *cobra.Command {
 			if seeds < 1 || concurrency < 1 {
 				return host.Usagef("--seeds and --concurrency must be at least 1")
 			}
-			if !slices.Contains(leaderboard.Formats, format) {
-				return host.Usagef("--format: %q is not one of %s", format, strings.Join(leaderboard.Formats, ", "))
+			if err := checkFormat(format); err != nil {
+				return err
 			}
 			ids := only
 			if len(ids) == 0 {
@@ -87,11 +87,7 @@ func benchmarkCmd() *cobra.Command {
 			if !wait {
 				return nil
 			}
-			var res workflows.BenchmarkResult
-			if err := run.Get(ctx, &res); err != nil {
-				return fmt.Errorf("benchmark %s: %w", id, err)
-			}
-			return printLeaderboard(&res, format)
+			return awaitLeaderboard(ctx, run, format)
 		},
 	}
 	f := cmd.Flags()
@@ -114,8 +110,8 @@ func resultsCmd() *cobra.Command {
 		Short: "print a benchmark's leaderboard (table, md, csv, json or svg); partial while it runs",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !slices.Contains(leaderboard.Formats, format) {
-				return host.Usagef("--format: %q is not one of %s", format, strings.Join(leaderboard.Formats, ", "))
+			if err := checkFormat(format); err != nil {
+				return err
 			}
 			ctx, c, err := dialFor(cmd)
 			if err != nil {
@@ -137,15 +133,27 @@ func resultsCmd() *cobra.Command {
 				setup := leaderboard.SetupOf(workflows.LeaderboardRuns(runs), snap.prog.Policy)
 				return printLeaderboard(&workflows.BenchmarkResult{BenchmarkID: args[0], Runs: runs, Setup: setup}, format)
 			}
-			var res workflows.BenchmarkResult
-			if err := c.GetWorkflow(ctx, args[0], "").Get(ctx, &res); err != nil {
-				return fmt.Errorf("benchmark %s: %w", args[0], err)
-			}
-			return printLeaderboard(&res, format)
+			return awaitLeaderboard(ctx, c.GetWorkflow(ctx, args[0], ""), format)
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "table", "table, md, csv, json or svg (a chart with error bars)")
 	return cmd
+}
+
+func checkFormat(format string) error {
+	if !slices.Contains(leaderboard.Formats, format) {
+		return host.Usagef("--format: %q is not one of %s", format, strings.Join(leaderboard.Formats, ", "))
+	}
+	return nil
+}
+
+// awaitLeaderboard waits for a benchmark and prints its leaderboard.
+func awaitLeaderboard(ctx context.Context, run client.WorkflowRun, format string) error {
+	var res workflows.BenchmarkResult
+	if err := run.Get(ctx, &res); err != nil {
+		return fmt.Errorf("benchmark %s: %w", run.GetID(), err)
+	}
+	return printLeaderboard(&res, format)
 }
 
 func printLeaderboard(res *workflows.BenchmarkResult, format string) error {
@@ -203,8 +211,8 @@ infra_failed or evaluation_failed continue from their latest checkpoint:
 an agent that had finished is only evaluated again, never re-run.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !slices.Contains(leaderboard.Formats, format) {
-				return host.Usagef("--format: %q is not one of %s", format, strings.Join(leaderboard.Formats, ", "))
+			if err := checkFormat(format); err != nil {
+				return err
 			}
 			cfg, err := host.LoadConfig(cmd)
 			if err != nil {
@@ -217,11 +225,10 @@ an agent that had finished is only evaluated again, never re-run.`,
 			}
 			defer c.Close()
 			id := args[0]
-			d, err := c.DescribeWorkflowExecution(ctx, id, "")
+			info, err := describe(ctx, c, id)
 			if err != nil {
-				return notFound(err, id)
+				return err
 			}
-			info := d.WorkflowExecutionInfo
 			if info.GetType().GetName() != workflows.BenchmarkWorkflowName {
 				return host.Usagef("%s is a %s, not a benchmark", id, info.GetType().GetName())
 			}
@@ -256,11 +263,7 @@ an agent that had finished is only evaluated again, never re-run.`,
 			if !wait {
 				return nil
 			}
-			var res workflows.BenchmarkResult
-			if err := run.Get(ctx, &res); err != nil {
-				return fmt.Errorf("benchmark %s: %w", id, err)
-			}
-			return printLeaderboard(&res, format)
+			return awaitLeaderboard(ctx, run, format)
 		},
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait and print the leaderboard")

@@ -7,6 +7,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/internal/host"
@@ -24,13 +25,22 @@ func notFound(err error, id string) error {
 	return err
 }
 
-// running tells whether a run or benchmark is still going.
-func running(ctx context.Context, c client.Client, id string) (bool, enumspb.WorkflowExecutionStatus, error) {
+// describe reads what the server knows of a run or benchmark.
+func describe(ctx context.Context, c client.Client, id string) (*workflowpb.WorkflowExecutionInfo, error) {
 	d, err := c.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
-		return false, 0, notFound(err, id)
+		return nil, notFound(err, id)
 	}
-	st := d.WorkflowExecutionInfo.Status
+	return d.WorkflowExecutionInfo, nil
+}
+
+// running tells whether a run or benchmark is still going.
+func running(ctx context.Context, c client.Client, id string) (bool, enumspb.WorkflowExecutionStatus, error) {
+	info, err := describe(ctx, c, id)
+	if err != nil {
+		return false, 0, err
+	}
+	st := info.Status
 	return st == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, st, nil
 }
 

@@ -33,11 +33,11 @@ func watchCmd() *cobra.Command {
 			}
 			defer c.Close()
 			id := args[0]
-			d, err := c.DescribeWorkflowExecution(ctx, id, "")
+			info, err := describe(ctx, c, id)
 			if err != nil {
-				return notFound(err, id)
+				return err
 			}
-			bench := d.WorkflowExecutionInfo.GetType().GetName() == workflows.BenchmarkWorkflowName
+			bench := info.GetType().GetName() == workflows.BenchmarkWorkflowName
 			frame := runFrame
 			if bench {
 				frame = benchmarkFrame
@@ -81,11 +81,7 @@ func watchCmd() *cobra.Command {
 				}
 				return printResult(&res, false)
 			}
-			var res workflows.BenchmarkResult
-			if err := c.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
-				return fmt.Errorf("benchmark %s: %w", id, err)
-			}
-			return printLeaderboard(&res, "table")
+			return awaitLeaderboard(ctx, c.GetWorkflow(ctx, id, ""), "table")
 		},
 	}
 	cmd.Flags().DurationVar(&every, "interval", time.Second, "refresh interval")
