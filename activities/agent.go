@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"archive/tar"
 	"context"
 	"fmt"
 	"io"
@@ -39,25 +40,27 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 	}
 	var prev *checkpoint.Manifest
 	resumed := false
-	var restoreTar io.Reader
+	var restoreTar *io.PipeReader
 	src := in.RunID
 	if in.Resume != nil && in.Resume.RunID != "" {
 		src = in.Resume.RunID // a fork resumes from another run's checkpoint
 	}
+	// A container's checkpoint is restored into a staging dir first, every
+	// chunk verified, so that a damaged one falls back to the checkpoint
+	// before; the tree then goes into the container as it is created.
+	into := workspace
+	if a.Docker != nil {
+		into = filepath.Join(dir, "restore")
+	}
 	if in.Resume != nil {
-		// Into a directory now; into a container as it is created, streamed,
-		// once every chunk is known to be there.
 		restore := func(m *checkpoint.Manifest) error {
-			if err := os.RemoveAll(workspace); err != nil {
+			if err := os.RemoveAll(into); err != nil {
 				return err
 			}
-			if err := a.Engine.Restore(ctx, m, workspace); err != nil {
+			if err := a.Engine.Restore(ctx, m, into); err != nil {
 				return err
 			}
 			return os.MkdirAll(output, 0o755)
-		}
-		if a.Docker != nil {
-			restore = func(m *checkpoint.Manifest) error { return a.Engine.Check(ctx, m) }
 		}
 		m, err := a.restoreLatest(ctx, src, in.Resume, restore)
 		if err != nil {
@@ -65,7 +68,14 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 		}
 		if a.Docker != nil {
 			pr, pw := io.Pipe()
-			go func() { _ = pw.CloseWithError(a.Engine.WriteTar(ctx, m, pw)) }()
+			go func() {
+				tw := tar.NewWriter(pw)
+				err := tw.AddFS(os.DirFS(into))
+				if err == nil {
+					err = tw.Close()
+				}
+				_ = pw.CloseWithError(err)
+			}()
 			restoreTar = pr
 		}
 		prev, resumed = m, true
@@ -138,7 +148,10 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 		Redact: redact,
 	}
 	if a.Docker != nil {
-		spec.Image, spec.Dir, spec.Restore = a.Containers.AgentImage, "/", restoreTar
+		spec.Image, spec.Dir = a.Containers.AgentImage, "/"
+		if restoreTar != nil {
+			spec.Restore = restoreTar
+		}
 		if in.Agent == "mlrb" {
 			spec.Image, spec.Dir = in.Image, ""
 		}
@@ -149,6 +162,12 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 		spec.MemoryBytes, spec.CPUs, spec.PidsLimit = a.Containers.MemoryBytes, a.Containers.CPUs, a.Containers.PidsLimit
 	}
 	h, err := a.Runtime.Start(ctx, spec)
+	if restoreTar != nil {
+		// The container has its copy (or failed to take it): free the
+		// staging dir, and the writer if the copy stopped half way.
+		_ = restoreTar.Close()
+		_ = os.RemoveAll(into)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("start agent: %w", err)
 	}

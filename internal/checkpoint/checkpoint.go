@@ -647,31 +647,3 @@ func (e *Engine) parallel() int {
 	}
 	return e.Parallel
 }
-
-// Check confirms that every chunk a checkpoint references is in the store,
-// without reading them: what a restore that streams (into a container)
-// checks before it starts. A missing chunk is a CorruptChunkError.
-func (e *Engine) Check(ctx context.Context, m *Manifest) error {
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(e.parallel())
-	seen := map[string]bool{}
-	for _, f := range m.Files {
-		for _, h := range f.Chunks {
-			if seen[h] {
-				continue
-			}
-			seen[h] = true
-			g.Go(func() error {
-				ok, err := e.Store.Exists(gctx, chunkKey(h))
-				if err == nil && !ok {
-					err = &CorruptChunkError{Hash: h, Reason: "missing"}
-				}
-				return err
-			})
-		}
-	}
-	if err := g.Wait(); err != nil {
-		return fmt.Errorf("check %s #%d: %w", m.RunID, m.Seq, err)
-	}
-	return nil
-}

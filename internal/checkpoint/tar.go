@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"path"
 	"strings"
-	"time"
 )
 
 // TarSource is one archive stream; Prefix is prepended to its entry
@@ -87,34 +85,4 @@ func (s *saving) streamChunks(r io.Reader, size int64) ([]string, error) {
 		}
 	}
 	return chunks, nil
-}
-
-// WriteTar writes a checkpoint as a tar stream (for Docker's archive API
-// to put into a container before it starts), verifying every chunk.
-func (e *Engine) WriteTar(ctx context.Context, m *Manifest, w io.Writer) error {
-	tw := tar.NewWriter(w)
-	for _, f := range m.Files {
-		hdr := &tar.Header{Name: f.Path, Mode: int64(f.Mode.Perm()), ModTime: time.Unix(0, f.MTime), Uid: 0, Gid: 0}
-		switch {
-		case f.Mode.IsDir():
-			hdr.Typeflag, hdr.Name, hdr.ModTime = tar.TypeDir, f.Path+"/", time.Now()
-		case f.Mode&fs.ModeSymlink != 0:
-			hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, f.Link
-		default:
-			hdr.Typeflag, hdr.Size = tar.TypeReg, f.Size
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return fmt.Errorf("restore %s: %w", f.Path, err)
-		}
-		for _, h := range f.Chunks {
-			data, err := e.readChunk(ctx, h)
-			if err != nil {
-				return fmt.Errorf("restore %s: %w", f.Path, err)
-			}
-			if _, err := tw.Write(data); err != nil {
-				return fmt.Errorf("restore %s: %w", f.Path, err)
-			}
-		}
-	}
-	return tw.Close()
 }

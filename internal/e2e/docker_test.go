@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -137,6 +138,11 @@ func TestDockerKilledAgentResumes(t *testing.T) {
 		t.Fatalf("provenance: agent image %q, evaluator image %q; want digests", res.AgentImage, res.EvalImage)
 	}
 	t.Logf("score %.4f, budget %+v, checkpoints %d, image %s", *res.Score, res.Budget, res.Checkpoints, res.AgentImage)
+	// The second container started on the restored workspace.
+	logs, _, _ := e.starter("logs", runID)
+	if m := regexp.MustCompile(`start attempt=2 resumed=true trials_found=(\d+)`).FindStringSubmatch(logs); m == nil || m[1] == "0" {
+		t.Fatalf("the second container did not find the checkpointed trials:\n%s", logs)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for len(containers(t, host)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(200 * time.Millisecond)
