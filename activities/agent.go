@@ -435,6 +435,10 @@ func (c *checkpointer) save(agentSeconds float64, end *checkpoint.Ending) (*Chec
 	if err != nil {
 		return nil, err
 	}
+	if len(m.Unsettled) > 0 {
+		c.log.Warn("files kept changing while checkpointed: they hold their previous version, or are left out if new",
+			zap.Int("seq", m.Seq), zap.Strings("files", m.Unsettled))
+	}
 	if c.a.Keep > 0 {
 		if n, err := c.a.Engine.Prune(c.ctx, c.runID, c.a.Keep); err != nil {
 			c.log.Warn("retention", zap.Error(err))

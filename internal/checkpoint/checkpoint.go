@@ -54,6 +54,11 @@ type Manifest struct {
 	Ending *Ending `json:"ending,omitempty"`
 	// Workdir is where MLRB_WORKDIR lies in the snapshot ("" for the root).
 	Workdir string `json:"workdir,omitempty"`
+	// Unsettled lists files that kept changing while they were read: each
+	// holds its version from the previous checkpoint, or is left out when
+	// it had none. A file written without pause (a training log) must not
+	// block every checkpoint, and a torn file is never committed.
+	Unsettled []string `json:"unsettled,omitempty"`
 }
 
 // File is one entry of a workspace: a regular file, a directory or a symlink.
@@ -135,7 +140,8 @@ func ManifestKey(runID string, seq int) string {
 type saving struct {
 	e         *Engine
 	m         *Manifest
-	old       map[string]File
+	old       map[string]File // previous files quiet enough to reuse unread
+	prev      map[string]File // every previous file, for unsettled ones
 	g         *errgroup.Group
 	ctx       context.Context // the group's: cancelled at its first error
 	inflight  sync.Map        // chunks queued by this save
@@ -146,7 +152,7 @@ type saving struct {
 // save runs one checkpoint: it takes the save lock, lets walk add the
 // files, waits for the uploads and commits the manifest.
 func (e *Engine) save(ctx context.Context, meta Meta, prev *Manifest, what string, walk func(s *saving) error) (*Manifest, error) {
-	s := &saving{e: e, old: map[string]File{}, m: &Manifest{Version: 2, Hash: "blake3", ChunkSize: e.ChunkSize, RunID: meta.RunID, Seq: meta.Seq,
+	s := &saving{e: e, old: map[string]File{}, prev: map[string]File{}, m: &Manifest{Version: 2, Hash: "blake3", ChunkSize: e.ChunkSize, RunID: meta.RunID, Seq: meta.Seq,
 		Attempt: meta.Attempt, AgentSeconds: meta.AgentSeconds, Final: meta.Final, Ending: meta.Ending, Workdir: meta.Workdir, CreatedAt: time.Now().UTC()}}
 	l, err := e.acquire(ctx, saveLockPrefix, gcLockPrefix, meta.RunID, false)
 	if err != nil {
@@ -158,6 +164,7 @@ func (e *Engine) save(ctx context.Context, meta Meta, prev *Manifest, what strin
 	// within the same mtime tick would otherwise go unseen.
 	if prev != nil {
 		for _, f := range prev.Files {
+			s.prev[f.Path] = f
 			if !e.racy(time.Unix(0, f.MTime), prev.CreatedAt) {
 				s.old[f.Path] = f
 			}
@@ -252,7 +259,16 @@ func (e *Engine) Save(ctx context.Context, dir string, meta Meta, prev *Manifest
 				f.Size, f.MTime = info.Size(), info.ModTime().UnixNano()
 				var ok bool
 				if f.Chunks, ok = s.unchanged(f); !ok {
-					if f.Chunks, err = s.saveFile(p, info); err != nil {
+					f.Chunks, err = s.saveFile(p, info)
+					if errors.Is(err, ErrTorn) {
+						s.m.Unsettled = append(s.m.Unsettled, f.Path)
+						old, had := s.prev[f.Path]
+						if !had {
+							return nil
+						}
+						f, err = old, nil
+					}
+					if err != nil {
 						return fmt.Errorf("%s: %w", f.Path, err)
 					}
 				}
@@ -281,8 +297,8 @@ func (e *Engine) commit(ctx context.Context, m *Manifest) error {
 var errChanged = errors.New("changed during read")
 
 // saveFile reads a file in chunks and queues hashing and uploading of each;
-// if the file changed meanwhile it is read again, and after three tries
-// the checkpoint fails: a committed checkpoint never holds a torn file.
+// if the file changed meanwhile it is read again, and after three tries it
+// is ErrTorn: a committed checkpoint never holds a torn file.
 func (s *saving) saveFile(p string, before fs.FileInfo) ([]string, error) {
 	e := s.e
 	for try := 0; try < 3; try++ {
