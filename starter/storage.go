@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -58,9 +59,10 @@ func checkpointCmd() *cobra.Command {
 				return printJSON(rows)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SEQ\tTIME\tATTEMPT\tAGENT S\tFILES\tBYTES\tNEW BYTES\tFINAL")
+			fmt.Fprintln(tw, "SEQ\tTIME\tATTEMPT\tAGENT S\tFILES\tBYTES\tNEW BYTES\tFINAL\tUNSETTLED")
 			for _, m := range ms {
-				fmt.Fprintf(tw, "%d\t%s\t%d\t%.1f\t%d\t%d\t%d\t%v\n", m.Seq, m.CreatedAt.Local().Format("2006-01-02 15:04:05"), m.Attempt, m.AgentSeconds, len(m.Files), m.Bytes, m.NewBytes, m.Final)
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%.1f\t%d\t%d\t%d\t%v\t%s\n", m.Seq, m.CreatedAt.Local().Format("2006-01-02 15:04:05"), m.Attempt, m.AgentSeconds, len(m.Files), m.Bytes, m.NewBytes, m.Final,
+					strings.Join(m.Unsettled, ","))
 			}
 			return tw.Flush()
 		},
