@@ -38,61 +38,16 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 	if err := os.MkdirAll(output, 0o755); err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
-	var prev *checkpoint.Manifest
-	resumed := false
-	var restoreTar *io.PipeReader
-	src := in.RunID
-	if in.Resume != nil && in.Resume.RunID != "" {
-		src = in.Resume.RunID // a fork resumes from another run's checkpoint
-	}
-	// A container's checkpoint is restored into a staging dir first, every
-	// chunk verified, so that a damaged one falls back to the checkpoint
-	// before; the tree then goes into the container as it is created.
-	into := workspace
-	if a.Docker != nil {
-		into = filepath.Join(dir, "restore")
-	}
-	if in.Resume != nil {
-		restore := func(m *checkpoint.Manifest) error {
-			if err := os.RemoveAll(into); err != nil {
-				return err
-			}
-			if err := a.Engine.Restore(ctx, m, into); err != nil {
-				return err
-			}
-			return os.MkdirAll(output, 0o755)
-		}
-		m, err := a.restoreLatest(ctx, src, in.Resume, restore)
-		if err != nil {
-			return nil, fmt.Errorf("restore: %w", err)
-		}
-		if a.Docker != nil {
-			pr, pw := io.Pipe()
-			go func() {
-				tw := tar.NewWriter(pw)
-				err := tw.AddFS(os.DirFS(into))
-				if err == nil {
-					err = tw.Close()
-				}
-				_ = pw.CloseWithError(err)
-			}()
-			restoreTar = pr
-		}
-		prev, resumed = m, true
-		log.Info("restored checkpoint", zap.Int("seq", m.Seq), zap.Int("files", len(m.Files)))
-	}
-	specFile := filepath.Join(dir, "task.json")
-	if err := writeJSONFile(specFile, in.Task); err != nil {
-		return nil, fmt.Errorf("task spec: %w", err)
-	}
-	prompt, err := in.Task.RenderPrompt()
+	rs, err := a.restoreWorkspace(ctx, in, dir, workspace)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, err)
+		return nil, err
 	}
-	promptFile := filepath.Join(dir, "prompt.md")
-	if err := os.WriteFile(promptFile, []byte(prompt), 0o644); err != nil {
-		return nil, fmt.Errorf("prompt: %w", err)
+	var prev *checkpoint.Manifest
+	if rs != nil {
+		prev = rs.m
+		log.Info("restored checkpoint", zap.Int("seq", prev.Seq), zap.Int("files", len(prev.Files)))
 	}
+	resumed := prev != nil
 
 	left := time.Duration((in.BudgetSeconds - in.UsedSeconds) * float64(time.Second))
 	if left <= 0 {
@@ -101,76 +56,19 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 	grace := min(in.Grace, left/4)
 	start := time.Now()
 	deadline := start.Add(left)
-	// The deadline also lives in a file, outside the checkpointed
-	// workspace, that an operator's extension rewrites while the agent runs.
-	control := filepath.Join(dir, "control")
-	if err := writeDeadline(control, deadline); err != nil {
-		return nil, err
-	}
-	workdir, outdir, specPath, promptPath, controlPath := workspace, output, specFile, promptFile, control
-	if a.Docker != nil {
-		workdir = a.Containers.Workdir
-		outdir = path.Join(workdir, "output")
-		specPath, promptPath, controlPath = "/mlrb-run/task.json", "/mlrb-run/prompt.md", "/mlrb-control"
-	}
-	env := map[string]string{
-		"MLRB_TASK": in.Task.ID, "MLRB_SEED": strconv.FormatInt(in.Seed, 10),
-		"MLRB_WORKDIR": workdir, "MLRB_OUTPUT_DIR": outdir,
-		"MLRB_DEADLINE":               deadline.UTC().Format(time.RFC3339Nano),
-		"MLRB_DEADLINE_FILE":          path.Join(filepath.ToSlash(controlPath), "deadline"),
-		"MLRB_TIME_REMAINING_SECONDS": secondsEnv(left),
-		"MLRB_ATTEMPT":                strconv.Itoa(in.Attempt),
-		"MLRB_RESUMED":                map[bool]string{true: "1", false: "0"}[resumed],
-		"MLRB_TASK_SPEC":              specPath,
-		"MLRB_PROMPT_FILE":            promptPath,
-		"TASK_NAME":                   in.Task.ID,
-		"BENCHMARK":                   "full_benchmark",
-		"PROVIDER":                    in.Provider,
-	}
-	if in.Task.Suite == "mini" {
-		env["BENCHMARK"] = "mini_benchmark"
-	}
-	secrets, err := a.secretValues(in.Secrets)
+	spec, err := a.agentSpec(in, dir, workspace, deadline, left, resumed)
 	if err != nil {
 		return nil, err
 	}
-	var redact []string
-	for k, v := range secrets {
-		env[k] = v
-		redact = append(redact, v)
-	}
-	logPath := filepath.Join(dir, "agent.log")
-	spec := runtime.TaskSpec{
-		Name:    fmt.Sprintf("agent-%s-%d", runKey(in.RunID), in.Attempt),
-		Command: a.command(agentCommands[in.Agent], map[string]string{"self": a.Self}),
-		Env:     env, Dir: workspace, LogPath: logPath, Devices: in.Lease.Devices,
-		Labels: map[string]string{"run": in.RunID, "attempt": strconv.Itoa(in.Attempt), "token": in.Lease.Token, "task": in.Task.ID},
-		Redact: redact,
-	}
-	if a.Docker != nil {
-		spec.Image, spec.Dir = a.Containers.AgentImage, "/"
-		if restoreTar != nil {
-			spec.Restore = restoreTar
-		}
-		if in.Agent == "mlrb" {
-			spec.Image, spec.Dir = in.Image, ""
-		}
-		spec.Command = a.command(agentCommands[in.Agent], map[string]string{"self": a.Containers.Self})
-		// The control dir, not its file, is mounted: a rewrite replaces the
-		// file, which a file mount would not follow.
-		spec.Binds = []string{specFile + ":" + specPath + ":ro", promptFile + ":" + promptPath + ":ro", control + ":" + controlPath + ":ro"}
-		spec.MemoryBytes, spec.CPUs, spec.PidsLimit = a.Containers.MemoryBytes, a.Containers.CPUs, a.Containers.PidsLimit
+	if rs != nil && rs.tar != nil {
+		spec.Restore = rs.tar
 	}
 	h, err := a.Runtime.Start(ctx, spec)
-	if restoreTar != nil {
-		// The container has its copy (or failed to take it): free the
-		// staging dir, and the writer if the copy stopped half way.
-		_ = restoreTar.Close()
-		_ = os.RemoveAll(into)
-	}
+	rs.release()
 	if err != nil {
 		return nil, fmt.Errorf("start agent: %w", err)
 	}
+	logPath := spec.LogPath
 	log.Info("agent started", zap.Time("deadline", deadline), zap.Bool("resumed", resumed))
 
 	ck := &checkpointer{a: a, ctx: ctx, runID: in.RunID, attempt: in.Attempt, dir: workspace, seq: in.NextSeq, prev: prev, log: log, task: spec.Name}
@@ -235,7 +133,7 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 				budget = granted
 				soft.Reset(time.Until(deadline.Add(-grace)))
 				hard.Reset(time.Until(deadline))
-				if err := writeDeadline(control, deadline); err != nil {
+				if err := writeDeadline(controlDir(dir), deadline); err != nil {
 					log.Warn("the agent's deadline file", zap.Error(err))
 				}
 				log.Info("budget extended", zap.Time("deadline", deadline))
@@ -472,4 +370,144 @@ func writeDeadline(dir string, d time.Time) error {
 		return fmt.Errorf("deadline file: %w", err)
 	}
 	return nil
+}
+
+// restored is a resumed attempt's workspace: the checkpoint it came from
+// and, for a container, the tree to copy in as the container is created.
+type restored struct {
+	m       *checkpoint.Manifest
+	tar     *io.PipeReader
+	staging string
+}
+
+// release frees a container restore once the container has its copy (or
+// failed to take it): the staging dir, and the writer if the copy stopped
+// half way.
+func (r *restored) release() {
+	if r == nil || r.tar == nil {
+		return
+	}
+	_ = r.tar.Close()
+	_ = os.RemoveAll(r.staging)
+}
+
+// restoreWorkspace restores the latest usable checkpoint the attempt
+// resumes from (none: nil). A container's checkpoint goes into a staging
+// dir first, every chunk verified like a directory's, so that a damaged
+// one falls back to the checkpoint before.
+func (a *Activities) restoreWorkspace(ctx context.Context, in AgentInput, dir, workspace string) (*restored, error) {
+	if in.Resume == nil {
+		return nil, nil
+	}
+	src := in.RunID
+	if in.Resume.RunID != "" {
+		src = in.Resume.RunID // a fork resumes from another run's checkpoint
+	}
+	into := workspace
+	if a.Docker != nil {
+		into = filepath.Join(dir, "restore")
+	}
+	m, err := a.restoreLatest(ctx, src, in.Resume, func(m *checkpoint.Manifest) error {
+		if err := os.RemoveAll(into); err != nil {
+			return err
+		}
+		if err := a.Engine.Restore(ctx, m, into); err != nil {
+			return err
+		}
+		return os.MkdirAll(filepath.Join(workspace, "output"), 0o755)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	r := &restored{m: m}
+	if a.Docker != nil {
+		pr, pw := io.Pipe()
+		go func() {
+			tw := tar.NewWriter(pw)
+			err := tw.AddFS(os.DirFS(into))
+			if err == nil {
+				err = tw.Close()
+			}
+			_ = pw.CloseWithError(err)
+		}()
+		r.tar, r.staging = pr, into
+	}
+	return r, nil
+}
+
+// controlDir holds the files the harness rewrites while the agent runs
+// (its deadline), outside the checkpointed workspace.
+func controlDir(attemptDir string) string { return filepath.Join(attemptDir, "control") }
+
+// agentSpec writes the attempt's task spec, prompt and deadline files and
+// describes the agent's process or container: the contract env, secrets
+// (redacted from its logs), labels and limits.
+func (a *Activities) agentSpec(in AgentInput, dir, workspace string, deadline time.Time, left time.Duration, resumed bool) (runtime.TaskSpec, error) {
+	var spec runtime.TaskSpec
+	specFile := filepath.Join(dir, "task.json")
+	if err := writeJSONFile(specFile, in.Task); err != nil {
+		return spec, fmt.Errorf("task spec: %w", err)
+	}
+	prompt, err := in.Task.RenderPrompt()
+	if err != nil {
+		return spec, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, err)
+	}
+	promptFile := filepath.Join(dir, "prompt.md")
+	if err := os.WriteFile(promptFile, []byte(prompt), 0o644); err != nil {
+		return spec, fmt.Errorf("prompt: %w", err)
+	}
+	control := controlDir(dir)
+	if err := writeDeadline(control, deadline); err != nil {
+		return spec, err
+	}
+	workdir, specPath, promptPath, controlPath := workspace, specFile, promptFile, control
+	if a.Docker != nil {
+		workdir = a.Containers.Workdir
+		specPath, promptPath, controlPath = "/mlrb-run/task.json", "/mlrb-run/prompt.md", "/mlrb-control"
+	}
+	env := map[string]string{
+		"MLRB_TASK": in.Task.ID, "MLRB_SEED": strconv.FormatInt(in.Seed, 10),
+		"MLRB_WORKDIR": workdir, "MLRB_OUTPUT_DIR": path.Join(filepath.ToSlash(workdir), "output"),
+		"MLRB_DEADLINE":               deadline.UTC().Format(time.RFC3339Nano),
+		"MLRB_DEADLINE_FILE":          path.Join(filepath.ToSlash(controlPath), "deadline"),
+		"MLRB_TIME_REMAINING_SECONDS": secondsEnv(left),
+		"MLRB_ATTEMPT":                strconv.Itoa(in.Attempt),
+		"MLRB_RESUMED":                map[bool]string{true: "1", false: "0"}[resumed],
+		"MLRB_TASK_SPEC":              specPath,
+		"MLRB_PROMPT_FILE":            promptPath,
+		"TASK_NAME":                   in.Task.ID,
+		"BENCHMARK":                   "full_benchmark",
+		"PROVIDER":                    in.Provider,
+	}
+	if in.Task.Suite == "mini" {
+		env["BENCHMARK"] = "mini_benchmark"
+	}
+	secrets, err := a.secretValues(in.Secrets)
+	if err != nil {
+		return spec, err
+	}
+	var redact []string
+	for k, v := range secrets {
+		env[k] = v
+		redact = append(redact, v)
+	}
+	spec = runtime.TaskSpec{
+		Name:    fmt.Sprintf("agent-%s-%d", runKey(in.RunID), in.Attempt),
+		Command: a.command(agentCommands[in.Agent], map[string]string{"self": a.Self}),
+		Env:     env, Dir: workspace, LogPath: filepath.Join(dir, "agent.log"), Devices: in.Lease.Devices,
+		Labels: map[string]string{"run": in.RunID, "attempt": strconv.Itoa(in.Attempt), "token": in.Lease.Token, "task": in.Task.ID},
+		Redact: redact,
+	}
+	if a.Docker != nil {
+		spec.Image, spec.Dir = a.Containers.AgentImage, "/"
+		if in.Agent == "mlrb" {
+			spec.Image, spec.Dir = in.Image, ""
+		}
+		spec.Command = a.command(agentCommands[in.Agent], map[string]string{"self": a.Containers.Self})
+		// The control dir, not its file, is mounted: a rewrite replaces the
+		// file, which a file mount would not follow.
+		spec.Binds = []string{specFile + ":" + specPath + ":ro", promptFile + ":" + promptPath + ":ro", control + ":" + controlPath + ":ro"}
+		spec.MemoryBytes, spec.CPUs, spec.PidsLimit = a.Containers.MemoryBytes, a.Containers.CPUs, a.Containers.PidsLimit
+	}
+	return spec, nil
 }
