@@ -237,9 +237,22 @@ func TestExtendAndCancel(t *testing.T) {
 
 // TestExtensionReachesTheAgent: an extension rewrites the agent's deadline
 // file, so an agent that would stop at its first deadline keeps working
-// and finishes its search on its own.
+// and finishes its search on its own; in a container too, where the file
+// comes through a read-only mount of its directory.
 func TestExtensionReachesTheAgent(t *testing.T) {
-	e := newEnv(t, "MLRB_CHECKPOINT_INTERVAL=2s", "MLRB_AGENT_GRACE=2s")
+	vars := []string{"MLRB_CHECKPOINT_INTERVAL=2s", "MLRB_AGENT_GRACE=2s"}
+	for _, runtime := range []string{"process", "docker"} {
+		t.Run(runtime, func(t *testing.T) {
+			e := newEnv(t, vars...)
+			if runtime == "docker" {
+				e = dockerEnv(t, vars...)
+			}
+			extensionReachesTheAgent(t, e)
+		})
+	}
+}
+
+func extensionReachesTheAgent(t *testing.T, e *env) {
 	e.addTask("e2e_ext", "mini_baby_lm", map[string]string{"trials: 24": "trials: 16", "trial_seconds: 0.4": "trial_seconds: 0.8"})
 	e.start("worker", "--dev")
 	e.waitServer()
