@@ -105,8 +105,37 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 		activity.RecordHeartbeat(ctx, Progress{AgentSeconds: agentSeconds(), LastCheckpoint: ck.lastSeq(), LogOffset: off})
 	}
 	heartbeat()
+	// handBack checkpoints a stopped agent and returns its attempt to the
+	// run as an infra loss with the exact agent time: with the checkpoint
+	// in the error, the run resumes from it even before its signal lands.
+	handBack := func(used float64, what string) error {
+		ck.wait()
+		p := Progress{AgentSeconds: used, LastCheckpoint: ck.lastSeq()}
+		ref, err := ck.save(used, nil)
+		_ = h.Destroy()
+		if err != nil {
+			log.Warn("checkpoint of a stopped agent; its work since the last one is lost", zap.Error(err))
+		} else {
+			p.Checkpoint, p.LastCheckpoint = ref, ref.Seq
+		}
+		return temporal.NewApplicationError(what, ErrAgentKilled, p)
+	}
+	stopping := activity.GetWorkerStopChannel(ctx)
 	for {
 		select {
+		case <-stopping:
+			// The worker is stopping (a deploy, a drain): stop the agent and
+			// hand the attempt back, so the run resumes at once and loses
+			// nothing, rather than after a heartbeat timeout from its last
+			// checkpoint.
+			log.Info("worker stopping: the agent is stopped and checkpointed")
+			if err := h.Kill(); err != nil {
+				log.Warn("kill", zap.Error(err))
+			}
+			<-h.Wait()
+			used := agentSeconds()
+			shipLogs(true)
+			return nil, handBack(used, fmt.Sprintf("worker stopping: agent of attempt %d stopped and checkpointed", in.Attempt))
 		case <-ctx.Done():
 			// The workflow gave up on this attempt or the worker is
 			// stopping: the agent never outlives its attempt.
@@ -173,12 +202,7 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 			// its work and let the workflow run the next attempt.
 			killed := stoppedBy == StopExited && res.Signal == int(syscall.SIGKILL) && !res.OOMKilled
 			if killed {
-				_, err := ck.save(used, nil)
-				_ = h.Destroy()
-				if err != nil {
-					log.Warn("checkpoint after an outside kill", zap.Error(err))
-				}
-				return nil, temporal.NewApplicationError(fmt.Sprintf("agent of attempt %d was killed from outside (%s)", in.Attempt, res), ErrAgentKilled, Progress{AgentSeconds: used, LastCheckpoint: ck.lastSeq()})
+				return nil, handBack(used, fmt.Sprintf("agent of attempt %d was killed from outside (%s)", in.Attempt, res))
 			}
 			end := &checkpoint.Ending{StoppedBy: stoppedBy, ExitCode: res.ExitCode}
 			if !res.Successful() && stoppedBy == StopExited {

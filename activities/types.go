@@ -142,6 +142,9 @@ type Progress struct {
 	AgentSeconds   float64 `json:"agent_seconds"`
 	LastCheckpoint int     `json:"last_checkpoint"`
 	LogOffset      int64   `json:"log_offset"`
+	// Checkpoint is the one taken of an agent stopped under the attempt
+	// (killed from outside, or its worker stopping), handed back with it.
+	Checkpoint *CheckpointRef `json:"checkpoint,omitempty"`
 }
 
 // How an agent attempt stopped.

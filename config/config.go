@@ -113,6 +113,9 @@ type Host struct {
 	// FenceInterval is how often containers are checked against live
 	// attempts (host.runtime docker).
 	FenceInterval time.Duration `mapstructure:"fence_interval" yaml:"fence_interval"`
+	// StopTimeout is how long a stopping worker (SIGTERM) gives its running
+	// agents to be stopped and checkpointed before it exits.
+	StopTimeout time.Duration `mapstructure:"stop_timeout" yaml:"stop_timeout"`
 	// MaxAgents bounds the agents running at once on this host.
 	MaxAgents int    `mapstructure:"max_agents" yaml:"max_agents"`
 	WorkDir   string `mapstructure:"work_dir" yaml:"work_dir"`
@@ -196,6 +199,7 @@ func defaults() map[string]any {
 		"host.gpu_type":                "",
 		"host.max_agents":              4,
 		"host.fence_interval":          "60s",
+		"host.stop_timeout":            "2m",
 		"agent.lease_timeout":          "24h",
 		"host.work_dir":                "",
 		"host.runtime":                 "process",
@@ -368,7 +372,7 @@ func checkDurations(v *viper.Viper) error {
 
 func durationKey(k string) bool {
 	switch k {
-	case "temporal.connect_timeout", "checkpoint.interval", "checkpoint.gc_grace", "host.fence_interval", "eval.wait_limit", "agent.heartbeat_timeout", "agent.grace", "agent.lease_timeout":
+	case "temporal.connect_timeout", "checkpoint.interval", "checkpoint.gc_grace", "host.fence_interval", "host.stop_timeout", "eval.wait_limit", "agent.heartbeat_timeout", "agent.grace", "agent.lease_timeout":
 		return true
 	}
 	return false

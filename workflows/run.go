@@ -215,6 +215,9 @@ func (r *run) runAttempts(ctx workflow.Context) (*activities.AgentResult, error)
 		if !isInfraLoss(err) {
 			return nil, fmt.Errorf("agent attempt %d: %s", attempt, errText(err))
 		}
+		if ref := handedBack(err); ref != nil {
+			r.commit(*ref)
+		}
 		wall := workflow.Now(ctx).Sub(started)
 		r.st.Budget.Crash(ranTo(err, base, wall, p.HeartbeatTimeout), wall.Seconds(), base)
 		workflow.GetLogger(ctx).Warn("agent attempt lost; resuming from the last checkpoint",
@@ -252,6 +255,16 @@ func ranTo(err error, base float64, wall, hbTimeout time.Duration) float64 {
 		return min(est, known+0.8*hbTimeout.Seconds())
 	}
 	return known
+}
+
+// handedBack is the checkpoint a stopped agent's attempt came back with.
+func handedBack(err error) *activities.CheckpointRef {
+	var ae *temporal.ApplicationError
+	var p activities.Progress
+	if errors.As(err, &ae) && ae.Type() == activities.ErrAgentKilled && ae.HasDetails() && ae.Details(&p) == nil {
+		return p.Checkpoint
+	}
+	return nil
 }
 
 // isInfraLoss tells a lost attempt (timeout, worker or host gone, a

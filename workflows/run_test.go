@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -500,3 +501,31 @@ func TestBenchmarkResume(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestHandedBackAttempt: an attempt whose agent was stopped and
+// checkpointed (its worker stopping) comes back with the checkpoint; the
+// next attempt resumes from it at once and nothing is booked as lost,
+// even though the checkpoint's signal never arrived.
+func TestHandedBackAttempt(t *testing.T) {
+	env := newEnv(t)
+	calls := 0
+	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.AgentInput) (*activities.AgentResult, error) {
+			calls++
+			if calls == 1 {
+				ref := ck(3, 7)
+				return nil, temporal.NewApplicationError("worker stopping", activities.ErrAgentKilled,
+					activities.Progress{AgentSeconds: 7, LastCheckpoint: 3, Checkpoint: &ref})
+			}
+			if in.Resume == nil || in.Resume.Seq != 3 || in.UsedSeconds != 7 || in.NextSeq != 4 {
+				return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("attempt 2 must resume checkpoint 3 at 7 s: %+v", in), activities.ErrBadTask, nil)
+			}
+			return &activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 12, Checkpoints: []activities.CheckpointRef{ck(4, 12)}}, nil
+		})
+	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.6), nil)
+	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: testPolicy})
+	r := result(t, env)
+	if r.Outcome != OutcomeScored || r.Attempts != 2 || r.Budget.LostS != 0 || r.Budget.UsedS != 12 {
+		t.Fatalf("result = %+v", r)
+	}
+}

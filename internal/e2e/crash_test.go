@@ -128,6 +128,37 @@ func TestServerKilledMidRun(t *testing.T) {
 	replayHistory(t, e, runID, "server_killed.json")
 }
 
+// TestWorkerStoppedGracefully: a worker stopped with SIGTERM (a deploy)
+// stops its agent, checkpoints it and hands the attempt back: after the
+// restart the run resumes with nothing lost, where a SIGKILL loses the work
+// since the last checkpoint.
+func TestWorkerStoppedGracefully(t *testing.T) {
+	e := crashEnv(t, hbTimeout)
+	e.start("worker", "--dev", "--server-only")
+	e.waitServer()
+	w := e.start("worker")
+	runID := e.startRun("--task", "e2e_crash", "--agent", "reference", "--seed", "6", "--time-limit", "25s")
+	e.waitCheckpoints(runID, 2)
+	time.Sleep(1200 * time.Millisecond) // work past the checkpoint
+	w.stop(t, 30*time.Second)
+	if pids := e.agentPIDs(); len(pids) != 0 {
+		t.Fatalf("agents outlived their stopped worker: %v", pids)
+	}
+	e.start("worker")
+	var res result
+	e.starterJSON(&res, "result", runID, "--wait", "--json")
+	if res.Outcome != "scored" || res.Attempts != 2 || res.Budget.LostS != 0 {
+		e.dumpLogs()
+		t.Fatalf("result = %+v", res)
+	}
+	starts := readStarts(t, e, runID, 2)
+	m := regexp.MustCompile(`^attempt=2 resumed=1 trials_found=(\d+)$`).FindStringSubmatch(starts[len(starts)-1])
+	if len(starts) != 2 || m == nil {
+		t.Fatalf("starts = %q", starts)
+	}
+	t.Logf("budget %+v, checkpoints %d, second start %q", res.Budget, res.Checkpoints, starts[1])
+}
+
 func readStarts(t *testing.T, e *env, runID string, attempt int) []string {
 	t.Helper()
 	p := filepath.Join(e.state, "work", "runs", strings.ReplaceAll(runID, "/", "%2F"), "attempt-"+strconv.Itoa(attempt), "workspace", "starts.log")

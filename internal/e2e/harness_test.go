@@ -124,6 +124,21 @@ func (e *env) start(name string, args ...string) *proc {
 	return p
 }
 
+// stop sends SIGTERM and waits for the process to exit.
+func (p *proc) stop(t *testing.T, within time.Duration) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _, _ = p.cmd.Process.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(within):
+		t.Fatalf("%s did not exit within %s of SIGTERM", p.cmd.Path, within)
+	}
+}
+
 func (p *proc) kill(t *testing.T) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {

@@ -169,6 +169,9 @@ func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logge
 		// heartbeat only that long before cancelling the activity, so a
 		// shorter one would kill agents during a brief server outage.
 		MaxConcurrentActivityExecutionSize: cfg.Host.MaxAgents + 4,
+		// A stopping worker lets each agent activity stop its agent and
+		// checkpoint it, so a restart (a deploy) costs no agent time.
+		WorkerStopTimeout: cfg.Host.StopTimeout,
 	})
 	hostW.RegisterActivityWithOptions(acts.RunAgent, activity.RegisterOptions{Name: activities.RunAgentName})
 	hostW.RegisterActivityWithOptions(acts.ReleaseLease, activity.RegisterOptions{Name: activities.ReleaseLeaseName})
@@ -188,8 +191,8 @@ func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logge
 	return w, nil
 }
 
-// Stop stops polling; running agent activities are cancelled and their
-// processes killed.
+// Stop stops polling; running agents are stopped and checkpointed (within
+// host.stop_timeout), and their attempts handed back to their runs.
 func (w *Worker) Stop() {
 	w.stopFence()
 	w.host.Stop()
