@@ -151,6 +151,11 @@ func TestWorkerStoppedGracefully(t *testing.T) {
 		e.dumpLogs()
 		t.Fatalf("result = %+v", res)
 	}
+	// The hand-back reached a live worker: a workflow task stranded on the
+	// stopping one would have waited out its 10 s timeout.
+	if res.Budget.InfraWaitS >= 8 {
+		t.Fatalf("infra wait %.1fs: the hand-back waited for a timeout", res.Budget.InfraWaitS)
+	}
 	starts := readStarts(t, e, runID, 2)
 	m := regexp.MustCompile(`^attempt=2 resumed=1 trials_found=(\d+)$`).FindStringSubmatch(starts[len(starts)-1])
 	if len(starts) != 2 || m == nil {

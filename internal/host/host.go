@@ -192,11 +192,13 @@ func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logge
 }
 
 // Stop stops polling; running agents are stopped and checkpointed (within
-// host.stop_timeout), and their attempts handed back to their runs.
+// host.stop_timeout), and their attempts handed back to their runs. The
+// shared queue stops first: a workflow task this worker took up while
+// stopping would sit until its timeout instead of going to a live worker.
 func (w *Worker) Stop() {
 	w.stopFence()
-	w.host.Stop()
 	w.shared.Stop()
+	w.host.Stop()
 }
 
 type zapSDK struct{ l *zap.SugaredLogger }
