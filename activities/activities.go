@@ -102,20 +102,15 @@ func (a *Activities) ResolveTask(_ context.Context, in ResolveInput) (*ResolvedT
 func (a *Activities) LoadCheckpoint(ctx context.Context, src CheckpointSource) (*CheckpointRef, error) {
 	var m *checkpoint.Manifest
 	if src.Seq == 0 {
-		all, err := a.Engine.List(ctx, src.RunID)
-		if err != nil {
-			return nil, err // the store may be back on the next try
-		}
-		for _, c := range all {
-			if m == nil || c.Seq > m.Seq {
-				m = c
-			}
-		}
-		if m == nil && src.IfAny {
+		var err error
+		m, err = a.Engine.Latest(ctx, src.RunID)
+		switch {
+		case errors.Is(err, checkpoint.ErrNoCheckpoint) && src.IfAny:
 			return nil, nil
-		}
-		if m == nil {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("run %s has no checkpoint", src.RunID), ErrBadTask, nil)
+		case errors.Is(err, checkpoint.ErrNoCheckpoint):
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, err)
+		case err != nil:
+			return nil, err // the store may be back on the next try
 		}
 	} else {
 		var err error

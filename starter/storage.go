@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -76,19 +77,17 @@ func checkpointCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			var m *checkpoint.Manifest
 			if seq == 0 {
-				ms, err := e.List(cmd.Context(), args[0])
-				if err != nil {
-					return err
-				}
-				if len(ms) == 0 {
+				m, err = e.Latest(cmd.Context(), args[0])
+				if errors.Is(err, checkpoint.ErrNoCheckpoint) {
 					return host.Usagef("run %q has no committed checkpoint in the store", args[0])
 				}
-				seq = ms[len(ms)-1].Seq
-			}
-			m, err := e.Load(cmd.Context(), args[0], seq)
-			if err != nil {
+			} else if m, err = e.Load(cmd.Context(), args[0], seq); err != nil {
 				return host.Usagef("--seq: %v", err)
+			}
+			if err != nil {
+				return err
 			}
 			if entries, err := os.ReadDir(args[1]); err == nil && len(entries) > 0 {
 				return host.Usagef("%s is not empty; restore into a new or empty directory", args[1])

@@ -614,25 +614,57 @@ func (e *Engine) readChunk(ctx context.Context, h string) ([]byte, error) {
 	return data, nil
 }
 
-// List returns a run's committed checkpoints, oldest first.
-func (e *Engine) List(ctx context.Context, runID string) ([]*Manifest, error) {
+// ErrNoCheckpoint means a run has no committed checkpoint.
+var ErrNoCheckpoint = errors.New("no committed checkpoint")
+
+// manifestKeys lists a run's manifest keys, oldest first (the keys are
+// zero-padded and the store lists them sorted).
+func (e *Engine) manifestKeys(ctx context.Context, runID string) ([]string, error) {
 	objs, err := e.Store.List(ctx, runPrefix(runID))
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints of %s: %w", runID, err)
 	}
-	var out []*Manifest
+	var keys []string
 	for _, o := range objs {
-		seq, err := strconv.Atoi(strings.TrimSuffix(path.Base(o.Key), ".json"))
-		if err != nil {
-			continue
+		if _, err := strconv.Atoi(strings.TrimSuffix(path.Base(o.Key), ".json")); err == nil {
+			keys = append(keys, o.Key)
 		}
-		m, err := e.Load(ctx, runID, seq)
+	}
+	return keys, nil
+}
+
+// List returns a run's committed checkpoints, oldest first.
+func (e *Engine) List(ctx context.Context, runID string) ([]*Manifest, error) {
+	keys, err := e.manifestKeys(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Manifest, 0, len(keys))
+	for _, k := range keys {
+		m, err := e.loadKey(ctx, k)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("checkpoint of %s: %w", runID, err)
 		}
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// Latest reads a run's newest committed checkpoint; ErrNoCheckpoint if it
+// has none.
+func (e *Engine) Latest(ctx context.Context, runID string) (*Manifest, error) {
+	keys, err := e.manifestKeys(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("run %s: %w", runID, ErrNoCheckpoint)
+	}
+	m, err := e.loadKey(ctx, keys[len(keys)-1])
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint of %s: %w", runID, err)
+	}
+	return m, nil
 }
 
 // Load reads one committed manifest.

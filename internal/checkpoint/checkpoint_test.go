@@ -227,3 +227,27 @@ func TestTarRoundTrip(t *testing.T) {
 		t.Fatalf("workdir = %q", m1.Workdir)
 	}
 }
+
+// TestLatest: the newest checkpoint by sequence number (10 after 9, not
+// by string order), and ErrNoCheckpoint for a run without one.
+func TestLatest(t *testing.T) {
+	ctx := context.Background()
+	store, _ := blob.NewFS(t.TempDir())
+	e := New(store, 1<<20)
+	if _, err := e.Latest(ctx, "r"); !errors.Is(err, ErrNoCheckpoint) {
+		t.Fatalf("Latest of a run without checkpoints = %v, want ErrNoCheckpoint", err)
+	}
+	src := t.TempDir()
+	for seq := 1; seq <= 10; seq++ {
+		if err := os.WriteFile(filepath.Join(src, "n"), []byte{byte(seq)}, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Save(ctx, src, Meta{RunID: "r", Seq: seq}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := e.Latest(ctx, "r")
+	if err != nil || m.Seq != 10 {
+		t.Fatalf("Latest = %v, %v; want #10", m, err)
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
-	"sort"
 	"strings"
 	"time"
 )
@@ -197,24 +196,23 @@ func (e *Engine) GC(ctx context.Context, o GCOptions) (*GCReport, error) {
 // Prune keeps a run's last keep checkpoints and its final ones and
 // deletes the other manifests; their chunks become garbage for GC.
 func (e *Engine) Prune(ctx context.Context, runID string, keep int) (int, error) {
-	objs, err := e.Store.List(ctx, runPrefix(runID))
+	keys, err := e.manifestKeys(ctx, runID)
 	if err != nil {
-		return 0, fmt.Errorf("prune %s: %w", runID, err)
+		return 0, fmt.Errorf("prune: %w", err)
 	}
-	sort.Slice(objs, func(i, j int) bool { return objs[i].Key < objs[j].Key })
-	if len(objs) <= keep {
+	if len(keys) <= keep {
 		return 0, nil
 	}
 	deleted := 0
-	for _, o := range objs[:len(objs)-keep] {
-		m, err := e.loadKey(ctx, o.Key)
+	for _, k := range keys[:len(keys)-keep] {
+		m, err := e.loadKey(ctx, k)
 		if err != nil {
 			return deleted, fmt.Errorf("prune %s: %w", runID, err)
 		}
 		if m.Final {
 			continue
 		}
-		if err := e.Store.Delete(ctx, o.Key); err != nil {
+		if err := e.Store.Delete(ctx, k); err != nil {
 			return deleted, fmt.Errorf("prune %s: %w", runID, err)
 		}
 		deleted++
