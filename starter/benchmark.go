@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/host"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/workflows"
@@ -106,18 +107,11 @@ func benchmarkCmd() *cobra.Command {
 func resultsCmd() *cobra.Command {
 	var format string
 	cmd := &cobra.Command{
-		Use:   "results BENCH_ID",
-		Short: "print a benchmark's leaderboard (table, md, csv, json or svg); partial while it runs",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
-				return err
-			}
-			ctx, c, err := dialFor(cmd)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		Use:     "results BENCH_ID",
+		Short:   "print a benchmark's leaderboard (table, md, csv, json or svg); partial while it runs",
+		Args:    cobra.ExactArgs(1),
+		PreRunE: func(*cobra.Command, []string) error { return checkFormat(format) },
+		RunE: withClient(func(ctx context.Context, c client.Client, _ *config.Config, args []string) error {
 			busy, _, err := running(ctx, c, args[0])
 			if err != nil {
 				return err
@@ -134,7 +128,7 @@ func resultsCmd() *cobra.Command {
 				return printLeaderboard(&workflows.BenchmarkResult{BenchmarkID: args[0], Runs: runs, Setup: setup}, format)
 			}
 			return awaitLeaderboard(ctx, c.GetWorkflow(ctx, args[0], ""), format)
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&format, "format", "table", "table, md, csv, json or svg (a chart with error bars)")
 	return cmd
@@ -209,21 +203,9 @@ tasks, agents, seeds and policy. Runs that have a result are kept as they
 are. Runs that were cut off (terminated, failed, never started) or ended
 infra_failed or evaluation_failed continue from their latest checkpoint:
 an agent that had finished is only evaluated again, never re-run.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
-				return err
-			}
-			cfg, err := host.LoadConfig(cmd)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			c, err := host.Dial(ctx, cfg, zap.NewNop())
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		Args:    cobra.ExactArgs(1),
+		PreRunE: func(*cobra.Command, []string) error { return checkFormat(format) },
+		RunE: withClient(func(ctx context.Context, c client.Client, cfg *config.Config, args []string) error {
 			id := args[0]
 			info, err := describe(ctx, c, id)
 			if err != nil {
@@ -264,7 +246,7 @@ an agent that had finished is only evaluated again, never re-run.`,
 				return nil
 			}
 			return awaitLeaderboard(ctx, run, format)
-		},
+		}),
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait and print the leaderboard")
 	cmd.Flags().StringVar(&format, "format", "table", "with --wait: table, md, csv, json or svg")

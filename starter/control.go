@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
 
+	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/host"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -15,12 +18,7 @@ func cancelCmd() *cobra.Command {
 		Use:   "cancel RUN_ID",
 		Short: "stop a run gracefully: SIGTERM, a final checkpoint, then the run ends canceled",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, c, err := dialFor(cmd)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		RunE: withClient(func(ctx context.Context, c client.Client, _ *config.Config, args []string) error {
 			if err := mustBeRunning(ctx, c, args[0]); err != nil {
 				return err
 			}
@@ -29,7 +27,7 @@ func cancelCmd() *cobra.Command {
 			}
 			fmt.Printf("cancel of %s requested: the agent gets SIGTERM within seconds, then a final checkpoint\n", args[0])
 			return nil
-		},
+		}),
 	}
 }
 
@@ -39,15 +37,13 @@ func extendCmd() *cobra.Command {
 		Use:   "extend RUN_ID --by D",
 		Short: "grant a run more agent time",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		PreRunE: func(*cobra.Command, []string) error {
 			if by <= 0 {
 				return host.Usagef("--by: give a positive duration, e.g. 2h")
 			}
-			ctx, c, err := dialFor(cmd)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+			return nil
+		},
+		RunE: withClient(func(ctx context.Context, c client.Client, _ *config.Config, args []string) error {
 			if err := mustBeRunning(ctx, c, args[0]); err != nil {
 				return err
 			}
@@ -57,7 +53,7 @@ func extendCmd() *cobra.Command {
 			}
 			fmt.Printf("%s: granted %.0fs in all, %.0fs not yet used\n", args[0], l.GrantedS, l.Left())
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().DurationVar(&by, "by", 0, "extra agent time")
 	return cmd

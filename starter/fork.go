@@ -1,12 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
-	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/host"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -19,27 +20,20 @@ func forkCmd() *cobra.Command {
 		Use:   "fork RUN_ID --from-checkpoint N",
 		Short: "start a new run of the same task, agent and seed from one of a run's checkpoints (for ablations)",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		PreRunE: func(_ *cobra.Command, args []string) error {
 			if seq < 1 {
 				return host.Usagef("--from-checkpoint: give a checkpoint sequence number (see `starter checkpoint list %s`)", args[0])
 			}
-			cfg, err := host.LoadConfig(cmd)
+			return nil
+		},
+		RunE: withClient(func(ctx context.Context, c client.Client, cfg *config.Config, args []string) error {
+			e, err := host.OpenEngine(ctx, cfg)
 			if err != nil {
 				return err
 			}
-			e, err := host.OpenEngine(cmd.Context(), cfg)
-			if err != nil {
-				return err
-			}
-			if _, err := e.Load(cmd.Context(), args[0], seq); err != nil {
+			if _, err := e.Load(ctx, args[0], seq); err != nil {
 				return host.Usagef("--from-checkpoint: %v (see `starter checkpoint list %s`)", err, args[0])
 			}
-			ctx := cmd.Context()
-			c, err := host.Dial(ctx, cfg, zap.NewNop())
-			if err != nil {
-				return err
-			}
-			defer c.Close()
 			src, err := queryStatus(ctx, c, args[0])
 			if err != nil {
 				return err
@@ -63,7 +57,7 @@ func forkCmd() *cobra.Command {
 				return fmt.Errorf("fork %s: %w", run.GetID(), err)
 			}
 			return printResult(&res, asJSON)
-		},
+		}),
 	}
 	cmd.Flags().IntVar(&seq, "from-checkpoint", 0, "checkpoint sequence number to start from")
 	cmd.Flags().StringVar(&id, "id", "", "id of the new run (default: derived)")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -11,8 +12,10 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/host"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -61,12 +64,7 @@ func statusCmd() *cobra.Command {
 		Use:   "status RUN_ID",
 		Short: "show a run's live status (phase, attempt, checkpoints, budget left)",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, c, err := dialFor(cmd)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		RunE: withClient(func(ctx context.Context, c client.Client, _ *config.Config, args []string) error {
 			st, err := queryStatus(ctx, c, args[0])
 			if err != nil {
 				return err
@@ -92,7 +90,7 @@ func statusCmd() *cobra.Command {
 				fmt.Printf("outcome      %s\n", v.Outcome)
 			}
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
@@ -104,12 +102,7 @@ func resultCmd() *cobra.Command {
 		Use:   "result RUN_ID",
 		Short: "print a finished run's result (--wait to wait for it)",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, c, err := dialFor(cmd)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		RunE: withClient(func(ctx context.Context, c client.Client, _ *config.Config, args []string) error {
 			busy, _, err := running(ctx, c, args[0])
 			if err != nil {
 				return err
@@ -122,7 +115,7 @@ func resultCmd() *cobra.Command {
 				return fmt.Errorf("run %s: %w", args[0], err)
 			}
 			return printResult(&res, asJSON)
-		},
+		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait if the run is still going")
@@ -137,12 +130,7 @@ func listCmd() *cobra.Command {
 		Use:   "list",
 		Short: "list runs, newest first (filter with --query, e.g. 'MlrbTask=\"mini_baby_lm\"')",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, c, err := dialFor(cmd)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		RunE: withClient(func(ctx context.Context, c client.Client, _ *config.Config, _ []string) error {
 			kind := workflows.RunWorkflowName
 			if benchmarks {
 				kind = workflows.BenchmarkWorkflowName
@@ -172,7 +160,7 @@ func listCmd() *cobra.Command {
 				}
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&query, "query", "", "extra visibility query")
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs")

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/host"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -18,15 +20,13 @@ func retryEvalCmd() *cobra.Command {
 		Use:   "retry-eval RUN_ID | --benchmark ID --failed",
 		Short: "re-run only the evaluation of runs waiting after failed evaluations (optionally with a new evaluator image)",
 		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		PreRunE: func(_ *cobra.Command, args []string) error {
 			if (len(args) == 1) == (bench != "") || (bench != "" && !failed) {
 				return host.Usagef("give a RUN_ID, or --benchmark ID --failed")
 			}
-			ctx, c, err := dialFor(cmd)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+			return nil
+		},
+		RunE: withClient(func(ctx context.Context, c client.Client, _ *config.Config, args []string) error {
 			if bench != "" {
 				q := fmt.Sprintf("MlrbBenchmark = '%s' AND MlrbPhase = '%s' AND ExecutionStatus = 'Running'", bench, workflows.PhaseAwaitingEvalRetry)
 				resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, PageSize: 1000})
@@ -39,7 +39,7 @@ func retryEvalCmd() *cobra.Command {
 				}
 				bad := 0
 				for _, e := range resp.Executions {
-					att, err := retryOne(cmd, c, e.Execution.WorkflowId, image)
+					att, err := retryOne(ctx, c, e.Execution.WorkflowId, image)
 					switch {
 					case err != nil:
 						bad++
@@ -56,7 +56,7 @@ func retryEvalCmd() *cobra.Command {
 				}
 				return nil
 			}
-			att, err := retryOne(cmd, c, args[0], image)
+			att, err := retryOne(ctx, c, args[0], image)
 			if err != nil {
 				return err
 			}
@@ -68,7 +68,7 @@ func retryEvalCmd() *cobra.Command {
 			}
 			fmt.Printf("scored %.4f with evaluator %s; the agent did not run again\n", *att.Score, att.Image)
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&image, "image", "", "evaluator image to use instead of the configured one")
 	cmd.Flags().StringVar(&bench, "benchmark", "", "retry every waiting run of this benchmark (with --failed)")
@@ -77,9 +77,9 @@ func retryEvalCmd() *cobra.Command {
 	return cmd
 }
 
-func retryOne(cmd *cobra.Command, c client.Client, runID, image string) (*workflows.EvalAttempt, error) {
+func retryOne(ctx context.Context, c client.Client, runID, image string) (*workflows.EvalAttempt, error) {
 	var att workflows.EvalAttempt
-	if err := update(cmd.Context(), c, runID, workflows.UpdateRetryEvaluation, workflows.RetryEvaluation{Image: image}, &att); err != nil {
+	if err := update(ctx, c, runID, workflows.UpdateRetryEvaluation, workflows.RetryEvaluation{Image: image}, &att); err != nil {
 		return nil, err
 	}
 	return &att, nil

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/host"
 	"github.com/mlrb/mlrb/tasks"
 	"github.com/mlrb/mlrb/workflows"
@@ -190,14 +191,19 @@ func printResult(r *workflows.RunResult, asJSON bool) error {
 	return nil
 }
 
-func dialFor(cmd *cobra.Command) (context.Context, client.Client, error) {
-	cfg, err := host.LoadConfig(cmd)
-	if err != nil {
-		return nil, nil, err
+// withClient makes a command's RunE that loads the config, dials
+// Temporal and runs body with the client.
+func withClient(body func(ctx context.Context, c client.Client, cfg *config.Config, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		cfg, err := host.LoadConfig(cmd)
+		if err != nil {
+			return err
+		}
+		c, err := host.Dial(cmd.Context(), cfg, zap.NewNop())
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return body(cmd.Context(), c, cfg, args)
 	}
-	c, err := host.Dial(cmd.Context(), cfg, zap.NewNop())
-	if err != nil {
-		return nil, nil, err
-	}
-	return cmd.Context(), c, nil
 }

@@ -13,6 +13,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/host"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -23,15 +24,13 @@ func watchCmd() *cobra.Command {
 		Use:   "watch BENCH_ID|RUN_ID",
 		Short: "live progress of a benchmark or run (bars, budget left, checkpoint age), then its leaderboard or result",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		PreRunE: func(*cobra.Command, []string) error {
 			if every <= 0 {
 				return host.Usagef("--interval: %s must be positive", every)
 			}
-			ctx, c, err := dialFor(cmd)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+			return nil
+		},
+		RunE: withClient(func(ctx context.Context, c client.Client, _ *config.Config, args []string) error {
 			id := args[0]
 			info, err := describe(ctx, c, id)
 			if err != nil {
@@ -82,7 +81,7 @@ func watchCmd() *cobra.Command {
 				return printResult(&res, false)
 			}
 			return awaitLeaderboard(ctx, c.GetWorkflow(ctx, id, ""), "table")
-		},
+		}),
 	}
 	cmd.Flags().DurationVar(&every, "interval", time.Second, "refresh interval")
 	return cmd
