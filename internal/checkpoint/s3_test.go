@@ -19,6 +19,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/s3test"
+	"github.com/mlrb/mlrb/internal/testenv"
 )
 
 func randomFile(t *testing.T, p string, size int, seed uint64) {
@@ -74,13 +75,8 @@ func TestS3RoundTrip(t *testing.T) {
 		t.Fatalf("the same tree in another run uploaded %d bytes", m2.NewBytes)
 	}
 
-	if _, err := exec.LookPath("rclone"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("rclone not installed; CI needs it for the cross-check")
-		}
-		t.Skip("rclone not installed")
-	}
-	cmd := exec.Command("rclone", "lsf", "-R", "--files-only", ":s3:"+srv.Bucket+"/ckpt/chunks")
+	rclone := testenv.Tool(t, "rclone", "apt-get install rclone")
+	cmd := exec.Command(rclone, "lsf", "-R", "--files-only", ":s3:"+srv.Bucket+"/ckpt/chunks")
 	cmd.Env = srv.RcloneEnv()
 	out, err := cmd.CombinedOutput()
 	if err != nil {

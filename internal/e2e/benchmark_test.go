@@ -2,13 +2,11 @@ package e2e
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
 )
 
 // TestBenchmarkResume: a benchmark is terminated with one run scored and
@@ -27,11 +25,7 @@ func TestBenchmarkResume(t *testing.T) {
 		t.Fatalf("benchmark: %s", errs)
 	}
 	fast, slow := bench+"/reference/e2e_fast/s1", bench+"/reference/e2e_crash/s1"
-	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + strconv.Itoa(e.port)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := e.client()
 	ctx := context.Background()
 	var res result
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {

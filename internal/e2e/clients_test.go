@@ -14,28 +14,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/mlrb/mlrb/internal/testenv"
 )
-
-// tool finds a client program nobody here wrote; without it the test
-// skips, and with CI set it fails (.ci/run installs them).
-func tool(t *testing.T, name, install string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	if gp, gerr := exec.Command("go", "env", "GOPATH").Output(); gerr == nil {
-		cand := filepath.Join(strings.TrimSpace(string(gp)), "bin", name)
-		if _, serr := os.Stat(cand); serr == nil {
-			return cand
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s is not installed (%s); CI is set, so this is a failure", name, install)
-	}
-	t.Skipf("%s is not installed (%s)", name, install)
-	return ""
-}
 
 // artifactDir is where tests keep what a person looks at afterwards
 // (screenshots): $MLRB_TEST_ARTIFACTS, else a temp dir.
@@ -53,8 +33,8 @@ func artifactDir(t *testing.T) string {
 // TestOfficialClients: a benchmark's runs, as the official `temporal` CLI
 // and the Temporal Web UI (in headless Chromium) show them to a user.
 func TestOfficialClients(t *testing.T) {
-	temporal := tool(t, "temporal", "go install github.com/temporalio/cli/cmd/temporal@v1.5.1")
-	chromium := tool(t, "chromium", "apt-get install chromium")
+	temporal := testenv.Tool(t, "temporal", "go install github.com/temporalio/cli/cmd/temporal@v1.5.1")
+	chromium := testenv.Tool(t, "chromium", "apt-get install chromium")
 	uiPort := freePort(t)
 	e := newEnv(t, "MLRB_DEV_UI_PORT="+strconv.Itoa(uiPort))
 	e.start("worker", "--dev")

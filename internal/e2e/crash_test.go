@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -179,21 +176,7 @@ func readStarts(t *testing.T, e *env, runID string, attempt int) []string {
 // for the workflows package's replay test.
 func replayHistory(t *testing.T, e *env, runID, name string) {
 	t.Helper()
-	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + strconv.Itoa(e.port)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	it := c.GetWorkflowHistory(context.Background(), runID, "", false, 0)
-	hist := &historypb.History{}
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		hist.Events = append(hist.Events, ev)
-	}
-	b, err := protojson.Marshal(hist)
+	b, err := protojson.Marshal(e.history(runID))
 	if err != nil {
 		t.Fatal(err)
 	}

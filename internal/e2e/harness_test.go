@@ -16,6 +16,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
 )
 
 var bin string // dir holding the worker and starter binaries
@@ -292,4 +295,30 @@ func (e *env) agentPIDs() []int {
 		}
 	}
 	return pids
+}
+
+// client dials the env's Temporal server; it is closed when the test ends.
+func (e *env) client() client.Client {
+	e.t.Helper()
+	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + strconv.Itoa(e.port)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(c.Close)
+	return c
+}
+
+// history exports a run's event history.
+func (e *env) history(runID string) *historypb.History {
+	e.t.Helper()
+	it := e.client().GetWorkflowHistory(context.Background(), runID, "", false, 0)
+	hist := &historypb.History{}
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		hist.Events = append(hist.Events, ev)
+	}
+	return hist
 }

@@ -2,20 +2,15 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
-	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
-
-	historypb "go.temporal.io/api/history/v1"
 )
 
 const (
@@ -54,21 +49,7 @@ func TestSecretsStayOnTheWorker(t *testing.T) {
 		}
 	}
 
-	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + strconv.Itoa(e.port)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	hist := &historypb.History{}
-	it := c.GetWorkflowHistory(context.Background(), res.RunID, "", false, 0)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		hist.Events = append(hist.Events, ev)
-	}
-	exported, err := protojson.Marshal(hist)
+	exported, err := protojson.Marshal(e.history(res.RunID))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/mlrb/mlrb/internal/blob"
+	"github.com/mlrb/mlrb/internal/testenv"
 )
 
 // Fixed test credentials of the throwaway server.
@@ -49,34 +50,10 @@ type Server struct {
 	cmd      *exec.Cmd
 }
 
-func findBinary() string {
-	if p, err := exec.LookPath("versitygw"); err == nil {
-		return p
-	}
-	gopath := os.Getenv("GOPATH")
-	if gopath == "" {
-		if h, err := os.UserHomeDir(); err == nil {
-			gopath = filepath.Join(h, "go")
-		}
-	}
-	p := filepath.Join(gopath, "bin", "versitygw")
-	if _, err := os.Stat(p); err == nil {
-		return p
-	}
-	return ""
-}
-
 // Start runs a server with one bucket; it is stopped when the test ends.
 func Start(t T) *Server {
 	t.Helper()
-	bin := findBinary()
-	if bin == "" {
-		msg := "versitygw not found (go install github.com/versity/versitygw/cmd/versitygw@v1.8.0)"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg + "; CI is set, so this is a failure")
-		}
-		t.Skip(msg)
-	}
+	bin := testenv.Tool(t, "versitygw", "go install github.com/versity/versitygw/cmd/versitygw@v1.8.0")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
