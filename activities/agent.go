@@ -110,15 +110,12 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 	// in the error, the run resumes from it even before its signal lands.
 	handBack := func(used float64, what string) error {
 		ck.wait()
-		p := Progress{AgentSeconds: used, LastCheckpoint: ck.lastSeq()}
 		ref, err := ck.save(used, nil)
 		_ = h.Destroy()
 		if err != nil {
 			log.Warn("checkpoint of a stopped agent; its work since the last one is lost", zap.Error(err))
-		} else {
-			p.Checkpoint, p.LastCheckpoint = ref, ref.Seq
 		}
-		return temporal.NewApplicationError(what, ErrAgentKilled, p)
+		return temporal.NewApplicationError(what, ErrAgentKilled, Progress{AgentSeconds: used, LastCheckpoint: ck.lastSeq(), Checkpoint: ref})
 	}
 	stopping := activity.GetWorkerStopChannel(ctx)
 	for {

@@ -151,7 +151,7 @@ func awaitLeaderboard(ctx context.Context, run client.WorkflowRun, format string
 }
 
 func printLeaderboard(res *workflows.BenchmarkResult, format string) error {
-	if err := leaderboard.Write(os.Stdout, format, res.BenchmarkID, res.LeaderboardRuns(), res.Setup); err != nil {
+	if err := leaderboard.Write(os.Stdout, format, res.BenchmarkID, workflows.LeaderboardRuns(res.Runs), res.Setup); err != nil {
 		return host.Usagef("--format: %v", err)
 	}
 	if format != "table" {

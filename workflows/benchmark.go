@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -41,9 +42,6 @@ type BenchmarkResult struct {
 	Setup leaderboard.Setup `json:"setup"`
 }
 
-// LeaderboardRuns is what the leaderboard reads of the runs.
-func (b *BenchmarkResult) LeaderboardRuns() []leaderboard.Run { return LeaderboardRuns(b.Runs) }
-
 // LeaderboardRuns is what the leaderboard reads of run results.
 func LeaderboardRuns(results []RunResult) []leaderboard.Run {
 	runs := make([]leaderboard.Run, 0, len(results))
@@ -58,7 +56,7 @@ func LeaderboardRuns(results []RunResult) []leaderboard.Run {
 // the progress query.
 type Progress struct {
 	Total    int                       `json:"total"`
-	Done     int                       `json:"done"`
+	Done     int                       `json:"done"` // len(Finished), filled in by the query
 	PerTask  map[string]map[string]int `json:"per_task_agent"`
 	Children map[string]string         `json:"children"` // run id -> state
 	// Finished holds the results of the runs that ended, in the order they
@@ -93,7 +91,6 @@ func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResul
 		}
 	}
 	prog := Progress{Total: len(jobs), PerTask: map[string]map[string]int{}, Children: map[string]string{}, Policy: in.Run.Policy.Leaderboard()}
-	results := make(map[string]RunResult, len(jobs))
 	mark := func(j job, from, to string) {
 		k := j.task + "/" + j.agent
 		if prog.PerTask[k] == nil {
@@ -105,16 +102,21 @@ func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResul
 		prog.PerTask[k][to]++
 		prog.Children[j.id] = to
 	}
+	finished := func(j job, from string, res RunResult) {
+		prog.Finished = append(prog.Finished, res)
+		mark(j, from, res.Outcome)
+	}
 	for _, j := range jobs {
 		mark(j, "", "queued")
 		if res, ok := in.Kept[j.id]; ok {
-			results[j.id] = res
-			prog.Finished = append(prog.Finished, res)
-			mark(j, "queued", res.Outcome)
-			prog.Done++
+			finished(j, "queued", res)
 		}
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (Progress, error) { return prog, nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (Progress, error) {
+		p := prog
+		p.Done = len(prog.Finished)
+		return p, nil
+	}); err != nil {
 		return nil, fmt.Errorf("progress query: %w", err)
 	}
 	if err := workflow.UpsertTypedSearchAttributes(ctx, SABenchmark.ValueSet(id), SAAgent.ValueSet(strings.Join(in.Agents, ","))); err != nil {
@@ -127,7 +129,7 @@ func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResul
 	running := 0
 	sel := workflow.NewSelector(ctx)
 	next := 0
-	for prog.Done < len(jobs) {
+	for len(prog.Finished) < len(jobs) {
 		for running < limit && next < len(jobs) {
 			j := jobs[next]
 			next++
@@ -151,20 +153,14 @@ func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResul
 				if err := f.Get(ctx, &res); err != nil {
 					res = RunResult{RunID: j.id, Task: j.task, Agent: j.agent, Seed: j.seed, Outcome: OutcomeInfraFailed, Reason: err.Error()}
 				}
-				results[j.id] = res
-				prog.Finished = append(prog.Finished, res)
-				mark(j, "running", res.Outcome)
-				prog.Done++
+				finished(j, "running", res)
 				running--
 			})
 		}
 		sel.Select(ctx)
 	}
-	out := &BenchmarkResult{BenchmarkID: id}
-	for _, j := range jobs {
-		out.Runs = append(out.Runs, results[j.id])
-	}
-	sort.SliceStable(out.Runs, func(a, b int) bool {
+	out := &BenchmarkResult{BenchmarkID: id, Runs: slices.Clone(prog.Finished)}
+	sort.Slice(out.Runs, func(a, b int) bool {
 		x, y := out.Runs[a], out.Runs[b]
 		if x.Task != y.Task {
 			return x.Task < y.Task
@@ -178,8 +174,9 @@ func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResul
 	// tables: an activity computes and stores it.
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 5 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10}})
-	out.Setup = leaderboard.SetupOf(out.LeaderboardRuns(), prog.Policy)
-	if err := workflow.ExecuteActivity(actx, activities.AggregateName, activities.AggregateInput{BenchmarkID: id, Runs: out.LeaderboardRuns(), Setup: out.Setup}).Get(ctx, &out.Leaderboard); err != nil {
+	runs := LeaderboardRuns(out.Runs)
+	out.Setup = leaderboard.SetupOf(runs, prog.Policy)
+	if err := workflow.ExecuteActivity(actx, activities.AggregateName, activities.AggregateInput{BenchmarkID: id, Runs: runs, Setup: out.Setup}).Get(ctx, &out.Leaderboard); err != nil {
 		workflow.GetLogger(ctx).Warn("leaderboard not stored", "error", err)
 	}
 	return out, nil

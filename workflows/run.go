@@ -21,7 +21,15 @@ type run struct {
 	checkpoints map[int]bool
 	agentImage  string
 	evals       []EvalAttempt
-	limitS      float64 // the time limit, before extensions
+}
+
+// timeLimit is the run's budget before extensions: the task's, unless the
+// run overrides it (zero until the task is resolved).
+func (r *run) timeLimit() time.Duration {
+	if r.in.TimeLimit > 0 {
+		return r.in.TimeLimit
+	}
+	return r.spec.Spec.TimeLimit.D()
 }
 
 // RunWorkflow drives one run: resolve the task, then attempts of lease →
@@ -121,12 +129,7 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
 			}
 		}
 	}
-	limit := r.spec.Spec.TimeLimit.D()
-	if in.TimeLimit > 0 {
-		limit = in.TimeLimit
-	}
-	r.st.Budget.GrantedS = limit.Seconds()
-	r.limitS = limit.Seconds()
+	r.st.Budget.GrantedS = r.timeLimit().Seconds()
 
 	if agent == nil {
 		var err error
@@ -427,8 +430,8 @@ func (r *run) finish(ctx workflow.Context, outcome, reason string, ev *activitie
 		Attempts: r.st.Attempt, Checkpoints: len(r.checkpoints), SpecHash: r.spec.Hash, Budget: r.st.Budget, Reason: reason,
 		Metrics: map[string]float64{}, AgentImage: r.agentImage, Evaluations: r.evals, EvalTries: len(r.evals),
 	}
-	if r.limitS > 0 {
-		res.TimeLimitS, res.Hardware = r.limitS, hardwareClass(r.spec.Spec.Resources.GPUCount, r.spec.Spec.Resources.GPUType)
+	if r.spec.Hash != "" { // resolved
+		res.TimeLimitS, res.Hardware = r.timeLimit().Seconds(), hardwareClass(r.spec.Spec.Resources.GPUCount, r.spec.Spec.Resources.GPUType)
 	}
 	gpus := float64(r.spec.Spec.Resources.GPUCount)
 	b := r.st.Budget

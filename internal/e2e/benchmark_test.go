@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -66,10 +67,13 @@ func TestBenchmarkResume(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("watch (exit %d): %s", code, errs)
 	}
-	for _, want := range []string{"benchmark " + bench + ": 1 of 2 runs done", "e2e_crash/reference", "[", "budget left", "last checkpoint", "mean ± std"} {
+	for _, want := range []string{"benchmark " + bench + ": 1 of 2 runs done", "e2e_crash/reference", "budget left", "last checkpoint", "mean ± std"} {
 		if !strings.Contains(watch, want) {
 			t.Fatalf("watch output has no %q:\n%s", want, watch)
 		}
+	}
+	if !regexp.MustCompile(`e2e_fast/reference +\[#{16}\] +1/1 `).MatchString(watch) {
+		t.Fatalf("watch shows no full progress bar for the kept task:\n%s", watch)
 	}
 	out, _, code = e.starter("results", bench, "--format", "csv")
 	if code != 0 || !strings.Contains(out, "e2e_crash,reference,1,1,0,") || !strings.Contains(out, "e2e_fast,reference,1,1,0,") {
