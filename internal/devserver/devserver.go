@@ -29,6 +29,8 @@ import (
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
 	"go.uber.org/zap"
+
+	"github.com/mlrb/mlrb/internal/ports"
 )
 
 // Options configure the embedded server.
@@ -49,6 +51,8 @@ type Server struct {
 	server temporal.Server
 	ui     *uiserver.Server
 	opts   Options
+	// release gives back the internal ports once the server is down.
+	release func()
 }
 
 const clusterName = "active"
@@ -76,29 +80,42 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			return nil, fmt.Errorf("devserver: %s %d is in use (pick another with a flag): %w", name, port, err)
 		}
 	}
-	httpPort, err := freePort(o.IP)
-	if err != nil {
-		return nil, err
+	// The server's own ports (frontend HTTP, history, matching, worker)
+	// are held for its whole life, so no client socket and no other mlrb
+	// process can take one between the choice and the bind.
+	held := make([]*ports.Port, 0, 4)
+	release := func() {
+		for _, p := range held {
+			p.Release()
+		}
+	}
+	for range 4 {
+		p, err := ports.Reserve(o.IP)
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("devserver: %w", err)
+		}
+		held = append(held, p)
 	}
 	sqlConf, err := sqlConfig(o)
 	if err != nil {
+		release()
 		return nil, err
 	}
-	conf, err := serverConfig(o, sqlConf, httpPort)
-	if err != nil {
-		return nil, err
-	}
+	conf := serverConfig(o, sqlConf, held)
 	hosts := map[primitives.ServiceName]static.Hosts{}
 	for svc, c := range conf.Services {
 		hosts[primitives.ServiceName(svc)] = static.SingleLocalHost(net.JoinHostPort(o.IP, strconv.Itoa(c.RPC.GRPCPort)))
 	}
 	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
 	if err != nil {
+		release()
 		return nil, fmt.Errorf("devserver: authorizer: %w", err)
 	}
 	logger := tlog.NewZapLogger(o.Logger)
 	claimMapper, err := authorization.GetClaimMapperFromConfig(&conf.Global.Authorization, logger)
 	if err != nil {
+		release()
 		return nil, fmt.Errorf("devserver: claim mapper: %w", err)
 	}
 	dyn := dynamicconfig.StaticClient{
@@ -117,12 +134,14 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		temporal.WithDynamicConfigClient(dyn),
 	)
 	if err != nil {
+		release()
 		return nil, fmt.Errorf("devserver: new server: %w", err)
 	}
 	if err := srv.Start(); err != nil {
+		release()
 		return nil, fmt.Errorf("devserver: start: %w", err)
 	}
-	s := &Server{server: srv, opts: o}
+	s := &Server{server: srv, opts: o, release: release}
 	if o.UIPort != 0 {
 		s.ui = uiserver.NewServer(uiopts.WithConfigProvider(&uiconfig.Config{
 			Host:                o.IP,
@@ -167,6 +186,7 @@ func (s *Server) Stop() {
 	if err := s.server.Stop(); err != nil {
 		s.opts.Logger.Warn("stopping temporal server", zap.Error(err))
 	}
+	s.release()
 }
 
 // registerSearchAttributes adds the missing ones through the operator API:
@@ -236,7 +256,11 @@ func sqlConfig(o Options) (*config.SQL, error) {
 	return conf, nil
 }
 
-func serverConfig(o Options, sqlConf *config.SQL, httpPort int) (*config.Config, error) {
+// serverConfig lays the server out on the frontend port the user chose and
+// the held ports: the first is the frontend's HTTP API, the next three the
+// other services'.
+func serverConfig(o Options, sqlConf *config.SQL, held []*ports.Port) *config.Config {
+	httpPort := held[0].Number
 	var conf config.Config
 	addr := net.JoinHostPort(o.IP, strconv.Itoa(o.Port))
 	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
@@ -261,18 +285,14 @@ func serverConfig(o Options, sqlConf *config.SQL, httpPort int) (*config.Config,
 	}
 	conf.DCRedirectionPolicy.Policy = "noop"
 	conf.Services = map[string]config.Service{}
-	for _, svc := range []string{"frontend", "history", "matching", "worker"} {
+	for i, svc := range []string{"frontend", "history", "matching", "worker"} {
 		var sc config.Service
 		sc.RPC.BindOnIP = o.IP
 		if svc == "frontend" {
 			sc.RPC.GRPCPort = o.Port
 			sc.RPC.HTTPPort = httpPort
 		} else {
-			p, err := freePort(o.IP)
-			if err != nil {
-				return nil, err
-			}
-			sc.RPC.GRPCPort = p
+			sc.RPC.GRPCPort = held[i].Number
 		}
 		conf.Services[svc] = sc
 	}
@@ -281,7 +301,7 @@ func serverConfig(o Options, sqlConf *config.SQL, httpPort int) (*config.Config,
 	conf.NamespaceDefaults.Archival.History.State = "disabled"
 	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
 	conf.PublicClient.HostPort = addr
-	return &conf, nil
+	return &conf
 }
 
 func checkFree(ip string, port int) error {
@@ -290,13 +310,4 @@ func checkFree(ip string, port int) error {
 		return err
 	}
 	return l.Close()
-}
-
-func freePort(ip string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("devserver: find a free port: %w", err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

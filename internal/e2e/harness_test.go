@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,8 @@ import (
 
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+
+	"github.com/mlrb/mlrb/internal/ports"
 )
 
 var bin string // dir holding the worker and starter binaries
@@ -44,14 +45,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// freePort holds a port for the whole test: a worker killed and started
+// again binds it again, and nothing else may take it meanwhile.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := ports.Reserve("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Cleanup(p.Release)
+	return p.Number
 }
 
 // env is one test's world: a state dir, a port, a task dir, config env.

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/mlrb/mlrb/internal/blob"
+	"github.com/mlrb/mlrb/internal/ports"
 	"github.com/mlrb/mlrb/internal/testenv"
 )
 
@@ -54,12 +55,13 @@ type Server struct {
 func Start(t T) *Server {
 	t.Helper()
 	bin := testenv.Tool(t, "versitygw", "go install github.com/versity/versitygw/cmd/versitygw@v1.8.0")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// Held for the whole test: the outage tests restart the server on it.
+	held, err := ports.Reserve("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
+	t.Cleanup(held.Release)
+	port := held.Number
 	dir := t.TempDir()
 	s := &Server{t: t, bin: bin, port: port, DataDir: filepath.Join(dir, "data"), iam: filepath.Join(dir, "iam"),
 		Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), Bucket: "mlrb-test"}
