@@ -8,10 +8,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/subosito/gotenv"
 	"go.temporal.io/sdk/activity"
@@ -21,7 +19,6 @@ import (
 
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/gpu"
-	"github.com/mlrb/mlrb/internal/runtime"
 	"github.com/mlrb/mlrb/tasks"
 )
 
@@ -30,7 +27,9 @@ import (
 type Activities struct {
 	Catalog *tasks.Catalog
 	Engine  *checkpoint.Engine
-	Runtime runtime.Runtime
+	// Workspace is where attempts and evaluations run (processes or
+	// containers), chosen once when the worker is assembled.
+	Workspace Workspace
 	// Client signals checkpoint commits to the run's workflow.
 	Client    client.Client
 	HostID    string
@@ -39,84 +38,80 @@ type Activities struct {
 	GPUs      *gpu.Pool
 	WorkDir   string
 	// Keep is how many checkpoints per run retention keeps (plus finals).
-	Keep int
-	// Self is the mlrb binary; it runs the reference agent and evaluator.
-	Self   string
+	Keep   int
 	Logger *zap.Logger
 	// EnvFile holds worker-side secrets (KEY=value lines) that runs name.
 	EnvFile string
-	// Docker, when set, runs agents and evaluators as containers.
-	Docker     *runtime.Docker
-	Containers Containers
 }
 
-// Containers configures the container runtime.
-type Containers struct {
-	AgentImage string
-	EvalImage  string
-	// Paths are checkpointed out of the agent's container.
-	Paths []string
-	// Workdir is MLRB_WORKDIR inside the container.
-	Workdir string
-	// Self is the mlrb binary inside the images.
-	Self        string
-	MemoryBytes int64
-	CPUs        float64
-	PidsLimit   int64
-}
+// AgentImage is the agent that runs an MLRB agent image with its own
+// command, as MLRB's run.sh does.
+const AgentImage = "mlrb"
 
-// Agents this worker knows how to start. "mlrb" runs an MLRB agent image
-// with its own command, as MLRB's run.sh does.
+// Agents this worker knows how to start: the built-in ones run a
+// subcommand of the mlrb binary ({self}).
 var agentCommands = map[string][]string{
 	"reference": {"{self}", "reference-agent"},
 	"noop":      {"{self}", "noop-agent"},
-	"mlrb":      nil,
+	AgentImage:  nil,
 }
 
-// KnownAgents lists the agent names.
-func KnownAgents() []string { return []string{"mlrb", "noop", "reference"} }
+// KnownAgents lists the agent names, sorted.
+func KnownAgents() []string {
+	names := make([]string, 0, len(agentCommands))
+	for n := range agentCommands {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// CheckAgent tells whether agent can run task: a known agent, and a
+// built-in one only on a mini task (the full tasks need an agent image).
+func CheckAgent(spec *tasks.Spec, agent string) error {
+	if _, ok := agentCommands[agent]; !ok {
+		return fmt.Errorf("unknown agent %q (known: %s)", agent, strings.Join(KnownAgents(), ", "))
+	}
+	if agent != AgentImage && spec.Reference == nil {
+		return fmt.Errorf("agent %s only does the mini suite; task %s needs a real agent image", agent, spec.ID)
+	}
+	return nil
+}
 
 // ResolveTask loads the spec from this worker's catalog and hashes it.
-func (a *Activities) ResolveTask(_ context.Context, in ResolveInput) (*ResolvedTask, error) {
+func (a *Activities) ResolveTask(ctx context.Context, in ResolveInput) (*ResolvedTask, error) {
 	spec, err := a.Catalog.Get(in.Task)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, nil)
 	}
-	if _, ok := agentCommands[in.Agent]; !ok {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("unknown agent %q (known: %s)", in.Agent, strings.Join(KnownAgents(), ", ")), ErrBadTask, nil)
+	if err := CheckAgent(spec, in.Agent); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, nil)
 	}
-	if in.Agent == "mlrb" {
-		if a.Docker == nil {
-			return nil, temporal.NewNonRetryableApplicationError("agent mlrb runs an image: this worker needs host.runtime docker", ErrBadTask, nil)
+	if in.Agent == AgentImage {
+		if _, err := a.Workspace.Digest(ctx, in.Image); err != nil {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("agent %s: %v", AgentImage, err), ErrBadTask, nil)
 		}
-		if _, err := a.Docker.ImageDigest(context.Background(), in.Image); err != nil {
-			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, nil)
-		}
-	} else if spec.Reference == nil {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("agent %q only does the mini suite; task %s needs a real agent image", in.Agent, spec.ID), ErrBadTask, nil)
 	}
 	return &ResolvedTask{Spec: *spec, Hash: spec.Hash()}, nil
 }
 
-// LoadCheckpoint describes a committed checkpoint of a run, for a fork.
+// LoadCheckpoint describes a committed checkpoint of a run, for a fork or
+// a continued run.
 func (a *Activities) LoadCheckpoint(ctx context.Context, src CheckpointSource) (*CheckpointRef, error) {
 	var m *checkpoint.Manifest
+	var err error
 	if src.Seq == 0 {
-		var err error
 		m, err = a.Engine.Latest(ctx, src.RunID)
-		switch {
-		case errors.Is(err, checkpoint.ErrNoCheckpoint) && src.IfAny:
-			return nil, nil
-		case errors.Is(err, checkpoint.ErrNoCheckpoint):
-			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, err)
-		case err != nil:
-			return nil, err // the store may be back on the next try
-		}
 	} else {
-		var err error
-		if m, err = a.Engine.Load(ctx, src.RunID, src.Seq); err != nil {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no checkpoint #%d of run %s: %v", src.Seq, src.RunID, err), ErrBadTask, nil)
-		}
+		m, err = a.Engine.Load(ctx, src.RunID, src.Seq)
+	}
+	switch {
+	case errors.Is(err, checkpoint.ErrNoCheckpoint) && src.IfAny:
+		return nil, nil
+	case errors.Is(err, checkpoint.ErrNoCheckpoint):
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, err)
+	case err != nil:
+		return nil, fmt.Errorf("checkpoint of %s: %w", src.RunID, err) // the store may be back on the next try
 	}
 	return &CheckpointRef{RunID: src.RunID, Seq: m.Seq, Attempt: m.Attempt, AgentSeconds: m.AgentSeconds, At: m.CreatedAt, Files: len(m.Files), Bytes: m.Bytes,
 		Final: m.Final, Ending: m.Ending}, nil
@@ -124,7 +119,7 @@ func (a *Activities) LoadCheckpoint(ctx context.Context, src CheckpointSource) (
 
 // AcquireLease takes a GPU slot on this host for one attempt and names
 // the host queue the attempt must run on.
-func (a *Activities) AcquireLease(ctx context.Context, req LeaseRequest) (*Lease, error) {
+func (a *Activities) AcquireLease(_ context.Context, req LeaseRequest) (*Lease, error) {
 	token := fmt.Sprintf("%s#%d", req.RunID, req.Attempt)
 	if req.GPUCount > 0 && a.GPUType != "" && req.GPUType != "" && req.GPUType != a.GPUType {
 		return nil, temporal.NewApplicationError(fmt.Sprintf("host %s has %s GPUs, the task needs %s", a.HostID, a.GPUType, req.GPUType), ErrNoCapacity)
@@ -136,8 +131,7 @@ func (a *Activities) AcquireLease(ctx context.Context, req LeaseRequest) (*Lease
 	if err != nil {
 		return nil, fmt.Errorf("lease on %s: %w", a.HostID, err)
 	}
-	info := activity.GetInfo(ctx)
-	return &Lease{HostID: a.HostID, HostQueue: a.HostQueue, Devices: devs, Token: token, Waited: time.Since(info.ScheduledTime)}, nil
+	return &Lease{HostID: a.HostID, HostQueue: a.HostQueue, Devices: devs, Token: token}, nil
 }
 
 // ReleaseLease gives the slot back.
@@ -148,22 +142,8 @@ func (a *Activities) ReleaseLease(_ context.Context, l Lease) error {
 
 func runKey(runID string) string { return url.PathEscape(runID) }
 
-func (a *Activities) attemptDir(runID string, attempt int) string {
-	return filepath.Join(a.WorkDir, "runs", runKey(runID), fmt.Sprintf("attempt-%d", attempt))
-}
-
-func (a *Activities) command(tmpl []string, vars map[string]string) []string {
-	if tmpl == nil {
-		return nil // the image's own command
-	}
-	out := make([]string, len(tmpl))
-	for i, s := range tmpl {
-		for k, v := range vars {
-			s = strings.ReplaceAll(s, "{"+k+"}", v)
-		}
-		out[i] = s
-	}
-	return out
+func (a *Activities) attempt(runID string, n int) *attempt {
+	return &attempt{runID: runID, n: n, dir: filepath.Join(a.WorkDir, "runs", runKey(runID), fmt.Sprintf("attempt-%d", n))}
 }
 
 func writeJSONFile(path string, v any) error {
@@ -197,45 +177,19 @@ func (a *Activities) restoreLatest(ctx context.Context, runID string, ref *Check
 	return nil, fmt.Errorf("no restorable checkpoint of %s at or before #%d", runID, ref.Seq)
 }
 
-// signalCheckpoint tells the workflow about a commit; retried in the
-// background because the server may be down for a while.
-func (a *Activities) signalCheckpoint(ctx context.Context, ref CheckpointRef) {
-	a.signal(ctx, SignalCheckpoint, ref)
-}
-
-// signal sends a signal to the activity's own workflow, retrying in the
-// background.
-func (a *Activities) signal(ctx context.Context, name string, arg any) {
+// signaller delivers signals to the activity's own workflow execution.
+func (a *Activities) signaller(ctx context.Context) func(context.Context, string, any) error {
 	info := activity.GetInfo(ctx)
 	wid, rid := info.WorkflowExecution.ID, info.WorkflowExecution.RunID
-	go func() {
-		delay := 200 * time.Millisecond
-		for i := 0; i < 30; i++ {
-			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			err := a.Client.SignalWorkflow(sctx, wid, rid, name, arg)
-			cancel()
-			if err == nil {
-				return
-			}
-			a.Logger.Debug("signal not delivered yet", zap.String("signal", name), zap.Error(err))
-			time.Sleep(delay)
-			delay = min(2*delay, 5*time.Second)
-		}
-	}()
-}
-
-func killOnCancel(h runtime.Handle) {
-	_ = h.Signal(syscall.SIGKILL)
-}
-
-func secondsEnv(d time.Duration) string { return strconv.Itoa(int(d.Seconds())) }
-
-// imageDigest records which image really ran: the digest, not the tag.
-func (a *Activities) imageDigest(ctx context.Context, image string) string {
-	if a.Docker == nil || image == "" {
-		return ""
+	return func(sctx context.Context, name string, arg any) error {
+		return a.Client.SignalWorkflow(sctx, wid, rid, name, arg)
 	}
-	d, err := a.Docker.ImageDigest(ctx, image)
+}
+
+// digest records which image really ran: the digest, not the tag ("" for
+// processes; the tag when the digest cannot be read).
+func (a *Activities) digest(ctx context.Context, image string) string {
+	d, err := a.Workspace.Digest(ctx, image)
 	if err != nil {
 		a.Logger.Warn("image digest", zap.String("image", image), zap.Error(err))
 		return image

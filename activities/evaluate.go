@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/lmeval"
 	"github.com/mlrb/mlrb/internal/runtime"
 	"github.com/mlrb/mlrb/internal/safetensors"
@@ -25,91 +25,24 @@ import (
 
 // Evaluate restores the final checkpoint into a fresh directory (never the
 // agent's), finds the model, checks the task's constraints, runs the
-// evaluator as its own process and reads its lm-eval results.
+// evaluator in the workspace (a process, or a fresh container) and reads
+// its lm-eval results.
 func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (*EvalResult, error) {
-	info := activity.GetInfo(ctx)
-	dir := filepath.Join(a.WorkDir, "eval", runKey(in.RunID), fmt.Sprintf("try-%d", info.Attempt))
-	_ = os.RemoveAll(dir)
-	workspace := filepath.Join(dir, "workspace")
-	m, err := a.Engine.Load(ctx, in.RunID, in.Final.Seq)
+	ev, root, err := a.prepareEvaluation(ctx, in)
 	if err != nil {
-		return nil, fmt.Errorf("final checkpoint: %w", err)
+		return nil, err
 	}
-	if err := a.Engine.Restore(ctx, m, workspace); err != nil {
-		return nil, fmt.Errorf("restore final checkpoint: %w", err)
+	params, violations := CheckConstraints(ev.model, in.Task.Constraints)
+	image := in.Task.Evaluation.Image
+	if in.Image != "" {
+		image = in.Image
 	}
-	root := workspace
-	workspace = filepath.Join(workspace, filepath.FromSlash(m.Workdir))
-	model, err := FindModel(root, workspace)
-	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrNoModel, err)
+	spec := a.Workspace.EvalTask(ev, in.Task.Evaluation.Command, image)
+	spec.Labels = map[string]string{runtime.LabelRun: in.RunID, runtime.LabelRole: "evaluator"}
+	if err := a.runEvaluator(ctx, spec, in.Task.Evaluation.Timeout.D()); err != nil {
+		return nil, err
 	}
-	params, violations := CheckConstraints(model, in.Task.Constraints)
-	results := filepath.Join(dir, "results")
-	if err := os.MkdirAll(results, 0o755); err != nil {
-		return nil, fmt.Errorf("results dir: %w", err)
-	}
-	specFile := filepath.Join(dir, "task.json")
-	if err := writeJSONFile(specFile, in.Task); err != nil {
-		return nil, fmt.Errorf("task spec: %w", err)
-	}
-	vars := map[string]string{"self": a.Self, "model": model, "output": results, "task": in.Task.ID, "seed": strconv.FormatInt(in.Seed, 10)}
-	run := filepath.Join(dir, "run")
-	if err := os.MkdirAll(run, 0o755); err != nil {
-		return nil, fmt.Errorf("eval dir: %w", err)
-	}
-	logPath := filepath.Join(dir, "evaluator.log")
-	spec := runtime.TaskSpec{
-		Name: fmt.Sprintf("eval-%s-%d", runKey(in.RunID), info.Attempt), Dir: run, LogPath: logPath,
-		Env:    map[string]string{"MLRB_TASK_SPEC": specFile, "MLRB_TASK": in.Task.ID},
-		Labels: map[string]string{"run": in.RunID, "role": "evaluator"},
-	}
-	if a.Docker != nil {
-		// A fresh container that never shared a filesystem with the agent:
-		// the model read-only, the results writable, nothing else.
-		vars["self"], vars["model"], vars["output"] = a.Containers.Self, "/model", "/results"
-		spec.Image, spec.Dir = a.Containers.EvalImage, "/"
-		if in.Task.Evaluation.Image != "" {
-			spec.Image = in.Task.Evaluation.Image
-		}
-		if in.Image != "" {
-			spec.Image = in.Image
-		}
-		spec.Env["MLRB_TASK_SPEC"] = "/mlrb-run/task.json"
-		spec.Binds = []string{model + ":/model:ro", results + ":/results", specFile + ":/mlrb-run/task.json:ro"}
-		spec.MemoryBytes, spec.CPUs, spec.PidsLimit = a.Containers.MemoryBytes, a.Containers.CPUs, a.Containers.PidsLimit
-	}
-	spec.Command = a.command(in.Task.Evaluation.Command, vars)
-	cmd := spec.Command
-	h, err := a.Runtime.Start(ctx, spec)
-	if err != nil {
-		return nil, fmt.Errorf("start evaluator %q: %w", cmd[0], err)
-	}
-	defer func() { _ = h.Destroy() }()
-	timeout := time.NewTimer(in.Task.Evaluation.Timeout.D())
-	defer timeout.Stop()
-	tick := time.NewTicker(5 * time.Second)
-	defer tick.Stop()
-	for done := false; !done; {
-		select {
-		case <-ctx.Done():
-			killOnCancel(h)
-			<-h.Wait()
-			return nil, ctx.Err()
-		case <-tick.C:
-			activity.RecordHeartbeat(ctx)
-		case <-timeout.C:
-			killOnCancel(h)
-			<-h.Wait()
-			return nil, fmt.Errorf("evaluator ran past its %s timeout", in.Task.Evaluation.Timeout.D())
-		case res := <-h.Wait():
-			if !res.Successful() {
-				return nil, fmt.Errorf("evaluator %s: %s (log: %s)", res, tail(logPath), logPath)
-			}
-			done = true
-		}
-	}
-	file, err := lmeval.Find(results)
+	file, err := lmeval.Find(ev.results)
 	if err != nil {
 		return nil, err
 	}
@@ -123,23 +56,101 @@ func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (*EvalResult, e
 	}
 	// agent-eval prints its table (parameters, tokens/s, perplexity,
 	// latency) instead of writing a file: read it from the log.
-	if f, err := os.Open(logPath); err == nil {
+	if f, err := os.Open(ev.Log()); err == nil {
 		for k, v := range lmeval.ParseAgentEvalTable(f) {
 			metrics["agent_eval/"+k] = v
 		}
 		_ = f.Close()
 	}
 	a.Logger.Info("evaluated", zap.String("run", in.RunID), zap.Float64("score", score), zap.Strings("violations", violations))
-	rel, _ := filepath.Rel(root, model)
-	var usage *Usage
-	if b, err := os.ReadFile(filepath.Join(workspace, "output", "usage.json")); err == nil {
-		var u Usage
-		if json.Unmarshal(b, &u) == nil {
-			usage = &u
+	rel, _ := filepath.Rel(root.dir, ev.model)
+	return &EvalResult{Score: score, Metrics: metrics, ModelPath: filepath.ToSlash(rel), Params: params, Violations: violations, ResultsFile: file,
+		Image: a.digest(ctx, spec.Image), Usage: readUsage(root.workdir)}, nil
+}
+
+// snapshot is a restored checkpoint: its root and the agent's work dir in it.
+type snapshot struct{ dir, workdir string }
+
+// prepareEvaluation restores the final checkpoint into a directory of
+// its own and lays out the evaluation around the model found in it.
+func (a *Activities) prepareEvaluation(ctx context.Context, in EvalInput) (*evalDirs, snapshot, error) {
+	try := activity.GetInfo(ctx).Attempt
+	dir := filepath.Join(a.WorkDir, "eval", runKey(in.RunID), fmt.Sprintf("try-%d", try))
+	_ = os.RemoveAll(dir)
+	root := snapshot{dir: filepath.Join(dir, "workspace")}
+	m, err := a.Engine.Load(ctx, in.RunID, in.Final.Seq)
+	if err != nil {
+		return nil, root, fmt.Errorf("final checkpoint: %w", err)
+	}
+	if err := a.Engine.Restore(ctx, m, root.dir); err != nil {
+		return nil, root, fmt.Errorf("restore final checkpoint: %w", err)
+	}
+	root.workdir = filepath.Join(root.dir, filepath.FromSlash(m.Workdir))
+	model, err := FindModel(root.dir, root.workdir)
+	if err != nil {
+		return nil, root, temporal.NewNonRetryableApplicationError(err.Error(), ErrNoModel, err)
+	}
+	ev := &evalDirs{name: fmt.Sprintf("eval-%s-%d", runKey(in.RunID), try), dir: dir, model: model, results: filepath.Join(dir, "results"),
+		spec: filepath.Join(dir, "task.json"), task: in.Task.ID, seed: in.Seed}
+	for _, d := range []string{ev.results, filepath.Join(dir, "run")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, root, fmt.Errorf("eval dir: %w", err)
 		}
 	}
-	return &EvalResult{Score: score, Metrics: metrics, ModelPath: filepath.ToSlash(rel), Params: params, Violations: violations, ResultsFile: file,
-		Image: a.imageDigest(ctx, spec.Image), Usage: usage}, nil
+	if err := writeJSONFile(ev.spec, in.Task); err != nil {
+		return nil, root, fmt.Errorf("task spec: %w", err)
+	}
+	return ev, root, nil
+}
+
+// evalHeartbeatEvery keeps the evaluation alive well inside its heartbeat
+// timeout (at least 30 s).
+const evalHeartbeatEvery = 5 * time.Second
+
+// runEvaluator runs the evaluator to its end, its timeout, or the
+// activity's cancellation.
+func (a *Activities) runEvaluator(ctx context.Context, spec runtime.TaskSpec, timeout time.Duration) error {
+	h, err := a.Workspace.Start(ctx, spec)
+	if err != nil {
+		return fmt.Errorf("start evaluator %q: %w", spec.Command, err)
+	}
+	defer func() { _ = h.Destroy() }()
+	limit := time.NewTimer(timeout)
+	defer limit.Stop()
+	tick := time.NewTicker(evalHeartbeatEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			_ = h.Kill()
+			<-h.Wait()
+			return ctx.Err()
+		case <-tick.C:
+			activity.RecordHeartbeat(ctx)
+		case <-limit.C:
+			_ = h.Kill()
+			<-h.Wait()
+			return fmt.Errorf("evaluator ran past its %s timeout", timeout)
+		case res := <-h.Wait():
+			if !res.Successful() {
+				return fmt.Errorf("evaluator %s: %s (log: %s)", res, tail(spec.LogPath), spec.LogPath)
+			}
+			return nil
+		}
+	}
+}
+
+// readUsage reads the LLM usage the agent reported, if it did.
+func readUsage(workdir string) *contract.Usage {
+	b, err := os.ReadFile(filepath.Join(workdir, contract.OutputDir, contract.UsageFile))
+	if err != nil {
+		return nil
+	}
+	var u contract.Usage
+	if json.Unmarshal(b, &u) != nil {
+		return nil
+	}
+	return &u
 }
 
 func tail(path string) string {
@@ -160,10 +171,8 @@ func tail(path string) string {
 // (a Hugging Face model dir; MLRB's agents save under /app/<id>/, outside
 // MLRB_WORKDIR). Nothing outside root is ever taken.
 func FindModel(root, workdir string) (string, error) {
-	var sub struct {
-		ModelPath string `json:"model_path"`
-	}
-	if b, err := os.ReadFile(filepath.Join(workdir, "output", "submission.json")); err == nil && json.Unmarshal(b, &sub) == nil && sub.ModelPath != "" {
+	var sub contract.Submission
+	if b, err := os.ReadFile(filepath.Join(workdir, contract.OutputDir, contract.SubmissionFile)); err == nil && json.Unmarshal(b, &sub) == nil && sub.ModelPath != "" {
 		p := filepath.Clean(sub.ModelPath)
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(workdir, p)

@@ -6,7 +6,9 @@ package activities
 import (
 	"time"
 
+	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/checkpoint"
+	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/tasks"
 )
 
@@ -21,9 +23,11 @@ const (
 	EvaluateName       = "Evaluate"
 )
 
-// SignalCheckpoint is sent by the agent activity to its workflow when a
-// checkpoint commits, so the workflow keeps the last committed checkpoint
-// in its own state, not only in heartbeat details.
+// SignalCheckpoint is the one way a committed checkpoint reaches the
+// workflow: the agent activity sends one per commit, in commit order, and
+// delivers every one before it returns, so the workflow has the
+// checkpoints of an attempt (its final or hand-back one included) by the
+// time it sees the attempt end.
 const SignalCheckpoint = "checkpoint-committed"
 
 // QuerySteering is the run's query the agent activity polls for the
@@ -32,6 +36,7 @@ const QuerySteering = "steering"
 
 // Steering is the answer to QuerySteering.
 type Steering struct {
+	// GrantedS is the run's budget in all, extensions included.
 	GrantedS        float64
 	CancelRequested bool
 }
@@ -96,7 +101,6 @@ type Lease struct {
 	HostQueue string
 	Devices   []int
 	Token     string
-	Waited    time.Duration
 }
 
 // CheckpointRef is a committed checkpoint.
@@ -127,42 +131,40 @@ type AgentInput struct {
 	Image    string
 	Secrets  []string
 	Lease    Lease
-	// UsedSeconds is the agent time preserved so far; BudgetSeconds the
-	// time granted in all.
-	UsedSeconds   float64
-	BudgetSeconds float64
-	Resume        *CheckpointRef
-	NextSeq       int
-	Interval      time.Duration
-	Grace         time.Duration
+	// Budget is the run's ledger when the attempt starts: the deadlines
+	// come from its time left.
+	Budget   budget.Ledger
+	Resume   *CheckpointRef
+	NextSeq  int
+	Interval time.Duration
+	Grace    time.Duration
 }
 
-// Progress is the agent activity's heartbeat detail.
+// Progress is the agent activity's heartbeat detail, and the detail of
+// an attempt handed back (ErrAgentKilled): the agent time reached.
 type Progress struct {
-	AgentSeconds   float64 `json:"agent_seconds"`
-	LastCheckpoint int     `json:"last_checkpoint"`
-	LogOffset      int64   `json:"log_offset"`
-	// Checkpoint is the one taken of an agent stopped under the attempt
-	// (killed from outside, or its worker stopping), handed back with it.
-	Checkpoint *CheckpointRef `json:"checkpoint,omitempty"`
+	AgentSeconds float64 `json:"agent_seconds"`
 }
+
+// StopReason is how an agent attempt stopped.
+type StopReason string
 
 // How an agent attempt stopped.
 const (
-	StopExited   = "exited"   // the agent ended on its own
-	StopDeadline = "deadline" // SIGTERM at the soft deadline, or killed at the hard one
-	StopCanceled = "canceled" // an operator asked for a graceful stop
+	StopExited   StopReason = "exited"   // the agent ended on its own
+	StopDeadline StopReason = "deadline" // SIGTERM at the soft deadline, or killed at the hard one
+	StopCanceled StopReason = "canceled" // an operator asked for a graceful stop
 )
 
-// AgentResult is how an attempt ended.
+// AgentResult is how an attempt ended. Its checkpoints reached the
+// workflow as signals before it did.
 type AgentResult struct {
-	StoppedBy    string
+	StoppedBy    StopReason
 	ExitCode     int
 	Signal       int
 	OOMKilled    bool
 	Reason       string
 	AgentSeconds float64
-	Checkpoints  []CheckpointRef
 	// Image is the agent image's digest (container runtime only).
 	Image string
 }
@@ -188,12 +190,5 @@ type EvalResult struct {
 	// Image is the evaluator image's digest (container runtime only).
 	Image string
 	// Usage is the LLM usage the agent reported, if it did.
-	Usage *Usage
-}
-
-// Usage is $MLRB_OUTPUT_DIR/usage.json as agents write it.
-type Usage struct {
-	InputTokens  *int64   `json:"input_tokens"`
-	OutputTokens *int64   `json:"output_tokens"`
-	CostUSD      *float64 `json:"cost_usd"`
+	Usage *contract.Usage
 }

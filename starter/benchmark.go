@@ -17,7 +17,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/config"
-	"github.com/mlrb/mlrb/internal/host"
+	"github.com/mlrb/mlrb/internal/app"
+	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -37,10 +38,10 @@ func benchmarkCmd() *cobra.Command {
 				return err
 			}
 			if suite != "mini" && suite != "full" {
-				return host.Usagef("--suite: %q is not mini or full", suite)
+				return cli.Usagef("--suite: %q is not mini or full", suite)
 			}
 			if seeds < 1 || concurrency < 1 {
-				return host.Usagef("--seeds and --concurrency must be at least 1")
+				return cli.Usagef("--seeds and --concurrency must be at least 1")
 			}
 			if err := checkFormat(format); err != nil {
 				return err
@@ -59,19 +60,19 @@ func benchmarkCmd() *cobra.Command {
 			if id == "" {
 				id = fmt.Sprintf("bench-%s-%s", suite, time.Now().UTC().Format("20060102-150405"))
 			} else if !idPattern.MatchString(id) {
-				return host.Usagef("--id: %q may hold letters, digits and ._/- only", id)
+				return cli.Usagef("--id: %q may hold letters, digits and ._/- only", id)
 			}
 			var ss []int64
 			for i := 1; i <= seeds; i++ {
 				ss = append(ss, int64(i))
 			}
 			ctx := cmd.Context()
-			c, err := host.Dial(ctx, cfg, zap.NewNop())
+			c, err := app.Dial(ctx, cfg, zap.NewNop())
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			in := workflows.BenchmarkInput{Tasks: ids, Seeds: ss, Agents: agents, Concurrency: concurrency, Run: workflows.RunInput{Provider: "none", Policy: host.Policy(cfg)}}
+			in := workflows.BenchmarkInput{Tasks: ids, Seeds: ss, Agents: agents, Concurrency: concurrency, Run: workflows.RunInput{Provider: "none", Policy: app.Policy(cfg)}}
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: cfg.Temporal.TaskQueue,
 				WorkflowExecutionErrorWhenAlreadyStarted: true,
 				// A benchmark id names one set of runs: never start it twice.
@@ -79,7 +80,7 @@ func benchmarkCmd() *cobra.Command {
 			}, workflows.BenchmarkWorkflowName, in)
 			var started *serviceerror.WorkflowExecutionAlreadyStarted
 			if errors.As(err, &started) {
-				return host.Usagef("benchmark %s was already started; its runs are not started twice (see `starter results %s`)", id, id)
+				return cli.Usagef("benchmark %s was already started; its runs are not started twice (see `starter results %s`)", id, id)
 			}
 			if err != nil {
 				return fmt.Errorf("start benchmark: %w", err)
@@ -136,7 +137,7 @@ func resultsCmd() *cobra.Command {
 
 func checkFormat(format string) error {
 	if !slices.Contains(leaderboard.Formats, format) {
-		return host.Usagef("--format: %q is not one of %s", format, strings.Join(leaderboard.Formats, ", "))
+		return cli.Usagef("--format: %q is not one of %s", format, strings.Join(leaderboard.Formats, ", "))
 	}
 	return nil
 }
@@ -152,7 +153,7 @@ func awaitLeaderboard(ctx context.Context, run client.WorkflowRun, format string
 
 func printLeaderboard(res *workflows.BenchmarkResult, format string) error {
 	if err := leaderboard.Write(os.Stdout, format, res.BenchmarkID, workflows.LeaderboardRuns(res.Runs), res.Setup); err != nil {
-		return host.Usagef("--format: %v", err)
+		return cli.Usagef("--format: %v", err)
 	}
 	if format != "table" {
 		return nil
@@ -190,7 +191,7 @@ func printLeaderboard(res *workflows.BenchmarkResult, format string) error {
 
 // rerunOutcomes end a run without a result its agent is to blame for: a
 // resumed benchmark runs them again (from their checkpoints).
-var rerunOutcomes = []string{workflows.OutcomeInfraFailed, workflows.OutcomeEvaluationFailed}
+var rerunOutcomes = []workflows.Outcome{workflows.OutcomeInfraFailed, workflows.OutcomeEvaluationFailed}
 
 func benchmarkResumeCmd() *cobra.Command {
 	var wait bool
@@ -212,10 +213,10 @@ an agent that had finished is only evaluated again, never re-run.`,
 				return err
 			}
 			if info.GetType().GetName() != workflows.BenchmarkWorkflowName {
-				return host.Usagef("%s is a %s, not a benchmark", id, info.GetType().GetName())
+				return cli.Usagef("%s is a %s, not a benchmark", id, info.GetType().GetName())
 			}
 			if info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-				return host.Usagef("benchmark %s is still running: nothing to resume (see `starter watch %s`)", id, id)
+				return cli.Usagef("benchmark %s is still running: nothing to resume (see `starter watch %s`)", id, id)
 			}
 			in, err := benchmarkInput(ctx, c, id)
 			if err != nil {
@@ -226,7 +227,7 @@ an agent that had finished is only evaluated again, never re-run.`,
 				return err
 			}
 			if len(plan.busy) > 0 {
-				return host.Usagef("runs of %s are still running: %s; wait for them to end or `starter cancel` them", id, strings.Join(plan.busy, ", "))
+				return cli.Usagef("runs of %s are still running: %s; wait for them to end or `starter cancel` them", id, strings.Join(plan.busy, ", "))
 			}
 			if len(plan.again) == 0 {
 				fmt.Printf("benchmark %s: all %d runs have results; nothing to resume\n", id, len(plan.kept))
@@ -278,7 +279,7 @@ func benchmarkInput(ctx context.Context, c client.Client, id string) (workflows.
 // resumePlan is a benchmark's runs sorted for a resume.
 type resumePlan struct {
 	kept    map[string]workflows.RunResult // runs with a result, kept as they are
-	carried map[string]workflows.Ledger    // what runs to continue already lost and waited
+	carried map[string]workflows.Ledger    // what runs to continue lost, waited and were granted
 	again   []string                       // runs to continue
 	busy    []string                       // runs still running
 }
@@ -310,7 +311,7 @@ func triage(ctx context.Context, c client.Client, id string, in workflows.Benchm
 					}
 					if slices.Contains(rerunOutcomes, res.Outcome) {
 						p.again = append(p.again, rid)
-						p.carried[rid] = workflows.Ledger{LostS: res.Budget.LostS, InfraWaitS: res.Budget.InfraWaitS}
+						p.carried[rid] = res.Budget.Carried()
 					} else {
 						p.kept[rid] = res
 					}
@@ -319,13 +320,13 @@ func triage(ctx context.Context, c client.Client, id string, in workflows.Benchm
 					// A closed run still answers its status query (by replay):
 					// the agent time past its last checkpoint was lost.
 					if st, err := queryStatus(ctx, c, rid); err == nil {
-						l := workflows.Ledger{LostS: st.Budget.LostS, InfraWaitS: st.Budget.InfraWaitS}
+						l := st.Budget.Carried()
 						if st.Phase == workflows.PhaseRunning && info.CloseTime != nil {
 							since := st.AttemptStartedAt
 							if st.LastCheckpointAt.After(since) {
 								since = st.LastCheckpointAt
 							}
-							l.LostS += max(0, info.CloseTime.AsTime().Sub(since).Seconds())
+							l.LostS += st.Budget.LostAt(st.Budget.RanUntil(since, info.CloseTime.AsTime()))
 						}
 						p.carried[rid] = l
 					} else {

@@ -9,20 +9,20 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/mlrb/mlrb/config"
-	"github.com/mlrb/mlrb/internal/host"
+	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/tasks"
 )
 
 // loadCatalog loads the config and the task catalog it points at; a bad
 // catalog is the user's input.
 func loadCatalog(cmd *cobra.Command) (*config.Config, *tasks.Catalog, error) {
-	cfg, err := host.LoadConfig(cmd)
+	cfg, err := cli.LoadConfig(cmd)
 	if err != nil {
 		return nil, nil, err
 	}
 	cat, err := tasks.Load(cfg.Tasks.Dir)
 	if err != nil {
-		return nil, nil, &host.UsageError{Err: err}
+		return nil, nil, &cli.UsageError{Err: err}
 	}
 	return cfg, cat, nil
 }
@@ -60,7 +60,7 @@ func tasksCmd() *cobra.Command {
 			}
 			s, err := cat.Get(args[0])
 			if err != nil {
-				return &host.UsageError{Err: err}
+				return &cli.UsageError{Err: err}
 			}
 			prompt, err := s.RenderPrompt()
 			if err != nil {
@@ -85,7 +85,7 @@ func configCmd() *cobra.Command {
 	show := &cobra.Command{
 		Use: "show", Short: "print the effective config (defaults < file < MLRB_* env < flags), secrets redacted", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := host.LoadConfig(cmd)
+			cfg, err := cli.LoadConfig(cmd)
 			if err != nil {
 				return err
 			}

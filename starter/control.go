@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/config"
-	"github.com/mlrb/mlrb/internal/host"
+	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -39,7 +39,7 @@ func extendCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		PreRunE: func(*cobra.Command, []string) error {
 			if by <= 0 {
-				return host.Usagef("--by: give a positive duration, e.g. 2h")
+				return cli.Usagef("--by: give a positive duration, e.g. 2h")
 			}
 			return nil
 		},
@@ -51,7 +51,7 @@ func extendCmd() *cobra.Command {
 			if err := update(ctx, c, args[0], workflows.UpdateExtend, workflows.Extend{By: by}, &l); err != nil {
 				return err
 			}
-			fmt.Printf("%s: granted %.0fs in all, %.0fs not yet used\n", args[0], l.GrantedS, l.Left())
+			fmt.Printf("%s: granted %.0fs in all, %.0fs not yet used\n", args[0], l.GrantedS(), l.Left())
 			return nil
 		}),
 	}

@@ -12,7 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
-	"github.com/mlrb/mlrb/internal/host"
+	"github.com/mlrb/mlrb/internal/app"
+	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -26,19 +27,19 @@ func demoCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if seeds < 1 || concurrency < 1 {
-				return host.Usagef("--seeds and --concurrency must be at least 1")
+				return cli.Usagef("--seeds and --concurrency must be at least 1")
 			}
 			cfg, cat, err := loadCatalog(cmd)
 			if err != nil {
 				return err
 			}
-			logger, err := host.NewLogger("warn")
+			logger, err := app.NewLogger("warn")
 			if err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			st, err := host.StartStack(ctx, cfg, logger, true, false)
+			st, err := app.StartStack(ctx, cfg, logger, true, false)
 			if err != nil {
 				return err
 			}
@@ -52,7 +53,7 @@ func demoCmd() *cobra.Command {
 				ss = append(ss, int64(i))
 			}
 			benchID := "demo-" + time.Now().UTC().Format("20060102-150405")
-			in := workflows.BenchmarkInput{Tasks: ids, Seeds: ss, Agents: []string{agent}, Concurrency: concurrency, Run: workflows.RunInput{Provider: "none", Policy: host.Policy(cfg)}}
+			in := workflows.BenchmarkInput{Tasks: ids, Seeds: ss, Agents: []string{agent}, Concurrency: concurrency, Run: workflows.RunInput{Provider: "none", Policy: app.Policy(cfg)}}
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: benchID, TaskQueue: cfg.Temporal.TaskQueue}, workflows.BenchmarkWorkflowName, in)
 			if err != nil {
 				return fmt.Errorf("start demo benchmark: %w", err)
@@ -111,7 +112,7 @@ func printProgress(cmd *cobra.Command, c client.Client, benchID string) {
 	if val.Get(&p) != nil {
 		return
 	}
-	states := map[string]int{}
+	states := map[workflows.ChildState]int{}
 	for _, per := range p.PerTask {
 		for s, n := range per {
 			states[s] += n

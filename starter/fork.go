@@ -8,7 +8,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/config"
-	"github.com/mlrb/mlrb/internal/host"
+	"github.com/mlrb/mlrb/internal/app"
+	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -22,17 +23,17 @@ func forkCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		PreRunE: func(_ *cobra.Command, args []string) error {
 			if seq < 1 {
-				return host.Usagef("--from-checkpoint: give a checkpoint sequence number (see `starter checkpoint list %s`)", args[0])
+				return cli.Usagef("--from-checkpoint: give a checkpoint sequence number (see `starter checkpoint list %s`)", args[0])
 			}
 			return nil
 		},
 		RunE: withClient(func(ctx context.Context, c client.Client, cfg *config.Config, args []string) error {
-			e, err := host.OpenEngine(ctx, cfg)
+			e, err := app.OpenEngine(ctx, cfg)
 			if err != nil {
 				return err
 			}
 			if _, err := e.Load(ctx, args[0], seq); err != nil {
-				return host.Usagef("--from-checkpoint: %v (see `starter checkpoint list %s`)", err, args[0])
+				return cli.Usagef("--from-checkpoint: %v (see `starter checkpoint list %s`)", err, args[0])
 			}
 			src, err := queryStatus(ctx, c, args[0])
 			if err != nil {
@@ -41,7 +42,7 @@ func forkCmd() *cobra.Command {
 			if id == "" {
 				id = fmt.Sprintf("%s-fork%d-%s", args[0], seq, randomSuffix())
 			}
-			in := workflows.RunInput{Task: src.Task, Agent: src.Agent, Seed: src.Seed, ForkFrom: &workflows.ForkSource{RunID: args[0], Seq: seq}, Policy: host.Policy(cfg)}
+			in := workflows.RunInput{Task: src.Task, Agent: src.Agent, Seed: src.Seed, ForkFrom: &workflows.ForkSource{RunID: args[0], Seq: seq}, Policy: app.Policy(cfg)}
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: cfg.Temporal.TaskQueue,
 				Memo: map[string]any{"task": src.Task, "agent": src.Agent, "seed": src.Seed, "forked_from": fmt.Sprintf("%s#%d", args[0], seq)}},
 				workflows.RunWorkflowName, in)

@@ -16,26 +16,26 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/mlrb/mlrb/config"
-	"github.com/mlrb/mlrb/internal/host"
+	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/workflows"
 )
 
 // statusView is `status --json`: the query's state plus live figures the
 // workflow cannot compute without a clock.
 type statusView struct {
-	RunID              string           `json:"run_id"`
-	Task               string           `json:"task"`
-	Phase              string           `json:"phase"`
-	Attempt            int              `json:"attempt"`
-	Checkpoints        int              `json:"checkpoints"`
-	LastCheckpointAgeS *float64         `json:"last_checkpoint_age_s"`
-	BudgetLeftS        float64          `json:"budget_left_s"`
-	Outcome            string           `json:"outcome,omitempty"`
-	Score              *float64         `json:"score,omitempty"`
-	Budget             workflows.Ledger `json:"budget"`
-	CheckpointFailures int              `json:"checkpoint_failures"`
-	CheckpointStale    bool             `json:"checkpoint_stale"`
-	CheckpointError    string           `json:"checkpoint_error,omitempty"`
+	RunID              string            `json:"run_id"`
+	Task               string            `json:"task"`
+	Phase              workflows.Phase   `json:"phase"`
+	Attempt            int               `json:"attempt"`
+	Checkpoints        int               `json:"checkpoints"`
+	LastCheckpointAgeS *float64          `json:"last_checkpoint_age_s"`
+	BudgetLeftS        float64           `json:"budget_left_s"`
+	Outcome            workflows.Outcome `json:"outcome,omitempty"`
+	Score              *float64          `json:"score,omitempty"`
+	Budget             workflows.Ledger  `json:"budget"`
+	CheckpointFailures int               `json:"checkpoint_failures"`
+	CheckpointStale    bool              `json:"checkpoint_stale"`
+	CheckpointError    string            `json:"checkpoint_error,omitempty"`
 }
 
 func view(st workflows.Status, now time.Time) statusView {
@@ -78,7 +78,7 @@ func statusCmd() *cobra.Command {
 				age = fmt.Sprintf("%.1fs ago", *v.LastCheckpointAgeS)
 			}
 			fmt.Printf("run          %s (%s)\nphase        %s\nattempt      %d\ncheckpoints  %d (last %s)\nbudget left  %.1fs of %.0fs (lost %.1fs refunded, infra wait %.1fs)\n",
-				v.RunID, v.Task, v.Phase, v.Attempt, v.Checkpoints, age, v.BudgetLeftS, v.Budget.GrantedS, v.Budget.LostS, v.Budget.InfraWaitS)
+				v.RunID, v.Task, v.Phase, v.Attempt, v.Checkpoints, age, v.BudgetLeftS, v.Budget.GrantedS(), v.Budget.LostS, v.Budget.InfraWaitS)
 			if v.CheckpointFailures > 0 {
 				stale := ""
 				if v.CheckpointStale {
@@ -146,7 +146,7 @@ func listCmd() *cobra.Command {
 			for n < limit {
 				resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token, PageSize: int32(min(100, limit))})
 				if err != nil {
-					return host.Usagef("list runs: %v", err)
+					return cli.Usagef("list runs: %v", err)
 				}
 				for _, e := range resp.Executions {
 					sa := searchAttrs(e.SearchAttributes.GetIndexedFields())

@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mlrb/mlrb/internal/agentcmd"
-	"github.com/mlrb/mlrb/internal/host"
+	"github.com/mlrb/mlrb/internal/cli"
 )
 
 func main() {
@@ -21,5 +21,5 @@ func main() {
 	pf.String("tasks-dir", "", "extra task catalog directory (config tasks.dir)")
 	root.AddCommand(runCmd(), statusCmd(), listCmd(), resultCmd(), demoCmd(), tasksCmd(), configCmd(), checkpointCmd(), storageCmd(), logsCmd(), retryEvalCmd(), benchmarkCmd(), resultsCmd(), forkCmd(), cancelCmd(), extendCmd(), watchCmd())
 	root.AddCommand(agentcmd.Commands()...)
-	host.Execute(root)
+	cli.Execute(root)
 }

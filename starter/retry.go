@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/config"
-	"github.com/mlrb/mlrb/internal/host"
+	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -22,7 +22,7 @@ func retryEvalCmd() *cobra.Command {
 		Args:  cobra.MaximumNArgs(1),
 		PreRunE: func(_ *cobra.Command, args []string) error {
 			if (len(args) == 1) == (bench != "") || (bench != "" && !failed) {
-				return host.Usagef("give a RUN_ID, or --benchmark ID --failed")
+				return cli.Usagef("give a RUN_ID, or --benchmark ID --failed")
 			}
 			return nil
 		},

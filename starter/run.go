@@ -9,7 +9,6 @@ import (
 	"os"
 	"regexp"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,7 +17,8 @@ import (
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/config"
-	"github.com/mlrb/mlrb/internal/host"
+	"github.com/mlrb/mlrb/internal/app"
+	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/tasks"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -46,18 +46,18 @@ var providerKeys = map[string]string{"openai": "OPENAI_API_KEY", "anthropic": "A
 // checkContainerAgent validates the MLRB image contract's flags and
 // returns the secret names the run passes.
 func checkContainerAgent(agent, image, provider string, secrets []string) ([]string, error) {
-	if agent != "mlrb" {
+	if agent != activities.AgentImage {
 		if image != "" {
-			return nil, host.Usagef("--image: only agent mlrb runs an image (agent %s is built in)", agent)
+			return nil, cli.Usagef("--image: only agent mlrb runs an image (agent %s is built in)", agent)
 		}
 		return secrets, nil
 	}
 	if image == "" {
-		return nil, host.Usagef("--image: agent mlrb needs the agent image (built or loaded on the GPU hosts)")
+		return nil, cli.Usagef("--image: agent mlrb needs the agent image (built or loaded on the GPU hosts)")
 	}
 	key, ok := providerKeys[provider]
 	if !ok {
-		return nil, host.Usagef("--provider: %q is not openai or anthropic", provider)
+		return nil, cli.Usagef("--provider: %q is not openai or anthropic", provider)
 	}
 	// As MLRB's run.sh: the provider's key and the Hugging Face token.
 	for _, k := range []string{key, "HUGGINGFACE_TOKEN"} {
@@ -67,7 +67,7 @@ func checkContainerAgent(agent, image, provider string, secrets []string) ([]str
 	}
 	for _, s := range secrets {
 		if !secretName.MatchString(s) {
-			return nil, host.Usagef("--secret: %q is not an environment variable name (pass names, never values)", s)
+			return nil, cli.Usagef("--secret: %q is not an environment variable name (pass names, never values)", s)
 		}
 	}
 	return secrets, nil
@@ -76,19 +76,20 @@ func checkContainerAgent(agent, image, provider string, secrets []string) ([]str
 func checkRun(cat *tasks.Catalog, task, agent string, seed int64, limit time.Duration) (*tasks.Spec, error) {
 	spec, err := cat.Get(task)
 	if err != nil {
-		return nil, &host.UsageError{Err: fmt.Errorf("--task: %w", err)}
+		return nil, &cli.UsageError{Err: fmt.Errorf("--task: %w", err)}
 	}
-	if !slices.Contains(activities.KnownAgents(), agent) {
-		return nil, host.Usagef("--agent: unknown agent %q (known: %s)", agent, strings.Join(activities.KnownAgents(), ", "))
-	}
-	if spec.Reference == nil && agent != "mlrb" {
-		return nil, host.Usagef("--agent %s only does the mini suite; task %s needs a real agent image (try a mini_* task, see `starter tasks list`)", agent, task)
+	if err := activities.CheckAgent(spec, agent); err != nil {
+		hint := ""
+		if slices.Contains(activities.KnownAgents(), agent) {
+			hint = " (try a mini_* task, see `starter tasks list`)"
+		}
+		return nil, cli.Usagef("--agent: %v%s", err, hint)
 	}
 	if seed < 0 {
-		return nil, host.Usagef("--seed: %d is negative; seeds are 0 or more", seed)
+		return nil, cli.Usagef("--seed: %d is negative; seeds are 0 or more", seed)
 	}
 	if limit < 0 {
-		return nil, host.Usagef("--time-limit: %s is negative", limit)
+		return nil, cli.Usagef("--time-limit: %s is negative", limit)
 	}
 	return spec, nil
 }
@@ -117,15 +118,15 @@ func runCmd() *cobra.Command {
 			if id == "" {
 				id = newRunID(task, seed)
 			} else if !idPattern.MatchString(id) {
-				return host.Usagef("--id: %q may hold letters, digits and ._/- only", id)
+				return cli.Usagef("--id: %q may hold letters, digits and ._/- only", id)
 			}
 			ctx := cmd.Context()
-			c, err := host.Dial(ctx, cfg, zap.NewNop())
+			c, err := app.Dial(ctx, cfg, zap.NewNop())
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			in := workflows.RunInput{Task: task, Agent: agent, Seed: seed, TimeLimit: limit, Provider: provider, Image: image, Secrets: secrets, Policy: host.Policy(cfg)}
+			in := workflows.RunInput{Task: task, Agent: agent, Seed: seed, TimeLimit: limit, Provider: provider, Image: image, Secrets: secrets, Policy: app.Policy(cfg)}
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 				ID: id, TaskQueue: cfg.Temporal.TaskQueue,
 				Memo: map[string]any{"task": task, "agent": agent, "seed": seed},
@@ -184,7 +185,7 @@ func printResult(r *workflows.RunResult, asJSON bool) error {
 		fmt.Printf("reason     %s\n", r.Reason)
 	}
 	fmt.Printf("attempts   %d\ncheckpoints %d\nbudget     granted %.0fs, used %.1fs, lost %.1fs (refunded), infra wait %.1fs\nspec       %s\n",
-		r.Attempts, r.Checkpoints, r.Budget.GrantedS, r.Budget.UsedS, r.Budget.LostS, r.Budget.InfraWaitS, r.SpecHash)
+		r.Attempts, r.Checkpoints, r.Budget.GrantedS(), r.Budget.UsedS, r.Budget.LostS, r.Budget.InfraWaitS, r.SpecHash)
 	for _, v := range r.Violations {
 		fmt.Printf("violation  %s\n", v)
 	}
@@ -195,11 +196,11 @@ func printResult(r *workflows.RunResult, asJSON bool) error {
 // Temporal and runs body with the client.
 func withClient(body func(ctx context.Context, c client.Client, cfg *config.Config, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		cfg, err := host.LoadConfig(cmd)
+		cfg, err := cli.LoadConfig(cmd)
 		if err != nil {
 			return err
 		}
-		c, err := host.Dial(cmd.Context(), cfg, zap.NewNop())
+		c, err := app.Dial(cmd.Context(), cfg, zap.NewNop())
 		if err != nil {
 			return err
 		}

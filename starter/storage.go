@@ -12,17 +12,18 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/checkpoint"
-	"github.com/mlrb/mlrb/internal/host"
+	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/internal/logstore"
 )
 
 func openEngine(cmd *cobra.Command) (*checkpoint.Engine, error) {
-	cfg, err := host.LoadConfig(cmd)
+	cfg, err := cli.LoadConfig(cmd)
 	if err != nil {
 		return nil, err
 	}
-	return host.OpenEngine(cmd.Context(), cfg)
+	return app.OpenEngine(cmd.Context(), cfg)
 }
 
 func checkpointCmd() *cobra.Command {
@@ -40,7 +41,7 @@ func checkpointCmd() *cobra.Command {
 				return err
 			}
 			if len(ms) == 0 {
-				return host.Usagef("run %q has no committed checkpoint in the store", args[0])
+				return cli.Usagef("run %q has no committed checkpoint in the store", args[0])
 			}
 			if asJSON {
 				type row struct {
@@ -81,16 +82,16 @@ func checkpointCmd() *cobra.Command {
 			if seq == 0 {
 				m, err = e.Latest(cmd.Context(), args[0])
 				if errors.Is(err, checkpoint.ErrNoCheckpoint) {
-					return host.Usagef("run %q has no committed checkpoint in the store", args[0])
+					return cli.Usagef("run %q has no committed checkpoint in the store", args[0])
 				}
 			} else if m, err = e.Load(cmd.Context(), args[0], seq); err != nil {
-				return host.Usagef("--seq: %v", err)
+				return cli.Usagef("--seq: %v", err)
 			}
 			if err != nil {
 				return err
 			}
 			if entries, err := os.ReadDir(args[1]); err == nil && len(entries) > 0 {
-				return host.Usagef("%s is not empty; restore into a new or empty directory", args[1])
+				return cli.Usagef("%s is not empty; restore into a new or empty directory", args[1])
 			}
 			if err := e.Restore(cmd.Context(), m, args[1]); err != nil {
 				return err
@@ -110,11 +111,11 @@ func logsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "logs RUN_ID", Short: "print an agent attempt's log from the blob store (--follow until the run ends)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := host.LoadConfig(cmd)
+			cfg, err := cli.LoadConfig(cmd)
 			if err != nil {
 				return err
 			}
-			store, err := host.OpenStore(cmd.Context(), cfg)
+			store, err := app.OpenStore(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
@@ -125,7 +126,7 @@ func logsCmd() *cobra.Command {
 					return err
 				}
 				if len(atts) == 0 && !follow {
-					return host.Usagef("run %q has no stored logs", args[0])
+					return cli.Usagef("run %q has no stored logs", args[0])
 				}
 				attempt = 1
 				if len(atts) > 0 {
@@ -134,7 +135,7 @@ func logsCmd() *cobra.Command {
 			}
 			var c client.Client
 			if follow {
-				if c, err = host.Dial(ctx, cfg, zap.NewNop()); err != nil {
+				if c, err = app.Dial(ctx, cfg, zap.NewNop()); err != nil {
 					return err
 				}
 				defer c.Close()
@@ -174,11 +175,11 @@ func storageCmd() *cobra.Command {
 	gc := &cobra.Command{
 		Use: "gc", Short: "delete chunks no committed checkpoint references (waits for checkpoints in flight)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := host.LoadConfig(cmd)
+			cfg, err := cli.LoadConfig(cmd)
 			if err != nil {
 				return err
 			}
-			e, err := host.OpenEngine(cmd.Context(), cfg)
+			e, err := app.OpenEngine(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}

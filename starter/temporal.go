@@ -10,7 +10,7 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/mlrb/mlrb/internal/host"
+	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -20,7 +20,7 @@ import (
 func notFound(err error, id string) error {
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		return host.Usagef("no run or benchmark %q (see `starter list [--benchmarks]`)", id)
+		return cli.Usagef("no run or benchmark %q (see `starter list [--benchmarks]`)", id)
 	}
 	return err
 }
@@ -51,7 +51,7 @@ func mustBeRunning(ctx context.Context, c client.Client, id string) error {
 		return err
 	}
 	if !ok {
-		return host.Usagef("run %s has ended (%s); see `starter result %s`", id, statusName(st), id)
+		return cli.Usagef("run %s has ended (%s); see `starter result %s`", id, statusName(st), id)
 	}
 	return nil
 }
@@ -81,7 +81,7 @@ func update(ctx context.Context, c client.Client, id, name string, arg, out any)
 		return notFound(fmt.Errorf("%s %s: %w", name, id, err), id)
 	}
 	if err := h.Get(ctx, out); err != nil {
-		return host.Usagef("%s %s: %v", name, id, err)
+		return cli.Usagef("%s %s: %v", name, id, err)
 	}
 	return nil
 }

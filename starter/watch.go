@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/config"
-	"github.com/mlrb/mlrb/internal/host"
+	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -26,7 +26,7 @@ func watchCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		PreRunE: func(*cobra.Command, []string) error {
 			if every <= 0 {
-				return host.Usagef("--interval: %s must be positive", every)
+				return cli.Usagef("--interval: %s must be positive", every)
 			}
 			return nil
 		},
@@ -52,7 +52,7 @@ func watchCmd() *cobra.Command {
 					if bench {
 						hint = fmt.Sprintf("; `starter benchmark resume %s` continues it", id)
 					}
-					return host.Usagef("%s ended %s%s", id, statusName(st), hint)
+					return cli.Usagef("%s ended %s%s", id, statusName(st), hint)
 				}
 				if !busy {
 					break
@@ -109,7 +109,7 @@ func snapshotBenchmark(ctx context.Context, c client.Client, id string) (*benchS
 		return nil, fmt.Errorf("decode progress of %s: %w", id, err)
 	}
 	for child, state := range s.prog.Children {
-		if state != "running" {
+		if state != workflows.ChildRunning {
 			continue
 		}
 		// A run that just ended answers on the next tick.
@@ -120,6 +120,10 @@ func snapshotBenchmark(ctx context.Context, c client.Client, id string) (*benchS
 	return s, nil
 }
 
+// awaitingRetry stands in the leaderboard for the outcome of a run still
+// waiting for an evaluation retry: not scored, so it counts as invalid.
+const awaitingRetry = workflows.Outcome(workflows.PhaseAwaitingEvalRetry)
+
 // results are the runs that ended plus those waiting for an evaluation
 // retry: until retried those count as invalid, never as 0.
 func (s *benchSnapshot) results() []workflows.RunResult {
@@ -127,7 +131,7 @@ func (s *benchSnapshot) results() []workflows.RunResult {
 	for _, id := range sortedKeys(s.live) {
 		if st := s.live[id]; st.Phase == workflows.PhaseAwaitingEvalRetry {
 			out = append(out, workflows.RunResult{RunID: id, Task: st.Task, Agent: st.Agent, Seed: st.Seed,
-				Outcome: workflows.PhaseAwaitingEvalRetry, Reason: "evaluation failed; `starter retry-eval` scores it in place"})
+				Outcome: awaitingRetry, Reason: "evaluation failed; `starter retry-eval` scores it in place"})
 		}
 	}
 	return out
@@ -152,13 +156,13 @@ func benchmarkFrame(ctx context.Context, c client.Client, id string, w io.Writer
 	fmt.Fprintf(w, "%-40s %-24s %6s %7s %6s %6s\n", "task/agent", "progress", "queued", "running", "scored", "failed")
 	for _, k := range sortedKeys(p.PerTask) {
 		n := p.PerTask[k]
-		total, scored := 0, n[workflows.OutcomeScored]+n[workflows.OutcomeLimitReached]
+		total, scored := 0, n[workflows.Ended(workflows.OutcomeScored)]+n[workflows.Ended(workflows.OutcomeLimitReached)]
 		for _, v := range n {
 			total += v
 		}
-		done := total - n["queued"] - n["running"]
+		done := total - n[workflows.ChildQueued] - n[workflows.ChildRunning]
 		fmt.Fprintf(w, "%-40s %s %3d/%-3d %6d %7d %6d %6d\n", k, bar(float64(done)/float64(max(total, 1)), 16), done, total,
-			n["queued"], n["running"], scored, done-scored)
+			n[workflows.ChildQueued], n[workflows.ChildRunning], scored, done-scored)
 	}
 	if len(s.live) > 0 {
 		fmt.Fprintln(w, "\nunder way:")
@@ -177,8 +181,8 @@ func runFrame(ctx context.Context, c client.Client, id string, w io.Writer) erro
 	}
 	v := view(st, time.Now())
 	fmt.Fprintf(w, "run %s (%s, agent %s, seed %d)\n", id, st.Task, st.Agent, st.Seed)
-	used := 1 - v.BudgetLeftS/max(st.Budget.GrantedS, 1)
-	fmt.Fprintf(w, "budget  %s %.1fs left of %.0fs\n", bar(used, 30), v.BudgetLeftS, st.Budget.GrantedS)
+	used := 1 - v.BudgetLeftS/max(st.Budget.GrantedS(), 1)
+	fmt.Fprintf(w, "budget  %s %.1fs left of %.0fs\n", bar(used, 30), v.BudgetLeftS, st.Budget.GrantedS())
 	fmt.Fprintf(w, "%s\n", liveLine(v, st))
 	if v.CheckpointFailures > 0 {
 		fmt.Fprintf(w, "checkpoint failing (%d in a row): %s\n", v.CheckpointFailures, v.CheckpointError)

@@ -13,7 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/internal/agentcmd"
-	"github.com/mlrb/mlrb/internal/host"
+	"github.com/mlrb/mlrb/internal/app"
+	"github.com/mlrb/mlrb/internal/cli"
 )
 
 func main() {
@@ -23,21 +24,21 @@ func main() {
 		Short: "run mlrb's workflows and activities (--dev: with an embedded Temporal server and Web UI)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := host.LoadConfig(cmd)
+			cfg, err := cli.LoadConfig(cmd)
 			if err != nil {
 				return err
 			}
 			if serverOnly && !dev {
-				return host.Usagef("--server-only needs --dev")
+				return cli.Usagef("--server-only needs --dev")
 			}
-			logger, err := host.NewLogger(cfg.Log.Level)
+			logger, err := app.NewLogger(cfg.Log.Level)
 			if err != nil {
 				return err
 			}
 			defer func() { _ = logger.Sync() }()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			st, err := host.StartStack(ctx, cfg, logger, dev, serverOnly)
+			st, err := app.StartStack(ctx, cfg, logger, dev, serverOnly)
 			if err != nil {
 				return err
 			}
@@ -68,5 +69,5 @@ func main() {
 	f.String("log-level", "info", "debug, info, warn or error")
 	f.String("tasks-dir", "", "extra task catalog directory")
 	root.AddCommand(agentcmd.Commands()...)
-	host.Execute(root)
+	cli.Execute(root)
 }

@@ -5,9 +5,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
-
-	"go.temporal.io/sdk/temporal"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -46,7 +43,7 @@ type BenchmarkResult struct {
 func LeaderboardRuns(results []RunResult) []leaderboard.Run {
 	runs := make([]leaderboard.Run, 0, len(results))
 	for _, r := range results {
-		runs = append(runs, leaderboard.Run{Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: r.Outcome, Score: r.Score,
+		runs = append(runs, leaderboard.Run{Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: string(r.Outcome), Score: r.Score,
 			Attempts: r.Attempts, EvalTries: r.EvalTries, TimeLimitS: r.TimeLimitS, Hardware: r.Hardware})
 	}
 	return runs
@@ -55,10 +52,12 @@ func LeaderboardRuns(results []RunResult) []leaderboard.Run {
 // Progress counts runs per task and agent ("task/agent") by state, for
 // the progress query.
 type Progress struct {
-	Total    int                       `json:"total"`
-	Done     int                       `json:"done"` // len(Finished), filled in by the query
-	PerTask  map[string]map[string]int `json:"per_task_agent"`
-	Children map[string]string         `json:"children"` // run id -> state
+	Total int `json:"total"`
+	// Done and PerTask derive from Finished and Children when the query
+	// answers.
+	Done     int                           `json:"done"`
+	PerTask  map[string]map[ChildState]int `json:"per_task_agent"`
+	Children map[string]ChildState         `json:"children"` // run id -> state
 	// Finished holds the results of the runs that ended, in the order they
 	// ended: what a leaderboard of a running benchmark is made from.
 	Finished []RunResult `json:"finished"`
@@ -73,49 +72,59 @@ func ChildID(benchmarkID, agent, task string, seed int64) string {
 	return fmt.Sprintf("%s/%s/%s/s%d", benchmarkID, agent, task, seed)
 }
 
-// BenchmarkWorkflow runs the children at most Concurrency at a time.
-func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResult, error) {
-	id := workflow.GetInfo(ctx).WorkflowExecution.ID
-	type job struct {
-		agent string
-		task  string
-		seed  int64
-		id    string
-	}
-	var jobs []job
+// ChildRun is one run of a benchmark.
+type ChildRun struct {
+	Agent, Task string
+	Seed        int64
+	ID          string
+}
+
+// ChildRuns lists a benchmark's runs, every agent × task × seed, in the
+// order they start.
+func (in BenchmarkInput) ChildRuns(benchmarkID string) []ChildRun {
+	var runs []ChildRun
 	for _, a := range in.Agents {
 		for _, t := range in.Tasks {
 			for _, s := range in.Seeds {
-				jobs = append(jobs, job{a, t, s, ChildID(id, a, t, s)})
+				runs = append(runs, ChildRun{a, t, s, ChildID(benchmarkID, a, t, s)})
 			}
 		}
 	}
-	prog := Progress{Total: len(jobs), PerTask: map[string]map[string]int{}, Children: map[string]string{}, Policy: in.Run.Policy.Leaderboard()}
-	mark := func(j job, from, to string) {
-		k := j.task + "/" + j.agent
-		if prog.PerTask[k] == nil {
-			prog.PerTask[k] = map[string]int{}
+	return runs
+}
+
+// withCounts fills the figures the query derives: the runs done and the
+// count per task, agent and state.
+func (p Progress) withCounts(jobs []ChildRun) Progress {
+	p.Done = len(p.Finished)
+	p.PerTask = map[string]map[ChildState]int{}
+	for _, j := range jobs {
+		k := j.Task + "/" + j.Agent
+		if p.PerTask[k] == nil {
+			p.PerTask[k] = map[ChildState]int{}
 		}
-		if from != "" {
-			prog.PerTask[k][from]--
-		}
-		prog.PerTask[k][to]++
-		prog.Children[j.id] = to
+		p.PerTask[k][p.Children[j.ID]]++
 	}
-	finished := func(j job, from string, res RunResult) {
+	return p
+}
+
+// BenchmarkWorkflow runs the children at most Concurrency at a time.
+func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResult, error) {
+	id := workflow.GetInfo(ctx).WorkflowExecution.ID
+	jobs := in.ChildRuns(id)
+	prog := Progress{Total: len(jobs), Children: map[string]ChildState{}, Policy: in.Run.Policy.Leaderboard()}
+	finished := func(j ChildRun, res RunResult) {
 		prog.Finished = append(prog.Finished, res)
-		mark(j, from, res.Outcome)
+		prog.Children[j.ID] = Ended(res.Outcome)
 	}
 	for _, j := range jobs {
-		mark(j, "", "queued")
-		if res, ok := in.Kept[j.id]; ok {
-			finished(j, "queued", res)
+		prog.Children[j.ID] = ChildQueued
+		if res, ok := in.Kept[j.ID]; ok {
+			finished(j, res)
 		}
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (Progress, error) {
-		p := prog
-		p.Done = len(prog.Finished)
-		return p, nil
+		return prog.withCounts(jobs), nil
 	}); err != nil {
 		return nil, fmt.Errorf("progress query: %w", err)
 	}
@@ -133,27 +142,27 @@ func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResul
 		for running < limit && next < len(jobs) {
 			j := jobs[next]
 			next++
-			if _, ok := in.Kept[j.id]; ok {
+			if _, ok := in.Kept[j.ID]; ok {
 				continue
 			}
 			ri := in.Run
-			ri.Task, ri.Seed, ri.Agent, ri.Benchmark, ri.Continue = j.task, j.seed, j.agent, id, in.Resumed
-			if c, ok := in.Carried[j.id]; ok {
+			ri.Task, ri.Seed, ri.Agent, ri.Benchmark, ri.Continue = j.Task, j.Seed, j.Agent, id, in.Resumed
+			if c, ok := in.Carried[j.ID]; ok {
 				ri.Carried = &c
 			}
 			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-				WorkflowID: j.id,
-				Memo:       map[string]any{"task": j.task, "agent": j.agent, "seed": j.seed, "benchmark": id},
+				WorkflowID: j.ID,
+				Memo:       map[string]any{"task": j.Task, "agent": j.Agent, "seed": j.Seed, "benchmark": id},
 			})
 			f := workflow.ExecuteChildWorkflow(cctx, RunWorkflowName, ri)
-			mark(j, "queued", "running")
+			prog.Children[j.ID] = ChildRunning
 			running++
 			sel.AddFuture(f, func(f workflow.Future) {
 				var res RunResult
 				if err := f.Get(ctx, &res); err != nil {
-					res = RunResult{RunID: j.id, Task: j.task, Agent: j.agent, Seed: j.seed, Outcome: OutcomeInfraFailed, Reason: err.Error()}
+					res = RunResult{RunID: j.ID, Task: j.Task, Agent: j.Agent, Seed: j.Seed, Outcome: OutcomeInfraFailed, Reason: err.Error()}
 				}
-				finished(j, "running", res)
+				finished(j, res)
 				running--
 			})
 		}
@@ -172,11 +181,9 @@ func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResul
 	})
 	// The leaderboard comes from the run results, never from hand-made
 	// tables: an activity computes and stores it.
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 5 * time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10}})
 	runs := LeaderboardRuns(out.Runs)
 	out.Setup = leaderboard.SetupOf(runs, prog.Policy)
-	if err := workflow.ExecuteActivity(actx, activities.AggregateName, activities.AggregateInput{BenchmarkID: id, Runs: runs, Setup: out.Setup}).Get(ctx, &out.Leaderboard); err != nil {
+	if err := workflow.ExecuteActivity(aggregateOptions(ctx), activities.AggregateName, activities.AggregateInput{BenchmarkID: id, Runs: runs, Setup: out.Setup}).Get(ctx, &out.Leaderboard); err != nil {
 		workflow.GetLogger(ctx).Warn("leaderboard not stored", "error", err)
 	}
 	return out, nil

@@ -8,33 +8,56 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 )
 
+// Outcome is how a run ended.
+type Outcome string
+
 // Outcomes of a run. Infra and evaluator failures carry no score, never 0.
 const (
-	OutcomeScored           = "scored"
-	OutcomeAgentFailed      = "agent_failed"
-	OutcomeLimitReached     = "limit_reached"
-	OutcomeInfraFailed      = "infra_failed"
-	OutcomeEvaluationFailed = "evaluation_failed"
+	OutcomeScored           Outcome = "scored"
+	OutcomeAgentFailed      Outcome = "agent_failed"
+	OutcomeLimitReached     Outcome = "limit_reached"
+	OutcomeInfraFailed      Outcome = "infra_failed"
+	OutcomeEvaluationFailed Outcome = "evaluation_failed"
 	// OutcomeCanceled: an operator stopped the run; its work is kept in
 	// the final checkpoint, unscored.
-	OutcomeCanceled = "canceled"
+	OutcomeCanceled Outcome = "canceled"
 )
+
+// Phase is where a run is.
+type Phase string
 
 // Phases a run goes through, shown by the status query and MlrbPhase.
 const (
-	PhaseResolving  = "resolving"
-	PhaseLeasing    = "leasing"
-	PhaseRunning    = "running"
-	PhaseRecovering = "recovering"
-	PhaseEvaluating = "evaluating"
+	PhaseResolving  Phase = "resolving"
+	PhaseLeasing    Phase = "leasing"
+	PhaseRunning    Phase = "running"
+	PhaseRecovering Phase = "recovering"
+	PhaseEvaluating Phase = "evaluating"
 	// PhaseAwaitingEvalRetry: evaluation retries ran out; the run waits for
 	// a retry-evaluation update (the agent's work is never re-run).
-	PhaseAwaitingEvalRetry = "awaiting_evaluation_retry"
-	PhaseDone              = "done"
+	PhaseAwaitingEvalRetry Phase = "awaiting_evaluation_retry"
+	PhaseDone              Phase = "done"
 )
+
+// ChildState is where a benchmark's run is: queued, running, or ended
+// with its outcome.
+type ChildState string
+
+// States of a benchmark's runs before they end.
+const (
+	ChildQueued  ChildState = "queued"
+	ChildRunning ChildState = "running"
+)
+
+// Ended is the state of a child run that ended with outcome o.
+func Ended(o Outcome) ChildState { return ChildState(o) }
+
+// Ledger is a run's time account (see budget.Ledger).
+type Ledger = budget.Ledger
 
 // Names of workflows, queries and search attributes.
 const (
@@ -77,6 +100,15 @@ type Policy struct {
 	// EvalWaitLimit is how long a run whose evaluation failed waits for a
 	// retry-evaluation update before it ends evaluation_failed.
 	EvalWaitLimit time.Duration
+}
+
+// withDefaults fills what a policy left zero (an input from an older
+// starter) with the least that works, once, where the run starts.
+func (p Policy) withDefaults() Policy {
+	p.EvalAttempts = max(1, p.EvalAttempts)
+	p.EvalWaitLimit = max(time.Second, p.EvalWaitLimit)
+	p.CheckpointAlertAfter = max(1, p.CheckpointAlertAfter)
+	return p
 }
 
 // Leaderboard is the part of the policy a leaderboard is stored with.
@@ -124,7 +156,8 @@ type RunInput struct {
 	// agent had already ended.
 	Continue bool `json:",omitempty"`
 	// Carried is what earlier executions of a continued run lost to
-	// crashes and waited for infrastructure: its ledger stays whole.
+	// crashes, waited for infrastructure and were granted by extensions:
+	// its ledger stays whole.
 	Carried *Ledger `json:",omitempty"`
 	Policy  Policy
 }
@@ -141,7 +174,7 @@ type RunResult struct {
 	Task        string             `json:"task"`
 	Agent       string             `json:"agent"`
 	Seed        int64              `json:"seed"`
-	Outcome     string             `json:"outcome"`
+	Outcome     Outcome            `json:"outcome"`
 	Score       *float64           `json:"score"`
 	Metrics     map[string]float64 `json:"metrics"`
 	Attempts    int                `json:"attempts"`
@@ -169,7 +202,7 @@ type Status struct {
 	Task             string    `json:"task"`
 	Agent            string    `json:"agent"`
 	Seed             int64     `json:"seed"`
-	Phase            string    `json:"phase"`
+	Phase            Phase     `json:"phase"`
 	Attempt          int       `json:"attempt"`
 	Checkpoints      int       `json:"checkpoints"`
 	LastCheckpointAt time.Time `json:"last_checkpoint_at"`
@@ -182,7 +215,7 @@ type Status struct {
 	CheckpointStale    bool     `json:"checkpoint_stale"`
 	CancelRequested    bool     `json:"cancel_requested"`
 	Budget             Ledger   `json:"budget"`
-	Outcome            string   `json:"outcome,omitempty"`
+	Outcome            Outcome  `json:"outcome,omitempty"`
 	Score              *float64 `json:"score,omitempty"`
 }
 

@@ -20,7 +20,7 @@ import (
 
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/agentcmd"
-	"github.com/mlrb/mlrb/internal/host"
+	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/tasks"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -54,12 +54,12 @@ func run(n int, task string, port, seeds, conc int) error {
 	cfg.Dev.StateDir, cfg.Dev.Port, cfg.Dev.UIPort = state, port, 0
 	ctx := context.Background()
 	logger := zap.NewNop()
-	st, err := host.StartStack(ctx, cfg, logger, true, false)
+	st, err := app.StartStack(ctx, cfg, logger, true, false)
 	if err != nil {
 		return err
 	}
 	defer st.Stop()
-	c, pol := st.Client, host.Policy(cfg)
+	c, pol := st.Client, app.Policy(cfg)
 	var times []time.Duration
 	for i := 0; i < n+1; i++ {
 		start := time.Now()

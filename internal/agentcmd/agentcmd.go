@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/reference"
 	"github.com/mlrb/mlrb/tasks"
 )
@@ -20,14 +21,14 @@ import (
 // loadSpec reads the spec the worker wrote for this process, else the
 // embedded catalog's.
 func loadSpec(id string) (*tasks.Spec, error) {
-	if p := os.Getenv("MLRB_TASK_SPEC"); p != "" {
+	if p := os.Getenv(contract.EnvTaskSpec); p != "" {
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return nil, fmt.Errorf("MLRB_TASK_SPEC: %w", err)
+			return nil, fmt.Errorf("%s: %w", contract.EnvTaskSpec, err)
 		}
 		var s tasks.Spec
 		if err := json.Unmarshal(b, &s); err != nil {
-			return nil, fmt.Errorf("MLRB_TASK_SPEC %s: %w", p, err)
+			return nil, fmt.Errorf("%s %s: %w", contract.EnvTaskSpec, p, err)
 		}
 		return &s, nil
 	}
@@ -39,8 +40,8 @@ func loadSpec(id string) (*tasks.Spec, error) {
 }
 
 // contract reads the agent contract env and the task spec it names.
-func contract() (reference.Env, *tasks.Spec, error) {
-	env, err := reference.EnvFromOS()
+func readContract() (contract.Env, *tasks.Spec, error) {
+	env, err := contract.FromEnv(os.Getenv)
 	if err != nil {
 		return env, nil, err
 	}
@@ -54,7 +55,7 @@ func Commands() []*cobra.Command {
 		Use: "reference-agent", Hidden: true, SilenceUsage: true,
 		Short: "run the reference agent under the agent contract (MLRB_* env)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			env, spec, err := contract()
+			env, spec, err := readContract()
 			if err != nil {
 				return err
 			}
@@ -69,7 +70,7 @@ func Commands() []*cobra.Command {
 		Use: "noop-agent", Hidden: true, SilenceUsage: true,
 		Short: "submit an untrained model at once (to measure orchestration overhead)",
 		RunE: func(*cobra.Command, []string) error {
-			env, spec, err := contract()
+			env, spec, err := readContract()
 			if err != nil {
 				return err
 			}

@@ -9,81 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/tasks"
 )
-
-// Env is the agent contract as the reference agent reads it.
-type Env struct {
-	Task      string
-	Seed      uint64
-	Workdir   string
-	OutputDir string
-	Deadline  time.Time
-	// DeadlineFile holds the current deadline: an operator's extension
-	// moves it after the agent started.
-	DeadlineFile string
-	Attempt      int
-	Resumed      bool
-}
-
-// deadline is the current deadline: the file's when it is readable.
-func (e Env) deadline() time.Time {
-	if e.DeadlineFile == "" {
-		return e.Deadline
-	}
-	b, err := os.ReadFile(e.DeadlineFile)
-	if err != nil {
-		return e.Deadline
-	}
-	d, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(string(b)))
-	if err != nil {
-		return e.Deadline
-	}
-	return d
-}
-
-// EnvFromOS reads the contract from MLRB_* variables.
-func EnvFromOS() (Env, error) {
-	var e Env
-	get := func(k string) (string, error) {
-		v := os.Getenv(k)
-		if v == "" {
-			return "", fmt.Errorf("%s is not set: the reference agent runs under the mlrb agent contract", k)
-		}
-		return v, nil
-	}
-	var err error
-	var s string
-	if e.Task, err = get("MLRB_TASK"); err != nil {
-		return e, err
-	}
-	if s, err = get("MLRB_SEED"); err != nil {
-		return e, err
-	}
-	if e.Seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-		return e, fmt.Errorf("MLRB_SEED: %q is not a seed", s)
-	}
-	if e.Workdir, err = get("MLRB_WORKDIR"); err != nil {
-		return e, err
-	}
-	if e.OutputDir, err = get("MLRB_OUTPUT_DIR"); err != nil {
-		return e, err
-	}
-	if s, err = get("MLRB_DEADLINE"); err != nil {
-		return e, err
-	}
-	if e.Deadline, err = time.Parse(time.RFC3339Nano, s); err != nil {
-		return e, fmt.Errorf("MLRB_DEADLINE: %q is not RFC 3339", s)
-	}
-	e.DeadlineFile = os.Getenv("MLRB_DEADLINE_FILE")
-	e.Attempt, _ = strconv.Atoi(os.Getenv("MLRB_ATTEMPT"))
-	e.Resumed = os.Getenv("MLRB_RESUMED") == "1"
-	return e, nil
-}
 
 // trial is one point of the search, written to trials/trial-NNN.json.
 type trial struct {
@@ -98,7 +28,7 @@ type trial struct {
 // Agent runs the research loop of one mini task.
 type Agent struct {
 	Spec *tasks.Spec
-	Env  Env
+	Env  contract.Env
 	Log  io.Writer
 	// Sleep paces trials; tests shorten it.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -141,15 +71,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	var search searcher
 	switch ref.Kind {
 	case "lm":
-		search, err = newLMSearch(a.Spec, a.Env.Seed)
+		search, err = newLMSearch(a.Spec, uint64(a.Env.Seed))
 	case "translate":
-		search = newTranslateSearch(a.Spec, a.Env.Seed)
+		search = newTranslateSearch(a.Spec, uint64(a.Env.Seed))
 	}
 	if err != nil {
 		return err
 	}
 	grid := search.grid()
-	r := stream(a.Env.Seed, "search")
+	r := stream(uint64(a.Env.Seed), "search")
 	r.Shuffle(len(grid), func(i, j int) { grid[i], grid[j] = grid[j], grid[i] })
 	if len(grid) > ref.Trials {
 		grid = grid[:ref.Trials]
@@ -161,7 +91,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.logf("stopping on signal after %d trials", n)
 			break
 		}
-		if d := a.Env.deadline(); time.Until(d) < pace+500*time.Millisecond {
+		if d := a.Env.CurrentDeadline(); time.Until(d) < pace+500*time.Millisecond {
 			a.logf("stopping: deadline %s is near", d.Format(time.RFC3339))
 			break
 		}
@@ -174,10 +104,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		if max := a.Spec.Constraints.MaxParams; max > 0 && params > max {
 			t.Skipped = fmt.Sprintf("%d parameters exceed the limit of %d", params, max)
 		} else if best == nil || better(valid, best.Valid, search.lowerIsBetter()) {
-			if err := model.Save(filepath.Join(a.Env.OutputDir, "model")); err != nil {
+			if err := model.Save(filepath.Join(a.Env.OutputDir(), "model")); err != nil {
 				return fmt.Errorf("save model: %w", err)
 			}
-			if err := writeJSON(filepath.Join(a.Env.OutputDir, "submission.json"), map[string]string{"model_path": "output/model"}); err != nil {
+			if err := writeJSON(filepath.Join(a.Env.OutputDir(), contract.SubmissionFile), contract.Submission{ModelPath: contract.OutputDir + "/model"}); err != nil {
 				return err
 			}
 			tt := t
@@ -401,8 +331,8 @@ func (s *translateSearch) run(c map[string]float64) (saver, float64, int64, erro
 
 // Noop submits an untrained model at once: the baseline for measuring
 // what the orchestration itself costs.
-func Noop(spec *tasks.Spec, env Env) error {
-	dir := filepath.Join(env.OutputDir, "model")
+func Noop(spec *tasks.Spec, env contract.Env) error {
+	dir := filepath.Join(env.OutputDir(), "model")
 	var m saver = Train(nil, 1, 0.5)
 	if spec.Reference != nil && spec.Reference.Kind == "translate" {
 		m = &Lexicon{Map: map[string]string{}}
@@ -410,5 +340,5 @@ func Noop(spec *tasks.Spec, env Env) error {
 	if err := m.Save(dir); err != nil {
 		return err
 	}
-	return writeJSON(filepath.Join(env.OutputDir, "submission.json"), map[string]string{"model_path": "output/model"})
+	return writeJSON(filepath.Join(env.OutputDir(), contract.SubmissionFile), contract.Submission{ModelPath: contract.OutputDir + "/model"})
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/mlrb/mlrb/internal/lmeval"
 	"github.com/mlrb/mlrb/tasks"
+
+	"github.com/mlrb/mlrb/internal/contract"
 )
 
 func noSleep(context.Context, time.Duration) error { return nil }
@@ -25,7 +27,7 @@ func TestMiniSuite(t *testing.T) {
 			scores := map[uint64]float64{}
 			for _, seed := range []uint64{1, 2} {
 				dir := t.TempDir()
-				env := Env{Task: id, Seed: seed, Workdir: dir, OutputDir: filepath.Join(dir, "output"), Deadline: time.Now().Add(time.Hour), Attempt: 1}
+				env := contract.Env{Task: id, Seed: int64(seed), Workdir: dir, Deadline: time.Now().Add(time.Hour), Attempt: 1}
 				a := &Agent{Spec: spec, Env: env, Sleep: noSleep}
 				if err := a.Run(context.Background()); err != nil {
 					t.Fatal(err)
@@ -68,7 +70,7 @@ func TestResumeContinuesTrials(t *testing.T) {
 	cat, _ := tasks.Load("")
 	spec, _ := cat.Get("mini_baby_lm")
 	dir := t.TempDir()
-	env := Env{Task: spec.ID, Seed: 3, Workdir: dir, OutputDir: filepath.Join(dir, "output"), Deadline: time.Now().Add(time.Hour), Attempt: 1}
+	env := contract.Env{Task: spec.ID, Seed: 3, Workdir: dir, Deadline: time.Now().Add(time.Hour), Attempt: 1}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 0
 	a := &Agent{Spec: spec, Env: env, Sleep: func(context.Context, time.Duration) error {

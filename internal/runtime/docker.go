@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"archive/tar"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +22,8 @@ const (
 	LabelManaged = "io.mlrb.managed"
 	LabelHost    = "io.mlrb.host"
 	LabelName    = "io.mlrb.name"
+	// labelPrefix is put before a TaskSpec's own label keys.
+	labelPrefix = "io.mlrb."
 )
 
 // Docker runs tasks as containers through the Docker Engine API.
@@ -90,7 +93,7 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 	env := spec.envList()
 	labels := map[string]string{LabelManaged: "true", LabelHost: d.host, LabelName: spec.Name}
 	for k, v := range spec.Labels {
-		labels["io.mlrb."+k] = v
+		labels[labelPrefix+k] = v
 	}
 	// An init process as PID 1 forwards signals (a process that is PID 1
 	// itself ignores SIGTERM's default action) and reaps zombies.
@@ -130,8 +133,8 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create container for %s from %s: %w", spec.Name, spec.Image, err)
 	}
-	if spec.Restore != nil {
-		if _, err := d.c.CopyToContainer(ctx, created.ID, client.CopyToContainerOptions{DestinationPath: "/", Content: spec.Restore}); err != nil {
+	if spec.RestoreDir != "" {
+		if err := d.copyIn(ctx, created.ID, spec.RestoreDir); err != nil {
 			_, _ = d.c.ContainerRemove(context.Background(), created.ID, client.ContainerRemoveOptions{Force: true})
 			return nil, fmt.Errorf("restore into container %s: %w", name, err)
 		}
@@ -169,6 +172,22 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 		close(h.done)
 	}()
 	return h, nil
+}
+
+// copyIn streams dir's tree into the container's / as one tar.
+func (d *Docker) copyIn(ctx context.Context, id, dir string) error {
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		err := tw.AddFS(os.DirFS(dir))
+		if err == nil {
+			err = tw.Close()
+		}
+		_ = pw.CloseWithError(err)
+	}()
+	defer func() { _ = pr.Close() }()
+	_, err := d.c.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: "/", Content: pr})
+	return err
 }
 
 func (d *Docker) copyLogs(id, path string, secrets []string) {

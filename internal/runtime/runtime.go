@@ -1,13 +1,14 @@
 // Package runtime is the seam between activities and whatever runs agent
-// and evaluator code: local processes now, containers later. Its shape
-// follows a task driver: Start returns a handle, the handle is waited on,
-// signalled or killed, and Reap removes what a dead worker left behind.
+// and evaluator code: local processes (Process) or containers (Docker).
+// Its shape follows Nomad's task driver: Start returns a handle, the
+// handle is waited on, signalled or killed, and Reap removes what a dead
+// worker left behind. There is no RecoverTask: see activities.Workspace
+// for why an attempt resumes from its checkpoint instead.
 package runtime
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"sort"
 	"syscall"
 )
@@ -34,8 +35,9 @@ type TaskSpec struct {
 	MemoryBytes int64
 	CPUs        float64
 	PidsLimit   int64
-	// Restore is a tar stream put into the container's / before it starts.
-	Restore io.Reader
+	// RestoreDir is a host directory whose tree is copied into the
+	// container's / before it starts.
+	RestoreDir string
 	// Redact lists secret values masked in the captured log.
 	Redact []string
 }

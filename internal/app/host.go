@@ -1,7 +1,7 @@
-// Package host wires a worker process: the embedded server of the dev
+// Package app wires a worker process: the embedded server of the dev
 // default, the Temporal client, the engines and the SDK workers. Both the
 // worker binary and `starter demo` use it.
-package host
+package app
 
 import (
 	"context"
@@ -12,17 +12,15 @@ import (
 	"path/filepath"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/config"
-	"github.com/mlrb/mlrb/internal/blob"
+	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/devserver"
 	"github.com/mlrb/mlrb/internal/gpu"
 	"github.com/mlrb/mlrb/internal/runtime"
@@ -117,64 +115,37 @@ func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logge
 	if err != nil {
 		return nil, err
 	}
-	var rt runtime.Runtime
-	var docker *runtime.Docker
-	if cfg.Host.Runtime == "docker" {
-		if docker, err = runtime.NewDocker(ctx, cfg.Host.ID); err != nil {
-			return nil, err
-		}
-		for _, img := range []string{cfg.Container.AgentImage, cfg.Container.EvalImage} {
-			if _, err := docker.ImageDigest(ctx, img); err != nil {
-				return nil, &config.Error{Msg: fmt.Sprintf("container image: %v", err)}
-			}
-		}
-		rt = docker
-	} else if rt, err = runtime.NewProcess(filepath.Join(cfg.WorkDir(), "procs")); err != nil {
+	ws, docker, err := openWorkspace(ctx, cfg, engine)
+	if err != nil {
 		return nil, err
 	}
-	n, err := rt.Reap(ctx)
+	n, err := ws.Reap(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if n > 0 {
 		logger.Warn("reaped agent processes left by an earlier worker", zap.Int("killed", n))
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find own binary: %w", err)
-	}
 	hq := HostQueue(cfg.Temporal.TaskQueue, cfg.Host.ID)
 	acts := &activities.Activities{
-		Catalog: catalog, Engine: engine, Runtime: rt, Client: c, Keep: cfg.Checkpoint.Keep,
+		Catalog: catalog, Engine: engine, Workspace: ws, Client: c, Keep: cfg.Checkpoint.Keep,
 		HostID: cfg.Host.ID, HostQueue: hq, GPUType: cfg.Host.GPUType, GPUs: gpu.NewPool(cfg.Host.MaxAgents, cfg.Host.GPUDevices),
-		WorkDir: cfg.WorkDir(), Self: self, Logger: logger.Named("activities"),
-		Docker: docker, EnvFile: cfg.Agent.EnvFile,
-		Containers: activities.Containers{
-			AgentImage: cfg.Container.AgentImage, EvalImage: cfg.Container.EvalImage, Paths: cfg.Container.Paths,
-			Workdir: cfg.Container.Workdir, Self: cfg.Container.Self, MemoryBytes: cfg.Container.MemoryMB << 20,
-			CPUs: cfg.Container.CPUs, PidsLimit: cfg.Container.PidsLimit,
-		},
+		WorkDir: cfg.WorkDir(), Logger: logger.Named("activities"), EnvFile: cfg.Agent.EnvFile,
 	}
 	shared := worker.New(c, cfg.Temporal.TaskQueue, worker.Options{})
-	shared.RegisterWorkflowWithOptions(workflows.RunWorkflow, workflow.RegisterOptions{Name: workflows.RunWorkflowName})
-	shared.RegisterWorkflowWithOptions(workflows.BenchmarkWorkflow, workflow.RegisterOptions{Name: workflows.BenchmarkWorkflowName})
-	shared.RegisterActivityWithOptions(acts.ResolveTask, activity.RegisterOptions{Name: activities.ResolveTaskName})
-	shared.RegisterActivityWithOptions(acts.AcquireLease, activity.RegisterOptions{Name: activities.AcquireLeaseName})
-	shared.RegisterActivityWithOptions(acts.LoadCheckpoint, activity.RegisterOptions{Name: activities.LoadCheckpointName})
-	shared.RegisterActivityWithOptions(acts.Evaluate, activity.RegisterOptions{Name: activities.EvaluateName})
-	shared.RegisterActivityWithOptions(acts.Aggregate, activity.RegisterOptions{Name: activities.AggregateName})
+	workflows.RegisterShared(shared, acts)
 	hostW := worker.New(c, hq, worker.Options{
-		// A second guard behind the lease pool. The heartbeat throttle stays
-		// at the SDK default (0.8 × timeout): the SDK retries a failed
+		// A second guard behind the lease pool, with room for the lease
+		// releases that share the queue. The heartbeat throttle stays at
+		// the SDK default (0.8 × timeout): the SDK retries a failed
 		// heartbeat only that long before cancelling the activity, so a
 		// shorter one would kill agents during a brief server outage.
-		MaxConcurrentActivityExecutionSize: cfg.Host.MaxAgents + 4,
+		MaxConcurrentActivityExecutionSize: cfg.Host.MaxAgents + releaseSlots,
 		// A stopping worker lets each agent activity stop its agent and
 		// checkpoint it, so a restart (a deploy) costs no agent time.
 		WorkerStopTimeout: cfg.Host.StopTimeout,
 	})
-	hostW.RegisterActivityWithOptions(acts.RunAgent, activity.RegisterOptions{Name: activities.RunAgentName})
-	hostW.RegisterActivityWithOptions(acts.ReleaseLease, activity.RegisterOptions{Name: activities.ReleaseLeaseName})
+	workflows.RegisterHost(hostW, acts)
 	if err := shared.Start(); err != nil {
 		return nil, fmt.Errorf("start worker on %s: %w", cfg.Temporal.TaskQueue, err)
 	}
@@ -186,9 +157,40 @@ func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logge
 	if docker != nil {
 		fctx, cancel := context.WithCancel(context.Background())
 		w.stopFence = cancel
-		go fence(fctx, c, docker, cfg.Host.FenceInterval, logger.Named("fence"))
+		go docker.Fence(fctx, cfg.Host.FenceInterval, staleTask(c), logger.Named("fence"))
 	}
 	return w, nil
+}
+
+// releaseSlots are host-queue slots beyond the agents, for lease releases.
+const releaseSlots = 4
+
+// openWorkspace assembles where attempts run, from host.runtime: the one
+// place that knows whether it is Docker.
+func openWorkspace(ctx context.Context, cfg *config.Config, engine *checkpoint.Engine) (activities.Workspace, *runtime.Docker, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, fmt.Errorf("find own binary: %w", err)
+	}
+	if cfg.Host.Runtime != "docker" {
+		p, err := runtime.NewProcess(filepath.Join(cfg.WorkDir(), "procs"))
+		if err != nil {
+			return nil, nil, err
+		}
+		return &activities.DirWorkspace{Process: p, Engine: engine, Self: self}, nil, nil
+	}
+	docker, err := runtime.NewDocker(ctx, cfg.Host.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, img := range []string{cfg.Container.AgentImage, cfg.Container.EvalImage} {
+		if _, err := docker.ImageDigest(ctx, img); err != nil {
+			return nil, nil, &config.Error{Msg: fmt.Sprintf("container image: %v", err)}
+		}
+	}
+	c := cfg.Container
+	return &activities.ContainerWorkspace{Docker: docker, Engine: engine, AgentImage: c.AgentImage, EvalImage: c.EvalImage, Paths: c.Paths,
+		Workdir: c.Workdir, Self: c.Self, MemoryBytes: c.MemoryMB << 20, CPUs: c.CPUs, PidsLimit: c.PidsLimit}, docker, nil
 }
 
 // Stop stops polling; running agents are stopped and checkpointed (within
@@ -211,13 +213,3 @@ func (z zapSDK) Debug(msg string, kv ...any) { z.l.Debugw(msg, kv...) }
 func (z zapSDK) Info(msg string, kv ...any)  { z.l.Infow(msg, kv...) }
 func (z zapSDK) Warn(msg string, kv ...any)  { z.l.Warnw(msg, kv...) }
 func (z zapSDK) Error(msg string, kv ...any) { z.l.Errorw(msg, kv...) }
-
-// IsUsage tells whether err is the user's input rather than a failure.
-func IsUsage(err error) bool {
-	var ce *config.Error
-	var ut *tasks.UnknownTaskError
-	var conn *ConnectError
-	var se *blob.StoreError
-	var cat *tasks.CatalogError
-	return errors.As(err, &ce) || errors.As(err, &ut) || errors.As(err, &conn) || errors.As(err, &se) || errors.As(err, &cat)
-}

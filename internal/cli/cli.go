@@ -1,4 +1,7 @@
-package host
+// Package cli is the cobra plumbing the worker and the starter share:
+// config from flags, one line on error and the exit codes (2 for bad
+// input, nothing started; 1 for failures).
+package cli
 
 import (
 	"errors"
@@ -9,6 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mlrb/mlrb/config"
+	"github.com/mlrb/mlrb/internal/app"
+	"github.com/mlrb/mlrb/internal/blob"
+	"github.com/mlrb/mlrb/tasks"
 )
 
 // FlagKeys maps command-line flags to config keys; a flag the user set
@@ -76,4 +82,14 @@ func Execute(root *cobra.Command) {
 		os.Exit(2)
 	}
 	os.Exit(1)
+}
+
+// IsUsage tells whether err is the user's input rather than a failure.
+func IsUsage(err error) bool {
+	var ce *config.Error
+	var ut *tasks.UnknownTaskError
+	var conn *app.ConnectError
+	var se *blob.StoreError
+	var cat *tasks.CatalogError
+	return errors.As(err, &ce) || errors.As(err, &ut) || errors.As(err, &conn) || errors.As(err, &se) || errors.As(err, &cat)
 }

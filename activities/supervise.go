@@ -1,0 +1,226 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mlrb/mlrb/internal/budget"
+	"github.com/mlrb/mlrb/internal/runtime"
+)
+
+// supervisor watches one running agent. Each event has its own method;
+// run turns timers and channels into those calls. What the supervisor
+// does outside the agent goes through hooks, so that tests can drive
+// every order of events with a fake handle and no clock.
+type supervisor struct {
+	h       runtime.Handle
+	dl      budget.Deadlines
+	stopped StopReason
+	started time.Time
+	base    float64 // agent seconds preserved before this attempt
+	now     func() time.Time
+	hooks   hooks
+	log     *zap.Logger
+}
+
+// hooks are the supervisor's effects beyond the agent.
+type hooks interface {
+	heartbeat(agentSeconds float64)
+	checkpoint(agentSeconds float64)
+	shipLogs()
+	// steering reads the run's controls: the budget granted and whether
+	// a cancel was asked for (ok false: not known now).
+	steering() (grantedS float64, cancel, ok bool)
+	// deadlineMoved tells the agent its new deadline.
+	deadlineMoved(hard time.Time)
+}
+
+// endKind is how supervision ended.
+type endKind int
+
+const (
+	// agentEnded: the agent exited or was stopped by its deadlines or an
+	// operator; the attempt ends with a final checkpoint.
+	agentEnded endKind = iota
+	// handedBack: the agent was stopped under the attempt (killed from
+	// outside, its worker stopping); it is checkpointed and the attempt
+	// goes back to the run as an infra loss with nothing lost.
+	handedBack
+	// abandoned: the run gave up on the attempt; nothing more is written.
+	abandoned
+)
+
+type ending struct {
+	kind   endKind
+	exit   runtime.ExitResult
+	used   float64
+	reason string // why it was handed back
+}
+
+// Event timing. The heartbeat runs often (at most every second, four
+// times per heartbeat timeout) so a lost worker is noticed fast; logs
+// and the operator's controls are polled every few seconds, a pace an
+// operator does not notice.
+const (
+	maxHeartbeatEvery = time.Second
+	pollEvery         = 5 * time.Second
+)
+
+// agentSeconds is the agent time reached now.
+func (s *supervisor) agentSeconds() float64 { return s.base + s.now().Sub(s.started).Seconds() }
+
+// tick: heartbeat with the agent time.
+func (s *supervisor) tick() { s.hooks.heartbeat(s.agentSeconds()) }
+
+// checkpointDue: a periodic checkpoint.
+func (s *supervisor) checkpointDue() { s.hooks.checkpoint(s.agentSeconds()) }
+
+// poll ships logs and applies the operator's controls.
+func (s *supervisor) poll() {
+	s.hooks.shipLogs()
+	granted, cancel, ok := s.hooks.steering()
+	if !ok {
+		return
+	}
+	s.extension(granted)
+	if cancel {
+		s.cancel()
+	}
+}
+
+// extension moves the deadlines when more time was granted, unless the
+// agent is already being stopped.
+func (s *supervisor) extension(grantedS float64) {
+	if s.stopped != StopExited || !s.dl.Extend(grantedS) {
+		return
+	}
+	s.hooks.deadlineMoved(s.dl.Hard)
+	s.log.Info("budget extended", zap.Time("deadline", s.dl.Hard))
+}
+
+// cancel stops the agent gracefully: SIGTERM now, kill after the grace.
+func (s *supervisor) cancel() {
+	if s.stopped == StopCanceled {
+		return
+	}
+	s.stopped = StopCanceled
+	s.log.Info("canceled by an operator: SIGTERM, kill after the grace period")
+	s.dl.Cancel(s.now())
+	s.signal(syscall.SIGTERM)
+}
+
+// softDeadline: SIGTERM, so the agent can save its best model.
+func (s *supervisor) softDeadline() {
+	if s.stopped != StopExited {
+		return
+	}
+	s.stopped = StopDeadline
+	s.log.Info("soft deadline: SIGTERM")
+	s.signal(syscall.SIGTERM)
+}
+
+// hardDeadline: kill.
+func (s *supervisor) hardDeadline() {
+	if s.stopped == StopExited {
+		s.stopped = StopDeadline
+	}
+	s.log.Info("hard deadline: kill")
+	s.kill()
+}
+
+// workerStop: the worker is stopping (a deploy, a drain). The agent is
+// stopped and the attempt handed back, so the run resumes at once from
+// a checkpoint of this moment rather than after a heartbeat timeout.
+func (s *supervisor) workerStop() ending {
+	s.log.Info("worker stopping: the agent is stopped and checkpointed")
+	s.kill()
+	return ending{kind: handedBack, reason: "worker stopping: agent stopped and checkpointed"}
+}
+
+// runGone: the run gave up on the attempt; the agent never outlives it.
+func (s *supervisor) runGone() ending {
+	s.kill()
+	return ending{kind: abandoned}
+}
+
+// agentExit: the agent ended. Killed, not by us and not for memory, it
+// was taken from under the attempt (docker kill, a host agent): its work
+// is kept and the run runs another attempt.
+func (s *supervisor) agentExit(res runtime.ExitResult) ending {
+	used := s.agentSeconds()
+	if s.stopped == StopExited && res.Signal == int(syscall.SIGKILL) && !res.OOMKilled {
+		return ending{kind: handedBack, exit: res, used: used, reason: fmt.Sprintf("agent was killed from outside (%s)", res)}
+	}
+	return ending{kind: agentEnded, exit: res, used: used}
+}
+
+func (s *supervisor) signal(sig syscall.Signal) {
+	if err := s.h.Signal(sig); err != nil {
+		s.log.Warn("signal the agent", zap.Stringer("signal", sig), zap.Error(err))
+	}
+}
+
+func (s *supervisor) kill() {
+	if err := s.h.Kill(); err != nil {
+		s.log.Warn("kill the agent", zap.Error(err))
+	}
+}
+
+// run turns time and channels into events until supervision ends; an
+// agent stopped under the attempt is waited for before run returns.
+func (s *supervisor) run(ctx context.Context, stopping <-chan struct{}, heartbeatTimeout, interval time.Duration) ending {
+	hb := time.NewTicker(heartbeatEvery(heartbeatTimeout))
+	defer hb.Stop()
+	poll := time.NewTicker(pollEvery)
+	defer poll.Stop()
+	ck := time.NewTicker(interval)
+	defer ck.Stop()
+	soft, hard := time.NewTimer(s.dl.Soft.Sub(s.now())), time.NewTimer(s.dl.Hard.Sub(s.now()))
+	defer soft.Stop()
+	defer hard.Stop()
+	s.tick()
+	for {
+		dl := s.dl
+		var end *ending
+		select {
+		case <-stopping:
+			e := s.workerStop()
+			end = &e
+		case <-ctx.Done():
+			e := s.runGone()
+			end = &e
+		case <-hb.C:
+			s.tick()
+		case <-poll.C:
+			s.poll()
+		case <-ck.C:
+			s.checkpointDue()
+		case <-soft.C:
+			s.softDeadline()
+		case <-hard.C:
+			s.hardDeadline()
+		case res := <-s.h.Wait():
+			return s.agentExit(res)
+		}
+		if end != nil {
+			<-s.h.Wait()
+			end.used = s.agentSeconds()
+			return *end
+		}
+		if s.dl != dl {
+			soft.Reset(s.dl.Soft.Sub(s.now()))
+			hard.Reset(s.dl.Hard.Sub(s.now()))
+		}
+	}
+}
+
+func heartbeatEvery(timeout time.Duration) time.Duration {
+	if timeout <= 0 {
+		return maxHeartbeatEvery
+	}
+	return min(timeout/4, maxHeartbeatEvery)
+}

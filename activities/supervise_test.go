@@ -1,0 +1,216 @@
+package activities
+
+import (
+	"context"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mlrb/mlrb/internal/budget"
+	"github.com/mlrb/mlrb/internal/runtime"
+)
+
+// fakeHandle records what the supervisor does to the agent; when exitOn
+// is set, the agent exits on that signal.
+type fakeHandle struct {
+	sent   []syscall.Signal
+	done   chan runtime.ExitResult
+	exitOn syscall.Signal
+}
+
+func newFakeHandle() *fakeHandle { return &fakeHandle{done: make(chan runtime.ExitResult, 1)} }
+
+func (h *fakeHandle) ID() string                      { return "fake" }
+func (h *fakeHandle) Wait() <-chan runtime.ExitResult { return h.done }
+func (h *fakeHandle) Kill() error                     { return h.Signal(syscall.SIGKILL) }
+func (h *fakeHandle) Destroy() error                  { return nil }
+func (h *fakeHandle) Signal(s syscall.Signal) error {
+	h.sent = append(h.sent, s)
+	if h.exitOn != 0 && s == h.exitOn {
+		h.done <- runtime.ExitResult{}
+	}
+	return nil
+}
+
+// fakeHooks records the supervisor's effects and answers its steering
+// reads from a script.
+type fakeHooks struct {
+	beats, checkpoints, ships int
+	moved                     []time.Time
+	steer                     steerAnswer
+}
+
+type steerAnswer struct {
+	granted    float64
+	cancel, ok bool
+}
+
+func (k *fakeHooks) heartbeat(float64)  { k.beats++ }
+func (k *fakeHooks) checkpoint(float64) { k.checkpoints++ }
+func (k *fakeHooks) shipLogs()          { k.ships++ }
+func (k *fakeHooks) steering() (float64, bool, bool) {
+	return k.steer.granted, k.steer.cancel, k.steer.ok
+}
+func (k *fakeHooks) deadlineMoved(t time.Time) { k.moved = append(k.moved, t) }
+
+// An event at a time after the attempt's start.
+type event struct {
+	at    time.Duration
+	kind  string // tick, checkpoint, poll, soft, hard, exit, stop, gone
+	steer steerAnswer
+	exit  runtime.ExitResult
+}
+
+var (
+	t0      = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	killed  = runtime.ExitResult{Signal: int(syscall.SIGKILL)}
+	oomKill = runtime.ExitResult{Signal: int(syscall.SIGKILL), OOMKilled: true}
+)
+
+const (
+	sigTERM = syscall.SIGTERM
+	sigKILL = syscall.SIGKILL
+)
+
+// TestSupervisorEvents drives the supervisor through the orders of events
+// that matter: a 30 s budget, 5 s grace (soft deadline at 25 s).
+func TestSupervisorEvents(t *testing.T) {
+	cases := []struct {
+		name    string
+		events  []event
+		signals []syscall.Signal
+		stopped StopReason
+		end     endKind
+		hard    time.Duration // the hard deadline at the end, after t0
+		moved   int           // deadline file rewrites
+	}{
+		{"exits on its own", []event{{at: time.Second, kind: "tick"}, {at: 10 * time.Second, kind: "checkpoint"}, {at: 12 * time.Second, kind: "exit"}},
+			nil, StopExited, agentEnded, 30 * time.Second, 0},
+		{"soft deadline, then exits", []event{{at: 25 * time.Second, kind: "soft"}, {at: 26 * time.Second, kind: "exit"}},
+			[]syscall.Signal{sigTERM}, StopDeadline, agentEnded, 30 * time.Second, 0},
+		{"ignores SIGTERM, killed at the hard deadline", []event{{at: 25 * time.Second, kind: "soft"}, {at: 30 * time.Second, kind: "hard"}, {at: 30 * time.Second, kind: "exit", exit: killed}},
+			[]syscall.Signal{sigTERM, sigKILL}, StopDeadline, agentEnded, 30 * time.Second, 0},
+		{"extended before the soft deadline", []event{{at: 20 * time.Second, kind: "poll", steer: steerAnswer{granted: 40, ok: true}}, {at: 35 * time.Second, kind: "soft"}, {at: 36 * time.Second, kind: "exit"}},
+			[]syscall.Signal{sigTERM}, StopDeadline, agentEnded, 40 * time.Second, 1},
+		{"an extension after the soft deadline is too late", []event{{at: 25 * time.Second, kind: "soft"}, {at: 26 * time.Second, kind: "poll", steer: steerAnswer{granted: 40, ok: true}}, {at: 27 * time.Second, kind: "exit"}},
+			[]syscall.Signal{sigTERM}, StopDeadline, agentEnded, 30 * time.Second, 0},
+		{"the same grant twice moves the deadline once", []event{{at: 5 * time.Second, kind: "poll", steer: steerAnswer{granted: 40, ok: true}}, {at: 10 * time.Second, kind: "poll", steer: steerAnswer{granted: 40, ok: true}}, {at: 11 * time.Second, kind: "exit"}},
+			nil, StopExited, agentEnded, 40 * time.Second, 1},
+		{"steering unknown: nothing changes", []event{{at: 5 * time.Second, kind: "poll", steer: steerAnswer{granted: 90, cancel: true}}, {at: 6 * time.Second, kind: "exit"}},
+			nil, StopExited, agentEnded, 30 * time.Second, 0},
+		{"canceled: SIGTERM, kill after the grace", []event{{at: 10 * time.Second, kind: "poll", steer: steerAnswer{granted: 30, cancel: true, ok: true}}, {at: 10 * time.Second, kind: "soft"}, {at: 15 * time.Second, kind: "hard"}, {at: 15 * time.Second, kind: "exit", exit: killed}},
+			[]syscall.Signal{sigTERM, sigKILL}, StopCanceled, agentEnded, 15 * time.Second, 0},
+		{"canceled twice: one SIGTERM", []event{{at: 10 * time.Second, kind: "poll", steer: steerAnswer{granted: 30, cancel: true, ok: true}}, {at: 12 * time.Second, kind: "poll", steer: steerAnswer{granted: 30, cancel: true, ok: true}}, {at: 13 * time.Second, kind: "exit"}},
+			[]syscall.Signal{sigTERM}, StopCanceled, agentEnded, 15 * time.Second, 0},
+		{"extended and canceled at once: the cancel wins", []event{{at: 10 * time.Second, kind: "poll", steer: steerAnswer{granted: 60, cancel: true, ok: true}}, {at: 11 * time.Second, kind: "exit"}},
+			[]syscall.Signal{sigTERM}, StopCanceled, agentEnded, 15 * time.Second, 1},
+		{"canceled after the soft deadline", []event{{at: 25 * time.Second, kind: "soft"}, {at: 26 * time.Second, kind: "poll", steer: steerAnswer{granted: 30, cancel: true, ok: true}}, {at: 27 * time.Second, kind: "exit"}},
+			[]syscall.Signal{sigTERM, sigTERM}, StopCanceled, agentEnded, 30 * time.Second, 0},
+		{"killed from outside: handed back", []event{{at: 8 * time.Second, kind: "exit", exit: killed}},
+			nil, StopExited, handedBack, 30 * time.Second, 0},
+		{"OOM-killed: the agent's failure, not handed back", []event{{at: 8 * time.Second, kind: "exit", exit: oomKill}},
+			nil, StopExited, agentEnded, 30 * time.Second, 0},
+		{"worker stopping: killed and handed back", []event{{at: 8 * time.Second, kind: "checkpoint"}, {at: 9 * time.Second, kind: "stop"}},
+			[]syscall.Signal{sigKILL}, StopExited, handedBack, 30 * time.Second, 0},
+		{"worker stopping during the grace", []event{{at: 25 * time.Second, kind: "soft"}, {at: 26 * time.Second, kind: "stop"}},
+			[]syscall.Signal{sigTERM, sigKILL}, StopDeadline, handedBack, 30 * time.Second, 0},
+		{"the run gave up on the attempt", []event{{at: 8 * time.Second, kind: "gone"}},
+			[]syscall.Signal{sigKILL}, StopExited, abandoned, 30 * time.Second, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h, hooks := newFakeHandle(), &fakeHooks{}
+			now := t0
+			s := &supervisor{h: h, dl: budget.Ledger{LimitS: 30}.Attempt(t0, 5*time.Second), stopped: StopExited, started: t0, base: 100,
+				now: func() time.Time { return now }, hooks: hooks, log: zap.NewNop()}
+			var end *ending
+			for _, e := range c.events {
+				now = t0.Add(e.at)
+				hooks.steer = e.steer
+				var got ending
+				switch e.kind {
+				case "tick":
+					s.tick()
+				case "checkpoint":
+					s.checkpointDue()
+				case "poll":
+					s.poll()
+				case "soft":
+					s.softDeadline()
+				case "hard":
+					s.hardDeadline()
+				case "exit":
+					got = s.agentExit(e.exit)
+				case "stop":
+					got = s.workerStop()
+				case "gone":
+					got = s.runGone()
+				default:
+					t.Fatalf("unknown event %q", e.kind)
+				}
+				if e.kind == "exit" || e.kind == "stop" || e.kind == "gone" {
+					end = &got
+				}
+			}
+			if !slices.Equal(h.sent, c.signals) {
+				t.Errorf("signals %v, want %v", h.sent, c.signals)
+			}
+			if s.stopped != c.stopped {
+				t.Errorf("stopped by %q, want %q", s.stopped, c.stopped)
+			}
+			if end == nil || end.kind != c.end {
+				t.Errorf("ending %+v, want kind %d", end, c.end)
+			}
+			if got := s.dl.Hard.Sub(t0); got != c.hard {
+				t.Errorf("hard deadline at %v, want %v", got, c.hard)
+			}
+			if len(hooks.moved) != c.moved {
+				t.Errorf("deadline file rewritten %d times, want %d", len(hooks.moved), c.moved)
+			}
+		})
+	}
+}
+
+func TestSupervisorAgentSeconds(t *testing.T) {
+	now := t0.Add(12 * time.Second)
+	s := &supervisor{started: t0, base: 100, now: func() time.Time { return now }}
+	if got := s.agentSeconds(); got != 112 {
+		t.Fatalf("agent seconds %v, want 112", got)
+	}
+	if got := (s.agentExit(runtime.ExitResult{})).used; got != 112 {
+		t.Fatalf("an ending reports the agent time, got %v", got)
+	}
+}
+
+// The loop: a soft deadline already past sends SIGTERM at once; the agent
+// exits on it and supervision ends with the deadline as the reason.
+func TestSupervisorLoopSoftDeadline(t *testing.T) {
+	h, hooks := newFakeHandle(), &fakeHooks{}
+	h.exitOn = syscall.SIGTERM
+	now := time.Now()
+	s := &supervisor{h: h, dl: budget.Deadlines{Soft: now.Add(-time.Millisecond), Hard: now.Add(time.Hour), Grace: time.Minute}, stopped: StopExited,
+		started: now, now: time.Now, hooks: hooks, log: zap.NewNop()}
+	end := s.run(context.Background(), nil, time.Hour, time.Hour)
+	if end.kind != agentEnded || s.stopped != StopDeadline || !slices.Equal(h.sent, []syscall.Signal{sigTERM}) || hooks.beats < 1 {
+		t.Fatalf("end %+v stopped %q signals %v beats %d", end, s.stopped, h.sent, hooks.beats)
+	}
+}
+
+// The loop: a stopping worker kills the agent, waits for it and hands the
+// attempt back.
+func TestSupervisorLoopWorkerStop(t *testing.T) {
+	h, hooks := newFakeHandle(), &fakeHooks{}
+	h.exitOn = syscall.SIGKILL
+	now := time.Now()
+	stopping := make(chan struct{})
+	close(stopping)
+	s := &supervisor{h: h, dl: budget.Deadlines{Soft: now.Add(time.Hour), Hard: now.Add(2 * time.Hour)}, stopped: StopExited,
+		started: now, now: time.Now, hooks: hooks, log: zap.NewNop()}
+	end := s.run(context.Background(), stopping, time.Hour, time.Hour)
+	if end.kind != handedBack || !slices.Equal(h.sent, []syscall.Signal{sigKILL}) {
+		t.Fatalf("end %+v signals %v", end, h.sent)
+	}
+}

@@ -1,0 +1,115 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/mlrb/mlrb/internal/checkpoint"
+	"github.com/mlrb/mlrb/internal/contract"
+	"github.com/mlrb/mlrb/internal/runtime"
+)
+
+// Workspace is where an attempt runs, chosen once when the worker is
+// assembled (host.runtime): a directory on this host with the agent as a
+// local process (DirWorkspace), or a container (ContainerWorkspace). Each
+// owns what differs between the two: how a checkpoint is restored and
+// taken, the paths the agent and the evaluator are told, mounts, limits
+// and image digests. The activities hold one and never ask which.
+//
+// Neither re-attaches to a task left by a dead worker, as Nomad's
+// RecoverTask does: a restarted worker reaps what its predecessor left and
+// the run resumes the attempt from its last checkpoint. Re-attaching would
+// save the minutes since that checkpoint, but it needs the dead worker's
+// supervision state (deadlines, the checkpoint in flight, the log offset)
+// and, for processes, a child that died with the worker (Pdeathsig). The
+// checkpoint is one recovery path for every loss (worker, host, network),
+// tested by every crash test, and what it costs is bounded by
+// checkpoint.interval; a SIGTERMed worker hands its attempts back with a
+// final checkpoint and loses nothing.
+type Workspace interface {
+	// Start and Reap run tasks and kill what a dead worker left.
+	runtime.Runtime
+	// Restore puts checkpoint m where the attempt's agent will find it.
+	Restore(ctx context.Context, m *checkpoint.Manifest, at *attempt) error
+	// AgentTask describes the agent's task: command (nil: the image's
+	// own), image, mounts and limits; it fills in the paths env tells
+	// the agent.
+	AgentTask(at *attempt, command []string, image string, env *contract.Env) runtime.TaskSpec
+	// Snapshot checkpoints the attempt's workspace, its agent running or
+	// stopped.
+	Snapshot(ctx context.Context, at *attempt, meta checkpoint.Meta, prev *checkpoint.Manifest) (*checkpoint.Manifest, error)
+	// EvalTask describes an evaluator's task over a model and a results
+	// dir on this host; image overrides the configured evaluator image.
+	EvalTask(ev *evalDirs, command []string, image string) runtime.TaskSpec
+	// Digest is what an image really is, recorded as provenance; "" where
+	// no image runs. An error means this workspace cannot run it.
+	Digest(ctx context.Context, image string) (string, error)
+}
+
+// attempt is one agent attempt's files on this host.
+type attempt struct {
+	runID string
+	n     int
+	dir   string // <work>/runs/<run>/attempt-<n>
+}
+
+// Task is the attempt's runtime task name, deterministic from run and
+// attempt.
+func (at *attempt) Task() string { return fmt.Sprintf("agent-%s-%d", runKey(at.runID), at.n) }
+
+// Workdir is the agent's work dir on this host (a directory workspace).
+func (at *attempt) Workdir() string { return filepath.Join(at.dir, "workspace") }
+
+// Spec, Prompt and Log are files the worker writes for the agent.
+func (at *attempt) Spec() string   { return filepath.Join(at.dir, "task.json") }
+func (at *attempt) Prompt() string { return filepath.Join(at.dir, "prompt.md") }
+func (at *attempt) Log() string    { return filepath.Join(at.dir, "agent.log") }
+
+// Control holds what the worker rewrites while the agent runs (its
+// deadline), outside the checkpointed workspace.
+func (at *attempt) Control() string { return filepath.Join(at.dir, "control") }
+
+// Staging is where a container's checkpoint is restored, verified, before
+// it is copied into the container.
+func (at *attempt) Staging() string { return filepath.Join(at.dir, "restore") }
+
+// Labels tie the attempt's task to its run and attempt, for fencing.
+func (at *attempt) Labels(token, task string) map[string]string {
+	return map[string]string{runtime.LabelRun: at.runID, runtime.LabelAttempt: strconv.Itoa(at.n), runtime.LabelToken: token, runtime.LabelTask: task}
+}
+
+// evalDirs are one evaluation's files on this host.
+type evalDirs struct {
+	name    string // the runtime task name
+	dir     string
+	model   string // the model dir found in the restored checkpoint
+	results string
+	spec    string
+	task    string
+	seed    int64
+}
+
+func (e *evalDirs) Log() string { return filepath.Join(e.dir, "evaluator.log") }
+
+// expand fills a command template's {name} placeholders.
+func expand(tmpl []string, vars map[string]string) []string {
+	if tmpl == nil {
+		return nil // the image's own command
+	}
+	out := make([]string, len(tmpl))
+	for i, s := range tmpl {
+		for k, v := range vars {
+			s = strings.ReplaceAll(s, "{"+k+"}", v)
+		}
+		out[i] = s
+	}
+	return out
+}
+
+// evalVars are the placeholders of a task's evaluation command.
+func evalVars(self, model, output string, ev *evalDirs) map[string]string {
+	return map[string]string{"self": self, "model": model, "output": output, "task": ev.task, "seed": strconv.FormatInt(ev.seed, 10)}
+}

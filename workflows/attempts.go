@@ -1,0 +1,143 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/budget"
+)
+
+// timeLimit is the run's budget before extensions: the task's, unless the
+// run overrides it (zero until the task is resolved).
+func (r *run) timeLimit() time.Duration {
+	if r.in.TimeLimit > 0 {
+		return r.in.TimeLimit
+	}
+	return r.spec.Spec.TimeLimit.D()
+}
+
+// runAttempts runs the agent, re-leasing and resuming after infra losses.
+func (r *run) runAttempts(ctx workflow.Context) (*activities.AgentResult, error) {
+	p := r.pol
+	first := r.st.Attempt // attempts of an earlier execution, on a continued run
+	for attempt := first + 1; attempt <= first+p.MaxInfraAttempts; attempt++ {
+		r.st.Attempt = attempt
+		if attempt > 1 {
+			r.setPhase(ctx, PhaseRecovering)
+		}
+		r.setPhase(ctx, PhaseLeasing)
+		leaseStart := workflow.Now(ctx)
+		var lease activities.Lease
+		req := activities.LeaseRequest{RunID: r.st.RunID, Attempt: attempt, GPUCount: r.spec.Spec.Resources.GPUCount, GPUType: r.spec.Spec.Resources.GPUType}
+		if err := workflow.ExecuteActivity(leaseOptions(ctx, p), activities.AcquireLeaseName, req).Get(ctx, &lease); err != nil {
+			return nil, fmt.Errorf("no GPU lease for attempt %d: %s", attempt, errText(err))
+		}
+		r.st.Budget.Wait(workflow.Now(ctx).Sub(leaseStart).Seconds())
+
+		if r.st.CancelRequested {
+			r.release(ctx, lease)
+			return &activities.AgentResult{StoppedBy: activities.StopCanceled}, nil
+		}
+		r.setPhase(ctx, PhaseRunning)
+		started := workflow.Now(ctx)
+		r.st.AttemptStartedAt = started
+		base := r.st.Budget.UsedS
+		in := activities.AgentInput{
+			RunID: r.st.RunID, Attempt: attempt, Task: r.spec.Spec, Agent: r.in.Agent, Seed: r.in.Seed,
+			Provider: r.in.Provider, Image: r.in.Image, Secrets: r.in.Secrets, Lease: lease, Budget: r.st.Budget,
+			Resume: r.last, NextSeq: r.nextSeq(), Interval: p.CheckpointInterval, Grace: p.Grace,
+		}
+		var res activities.AgentResult
+		err := workflow.ExecuteActivity(agentOptions(ctx, p, lease, r.st.Budget), activities.RunAgentName, in).Get(ctx, &res)
+		r.drainCheckpoints()
+		r.release(ctx, lease)
+		if err == nil {
+			// A completed attempt ends on its final checkpoint: all its time counts.
+			r.st.Budget.Preserve(res.AgentSeconds)
+			r.agentImage = res.Image
+			return &res, nil
+		}
+		if !isInfraLoss(err) {
+			return nil, fmt.Errorf("agent attempt %d: %s", attempt, errText(err))
+		}
+		wall := workflow.Now(ctx).Sub(started)
+		r.st.Budget.Crash(ranTo(err, base, wall, p.HeartbeatTimeout), wall.Seconds(), base)
+		workflow.GetLogger(ctx).Warn("agent attempt lost; resuming from the last checkpoint",
+			"attempt", attempt, "error", errText(err), "lost_s", r.st.Budget.LostS)
+	}
+	return nil, fmt.Errorf("gave up after %d infra attempts", p.MaxInfraAttempts)
+}
+
+// ranTo is how far a lost attempt got, in agent seconds: exact when the
+// activity saw its agent stopped and handed the attempt back, else
+// estimated from its last heartbeat and the time it took to be noticed.
+func ranTo(err error, base float64, wall, hbTimeout time.Duration) float64 {
+	var hb activities.Progress
+	var te *temporal.TimeoutError
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.Type() == activities.ErrAgentKilled && ae.HasDetails() && ae.Details(&hb) == nil {
+		return max(base, hb.AgentSeconds)
+	}
+	if errors.As(err, &te) && te.HasLastHeartbeatDetails() && te.LastHeartbeatDetails(&hb) == nil {
+		return budget.RanTo(base, hb.AgentSeconds, wall, hbTimeout)
+	}
+	return budget.RanTo(base, 0, wall, hbTimeout)
+}
+
+// isInfraLoss tells a lost attempt (timeout, worker or host gone, a
+// failure of the machinery) from one that must end the run.
+func isInfraLoss(err error) bool {
+	if temporal.IsCanceledError(err) {
+		return false
+	}
+	var ae *temporal.ApplicationError
+	return !errors.As(err, &ae) || ae.Type() != activities.ErrBadTask
+}
+
+// release gives the lease back, best effort: a lease on a dead host died
+// with it.
+func (r *run) release(ctx workflow.Context, lease activities.Lease) {
+	dctx, cancel := workflow.NewDisconnectedContext(releaseOptions(ctx, lease))
+	defer cancel()
+	_ = workflow.ExecuteActivity(dctx, activities.ReleaseLeaseName, lease).Get(dctx, nil)
+}
+
+func exitText(a *activities.AgentResult) string {
+	if a.Reason != "" {
+		return a.Reason
+	}
+	return fmt.Sprintf("exited with code %d", a.ExitCode)
+}
+
+// errText unwraps Temporal's error chain to the message that says what
+// went wrong.
+func errText(err error) string {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		return ae.Error()
+	}
+	var te *temporal.TimeoutError
+	if errors.As(err, &te) {
+		return "timeout (" + timeoutName(te.TimeoutType()) + ")"
+	}
+	return err.Error()
+}
+
+func timeoutName(t enumspb.TimeoutType) string {
+	switch t {
+	case enumspb.TIMEOUT_TYPE_HEARTBEAT:
+		return "no heartbeat: worker or host lost"
+	case enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
+		return "no worker picked it up"
+	case enumspb.TIMEOUT_TYPE_START_TO_CLOSE:
+		return "ran past its time"
+	default:
+		return t.String()
+	}
+}

@@ -1,0 +1,120 @@
+package workflows
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/mlrb/mlrb/activities"
+)
+
+// TestCrashRefundsLostTime: the first attempt commits a checkpoint at 4 s,
+// heartbeats up to 6.5 s and is lost; the 2.5 s past the checkpoint are
+// refunded and the second attempt resumes from checkpoint 1.
+func TestCrashRefundsLostTime(t *testing.T) {
+	env := newEnv(t)
+	calls := 0
+	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.AgentInput) (*activities.AgentResult, error) {
+			calls++
+			if calls == 1 {
+				return nil, temporal.NewHeartbeatTimeoutError(activities.Progress{AgentSeconds: 6.5})
+			}
+			if in.Attempt != 2 || in.Resume == nil || in.Resume.Seq != 1 || in.Budget.UsedS != 4 || in.NextSeq != 2 {
+				return nil, temporal.NewNonRetryableApplicationError("bad resume input", activities.ErrBadTask, nil)
+			}
+			return committed(env, in, &activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 15}, ck(2, 15))
+		})
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(activities.SignalCheckpoint, ck(1, 4))
+	}, 0)
+	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.7), nil)
+	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: testPolicy})
+	r := result(t, env)
+	if r.Outcome != OutcomeScored || r.Attempts != 2 || r.Checkpoints != 2 {
+		t.Fatalf("result = %+v", r)
+	}
+	if r.Budget.LostS != 2.5 || r.Budget.UsedS != 15 {
+		t.Fatalf("budget = %+v, want lost 2.5 and used 15", r.Budget)
+	}
+}
+
+func TestInfraAttemptsRunOut(t *testing.T) {
+	env := newEnv(t)
+	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(nil, temporal.NewHeartbeatTimeoutError())
+	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: testPolicy})
+	r := result(t, env)
+	if r.Outcome != OutcomeInfraFailed || r.Score != nil || r.Attempts != 3 {
+		t.Fatalf("result = %+v", r)
+	}
+}
+
+func TestAgentFailureIsNotEvaluated(t *testing.T) {
+	env := newEnv(t)
+	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(agentDone(env, &activities.AgentResult{
+		StoppedBy: activities.StopExited, ExitCode: 3, Reason: "exit code 3", AgentSeconds: 2,
+	}, ck(1, 2)))
+	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: testPolicy})
+	r := result(t, env)
+	if r.Outcome != OutcomeAgentFailed || r.Score != nil || r.Reason != "agent exit code 3" {
+		t.Fatalf("result = %+v", r)
+	}
+	env.AssertNotCalled(t, activities.EvaluateName, mock.Anything, mock.Anything)
+}
+
+// TestHandedBackAttempt: an attempt whose agent was stopped and
+// checkpointed (its worker stopping) delivers the checkpoint before it
+// ends; the next attempt resumes from it at once and nothing is booked as
+// lost.
+func TestHandedBackAttempt(t *testing.T) {
+	env := newEnv(t)
+	calls := 0
+	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.AgentInput) (*activities.AgentResult, error) {
+			calls++
+			if calls == 1 {
+				_, _ = committed(env, in, nil, ck(3, 7))
+				return nil, temporal.NewApplicationError("worker stopping", activities.ErrAgentKilled, activities.Progress{AgentSeconds: 7})
+			}
+			if in.Resume == nil || in.Resume.Seq != 3 || in.Budget.UsedS != 7 || in.NextSeq != 4 {
+				return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("attempt 2 must resume checkpoint 3 at 7 s: %+v", in), activities.ErrBadTask, nil)
+			}
+			return committed(env, in, &activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 12}, ck(4, 12))
+		})
+	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.6), nil)
+	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: testPolicy})
+	r := result(t, env)
+	if r.Outcome != OutcomeScored || r.Attempts != 2 || r.Budget.LostS != 0 || r.Budget.UsedS != 12 {
+		t.Fatalf("result = %+v", r)
+	}
+}
+
+// TestForkStartsFromAnotherRunsCheckpoint: the first attempt restores the
+// source run's checkpoint and inherits the agent time it covers.
+func TestForkStartsFromAnotherRunsCheckpoint(t *testing.T) {
+	env := newEnv(t)
+	env.OnActivity(activities.LoadCheckpointName, mock.Anything, mock.Anything).Return(
+		&activities.CheckpointRef{RunID: "run-src", Seq: 3, AgentSeconds: 10}, nil)
+	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.AgentInput) (*activities.AgentResult, error) {
+			if in.Resume == nil || in.Resume.RunID != "run-src" || in.Resume.Seq != 3 || in.Budget.UsedS != 10 {
+				return nil, temporal.NewNonRetryableApplicationError("fork input wrong", activities.ErrBadTask, nil)
+			}
+			return committed(env, in, &activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 14}, ck(4, 14))
+		})
+	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.EvalInput) (*activities.EvalResult, error) {
+			if in.Final.RunID != "" || in.Final.Seq != 4 {
+				return nil, temporal.NewNonRetryableApplicationError("the fork must evaluate its own final checkpoint", activities.ErrBadTask, nil)
+			}
+			return score(0.6), nil
+		})
+	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", ForkFrom: &ForkSource{RunID: "run-src", Seq: 3}, Policy: testPolicy})
+	r := result(t, env)
+	if r.Outcome != OutcomeScored || r.Budget.UsedS != 14 || r.Checkpoints != 1 {
+		t.Fatalf("result = %+v", r)
+	}
+}

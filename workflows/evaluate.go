@@ -1,0 +1,87 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/mlrb/mlrb/activities"
+)
+
+// evaluate scores the final checkpoint. When the evaluation's retries run
+// out, the run waits for a retry-evaluation update (an operator fixed the
+// evaluator) up to the policy's wait limit, rather than fail a run whose
+// agent work is done: the agent is never run again.
+func (r *run) evaluate(ctx workflow.Context, outcome Outcome) (*RunResult, error) {
+	r.setPhase(ctx, PhaseEvaluating)
+	ev, err := r.runEvaluation(ctx, "")
+	if err == nil {
+		return r.finish(ctx, outcome, "", ev), nil
+	}
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.Type() == activities.ErrNoModel {
+		return r.finish(ctx, OutcomeAgentFailed, "no model to evaluate: "+errText(err), nil), nil
+	}
+	r.setPhase(ctx, PhaseAwaitingEvalRetry)
+	var scored *activities.EvalResult
+	busy := false
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateRetryEvaluation,
+		func(ctx workflow.Context, req RetryEvaluation) (EvalAttempt, error) {
+			busy = true
+			defer func() { busy = false }()
+			r.setPhase(ctx, PhaseEvaluating)
+			ev, err := r.runEvaluation(ctx, req.Image)
+			if err != nil {
+				r.setPhase(ctx, PhaseAwaitingEvalRetry)
+			} else {
+				scored = ev
+			}
+			return r.evals[len(r.evals)-1], nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req RetryEvaluation) error {
+			if r.st.Phase != PhaseAwaitingEvalRetry || busy {
+				return fmt.Errorf("run is %s, not %s", r.st.Phase, PhaseAwaitingEvalRetry)
+			}
+			return nil
+		}},
+	); err != nil {
+		return nil, fmt.Errorf("retry-evaluation update: %w", err)
+	}
+	ok, err := workflow.AwaitWithTimeout(ctx, r.pol.EvalWaitLimit, func() bool { return scored != nil })
+	if err != nil {
+		return nil, err
+	}
+	if err := workflow.Await(ctx, func() bool { return !busy }); err != nil {
+		return nil, err
+	}
+	if !ok && scored == nil {
+		return r.finish(ctx, OutcomeEvaluationFailed, "evaluation failed and no retry came within the wait limit: "+r.evals[len(r.evals)-1].Error, nil), nil
+	}
+	return r.finish(ctx, outcome, "", scored), nil
+}
+
+// runEvaluation evaluates the final checkpoint with the retry policy and
+// records the attempt; image replaces the evaluator image when set.
+func (r *run) runEvaluation(ctx workflow.Context, image string) (*activities.EvalResult, error) {
+	var ev activities.EvalResult
+	err := workflow.ExecuteActivity(evalOptions(ctx, r.pol, r.spec.Spec.Evaluation.Timeout.D()), activities.EvaluateName, activities.EvalInput{
+		RunID: r.st.RunID, Task: r.spec.Spec, Seed: r.in.Seed, Final: *r.last, Image: image,
+	}).Get(ctx, &ev)
+	att := EvalAttempt{Image: image, At: workflow.Now(ctx)}
+	if err != nil {
+		att.Error = errText(err)
+	} else {
+		score := ev.Score
+		att.Score = &score
+		if ev.Image != "" {
+			att.Image = ev.Image
+		}
+	}
+	r.evals = append(r.evals, att)
+	if err != nil {
+		return nil, err
+	}
+	return &ev, nil
+}

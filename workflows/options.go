@@ -1,0 +1,99 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/budget"
+)
+
+// Activity options, one builder per kind of activity, each with the
+// reasons for its timeouts and retries.
+
+// quickTimeout bounds the activities that only read a catalog, a
+// manifest or a lease table: seconds of work, so a minute of silence
+// means a lost worker.
+const quickTimeout = 30 * time.Second
+
+// quickOptions: resolving a task and reading a checkpoint's manifest. A
+// few tries ride out a store or worker that blips; a bad task is final.
+func quickOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: quickTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrBadTask}},
+	})
+}
+
+// leaseOptions: a full host answers NoCapacity and the lease is tried
+// again, backing off to every 30 s, until LeaseTimeout (the longest a run
+// waits for a GPU slot in all) runs out.
+func leaseOptions(ctx workflow.Context, p Policy) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		ScheduleToCloseTimeout: p.LeaseTimeout,
+		StartToCloseTimeout:    quickTimeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 1.5, MaximumInterval: 30 * time.Second,
+			NonRetryableErrorTypes: []string{activities.ErrBadTask},
+		},
+	})
+}
+
+// agentOptions: the attempt runs on the leased host's queue. A host that
+// never comes back is noticed by the heartbeat timeout, or before the
+// start by the schedule-to-start timeout (a few heartbeat timeouts and a
+// minute: time for a restarted worker to poll again); either way the run
+// leases again. The start-to-close timeout is only a safety net: the
+// supervisor's own deadlines end the agent well before it. The workflow
+// decides what follows a lost attempt, so the SDK never retries it, and
+// waits for a canceled attempt to stop its agent.
+func agentOptions(ctx workflow.Context, p Policy, lease activities.Lease, l budget.Ledger) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              lease.HostQueue,
+		ScheduleToStartTimeout: 5*p.HeartbeatTimeout + time.Minute,
+		StartToCloseTimeout:    l.SafetyTimeout(p.Grace),
+		HeartbeatTimeout:       p.HeartbeatTimeout,
+		WaitForCancellation:    true,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+}
+
+// releaseOptions: the release goes to the host that holds the lease; a
+// lease on a dead host died with it, so a minute without a worker ends
+// the try.
+func releaseOptions(ctx workflow.Context, lease activities.Lease) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              lease.HostQueue,
+		ScheduleToStartTimeout: time.Minute,
+		StartToCloseTimeout:    quickTimeout,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+}
+
+// evalMinHeartbeat keeps an evaluation's heartbeat timeout above its own
+// heartbeat pace (every 5 s) even under a short agent heartbeat timeout.
+const evalMinHeartbeat = 30 * time.Second
+
+// evalOptions: one evaluation may run for the task's evaluation timeout,
+// plus a minute to restore and read results; failures are retried with
+// backoff per policy, except a missing model or a bad task.
+func evalOptions(ctx workflow.Context, p Policy, timeout time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: timeout + time.Minute,
+		HeartbeatTimeout:    max(p.HeartbeatTimeout, evalMinHeartbeat),
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
+			MaximumAttempts:        int32(p.EvalAttempts),
+			NonRetryableErrorTypes: []string{activities.ErrNoModel, activities.ErrBadTask},
+		},
+	})
+}
+
+// aggregateOptions: computing and storing a leaderboard takes seconds;
+// ten tries ride out a store outage.
+func aggregateOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 5 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10}})
+}
