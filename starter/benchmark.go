@@ -321,12 +321,8 @@ func triage(ctx context.Context, c client.Client, id string, in workflows.Benchm
 					// the agent time past its last checkpoint was lost.
 					if st, err := queryStatus(ctx, c, rid); err == nil {
 						l := st.Budget.Carried()
-						if st.Phase == workflows.PhaseRunning && info.CloseTime != nil {
-							since := st.AttemptStartedAt
-							if st.LastCheckpointAt.After(since) {
-								since = st.LastCheckpointAt
-							}
-							l.LostS += st.Budget.LostAt(st.Budget.RanUntil(since, info.CloseTime.AsTime()))
+						if info.CloseTime != nil {
+							l.LostS += st.Budget.LostAt(st.ReachedAt(info.CloseTime.AsTime()))
 						}
 						p.carried[rid] = l
 					} else {

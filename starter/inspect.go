@@ -45,15 +45,7 @@ func view(st workflows.Status, now time.Time) statusView {
 		age := math.Round(now.Sub(st.LastCheckpointAt).Seconds()*10) / 10
 		v.LastCheckpointAgeS = &age
 	}
-	left := st.Budget.Left()
-	if st.Phase == workflows.PhaseRunning && !st.AttemptStartedAt.IsZero() {
-		// Agent time since the later of attempt start and last checkpoint.
-		since := st.AttemptStartedAt
-		if st.LastCheckpointAt.After(since) {
-			since = st.LastCheckpointAt
-		}
-		left -= now.Sub(since).Seconds()
-	}
+	left := st.Budget.GrantedS() - st.ReachedAt(now)
 	v.BudgetLeftS = math.Max(0, math.Round(left*10)/10)
 	return v
 }

@@ -208,3 +208,27 @@ func TestExtendWhileResolving(t *testing.T) {
 		t.Fatalf("agent granted %v; result budget %+v, limit %v", granted, r.Budget, r.TimeLimitS)
 	}
 }
+
+// TestReachedAt: the agent time a running attempt reached, shown between
+// checkpoints and booked as lost when the run is cut off.
+func TestReachedAt(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name string
+		st   Status
+		now  time.Duration
+		want float64
+	}{
+		{"not running: what checkpoints preserved", Status{Phase: PhaseLeasing, Budget: Ledger{UsedS: 40}}, time.Minute, 40},
+		{"since the attempt's start", Status{Phase: PhaseRunning, AttemptStartedAt: t0, Budget: Ledger{UsedS: 40}}, 5 * time.Second, 45},
+		{"since the later last checkpoint", Status{Phase: PhaseRunning, AttemptStartedAt: t0, LastCheckpointAt: t0.Add(10 * time.Second), Budget: Ledger{UsedS: 50}}, 12 * time.Second, 52},
+		{"an older checkpoint than the attempt", Status{Phase: PhaseRunning, AttemptStartedAt: t0, LastCheckpointAt: t0.Add(-time.Hour), Budget: Ledger{UsedS: 50}}, 3 * time.Second, 53},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.st.ReachedAt(t0.Add(c.now)); got != c.want {
+				t.Fatalf("reached %v, want %v", got, c.want)
+			}
+		})
+	}
+}

@@ -219,6 +219,21 @@ type Status struct {
 	Score              *float64 `json:"score,omitempty"`
 }
 
+// ReachedAt estimates the agent seconds a running attempt has reached at
+// now, from wall time since the later of its start and its last
+// checkpoint (what the status shows between checkpoints, and what a run
+// cut off at now lost).
+func (s Status) ReachedAt(now time.Time) float64 {
+	if s.Phase != PhaseRunning || s.AttemptStartedAt.IsZero() {
+		return s.Budget.UsedS
+	}
+	since := s.AttemptStartedAt
+	if s.LastCheckpointAt.After(since) {
+		since = s.LastCheckpointAt
+	}
+	return s.Budget.RanUntil(since, now)
+}
+
 // Cost is what a run consumed: agent and GPU hours from the ledger, GPU
 // hours lost to crashes, and the LLM usage the agent reported (in
 // $MLRB_OUTPUT_DIR/usage.json), when it did.

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/mlrb/mlrb/workflows"
@@ -188,7 +187,7 @@ func replayHistory(t *testing.T, e *env, runID, name string) {
 		t.Fatal(err)
 	}
 	r := worker.NewWorkflowReplayer()
-	r.RegisterWorkflowWithOptions(workflows.RunWorkflow, workflow.RegisterOptions{Name: workflows.RunWorkflowName})
+	workflows.RegisterWorkflows(r)
 	if err := r.ReplayWorkflowHistoryFromJSONFile(nil, file); err != nil {
 		t.Fatalf("replay of %s: %v", runID, err)
 	}
