@@ -92,7 +92,7 @@ func (a *Activities) ResolveTask(ctx context.Context, in ResolveInput) (*Resolve
 			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("agent %s: %v", AgentImage, err), ErrBadTask, nil)
 		}
 	}
-	return &ResolvedTask{Spec: *spec, Hash: spec.Hash()}, nil
+	return &ResolvedTask{Spec: *spec, Hash: spec.Hash(), Store: a.Engine.Store.String()}, nil
 }
 
 // LoadCheckpoint describes a committed checkpoint of a run, for a fork or

@@ -85,6 +85,9 @@ type ResolveInput struct {
 type ResolvedTask struct {
 	Spec tasks.Spec
 	Hash string
+	// Store is where the workers keep the run's checkpoints and logs
+	// (fs:/dir, s3://bucket/prefix), for the commands that read them.
+	Store string `json:",omitempty"`
 }
 
 // LeaseRequest asks for a GPU slot for one attempt.

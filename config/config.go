@@ -159,63 +159,6 @@ func defaultStateDir() string {
 	return ".mlrb"
 }
 
-func defaults() map[string]any {
-	host, _ := os.Hostname()
-	return map[string]any{
-		"temporal.address":             "127.0.0.1:7233",
-		"temporal.namespace":           "default",
-		"temporal.task_queue":          "mlrb",
-		"temporal.connect_timeout":     "5s",
-		"temporal.api_key":             "",
-		"dev.state_dir":                defaultStateDir(),
-		"dev.port":                     7233,
-		"dev.ui_port":                  8233,
-		"storage.kind":                 "fs",
-		"storage.fs_root":              "",
-		"storage.parallel":             8,
-		"storage.s3.bucket":            "",
-		"storage.s3.prefix":            "mlrb",
-		"storage.s3.region":            "us-east-1",
-		"storage.s3.endpoint":          "",
-		"storage.s3.path_style":        false,
-		"storage.s3.access_key_id":     "",
-		"storage.s3.secret_access_key": "",
-		"storage.s3.max_attempts":      8,
-		"checkpoint.keep":              5,
-		"checkpoint.alert_after":       3,
-		"checkpoint.gc_grace":          "1h",
-		"checkpoint.interval":          "10m",
-		"checkpoint.chunk_size":        4 << 20,
-		"agent.heartbeat_timeout":      "60s",
-		"agent.grace":                  "60s",
-		"agent.max_infra_attempts":     5,
-		"agent.provider":               "none",
-		"agent.env_file":               "",
-		"eval.attempts":                3,
-		"eval.wait_limit":              "72h",
-		"eval.timeout":                 "2h",
-		"host.id":                      host,
-		"host.gpu_devices":             []int{},
-		"host.gpu_type":                "",
-		"host.max_agents":              4,
-		"host.fence_interval":          "60s",
-		"host.stop_timeout":            "2m",
-		"agent.lease_timeout":          "24h",
-		"host.work_dir":                "",
-		"host.runtime":                 "process",
-		"tasks.dir":                    "",
-		"container.agent_image":        "mlrb-reference:dev",
-		"container.eval_image":         "mlrb-reference:dev",
-		"container.paths":              []string{"/app", "/root/.cache/huggingface"},
-		"container.workdir":            "/app/work",
-		"container.self":               "/mlrb",
-		"container.memory_mb":          0,
-		"container.cpus":               0,
-		"container.pids_limit":         4096,
-		"log.level":                    "info",
-	}
-}
-
 // Keys lists every config key, sorted.
 func Keys() []string {
 	d := defaults()
@@ -355,7 +298,7 @@ func checkKeys(m map[string]any, prefix string, known map[string]bool) error {
 
 func checkDurations(v *viper.Viper) error {
 	for _, k := range Keys() {
-		if _, isDur := defaults()[k].(string); !isDur || !durationKey(k) {
+		if !durationKey(k) {
 			continue
 		}
 		s := v.GetString(k)
@@ -368,14 +311,6 @@ func checkDurations(v *viper.Viper) error {
 		}
 	}
 	return nil
-}
-
-func durationKey(k string) bool {
-	switch k {
-	case "temporal.connect_timeout", "checkpoint.interval", "checkpoint.gc_grace", "host.fence_interval", "host.stop_timeout", "eval.wait_limit", "agent.heartbeat_timeout", "agent.grace", "agent.lease_timeout":
-		return true
-	}
-	return false
 }
 
 // Validate checks the values that decode but make no sense.

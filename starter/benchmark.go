@@ -72,7 +72,7 @@ func benchmarkCmd() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			in := workflows.BenchmarkInput{Tasks: ids, Seeds: ss, Agents: agents, Concurrency: concurrency, Run: workflows.RunInput{Provider: "none", Policy: app.Policy(cfg)}}
+			in := workflows.BenchmarkInput{Tasks: ids, Seeds: ss, Agents: agents, Concurrency: concurrency, Run: workflows.RunInput{Provider: cfg.Agent.Provider, Policy: app.Policy(cfg)}}
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: cfg.Temporal.TaskQueue,
 				WorkflowExecutionErrorWhenAlreadyStarted: true,
 				// A benchmark id names one set of runs: never start it twice.

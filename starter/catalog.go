@@ -93,6 +93,13 @@ func configCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(show)
+	keys := &cobra.Command{
+		Use: "keys", Short: "print every config key with its default, env variable, flag and meaning (the README's table)", Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			fmt.Print(config.Markdown())
+			return nil
+		},
+	}
+	cmd.AddCommand(show, keys)
 	return cmd
 }

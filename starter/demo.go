@@ -53,7 +53,7 @@ func demoCmd() *cobra.Command {
 				ss = append(ss, int64(i))
 			}
 			benchID := "demo-" + time.Now().UTC().Format("20060102-150405")
-			in := workflows.BenchmarkInput{Tasks: ids, Seeds: ss, Agents: []string{agent}, Concurrency: concurrency, Run: workflows.RunInput{Provider: "none", Policy: app.Policy(cfg)}}
+			in := workflows.BenchmarkInput{Tasks: ids, Seeds: ss, Agents: []string{agent}, Concurrency: concurrency, Run: workflows.RunInput{Provider: cfg.Agent.Provider, Policy: app.Policy(cfg)}}
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: benchID, TaskQueue: cfg.Temporal.TaskQueue}, workflows.BenchmarkWorkflowName, in)
 			if err != nil {
 				return fmt.Errorf("start demo benchmark: %w", err)
@@ -95,7 +95,6 @@ func demoCmd() *cobra.Command {
 	f.IntVar(&concurrency, "concurrency", 4, "runs at once")
 	f.StringVar(&agent, "agent", "reference", "agent: reference or noop")
 	f.BoolVar(&exit, "exit", false, "stop when the benchmark is done")
-	f.String("state-dir", "", "state directory (config dev.state_dir)")
 	f.Int("port", 7233, "embedded Temporal port")
 	f.Int("ui-port", 8233, "embedded Web UI port")
 	// Mini tasks last seconds: checkpoint often enough to see it.

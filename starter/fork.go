@@ -9,6 +9,8 @@ import (
 
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/app"
+	"github.com/mlrb/mlrb/internal/blob"
+	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -28,11 +30,14 @@ func forkCmd() *cobra.Command {
 			return nil
 		},
 		RunE: withClient(func(ctx context.Context, c client.Client, cfg *config.Config, args []string) error {
-			e, err := app.OpenEngine(ctx, cfg)
+			store, err := runStore(ctx, cfg, args[0], func(s blob.Store) (bool, error) {
+				_, err := checkpoint.New(s, cfg.Checkpoint.ChunkSize).Load(ctx, args[0], seq)
+				return err == nil, nil
+			})
 			if err != nil {
 				return err
 			}
-			if _, err := e.Load(ctx, args[0], seq); err != nil {
+			if _, err := checkpoint.New(store, cfg.Checkpoint.ChunkSize).Load(ctx, args[0], seq); err != nil {
 				return cli.Usagef("--from-checkpoint: %v (see `starter checkpoint list %s`)", err, args[0])
 			}
 			src, err := queryStatus(ctx, c, args[0])

@@ -95,7 +95,7 @@ func checkRun(cat *tasks.Catalog, task, agent string, seed int64, limit time.Dur
 }
 
 func runCmd() *cobra.Command {
-	var task, agent, id, provider, image string
+	var task, agent, id, image string
 	var secrets []string
 	var seed int64
 	var limit time.Duration
@@ -112,7 +112,7 @@ func runCmd() *cobra.Command {
 			if _, err := checkRun(cat, task, agent, seed, limit); err != nil {
 				return err
 			}
-			if secrets, err = checkContainerAgent(agent, image, provider, secrets); err != nil {
+			if secrets, err = checkContainerAgent(agent, image, cfg.Agent.Provider, secrets); err != nil {
 				return err
 			}
 			if id == "" {
@@ -126,7 +126,7 @@ func runCmd() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			in := workflows.RunInput{Task: task, Agent: agent, Seed: seed, TimeLimit: limit, Provider: provider, Image: image, Secrets: secrets, Policy: app.Policy(cfg)}
+			in := workflows.RunInput{Task: task, Agent: agent, Seed: seed, TimeLimit: limit, Provider: cfg.Agent.Provider, Image: image, Secrets: secrets, Policy: app.Policy(cfg)}
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 				ID: id, TaskQueue: cfg.Temporal.TaskQueue,
 				Memo: map[string]any{"task": task, "agent": agent, "seed": seed},
@@ -159,7 +159,7 @@ func runCmd() *cobra.Command {
 	f.Int64Var(&seed, "seed", 0, "seed (0 or more)")
 	f.DurationVar(&limit, "time-limit", 0, "agent time budget (default: the task's)")
 	f.StringVar(&id, "id", "", "run id (default: generated)")
-	f.StringVar(&provider, "provider", "none", "LLM provider the agent uses, passed as PROVIDER (agent mlrb: openai or anthropic)")
+	f.String("provider", "", "LLM provider the agent uses, passed as PROVIDER (agent mlrb: openai or anthropic; config agent.provider)")
 	f.BoolVar(&wait, "wait", false, "wait for the result")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	_ = cmd.MarkFlagRequired("task")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,18 +13,83 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/app"
+	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/internal/logstore"
 )
 
-func openEngine(cmd *cobra.Command) (*checkpoint.Engine, error) {
+// runEngine opens the checkpoint engine over the store that holds runID's
+// checkpoints (see runStore).
+func runEngine(cmd *cobra.Command, runID string) (*checkpoint.Engine, error) {
 	cfg, err := cli.LoadConfig(cmd)
 	if err != nil {
 		return nil, err
 	}
-	return app.OpenEngine(cmd.Context(), cfg)
+	store, err := runStore(cmd.Context(), cfg, runID, func(s blob.Store) (bool, error) {
+		_, err := checkpoint.New(s, cfg.Checkpoint.ChunkSize).Latest(cmd.Context(), runID)
+		if errors.Is(err, checkpoint.ErrNoCheckpoint) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	e := checkpoint.New(store, cfg.Checkpoint.ChunkSize)
+	e.Parallel = cfg.Storage.Parallel
+	return e, nil
+}
+
+// runStore opens the blob store that holds runID's checkpoints and logs:
+// the configured one when it has them (has), else the store the run
+// itself names (its status, from the workers that ran it). A worker
+// started with another --state-dir writes elsewhere; that store is read
+// when it is a directory here, and named, with how to point the starter
+// at it, when it is not.
+func runStore(ctx context.Context, cfg *config.Config, runID string, has func(blob.Store) (bool, error)) (blob.Store, error) {
+	store, err := app.OpenStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if ok, err := has(store); ok || err != nil {
+		return store, err
+	}
+	where := storeOfRun(ctx, cfg, runID)
+	if where == "" || where == store.String() {
+		return store, nil
+	}
+	if dir, ok := strings.CutPrefix(where, blob.FSPrefix); ok {
+		if st, err := os.Stat(dir); err == nil && st.IsDir() {
+			fmt.Fprintf(os.Stderr, "run %s keeps its checkpoints in %s (this starter's store is %s): reading that\n", runID, where, store)
+			return blob.NewFS(dir)
+		}
+	}
+	return nil, cli.Usagef("run %s keeps its checkpoints in %s, but this starter reads %s: point storage.* (or --state-dir) at the run's store", runID, where, store)
+}
+
+// storeOfRun asks the run where its workers keep its checkpoints; ""
+// when the server, the run or an answer is not to be had.
+func storeOfRun(ctx context.Context, cfg *config.Config, runID string) string {
+	qctx, cancel := context.WithTimeout(ctx, cfg.Temporal.ConnectTimeout)
+	defer cancel()
+	c, err := app.Dial(qctx, cfg, zap.NewNop())
+	if err != nil {
+		return ""
+	}
+	defer c.Close()
+	st, err := queryStatus(qctx, c, runID)
+	if err != nil {
+		return ""
+	}
+	return st.Store
+}
+
+// noCheckpoints says a run has no checkpoint in store, naming the store.
+func noCheckpoints(runID string, e *checkpoint.Engine) error {
+	return cli.Usagef("run %q has no committed checkpoint in the store %s (a worker with another --state-dir or storage.* writes elsewhere: point the starter at the same one)", runID, e.Store)
 }
 
 func checkpointCmd() *cobra.Command {
@@ -32,7 +98,7 @@ func checkpointCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list RUN_ID", Short: "list a run's committed checkpoints", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := openEngine(cmd)
+			e, err := runEngine(cmd, args[0])
 			if err != nil {
 				return err
 			}
@@ -41,7 +107,7 @@ func checkpointCmd() *cobra.Command {
 				return err
 			}
 			if len(ms) == 0 {
-				return cli.Usagef("run %q has no committed checkpoint in the store", args[0])
+				return noCheckpoints(args[0], e)
 			}
 			if asJSON {
 				type row struct {
@@ -74,7 +140,7 @@ func checkpointCmd() *cobra.Command {
 	restore := &cobra.Command{
 		Use: "restore RUN_ID DIR", Short: "pull a run's workspace from a checkpoint (default: the latest) into DIR", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := openEngine(cmd)
+			e, err := runEngine(cmd, args[0])
 			if err != nil {
 				return err
 			}
@@ -82,7 +148,7 @@ func checkpointCmd() *cobra.Command {
 			if seq == 0 {
 				m, err = e.Latest(cmd.Context(), args[0])
 				if errors.Is(err, checkpoint.ErrNoCheckpoint) {
-					return cli.Usagef("run %q has no committed checkpoint in the store", args[0])
+					return noCheckpoints(args[0], e)
 				}
 			} else if m, err = e.Load(cmd.Context(), args[0], seq); err != nil {
 				return cli.Usagef("--seq: %v", err)
@@ -115,18 +181,21 @@ func logsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			store, err := app.OpenStore(cmd.Context(), cfg)
+			ctx := cmd.Context()
+			store, err := runStore(ctx, cfg, args[0], func(s blob.Store) (bool, error) {
+				atts, err := logstore.Attempts(ctx, s, args[0])
+				return len(atts) > 0, err
+			})
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
 			if attempt == 0 {
 				atts, err := logstore.Attempts(ctx, store, args[0])
 				if err != nil {
 					return err
 				}
 				if len(atts) == 0 && !follow {
-					return cli.Usagef("run %q has no stored logs", args[0])
+					return cli.Usagef("run %q has no stored logs in %s", args[0], store)
 				}
 				attempt = 1
 				if len(atts) > 0 {

@@ -55,7 +55,8 @@ type Dataset struct {
 // Metric says how the headline score is read from lm-eval style results.
 type Metric struct {
 	Name string `yaml:"name" json:"name"`
-	// Aggregate is "single" (one part) or "mean" (unweighted mean of parts).
+	// Aggregate is "single" (one part) or "mean" (unweighted mean of
+	// parts); lmeval.Score computes it.
 	Aggregate      string       `yaml:"aggregate" json:"aggregate"`
 	Parts          []MetricPart `yaml:"parts" json:"parts"`
 	HigherIsBetter bool         `yaml:"higher_is_better" json:"higher_is_better"`

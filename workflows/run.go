@@ -32,6 +32,7 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
 	if err := workflow.ExecuteActivity(quickOptions(ctx), activities.ResolveTaskName, activities.ResolveInput{Task: in.Task, Agent: in.Agent, Image: in.Image}).Get(ctx, &r.spec); err != nil {
 		return r.finish(ctx, OutcomeInfraFailed, "resolve task: "+errText(err), nil), nil
 	}
+	r.st.Store = r.spec.Store
 	agent, err := r.startingPoint(ctx)
 	if err != nil {
 		return r.finish(ctx, OutcomeInfraFailed, err.Error(), nil), nil

@@ -217,6 +217,8 @@ type Status struct {
 	Budget             Ledger   `json:"budget"`
 	Outcome            Outcome  `json:"outcome,omitempty"`
 	Score              *float64 `json:"score,omitempty"`
+	// Store is where the run's checkpoints and logs are.
+	Store string `json:"store,omitempty"`
 }
 
 // ReachedAt estimates the agent seconds a running attempt has reached at

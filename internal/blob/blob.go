@@ -21,6 +21,9 @@ type Store interface {
 	// List returns the objects under prefix, sorted by key.
 	List(ctx context.Context, prefix string) ([]Object, error)
 	Delete(ctx context.Context, key string) error
+	// String says where the store is (fs:/dir, s3://bucket/prefix), so
+	// that a run can tell its readers where it wrote.
+	String() string
 }
 
 // Object is a listed blob.

@@ -23,6 +23,17 @@ func NewFS(dir string) (*FS, error) {
 	return &FS{root: dir}, nil
 }
 
+// String is fs:<root>, the root absolute.
+func (s *FS) String() string {
+	if abs, err := filepath.Abs(s.root); err == nil {
+		return FSPrefix + abs
+	}
+	return FSPrefix + s.root
+}
+
+// FSPrefix starts a filesystem store's description.
+const FSPrefix = "fs:"
+
 func (s *FS) path(key string) (string, error) {
 	if key == "" || strings.HasPrefix(key, "/") || strings.Contains(key, "..") || strings.Contains(key, `\`) {
 		return "", fmt.Errorf("blob key %q is not a clean relative key", key)

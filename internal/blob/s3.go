@@ -42,6 +42,9 @@ type S3 struct {
 	prefix string
 }
 
+// String is s3://bucket/prefix.
+func (s *S3) String() string { return "s3://" + s.bucket + "/" + s.prefix }
+
 // NewS3 builds an S3 store and checks that the bucket answers.
 func NewS3(ctx context.Context, o S3Options) (*S3, error) {
 	if o.Bucket == "" {

@@ -17,31 +17,12 @@ import (
 	"github.com/mlrb/mlrb/tasks"
 )
 
-// FlagKeys maps command-line flags to config keys; a flag the user set
-// wins over file and environment.
-var FlagKeys = map[string]string{
-	"address":     "temporal.address",
-	"namespace":   "temporal.namespace",
-	"state-dir":   "dev.state_dir",
-	"port":        "dev.port",
-	"ui-port":     "dev.ui_port",
-	"host-id":     "host.id",
-	"log-level":   "log.level",
-	"tasks-dir":   "tasks.dir",
-	"max-agents":  "host.max_agents",
-	"interval":    "checkpoint.interval",
-	"hb-timeout":  "agent.heartbeat_timeout",
-	"grace":       "agent.grace",
-	"eval-tries":  "eval.attempts",
-	"infra-tries": "agent.max_infra_attempts",
-}
-
 // LoadConfig loads the config for a command, honouring --config and the
 // flags it defines.
 func LoadConfig(cmd *cobra.Command) (*config.Config, error) {
 	file, _ := cmd.Flags().GetString("config")
 	keys, defaults := map[string]string{}, map[string]string{}
-	for flag, key := range FlagKeys {
+	for flag, key := range config.FlagKeys() {
 		f := cmd.Flags().Lookup(flag)
 		switch {
 		case f == nil:

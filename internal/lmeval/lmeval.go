@@ -108,6 +108,11 @@ func (r *Results) Value(task, field string) (float64, error) {
 var ErrNoScore = errors.New("results do not hold the metric")
 
 // Score computes a task's headline score and returns every metric read.
+// The score aggregates the metric's parts (metric.aggregate): one part,
+// or the unweighted mean of several. That mean is the SuperGLUE score of
+// mini_pile and edge_llm_training (boolq, cb, copa, multirc, record,
+// sglue_rte, wic, wsc): lm-eval's super-glue-lm-eval-v1 has no aggregate
+// of its own.
 func Score(r *Results, m tasks.Metric) (float64, map[string]float64, error) {
 	metrics := map[string]float64{}
 	for task, fields := range r.Results {

@@ -1,0 +1,173 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+)
+
+// Key is one configuration key, everything about it in one row: the
+// defaults, the environment binding, the command-line flags, `config
+// show` and the README's table are all derived from Table.
+type Key struct {
+	Name    string // dotted, as in mlrb.yaml
+	Default any    // its type is the key's: a time.Duration default makes a duration key
+	// ShownAs replaces the default in the README when it depends on the
+	// machine (a hostname, a home directory).
+	ShownAs string
+	Flag    string // the command-line flag that sets it, if any
+	Doc     string
+}
+
+// Env is the key's environment variable, the viper way.
+func (k Key) Env() string { return EnvName(k.Name) }
+
+// Table is every key mlrb accepts.
+var Table = []Key{
+	{Name: "temporal.address", Default: "127.0.0.1:7233", Flag: "address", Doc: "frontend host:port"},
+	{Name: "temporal.namespace", Default: "default", Flag: "namespace", Doc: "namespace"},
+	{Name: "temporal.task_queue", Default: "mlrb", Doc: "shared queue; hosts also poll `<queue>-host-<host.id>`"},
+	{Name: "temporal.connect_timeout", Default: 5 * time.Second, Doc: "give up dialing after this"},
+	{Name: "temporal.api_key", Default: "", Doc: "secret; redacted by `config show`"},
+	{Name: "dev.state_dir", Default: defaultStateDir(), ShownAs: "~/.local/state/mlrb", Flag: "state-dir", Doc: "embedded server's SQLite, blobs, workspaces; the starter reads checkpoints and results from here too"},
+	{Name: "dev.port", Default: 7233, Flag: "port", Doc: "embedded server's frontend port"},
+	{Name: "dev.ui_port", Default: 8233, Flag: "ui-port", Doc: "embedded Web UI port (0: no UI)"},
+	{Name: "storage.kind", Default: "fs", Doc: "blob store for checkpoints and results: `fs` or `s3`"},
+	{Name: "storage.fs_root", Default: "", ShownAs: "<state>/blobs", Doc: "root of the `fs` store"},
+	{Name: "storage.parallel", Default: 8, Doc: "chunk transfers in flight"},
+	{Name: "storage.s3.bucket", Default: "", Doc: "S3 bucket"},
+	{Name: "storage.s3.prefix", Default: "mlrb", Doc: "key prefix in the bucket"},
+	{Name: "storage.s3.region", Default: "us-east-1", Doc: "S3 region"},
+	{Name: "storage.s3.endpoint", Default: "", Doc: "custom endpoint (MinIO, versitygw …)"},
+	{Name: "storage.s3.path_style", Default: false, Doc: "path-style addressing (most S3-compatible servers)"},
+	{Name: "storage.s3.access_key_id", Default: "", Doc: "static key id; empty: the AWS credentials chain"},
+	{Name: "storage.s3.secret_access_key", Default: "", Doc: "static secret key (redacted)"},
+	{Name: "storage.s3.max_attempts", Default: 8, Doc: "tries per request, with backoff"},
+	{Name: "checkpoint.interval", Default: 10 * time.Minute, Flag: "interval", Doc: "checkpoint period (the demo uses 3s)"},
+	{Name: "checkpoint.chunk_size", Default: 4 << 20, Doc: "content-addressed chunk size, bytes"},
+	{Name: "checkpoint.keep", Default: 5, Doc: "checkpoints kept per run, plus the final one"},
+	{Name: "checkpoint.alert_after", Default: 3, Doc: "failed checkpoints in a row before status says stale"},
+	{Name: "checkpoint.gc_grace", Default: time.Hour, Doc: "GC spares unreferenced chunks younger than this"},
+	{Name: "agent.heartbeat_timeout", Default: time.Minute, Flag: "hb-timeout", Doc: "a silent attempt is declared lost after this"},
+	{Name: "agent.grace", Default: time.Minute, Flag: "grace", Doc: "SIGTERM this long before the deadline (at most a quarter of the budget)"},
+	{Name: "agent.max_infra_attempts", Default: 5, Flag: "infra-tries", Doc: "attempts before `infra_failed`"},
+	{Name: "agent.lease_timeout", Default: 24 * time.Hour, Doc: "wait for a free slot before `infra_failed`"},
+	{Name: "agent.provider", Default: "none", Flag: "provider", Doc: "LLM provider the agent is told (`PROVIDER`); agent mlrb: openai or anthropic"},
+	{Name: "agent.env_file", Default: "", Doc: "worker-side secrets (`KEY=value`) that runs name with `--secret`"},
+	{Name: "eval.attempts", Default: 3, Flag: "eval-tries", Doc: "evaluation tries before the run waits for `retry-eval` (each bounded by the task's `evaluation.timeout`)"},
+	{Name: "eval.wait_limit", Default: 72 * time.Hour, Doc: "how long it waits before ending `evaluation_failed`"},
+	{Name: "host.id", Default: hostname(), ShownAs: "hostname", Flag: "host-id", Doc: "this host's id"},
+	{Name: "host.gpu_devices", Default: []int{}, Doc: "GPU ids this host leases; empty means CPU only"},
+	{Name: "host.gpu_type", Default: "", Doc: "e.g. `A100-40GB`; leases for another type go elsewhere"},
+	{Name: "host.max_agents", Default: 4, Flag: "max-agents", Doc: "agents at once on this host"},
+	{Name: "host.fence_interval", Default: time.Minute, Doc: "how often containers are checked against live attempts (`docker`)"},
+	{Name: "host.stop_timeout", Default: 2 * time.Minute, Doc: "on SIGTERM, time the worker gives running agents to be stopped and checkpointed"},
+	{Name: "host.work_dir", Default: "", ShownAs: "<state>/work", Doc: "workspaces"},
+	{Name: "host.runtime", Default: "process", Doc: "how agents run: `process` or `docker`"},
+	{Name: "container.agent_image", Default: "mlrb-reference:dev", Doc: "image of the built-in agents"},
+	{Name: "container.eval_image", Default: "mlrb-reference:dev", Doc: "evaluator image, unless a task names its own"},
+	{Name: "container.paths", Default: []string{"/app", "/root/.cache/huggingface"}, Doc: "checkpointed container paths"},
+	{Name: "container.workdir", Default: "/app/work", Doc: "`MLRB_WORKDIR` in the container"},
+	{Name: "container.self", Default: "/mlrb", Doc: "the mlrb binary inside the images"},
+	{Name: "container.memory_mb", Default: 0, Doc: "memory limit (0: none)"},
+	{Name: "container.cpus", Default: 0, Doc: "CPU limit (0: none)"},
+	{Name: "container.pids_limit", Default: 4096, Doc: "process limit (0: none)"},
+	{Name: "tasks.dir", Default: "", Flag: "tasks-dir", Doc: "extra task files, merged over the embedded catalog"},
+	{Name: "log.level", Default: "info", Flag: "log-level", Doc: "debug, info, warn or error"},
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}
+
+func defaults() map[string]any {
+	m := make(map[string]any, len(Table))
+	for _, k := range Table {
+		m[k.Name] = k.Default
+	}
+	return m
+}
+
+func durationKey(name string) bool {
+	for _, k := range Table {
+		if k.Name == name {
+			_, ok := k.Default.(time.Duration)
+			return ok
+		}
+	}
+	return false
+}
+
+// FlagKeys maps command-line flags to the keys they set.
+func FlagKeys() map[string]string {
+	m := map[string]string{}
+	for _, k := range Table {
+		if k.Flag != "" {
+			m[k.Flag] = k.Name
+		}
+	}
+	return m
+}
+
+// Shown is how the README writes the key's default.
+func (k Key) Shown() string {
+	if k.ShownAs != "" {
+		return k.ShownAs
+	}
+	switch v := k.Default.(type) {
+	case string:
+		if v == "" {
+			return "—"
+		}
+	case time.Duration:
+		s := v.String() // 10m0s, 1h0m0s: written 10m, 1h
+		if strings.HasSuffix(s, "m0s") {
+			s = strings.TrimSuffix(s, "0s")
+		}
+		if strings.HasSuffix(s, "h0m") {
+			s = strings.TrimSuffix(s, "0m")
+		}
+		return "`" + s + "`"
+	case []int, []string:
+		return "`" + strings.ReplaceAll(fmt.Sprint(v), " ", ", ") + "`"
+	}
+	return "`" + fmt.Sprint(k.Default) + "`"
+}
+
+// Markdown is the README's configuration table.
+func Markdown() string {
+	var b strings.Builder
+	b.WriteString("| key | default | env | flag | meaning |\n|---|---|---|---|---|\n")
+	for _, k := range Table {
+		flag := ""
+		if k.Flag != "" {
+			flag = "`--" + k.Flag + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s | %s |\n", k.Name, k.Shown(), k.Env(), flag, k.Doc)
+	}
+	return b.String()
+}
+
+// fieldPath is the Go path of the Config field a key decodes into
+// ("Storage.S3.Bucket"), or "" when no field takes it.
+func fieldPath(name string) string {
+	t := reflect.TypeOf(Config{})
+	var path []string
+	for _, part := range strings.Split(name, ".") {
+		found := false
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if f.Tag.Get("mapstructure") == part {
+				path, t, found = append(path, f.Name), f.Type, true
+				break
+			}
+		}
+		if !found {
+			return ""
+		}
+	}
+	return strings.Join(path, ".")
+}
