@@ -287,48 +287,44 @@ type resumePlan struct {
 // triage sorts a benchmark's runs for a resume.
 func triage(ctx context.Context, c client.Client, id string, in workflows.BenchmarkInput) (*resumePlan, error) {
 	p := &resumePlan{kept: map[string]workflows.RunResult{}, carried: map[string]workflows.Ledger{}}
-	for _, a := range in.Agents {
-		for _, t := range in.Tasks {
-			for _, s := range in.Seeds {
-				rid := workflows.ChildID(id, a, t, s)
-				d, err := c.DescribeWorkflowExecution(ctx, rid, "")
-				var nf *serviceerror.NotFound
-				switch {
-				case errors.As(err, &nf):
-					p.again = append(p.again, rid)
-					continue
-				case err != nil:
-					return nil, fmt.Errorf("describe %s: %w", rid, err)
+	for _, run := range in.ChildRuns(id) {
+		rid := run.ID
+		d, err := c.DescribeWorkflowExecution(ctx, rid, "")
+		var nf *serviceerror.NotFound
+		switch {
+		case errors.As(err, &nf):
+			p.again = append(p.again, rid)
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("describe %s: %w", rid, err)
+		}
+		info := d.WorkflowExecutionInfo
+		switch info.Status {
+		case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+			p.busy = append(p.busy, rid)
+		case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+			var res workflows.RunResult
+			if err := c.GetWorkflow(ctx, rid, "").Get(ctx, &res); err != nil {
+				return nil, fmt.Errorf("result of %s: %w", rid, err)
+			}
+			if slices.Contains(rerunOutcomes, res.Outcome) {
+				p.again = append(p.again, rid)
+				p.carried[rid] = res.Budget.Carried()
+			} else {
+				p.kept[rid] = res
+			}
+		default: // terminated, failed, timed out, canceled: cut off
+			p.again = append(p.again, rid)
+			// A closed run still answers its status query (by replay):
+			// the agent time past its last checkpoint was lost.
+			if st, err := queryStatus(ctx, c, rid); err == nil {
+				l := st.Budget.Carried()
+				if info.CloseTime != nil {
+					l.LostS += st.Budget.LostAt(st.ReachedAt(info.CloseTime.AsTime()))
 				}
-				info := d.WorkflowExecutionInfo
-				switch info.Status {
-				case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-					p.busy = append(p.busy, rid)
-				case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
-					var res workflows.RunResult
-					if err := c.GetWorkflow(ctx, rid, "").Get(ctx, &res); err != nil {
-						return nil, fmt.Errorf("result of %s: %w", rid, err)
-					}
-					if slices.Contains(rerunOutcomes, res.Outcome) {
-						p.again = append(p.again, rid)
-						p.carried[rid] = res.Budget.Carried()
-					} else {
-						p.kept[rid] = res
-					}
-				default: // terminated, failed, timed out, canceled: cut off
-					p.again = append(p.again, rid)
-					// A closed run still answers its status query (by replay):
-					// the agent time past its last checkpoint was lost.
-					if st, err := queryStatus(ctx, c, rid); err == nil {
-						l := st.Budget.Carried()
-						if info.CloseTime != nil {
-							l.LostS += st.Budget.LostAt(st.ReachedAt(info.CloseTime.AsTime()))
-						}
-						p.carried[rid] = l
-					} else {
-						fmt.Fprintf(os.Stderr, "warning: %s: its lost time is not carried over (%v)\n", rid, err)
-					}
-				}
+				p.carried[rid] = l
+			} else {
+				fmt.Fprintf(os.Stderr, "warning: %s: its lost time is not carried over (%v)\n", rid, err)
 			}
 		}
 	}
