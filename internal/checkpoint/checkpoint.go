@@ -103,8 +103,11 @@ type Engine struct {
 	// RacyWindow overrides DefaultRacyWindow.
 	RacyWindow time.Duration
 	// known holds hashes of chunks confirmed stored, so later checkpoints
-	// skip even the existence check.
-	known sync.Map
+	// skip even the existence check. It is good for one GC generation
+	// (knownGen): a GC in any process may delete what it remembers.
+	known    sync.Map
+	knownMu  sync.Mutex
+	knownGen string
 	// bufs recycles chunk buffers: allocating a fresh one per chunk costs
 	// more than hashing it.
 	bufs sync.Pool
@@ -159,10 +162,15 @@ func (e *Engine) save(ctx context.Context, meta Meta, prev *Manifest, what strin
 		return nil, fmt.Errorf("checkpoint %s #%d: %w", meta.RunID, meta.Seq, err)
 	}
 	defer l.release(ctx)
+	if err := e.syncKnown(ctx); err != nil {
+		return nil, fmt.Errorf("checkpoint %s #%d: %w", meta.RunID, meta.Seq, err)
+	}
 	// A file may skip re-reading when size, mtime and mode match the
 	// previous checkpoint, but only if it was already quiet then: a change
 	// within the same mtime tick would otherwise go unseen.
-	if prev != nil {
+	// Chunk lists are only reusable at the chunk size they were cut at:
+	// restore writes each chunk at its index times the manifest's size.
+	if prev != nil && prev.ChunkSize == e.ChunkSize {
 		for _, f := range prev.Files {
 			s.prev[f.Path] = f
 			if !e.racy(time.Unix(0, f.MTime), prev.CreatedAt) {
@@ -184,6 +192,34 @@ func (e *Engine) save(ctx context.Context, meta Meta, prev *Manifest, what strin
 		return nil, err
 	}
 	return s.m, nil
+}
+
+// syncKnown forgets the chunks known to be stored when a GC (in this
+// process or another) has deleted chunks since they were learnt. It runs
+// under the save lock, which no GC runs beside, so the cache holds for
+// the rest of the save.
+func (e *Engine) syncKnown(ctx context.Context) error {
+	gen := ""
+	rc, err := e.Store.Get(ctx, gcGenerationKey)
+	switch {
+	case errors.Is(err, blob.ErrNotFound):
+	case err != nil:
+		return fmt.Errorf("read the GC generation: %w", err)
+	default:
+		b, err := io.ReadAll(io.LimitReader(rc, 64))
+		_ = rc.Close()
+		if err != nil {
+			return fmt.Errorf("read the GC generation: %w", err)
+		}
+		gen = string(b)
+	}
+	e.knownMu.Lock()
+	defer e.knownMu.Unlock()
+	if gen != e.knownGen {
+		e.known.Clear()
+		e.knownGen = gen
+	}
+	return nil
 }
 
 // unchanged returns the previous checkpoint's chunks of f if they still

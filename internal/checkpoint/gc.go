@@ -19,9 +19,11 @@ import (
 // against a chunk GC is about to delete. A crashed holder's lock goes
 // stale when it stops being refreshed.
 const (
-	lockPrefix     = "locks/"
-	saveLockPrefix = lockPrefix + "save-"
-	gcLockPrefix   = lockPrefix + "gc-"
+	// gcGenerationKey changes whenever a GC deletes chunks.
+	gcGenerationKey = "gc/generation"
+	lockPrefix      = "locks/"
+	saveLockPrefix  = lockPrefix + "save-"
+	gcLockPrefix    = lockPrefix + "gc-"
 )
 
 // StaleLock is how old an unrefreshed lock must be to be ignored.
@@ -172,6 +174,13 @@ func (e *Engine) GC(ctx context.Context, o GCOptions) (*GCReport, error) {
 		return nil, fmt.Errorf("gc: %w", err)
 	}
 	rep.Chunks = len(chunks)
+	if !o.DryRun {
+		// Before the first delete: every engine's cache of stored chunks,
+		// in any process, is stale from here on (see Engine.syncKnown).
+		if err := e.Store.Put(ctx, gcGenerationKey, strings.NewReader(newID())); err != nil {
+			return rep, fmt.Errorf("gc: mark a new generation: %w", err)
+		}
+	}
 	for _, c := range chunks {
 		h := path.Base(c.Key)
 		if ref[h] {
@@ -187,7 +196,6 @@ func (e *Engine) GC(ctx context.Context, o GCOptions) (*GCReport, error) {
 			if err := e.Store.Delete(ctx, c.Key); err != nil {
 				return rep, fmt.Errorf("gc: %w", err)
 			}
-			e.known.Delete(h)
 		}
 	}
 	return rep, nil

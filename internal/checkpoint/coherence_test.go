@@ -1,0 +1,113 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/mlrb/mlrb/internal/blob"
+)
+
+func writeFile(t *testing.T, path string, b []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func randomBytes(t *testing.T, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestRestoreAcrossAChunkSizeChange: a host with another chunk size takes
+// the next checkpoint of a workspace whose big file did not change; the
+// restore is byte-identical, whatever the restoring engine's size.
+func TestRestoreAcrossAChunkSizeChange(t *testing.T) {
+	ctx := context.Background()
+	store, err := blob.NewFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	big := randomBytes(t, 3<<20+12345)
+	writeFile(t, filepath.Join(src, "weights.bin"), big)
+	small := New(store, 64<<10)
+	m1, err := small.Save(ctx, src, Meta{RunID: "r", Seq: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The workspace is quiet: the next save would reuse the file's chunks.
+	m1.CreatedAt = m1.CreatedAt.Add(DefaultRacyWindow * 10)
+	writeFile(t, filepath.Join(src, "log.txt"), []byte("step 2\n"))
+	large := New(store, 1<<20)
+	m2, err := large.Save(ctx, src, Meta{RunID: "r", Seq: 2}, m1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, restorer := range []*Engine{small, large, New(store, 256<<10)} {
+		dst := t.TempDir()
+		if err := restorer.Restore(ctx, m2, dst); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(dst, "weights.bin"))
+		if err != nil || !bytes.Equal(got, big) {
+			t.Fatalf("restored with a %d-byte engine: %d bytes, identical %v (%v)", restorer.ChunkSize, len(got), bytes.Equal(got, big), err)
+		}
+	}
+}
+
+// TestGCInAnotherProcessThenRevertedContent: a worker's engine has stored
+// content X; X is checkpointed over, pruned and collected by a GC in
+// another process (its own engine); the worker's agent then writes X
+// again. The next checkpoint must store X's chunks again, not point at
+// the collected ones.
+func TestGCInAnotherProcessThenRevertedContent(t *testing.T) {
+	ctx := context.Background()
+	store, err := blob.NewFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker, gc := New(store, 64<<10), New(store, 64<<10)
+	src := t.TempDir()
+	x, y := randomBytes(t, 200<<10), randomBytes(t, 200<<10)
+	p := filepath.Join(src, "model.bin")
+	writeFile(t, p, x)
+	if _, err := worker.Save(ctx, src, Meta{RunID: "r", Seq: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, p, y)
+	m2, err := worker.Save(ctx, src, Meta{RunID: "r", Seq: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := worker.Prune(ctx, "r", 1); err != nil || n != 1 {
+		t.Fatalf("prune: %d, %v", n, err)
+	}
+	rep, err := gc.GC(ctx, GCOptions{})
+	if err != nil || rep.Deleted == 0 {
+		t.Fatalf("gc: %+v, %v", rep, err)
+	}
+	writeFile(t, p, x)
+	m3, err := worker.Save(ctx, src, Meta{RunID: "r", Seq: 3}, m2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	if err := worker.Restore(ctx, m3, dst); err != nil {
+		t.Fatalf("restore of the reverted content: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dst, "model.bin")); !bytes.Equal(got, x) {
+		t.Fatal("restored content is not the reverted content")
+	}
+}
