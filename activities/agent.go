@@ -23,9 +23,13 @@ import (
 // (heartbeats, checkpoints, deadlines, the operator's controls) and end
 // the attempt with a final checkpoint, or hand it back to the run.
 func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, error) {
+	lv := live(ctx)
+	defer lv.close()
 	at := a.attempt(in.RunID, in.Attempt)
+	// The attempt's files are gone with it: its work is in the checkpoints.
+	defer a.removeAttempt(at)
 	log := a.Logger.With(zap.String("run", in.RunID), zap.Int("attempt", in.Attempt))
-	prev, err := a.prepare(ctx, in, at, log)
+	prev, err := a.prepare(lv.counting(ctx), in, at, lv, log)
 	if err != nil {
 		return nil, err
 	}
@@ -35,15 +39,17 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 	if err != nil {
 		return nil, err
 	}
+	lv.step(stepStarting, 0)
 	h, err := a.Workspace.Start(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("start agent: %w", err)
 	}
+	lv.step(stepRunning, 0)
 	log.Info("agent started", zap.Time("deadline", dl.Hard), zap.Bool("resumed", prev != nil))
 	notes := newNotifier(ctx, a.signaller(ctx), log)
 	defer notes.close()
 	ck := &checkpointer{ws: a.Workspace, engine: a.Engine, at: at, seq: in.NextSeq, prev: prev, keep: a.Keep, notes: notes, log: log}
-	hk := &attemptHooks{a: a, ctx: ctx, at: at, ck: ck, log: log,
+	hk := &attemptHooks{a: a, ctx: ctx, at: at, ck: ck, lv: lv, log: log,
 		logs: &logstore.Shipper{Store: a.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Path: spec.LogPath}}
 	sv := &supervisor{h: h, dl: dl, stopped: StopExited, started: start, base: in.Budget.UsedS, now: time.Now, hooks: hk, log: log}
 	end := sv.run(ctx, activity.GetWorkerStopChannel(ctx), activity.GetInfo(ctx).HeartbeatTimeout, in.Interval)
@@ -67,7 +73,8 @@ func (a *Activities) conclude(ctx context.Context, sv *supervisor, end ending, h
 	hk.heartbeat(end.used)
 	hk.shipLastLogs()
 	if end.kind == handedBack {
-		if _, err := hk.ck.save(ctx, end.used, nil); err != nil {
+		hk.lv.step(stepHandBack, 0)
+		if _, err := hk.ck.save(hk.lv.counting(ctx), end.used, nil); err != nil {
 			hk.log.Warn("checkpoint of a stopped agent; its work since the last one is lost", zap.Error(err))
 		}
 		if err := notes.flush(ctx); err != nil {
@@ -84,7 +91,8 @@ func (a *Activities) conclude(ctx context.Context, sv *supervisor, end ending, h
 		}
 	}
 	ending := &checkpoint.Ending{StoppedBy: string(res.StoppedBy), ExitCode: res.ExitCode, Reason: res.Reason}
-	if err := hk.ck.final(ctx, end.used, ending, func() { hk.heartbeat(end.used) }); err != nil {
+	hk.lv.step(stepFinalSave, 0)
+	if err := hk.ck.final(hk.lv.counting(ctx), end.used, ending); err != nil {
 		return nil, err
 	}
 	if err := notes.flush(ctx); err != nil {
@@ -98,9 +106,10 @@ func (a *Activities) conclude(ctx context.Context, sv *supervisor, end ending, h
 // prepare makes the attempt's directory and restores the latest usable
 // checkpoint into its workspace when the attempt resumes one (nil: a
 // fresh start).
-func (a *Activities) prepare(ctx context.Context, in AgentInput, at *attempt, log *zap.Logger) (*checkpoint.Manifest, error) {
-	// Earlier attempts of this run are dead (reaped or timed out): their
-	// workspaces are replaced by the checkpoint.
+func (a *Activities) prepare(ctx context.Context, in AgentInput, at *attempt, lv *liveness, log *zap.Logger) (*checkpoint.Manifest, error) {
+	lv.step(stepPreparing, 0)
+	// Earlier attempts of this run are dead (reaped or timed out): what
+	// they left is replaced by the checkpoint.
 	_ = os.RemoveAll(filepath.Dir(at.dir))
 	if err := os.MkdirAll(filepath.Join(at.Workdir(), contract.OutputDir), 0o755); err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
@@ -112,12 +121,24 @@ func (a *Activities) prepare(ctx context.Context, in AgentInput, at *attempt, lo
 	if in.Resume.RunID != "" {
 		src = in.Resume.RunID // a fork resumes from another run's checkpoint
 	}
-	m, err := a.restoreLatest(ctx, src, in.Resume, func(m *checkpoint.Manifest) error { return a.Workspace.Restore(ctx, m, at) })
+	m, err := a.restoreLatest(ctx, src, in.Resume, func(m *checkpoint.Manifest) error {
+		lv.step(stepRestoring, m.Bytes)
+		return a.Workspace.Restore(ctx, m, at)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
 	log.Info("restored checkpoint", zap.Int("seq", m.Seq), zap.Int("files", len(m.Files)))
 	return m, nil
+}
+
+// removeAttempt removes what the attempt left on this host, and the
+// run's directory when no attempt is left in it.
+func (a *Activities) removeAttempt(at *attempt) {
+	if err := os.RemoveAll(at.dir); err != nil {
+		a.Logger.Warn("remove the attempt's files", zap.String("dir", at.dir), zap.Error(err))
+	}
+	_ = os.Remove(filepath.Dir(at.dir)) // only if empty
 }
 
 // agentTask writes the attempt's task spec, prompt and deadline files and
@@ -163,23 +184,41 @@ type attemptHooks struct {
 	ctx  context.Context
 	at   *attempt
 	ck   *checkpointer
+	lv   *liveness
 	logs *logstore.Shipper
 	log  *zap.Logger
+	// shipping is the log shipment in flight: a slow store delays the
+	// logs, never the supervisor.
+	shipping chan struct{}
 }
 
-func (k *attemptHooks) heartbeat(agentSeconds float64) {
-	activity.RecordHeartbeat(k.ctx, Progress{AgentSeconds: agentSeconds})
-}
+func (k *attemptHooks) heartbeat(agentSeconds float64) { k.lv.agent(agentSeconds) }
 
 func (k *attemptHooks) checkpoint(agentSeconds float64) { k.ck.start(k.ctx, agentSeconds) }
 
 func (k *attemptHooks) shipLogs() {
-	if err := k.logs.Ship(k.ctx, false); err != nil {
-		k.log.Warn("log segment not stored", zap.Error(err))
+	if k.shipping != nil {
+		select {
+		case <-k.shipping:
+		default:
+			return // the last shipment is still going
+		}
 	}
+	done := make(chan struct{})
+	k.shipping = done
+	go func() {
+		defer close(done)
+		if err := k.logs.Ship(k.ctx, false); err != nil {
+			k.log.Warn("log segment not stored", zap.Error(err))
+		}
+	}()
 }
 
+// shipLastLogs ships the rest of the log once the agent has ended.
 func (k *attemptHooks) shipLastLogs() {
+	if k.shipping != nil {
+		<-k.shipping
+	}
 	if err := k.logs.Ship(k.ctx, true); err != nil {
 		k.log.Warn("log segment not stored", zap.Error(err))
 	}

@@ -88,7 +88,7 @@ func (c *checkpointer) save(ctx context.Context, agentSeconds float64, end *chec
 
 // final retries the last checkpoint with backoff until it commits: the
 // agent has ended, and only this checkpoint keeps its work.
-func (c *checkpointer) final(ctx context.Context, used float64, end *checkpoint.Ending, heartbeat func()) error {
+func (c *checkpointer) final(ctx context.Context, used float64, end *checkpoint.Ending) error {
 	delay := time.Second
 	for {
 		_, err := c.save(ctx, used, end)
@@ -96,7 +96,6 @@ func (c *checkpointer) final(ctx context.Context, used float64, end *checkpoint.
 			return nil
 		}
 		c.log.Warn("final checkpoint failed; retrying", zap.Duration("in", delay), zap.Error(err))
-		heartbeat()
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("final checkpoint: %w (gave up: %v)", err, ctx.Err())

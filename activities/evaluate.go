@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -28,10 +29,14 @@ import (
 // evaluator in the workspace (a process, or a fresh container) and reads
 // its lm-eval results.
 func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (*EvalResult, error) {
-	ev, root, err := a.prepareEvaluation(ctx, in)
+	lv := live(ctx)
+	defer lv.close()
+	ev, root, err := a.prepareEvaluation(ctx, in, lv)
 	if err != nil {
 		return nil, err
 	}
+	// The evaluation's files go with it; the checkpoint stays in the store.
+	defer a.removeEvaluation(ev)
 	params, violations := CheckConstraints(ev.model, in.Task.Constraints)
 	image := in.Task.Evaluation.Image
 	if in.Image != "" {
@@ -39,9 +44,11 @@ func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (*EvalResult, e
 	}
 	spec := a.Workspace.EvalTask(ev, in.Task.Evaluation.Command, image)
 	spec.Labels = map[string]string{runtime.LabelRun: in.RunID, runtime.LabelRole: "evaluator"}
+	lv.step(stepEvaluating, 0)
 	if err := a.runEvaluator(ctx, spec, in.Task.Evaluation.Timeout.D()); err != nil {
 		return nil, err
 	}
+	lv.step(stepReadResults, 0)
 	file, err := lmeval.Find(ev.results)
 	if err != nil {
 		return nil, err
@@ -51,6 +58,10 @@ func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (*EvalResult, e
 		return nil, err
 	}
 	score, metrics, err := lmeval.Score(r, in.Task.Metric)
+	if err != nil {
+		return nil, err
+	}
+	kept, err := a.keepResults(ctx, in.RunID, ev, file)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +75,7 @@ func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (*EvalResult, e
 	}
 	a.Logger.Info("evaluated", zap.String("run", in.RunID), zap.Float64("score", score), zap.Strings("violations", violations))
 	rel, _ := filepath.Rel(root.dir, ev.model)
-	return &EvalResult{Score: score, Metrics: metrics, ModelPath: filepath.ToSlash(rel), Params: params, Violations: violations, ResultsFile: file,
+	return &EvalResult{Score: score, Metrics: metrics, ModelPath: filepath.ToSlash(rel), Params: params, Violations: violations, ResultsFile: kept,
 		Image: a.digest(ctx, spec.Image), Usage: readUsage(root.workdir)}, nil
 }
 
@@ -73,7 +84,8 @@ type snapshot struct{ dir, workdir string }
 
 // prepareEvaluation restores the final checkpoint into a directory of
 // its own and lays out the evaluation around the model found in it.
-func (a *Activities) prepareEvaluation(ctx context.Context, in EvalInput) (*evalDirs, snapshot, error) {
+func (a *Activities) prepareEvaluation(ctx context.Context, in EvalInput, lv *liveness) (*evalDirs, snapshot, error) {
+	lv.step(stepPreparing, 0)
 	try := activity.GetInfo(ctx).Attempt
 	dir := filepath.Join(a.WorkDir, "eval", runKey(in.RunID), fmt.Sprintf("try-%d", try))
 	_ = os.RemoveAll(dir)
@@ -82,12 +94,16 @@ func (a *Activities) prepareEvaluation(ctx context.Context, in EvalInput) (*eval
 	if err != nil {
 		return nil, root, fmt.Errorf("final checkpoint: %w", err)
 	}
-	if err := a.Engine.Restore(ctx, m, root.dir); err != nil {
+	lv.step(stepRestoring, m.Bytes)
+	if err := a.Engine.Restore(lv.counting(ctx), m, root.dir); err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, root, fmt.Errorf("restore final checkpoint: %w", err)
 	}
+	lv.step(stepFindModel, 0)
 	root.workdir = filepath.Join(root.dir, filepath.FromSlash(m.Workdir))
 	model, err := FindModel(root.dir, root.workdir)
 	if err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, root, temporal.NewNonRetryableApplicationError(err.Error(), ErrNoModel, err)
 	}
 	ev := &evalDirs{name: fmt.Sprintf("eval-%s-%d", runKey(in.RunID), try), dir: dir, model: model, results: filepath.Join(dir, "results"),
@@ -103,10 +119,6 @@ func (a *Activities) prepareEvaluation(ctx context.Context, in EvalInput) (*eval
 	return ev, root, nil
 }
 
-// evalHeartbeatEvery keeps the evaluation alive well inside its heartbeat
-// timeout (at least 30 s).
-const evalHeartbeatEvery = 5 * time.Second
-
 // runEvaluator runs the evaluator to its end, its timeout, or the
 // activity's cancellation.
 func (a *Activities) runEvaluator(ctx context.Context, spec runtime.TaskSpec, timeout time.Duration) error {
@@ -117,16 +129,12 @@ func (a *Activities) runEvaluator(ctx context.Context, spec runtime.TaskSpec, ti
 	defer func() { _ = h.Destroy() }()
 	limit := time.NewTimer(timeout)
 	defer limit.Stop()
-	tick := time.NewTicker(evalHeartbeatEvery)
-	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			_ = h.Kill()
 			<-h.Wait()
 			return ctx.Err()
-		case <-tick.C:
-			activity.RecordHeartbeat(ctx)
 		case <-limit.C:
 			_ = h.Kill()
 			<-h.Wait()
@@ -138,6 +146,30 @@ func (a *Activities) runEvaluator(ctx context.Context, spec runtime.TaskSpec, ti
 			return nil
 		}
 	}
+}
+
+// keepResults stores the evaluator's results file in the blob store (the
+// evaluation's directory goes) and returns its key.
+func (a *Activities) keepResults(ctx context.Context, runID string, ev *evalDirs, file string) (string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", fmt.Errorf("results: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	key := path.Join("runs", runKey(runID), "evaluations", filepath.Base(ev.dir), filepath.Base(file))
+	if err := a.Engine.Store.Put(ctx, key, f); err != nil {
+		return "", fmt.Errorf("keep results: %w", err)
+	}
+	return key, nil
+}
+
+// removeEvaluation removes an evaluation's files, and the run's
+// evaluation directory when nothing else is in it.
+func (a *Activities) removeEvaluation(ev *evalDirs) {
+	if err := os.RemoveAll(ev.dir); err != nil {
+		a.Logger.Warn("remove the evaluation's files", zap.String("dir", ev.dir), zap.Error(err))
+	}
+	_ = os.Remove(filepath.Dir(ev.dir)) // only if empty
 }
 
 // readUsage reads the LLM usage the agent reported, if it did.

@@ -143,10 +143,14 @@ type AgentInput struct {
 	Grace    time.Duration
 }
 
-// Progress is the agent activity's heartbeat detail, and the detail of
-// an attempt handed back (ErrAgentKilled): the agent time reached.
+// Progress is the heartbeat detail of the agent and evaluation
+// activities, and the detail of an attempt handed back (ErrAgentKilled):
+// the agent time reached, and the step under way with its progress.
 type Progress struct {
 	AgentSeconds float64 `json:"agent_seconds"`
+	Step         string  `json:"step,omitempty"`
+	DoneBytes    int64   `json:"done_bytes,omitempty"`
+	TotalBytes   int64   `json:"total_bytes,omitempty"`
 }
 
 // StopReason is how an agent attempt stopped.
@@ -184,11 +188,12 @@ type EvalInput struct {
 
 // EvalResult is a scored model.
 type EvalResult struct {
-	Score       float64
-	Metrics     map[string]float64
-	ModelPath   string
-	Params      int64
-	Violations  []string
+	Score      float64
+	Metrics    map[string]float64
+	ModelPath  string
+	Params     int64
+	Violations []string
+	// ResultsFile is the blob key of the evaluator's results file.
 	ResultsFile string
 	// Image is the evaluator image's digest (container runtime only).
 	Image string

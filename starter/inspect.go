@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/workflows"
@@ -36,6 +37,9 @@ type statusView struct {
 	CheckpointFailures int               `json:"checkpoint_failures"`
 	CheckpointStale    bool              `json:"checkpoint_stale"`
 	CheckpointError    string            `json:"checkpoint_error,omitempty"`
+	// Step is what the run's agent or evaluation activity is doing, from
+	// its last heartbeat ("restoring 4.1 of 19.8 GiB").
+	Step string `json:"step,omitempty"`
 }
 
 func view(st workflows.Status, now time.Time) statusView {
@@ -50,6 +54,25 @@ func view(st workflows.Status, now time.Time) statusView {
 	return v
 }
 
+// activityStep is the step of a run's agent or evaluation activity under
+// way, from its last heartbeat ("" when none is running).
+func activityStep(ctx context.Context, c client.Client, runID string) string {
+	d, err := c.DescribeWorkflowExecution(ctx, runID, "")
+	if err != nil {
+		return ""
+	}
+	for _, pa := range d.PendingActivities {
+		if pa.GetHeartbeatDetails() == nil {
+			continue
+		}
+		var p activities.Progress
+		if converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &p) == nil && p.Step != "" {
+			return pa.GetActivityType().GetName() + ": " + p.String()
+		}
+	}
+	return ""
+}
+
 func statusCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -62,6 +85,7 @@ func statusCmd() *cobra.Command {
 				return err
 			}
 			v := view(st, time.Now())
+			v.Step = activityStep(ctx, c, args[0])
 			if asJSON {
 				return printJSON(v)
 			}
@@ -71,6 +95,9 @@ func statusCmd() *cobra.Command {
 			}
 			fmt.Printf("run          %s (%s)\nphase        %s\nattempt      %d\ncheckpoints  %d (last %s)\nbudget left  %.1fs of %.0fs (lost %.1fs refunded, infra wait %.1fs)\n",
 				v.RunID, v.Task, v.Phase, v.Attempt, v.Checkpoints, age, v.BudgetLeftS, v.Budget.GrantedS(), v.Budget.LostS, v.Budget.InfraWaitS)
+			if v.Step != "" {
+				fmt.Printf("step         %s\n", v.Step)
+			}
 			if v.CheckpointFailures > 0 {
 				stale := ""
 				if v.CheckpointStale {

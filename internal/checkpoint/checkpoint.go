@@ -194,6 +194,22 @@ func (e *Engine) save(ctx context.Context, meta Meta, prev *Manifest, what strin
 	return s.m, nil
 }
 
+type progressKey struct{}
+
+// WithProgress makes the saves and restores run under ctx report each
+// piece of file content they handle, in bytes, to fn; fn is called from
+// several goroutines at once.
+func WithProgress(ctx context.Context, fn func(bytes int64)) context.Context {
+	return context.WithValue(ctx, progressKey{}, fn)
+}
+
+// report passes n handled bytes to ctx's progress function, if any.
+func report(ctx context.Context, n int64) {
+	if fn, ok := ctx.Value(progressKey{}).(func(int64)); ok && n > 0 {
+		fn(n)
+	}
+}
+
 // syncKnown forgets the chunks known to be stored when a GC (in this
 // process or another) has deleted chunks since they were learnt. It runs
 // under the save lock, which no GC runs beside, so the cache holds for
@@ -294,7 +310,9 @@ func (e *Engine) Save(ctx context.Context, dir string, meta Meta, prev *Manifest
 			case info.Mode().IsRegular():
 				f.Size, f.MTime = info.Size(), info.ModTime().UnixNano()
 				var ok bool
-				if f.Chunks, ok = s.unchanged(f); !ok {
+				if f.Chunks, ok = s.unchanged(f); ok {
+					report(ctx, f.Size)
+				} else {
 					f.Chunks, err = s.saveFile(p, info)
 					if errors.Is(err, ErrTorn) {
 						s.m.Unsettled = append(s.m.Unsettled, f.Path)
@@ -454,6 +472,7 @@ func (s *saving) readChunks(p string, size int64, withSums bool) ([]string, []ui
 				read.Done()
 				return nil
 			}
+			report(s.ctx, int64(k))
 			if withSums {
 				sums[i] = xxhash.Sum64(buf)
 			}
@@ -597,6 +616,7 @@ func (e *Engine) restoreFile(ctx context.Context, g *errgroup.Group, chunkSize i
 			if err == nil {
 				_, err = out.WriteAt(data, int64(i)*int64(chunkSize))
 				written.Add(int64(len(data)))
+				report(ctx, int64(len(data)))
 			}
 			if err != nil {
 				_ = out.Close()

@@ -79,7 +79,7 @@ func TestWorkerKilledMidRun(t *testing.T) {
 
 	// The second agent process saw MLRB_RESUMED=1 and the restored trials;
 	// the agent started exactly twice.
-	starts := readStarts(t, e, runID, 2)
+	starts := readStarts(t, e, runID)
 	if len(starts) != 2 || starts[0] != "attempt=1 resumed=0 trials_found=0" {
 		t.Fatalf("starts = %q", starts)
 	}
@@ -116,7 +116,7 @@ func TestServerKilledMidRun(t *testing.T) {
 		e.dumpLogs()
 		t.Fatalf("result = %+v", res)
 	}
-	starts := readStarts(t, e, runID, 1)
+	starts := readStarts(t, e, runID)
 	if len(starts) != 1 {
 		t.Fatalf("the agent started %d times, want once: %q", len(starts), starts)
 	}
@@ -152,7 +152,7 @@ func TestWorkerStoppedGracefully(t *testing.T) {
 	if res.Budget.InfraWaitS >= 8 {
 		t.Fatalf("infra wait %.1fs: the hand-back waited for a timeout", res.Budget.InfraWaitS)
 	}
-	starts := readStarts(t, e, runID, 2)
+	starts := readStarts(t, e, runID)
 	m := regexp.MustCompile(`^attempt=2 resumed=1 trials_found=(\d+)$`).FindStringSubmatch(starts[len(starts)-1])
 	if len(starts) != 2 || m == nil {
 		t.Fatalf("starts = %q", starts)
@@ -160,10 +160,15 @@ func TestWorkerStoppedGracefully(t *testing.T) {
 	t.Logf("budget %+v, checkpoints %d, second start %q", res.Budget, res.Checkpoints, starts[1])
 }
 
-func readStarts(t *testing.T, e *env, runID string, attempt int) []string {
+// readStarts reads the agent's starts.log from the run's latest
+// checkpoint: an attempt's own files are gone once it ended.
+func readStarts(t *testing.T, e *env, runID string) []string {
 	t.Helper()
-	p := filepath.Join(e.state, "work", "runs", strings.ReplaceAll(runID, "/", "%2F"), "attempt-"+strconv.Itoa(attempt), "workspace", "starts.log")
-	b, err := os.ReadFile(p)
+	dir := filepath.Join(t.TempDir(), "restored")
+	if _, errs, code := e.starter("checkpoint", "restore", runID, dir); code != 0 {
+		t.Fatalf("restore %s: exit %d: %s", runID, code, errs)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "starts.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +223,7 @@ func TestForkFromACheckpoint(t *testing.T) {
 	if fork.Outcome != "scored" || fork.Task != "e2e_crash" || fork.Seed != 3 || fork.Budget.UsedS < 2 {
 		t.Fatalf("fork = %+v", fork)
 	}
-	starts := readStarts(t, e, "fork-1", 1)
+	starts := readStarts(t, e, "fork-1")
 	if len(starts) != 2 || !strings.HasPrefix(starts[1], "attempt=1 resumed=1 trials_found=") || strings.HasSuffix(starts[1], "trials_found=0") {
 		t.Fatalf("fork's starts = %q", starts)
 	}

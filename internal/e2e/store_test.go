@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,6 +20,13 @@ func TestStarterFindsTheRunsStore(t *testing.T) {
 	runID := e.startRun("--task", "mini_baby_lm", "--agent", "reference", "--seed", "1")
 	if _, errs, code := e.starter("result", runID, "--wait"); code != 0 {
 		t.Fatalf("result: exit %d: %s", code, errs)
+	}
+	// Disk hygiene: the attempt's workspace and the evaluation's directory
+	// are gone with them; the run's work is in the store.
+	for _, d := range []string{"runs", "eval"} {
+		if entries, _ := os.ReadDir(filepath.Join(e.state, "work", d)); len(entries) != 0 {
+			t.Errorf("work/%s still holds %v after the run ended", d, entries[0].Name())
+		}
 	}
 	elsewhere := append([]string{}, e.vars...)
 	e.vars = append(e.vars, "MLRB_DEV_STATE_DIR="+filepath.Join(t.TempDir(), "default-state"))
