@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/subosito/gotenv"
 	"go.temporal.io/sdk/activity"
@@ -221,4 +222,36 @@ func (a *Activities) secretValues(names []string) (map[string]string, error) {
 		out[n] = v
 	}
 	return out, nil
+}
+
+// ErrNoSpace: the host's disk cannot hold what an attempt must restore;
+// the attempt is an infra loss and the run leases again.
+const ErrNoSpace = "NoSpace"
+
+// spaceMargin is kept free beyond a restore's own bytes: logs, the
+// agent's first writes, the filesystem's own overhead.
+const spaceMargin = 1 << 30
+
+// checkSpace refuses a restore of bytes the work dir's disk cannot hold.
+func (a *Activities) checkSpace(bytes int64) error {
+	free, err := freeBytes(a.WorkDir)
+	if err != nil {
+		return nil // unknown: the restore itself will say
+	}
+	if need := bytes + spaceMargin; free < need {
+		return temporal.NewApplicationError(fmt.Sprintf("host %s: %s has %.1f GiB free, the restore needs %.1f GiB", a.HostID, a.WorkDir, gib(free), gib(need)), ErrNoSpace)
+	}
+	return nil
+}
+
+// freeBytes is the space left to an unprivileged writer under dir.
+func freeBytes(dir string) (int64, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, err
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	return int64(st.Bavail) * st.Bsize, nil
 }

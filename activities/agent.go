@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,15 +24,17 @@ import (
 // (heartbeats, checkpoints, deadlines, the operator's controls) and end
 // the attempt with a final checkpoint, or hand it back to the run.
 func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, error) {
-	lv := live(ctx)
+	lv := a.live(ctx)
 	defer lv.close()
 	at := a.attempt(in.RunID, in.Attempt)
 	// The attempt's files are gone with it: its work is in the checkpoints.
 	defer a.removeAttempt(at)
 	log := a.Logger.With(zap.String("run", in.RunID), zap.Int("attempt", in.Attempt))
-	prev, err := a.prepare(lv.counting(ctx), in, at, lv, log)
-	if err != nil {
-		return nil, err
+	notes := newNotifier(ctx, a.signaller(ctx), log)
+	defer notes.close()
+	prev, ended, err := a.prepare(lv.counting(ctx), &in, at, lv, notes, log)
+	if err != nil || ended != nil {
+		return ended, err
 	}
 	start := time.Now()
 	dl := in.Budget.Attempt(start, in.Grace)
@@ -46,8 +49,6 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 	}
 	lv.step(stepRunning, 0)
 	log.Info("agent started", zap.Time("deadline", dl.Hard), zap.Bool("resumed", prev != nil))
-	notes := newNotifier(ctx, a.signaller(ctx), log)
-	defer notes.close()
 	ck := &checkpointer{ws: a.Workspace, engine: a.Engine, at: at, seq: in.NextSeq, prev: prev, keep: a.Keep, notes: notes, log: log}
 	hk := &attemptHooks{a: a, ctx: ctx, at: at, ck: ck, lv: lv, log: log,
 		logs: &logstore.Shipper{Store: a.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Path: spec.LogPath}}
@@ -103,33 +104,78 @@ func (a *Activities) conclude(ctx context.Context, sv *supervisor, end ending, h
 	return res, nil
 }
 
-// prepare makes the attempt's directory and restores the latest usable
-// checkpoint into its workspace when the attempt resumes one (nil: a
-// fresh start).
-func (a *Activities) prepare(ctx context.Context, in AgentInput, at *attempt, lv *liveness, log *zap.Logger) (*checkpoint.Manifest, error) {
+// prepare makes the attempt's workspace: restored from the latest usable
+// checkpoint when the attempt resumes one (prev), else fresh. A
+// checkpoint of this run that the run never heard of (an attempt lost
+// after it committed) is taken over: the run is told, the attempt numbers
+// on from it, and when it is a final one the agent had ended: the attempt
+// ends with it (ended) and the agent never runs twice.
+func (a *Activities) prepare(ctx context.Context, in *AgentInput, at *attempt, lv *liveness, notes *notifier, log *zap.Logger) (prev *checkpoint.Manifest, ended *AgentResult, err error) {
 	lv.step(stepPreparing, 0)
 	// Earlier attempts of this run are dead (reaped or timed out): what
 	// they left is replaced by the checkpoint.
 	_ = os.RemoveAll(filepath.Dir(at.dir))
-	if err := os.MkdirAll(filepath.Join(at.Workdir(), contract.OutputDir), 0o755); err != nil {
-		return nil, fmt.Errorf("workspace: %w", err)
+	if ahead, err := a.unheardOf(ctx, in.RunID, in.NextSeq); err != nil || ahead != nil {
+		if err != nil {
+			return nil, nil, err
+		}
+		log.Warn("taking over a checkpoint the run had not heard of", zap.Int("seq", ahead.Seq), zap.Int("by_attempt", ahead.Attempt), zap.Bool("final", ahead.Final))
+		notes.send(SignalCheckpoint, *ahead)
+		if e := ahead.Ending; ahead.Final && e != nil {
+			if err := notes.flush(ctx); err != nil {
+				return nil, nil, err
+			}
+			return nil, &AgentResult{StoppedBy: StopReason(e.StoppedBy), ExitCode: e.ExitCode, Reason: e.Reason, AgentSeconds: ahead.AgentSeconds}, nil
+		}
+		in.Resume, in.NextSeq = ahead, ahead.Seq+1
+		in.Budget.Preserve(ahead.AgentSeconds)
 	}
+	image := agentImage(*in)
 	if in.Resume == nil {
-		return nil, nil
+		return nil, nil, a.Workspace.Prepare(ctx, at, image, nil)
 	}
 	src := in.RunID
 	if in.Resume.RunID != "" {
 		src = in.Resume.RunID // a fork resumes from another run's checkpoint
 	}
 	m, err := a.restoreLatest(ctx, src, in.Resume, func(m *checkpoint.Manifest) error {
+		if err := a.checkSpace(m.Bytes); err != nil {
+			return err
+		}
 		lv.step(stepRestoring, m.Bytes)
-		return a.Workspace.Restore(ctx, m, at)
+		return a.Workspace.Prepare(ctx, at, image, m)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("restore: %w", err)
+		return nil, nil, fmt.Errorf("restore: %w", err)
 	}
 	log.Info("restored checkpoint", zap.Int("seq", m.Seq), zap.Int("files", len(m.Files)))
-	return m, nil
+	return m, nil, nil
+}
+
+// agentImage is the image an attempt runs: the run's for an MLRB agent
+// image, "" (the workspace's own) for the built-in agents.
+func agentImage(in AgentInput) string {
+	if in.Agent == AgentImage {
+		return in.Image
+	}
+	return ""
+}
+
+// unheardOf is this run's latest committed checkpoint when the run has
+// not heard of it (its sequence number is next or later), else nil.
+func (a *Activities) unheardOf(ctx context.Context, runID string, next int) (*CheckpointRef, error) {
+	m, err := a.Engine.Latest(ctx, runID)
+	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("latest checkpoint: %w", err)
+	}
+	if m.Seq < next {
+		return nil, nil
+	}
+	return &CheckpointRef{Seq: m.Seq, Attempt: m.Attempt, AgentSeconds: m.AgentSeconds, At: m.CreatedAt, Files: len(m.Files), Bytes: m.Bytes,
+		Final: m.Final, Ending: m.Ending}, nil
 }
 
 // removeAttempt removes what the attempt left on this host, and the
@@ -160,11 +206,7 @@ func (a *Activities) agentTask(in AgentInput, at *attempt, dl budget.Deadlines, 
 	}
 	env := contract.Env{Task: in.Task.ID, Seed: in.Seed, Deadline: dl.Hard, TimeRemaining: time.Until(dl.Hard), Attempt: in.Attempt,
 		Resumed: resumed, Suite: in.Task.Suite, Provider: in.Provider}
-	image := ""
-	if in.Agent == AgentImage {
-		image = in.Image
-	}
-	spec := a.Workspace.AgentTask(at, agentCommands[in.Agent], image, &env)
+	spec := a.Workspace.AgentTask(at, agentCommands[in.Agent], agentImage(in), &env)
 	secrets, err := a.secretValues(in.Secrets)
 	if err != nil {
 		return spec, err

@@ -29,7 +29,7 @@ import (
 // evaluator in the workspace (a process, or a fresh container) and reads
 // its lm-eval results.
 func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (*EvalResult, error) {
-	lv := live(ctx)
+	lv := a.live(ctx)
 	defer lv.close()
 	ev, root, err := a.prepareEvaluation(ctx, in, lv)
 	if err != nil {

@@ -22,11 +22,14 @@ type liveness struct {
 	done    atomic.Int64
 	stop    chan struct{}
 	stopped chan struct{}
+	dir     string
 }
 
-// live starts heartbeating ctx's activity.
-func live(ctx context.Context) *liveness {
-	l := &liveness{stop: make(chan struct{}), stopped: make(chan struct{})}
+// live starts heartbeating ctx's activity of this host, whose work disk
+// holds dir.
+func (a *Activities) live(ctx context.Context) *liveness {
+	l := &liveness{stop: make(chan struct{}), stopped: make(chan struct{}), dir: a.WorkDir}
+	l.p.Host = a.HostID
 	every := heartbeatEvery(activity.GetInfo(ctx).HeartbeatTimeout)
 	go func() {
 		defer close(l.stopped)
@@ -73,6 +76,9 @@ func (l *liveness) progress() Progress {
 	defer l.mu.Unlock()
 	p := l.p
 	p.DoneBytes = l.done.Load()
+	if free, err := freeBytes(l.dir); err == nil {
+		p.FreeBytes = free
+	}
 	return p
 }
 

@@ -4,6 +4,7 @@
 package activities
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/mlrb/mlrb/internal/budget"
@@ -151,6 +152,22 @@ type Progress struct {
 	Step         string  `json:"step,omitempty"`
 	DoneBytes    int64   `json:"done_bytes,omitempty"`
 	TotalBytes   int64   `json:"total_bytes,omitempty"`
+	// Host and FreeBytes: where the activity runs and the space left on
+	// its work disk.
+	Host      string `json:"host,omitempty"`
+	FreeBytes int64  `json:"free_bytes,omitempty"`
+}
+
+// LowDisk is free space under which the status warns: less than a
+// large model's weights.
+const LowDisk = 20 << 30
+
+// DiskWarning says the host's disk runs low, or "".
+func (p Progress) DiskWarning() string {
+	if p.Host == "" || p.FreeBytes >= LowDisk {
+		return ""
+	}
+	return fmt.Sprintf("low: %.1f GiB free on host %s", gib(p.FreeBytes), p.Host)
 }
 
 // StopReason is how an agent attempt stopped.

@@ -32,8 +32,10 @@ import (
 type Workspace interface {
 	// Start and Reap run tasks and kill what a dead worker left.
 	runtime.Runtime
-	// Restore puts checkpoint m where the attempt's agent will find it.
-	Restore(ctx context.Context, m *checkpoint.Manifest, at *attempt) error
+	// Prepare makes the attempt's workspace on this host: checkpoint m
+	// restored into it, or (m nil) a fresh one, seeded from the agent's
+	// image (image; "": the workspace's own) where it has one.
+	Prepare(ctx context.Context, at *attempt, image string, m *checkpoint.Manifest) error
 	// AgentTask describes the agent's task: command (nil: the image's
 	// own), image, mounts and limits; it fills in the paths env tells
 	// the agent.
@@ -72,9 +74,9 @@ func (at *attempt) Log() string    { return filepath.Join(at.dir, "agent.log") }
 // deadline), outside the checkpointed workspace.
 func (at *attempt) Control() string { return filepath.Join(at.dir, "control") }
 
-// Staging is where a container's checkpoint is restored, verified, before
-// it is copied into the container.
-func (at *attempt) Staging() string { return filepath.Join(at.dir, "restore") }
+// Root holds a container's checkpointed paths on this host (root/app for
+// /app), mounted into the container.
+func (at *attempt) Root() string { return filepath.Join(at.dir, "root") }
 
 // Labels tie the attempt's task to its run and attempt, for fencing.
 func (at *attempt) Labels(token, task string) map[string]string {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/mlrb/mlrb/internal/checkpoint"
@@ -20,9 +22,12 @@ const (
 )
 
 // ContainerWorkspace runs agents and evaluators as Docker containers. The
-// agent's paths (Paths) live in its container; they are checkpointed
-// through Docker's archive API and restored by copying a verified tree in
-// before the container starts.
+// agent's checkpointed paths (Paths: /app, the Hugging Face cache) live on
+// this host's disk, seeded once from the image and mounted into the
+// container: a checkpoint reads them as plain files, so its cost follows
+// what changed (unchanged files are skipped unread, files still being
+// written are never committed torn, hardlinks and symlinks are kept), not
+// the size of the workspace, and nothing streams through the daemon.
 type ContainerWorkspace struct {
 	Docker *runtime.Docker
 	Engine *checkpoint.Engine
@@ -40,26 +45,45 @@ type ContainerWorkspace struct {
 	PidsLimit   int64
 }
 
-// Start starts a task; a restored tree is copied in first and its staging
-// dir freed once the container has it.
+// Start starts a task's container.
 func (w *ContainerWorkspace) Start(ctx context.Context, spec runtime.TaskSpec) (runtime.Handle, error) {
-	h, err := w.Docker.Start(ctx, spec)
-	if spec.RestoreDir != "" {
-		_ = os.RemoveAll(spec.RestoreDir)
-	}
-	return h, err
+	return w.Docker.Start(ctx, spec)
 }
 
 // Reap removes every container an earlier worker of this host left.
 func (w *ContainerWorkspace) Reap(ctx context.Context) (int, error) { return w.Docker.Reap(ctx) }
 
-// Restore restores m into a staging dir, every chunk verified, so that a
-// damaged checkpoint falls back before any container exists.
-func (w *ContainerWorkspace) Restore(ctx context.Context, m *checkpoint.Manifest, at *attempt) error {
-	if err := os.RemoveAll(at.Staging()); err != nil {
+// Prepare restores m's paths onto this host's disk, every chunk verified
+// (a damaged checkpoint falls back before any container exists), or seeds
+// them from the image on a fresh start.
+func (w *ContainerWorkspace) Prepare(ctx context.Context, at *attempt, image string, m *checkpoint.Manifest) error {
+	if err := os.RemoveAll(at.Root()); err != nil {
 		return err
 	}
-	return w.Engine.Restore(ctx, m, at.Staging())
+	var err error
+	if m != nil {
+		err = w.Engine.Restore(ctx, m, at.Root())
+	} else {
+		if image == "" {
+			image = w.AgentImage
+		}
+		err = w.Docker.Seed(ctx, image, w.Paths, at.Root())
+	}
+	if err != nil {
+		return err
+	}
+	// Every mount needs its source, and the agent its output dir.
+	for _, p := range append(slices.Clone(w.Paths), path.Join(w.Workdir, contract.OutputDir)) {
+		if err := os.MkdirAll(w.onHost(at, p), 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// onHost is a container path's place on this host.
+func (w *ContainerWorkspace) onHost(at *attempt, p string) string {
+	return filepath.Join(at.Root(), filepath.FromSlash(strings.TrimPrefix(path.Clean(p), "/")))
 }
 
 // AgentTask runs the agent in a container: the built-in agents from the
@@ -74,33 +98,20 @@ func (w *ContainerWorkspace) AgentTask(at *attempt, command []string, image stri
 		// The control dir, not its file, is mounted: a rewrite replaces
 		// the file, which a file mount would not follow.
 		Binds: []string{at.Spec() + ":" + spec + ":ro", at.Prompt() + ":" + prompt + ":ro", at.Control() + ":" + containerControlDir + ":ro"}}
+	for _, p := range w.Paths {
+		t.Binds = append(t.Binds, w.onHost(at, p)+":"+p)
+	}
 	if image != "" {
 		t.Image, t.Dir = image, "" // the image's own working dir
-	}
-	if _, err := os.Stat(at.Staging()); err == nil {
-		t.RestoreDir = at.Staging()
 	}
 	w.limit(&t)
 	return t
 }
 
-// Snapshot reads the container's paths through the archive API.
+// Snapshot reads the container's paths where they live, on this host.
 func (w *ContainerWorkspace) Snapshot(ctx context.Context, at *attempt, meta checkpoint.Meta, prev *checkpoint.Manifest) (*checkpoint.Manifest, error) {
-	archives, err := w.Docker.Archives(ctx, at.Task(), w.Paths)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		for _, ar := range archives {
-			_ = ar.Body.Close()
-		}
-	}()
-	srcs := make([]checkpoint.TarSource, len(archives))
-	for i, ar := range archives {
-		srcs[i] = checkpoint.TarSource{Prefix: ar.Prefix, R: ar.Body}
-	}
-	meta.Workdir = strings.TrimPrefix(w.Workdir, "/")
-	return w.Engine.SaveTar(ctx, srcs, meta, prev)
+	meta.Workdir = strings.TrimPrefix(path.Clean(w.Workdir), "/")
+	return w.Engine.Save(ctx, at.Root(), meta, prev)
 }
 
 // EvalTask runs the evaluator in a fresh container that never shared a

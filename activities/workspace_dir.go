@@ -20,13 +20,15 @@ type DirWorkspace struct {
 	Self string
 }
 
-// Restore restores m into the attempt's work dir.
-func (w *DirWorkspace) Restore(ctx context.Context, m *checkpoint.Manifest, at *attempt) error {
+// Prepare restores m into the attempt's work dir, or makes it empty.
+func (w *DirWorkspace) Prepare(ctx context.Context, at *attempt, _ string, m *checkpoint.Manifest) error {
 	if err := os.RemoveAll(at.Workdir()); err != nil {
 		return err
 	}
-	if err := w.Engine.Restore(ctx, m, at.Workdir()); err != nil {
-		return err
+	if m != nil {
+		if err := w.Engine.Restore(ctx, m, at.Workdir()); err != nil {
+			return err
+		}
 	}
 	return os.MkdirAll(filepath.Join(at.Workdir(), contract.OutputDir), 0o755)
 }

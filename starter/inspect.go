@@ -40,6 +40,8 @@ type statusView struct {
 	// Step is what the run's agent or evaluation activity is doing, from
 	// its last heartbeat ("restoring 4.1 of 19.8 GiB").
 	Step string `json:"step,omitempty"`
+	// Disk warns when the host's work disk runs low.
+	Disk string `json:"disk,omitempty"`
 }
 
 func view(st workflows.Status, now time.Time) statusView {
@@ -54,23 +56,23 @@ func view(st workflows.Status, now time.Time) statusView {
 	return v
 }
 
-// activityStep is the step of a run's agent or evaluation activity under
-// way, from its last heartbeat ("" when none is running).
-func activityStep(ctx context.Context, c client.Client, runID string) string {
+// activityProgress is the last heartbeat of a run's agent or evaluation
+// activity under way, and the activity's name ("" when none is).
+func activityProgress(ctx context.Context, c client.Client, runID string) (activities.Progress, string) {
+	var p activities.Progress
 	d, err := c.DescribeWorkflowExecution(ctx, runID, "")
 	if err != nil {
-		return ""
+		return p, ""
 	}
 	for _, pa := range d.PendingActivities {
 		if pa.GetHeartbeatDetails() == nil {
 			continue
 		}
-		var p activities.Progress
 		if converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &p) == nil && p.Step != "" {
-			return pa.GetActivityType().GetName() + ": " + p.String()
+			return p, pa.GetActivityType().GetName()
 		}
 	}
-	return ""
+	return p, ""
 }
 
 func statusCmd() *cobra.Command {
@@ -85,7 +87,9 @@ func statusCmd() *cobra.Command {
 				return err
 			}
 			v := view(st, time.Now())
-			v.Step = activityStep(ctx, c, args[0])
+			if p, name := activityProgress(ctx, c, args[0]); name != "" {
+				v.Step, v.Disk = name+": "+p.String(), p.DiskWarning()
+			}
 			if asJSON {
 				return printJSON(v)
 			}
@@ -97,6 +101,9 @@ func statusCmd() *cobra.Command {
 				v.RunID, v.Task, v.Phase, v.Attempt, v.Checkpoints, age, v.BudgetLeftS, v.Budget.GrantedS(), v.Budget.LostS, v.Budget.InfraWaitS)
 			if v.Step != "" {
 				fmt.Printf("step         %s\n", v.Step)
+			}
+			if v.Disk != "" {
+				fmt.Printf("disk         %s\n", v.Disk)
 			}
 			if v.CheckpointFailures > 0 {
 				stale := ""

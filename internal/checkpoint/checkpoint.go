@@ -23,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -69,6 +70,9 @@ type File struct {
 	MTime  int64       `json:"mtime_ns,omitempty"`
 	Link   string      `json:"link,omitempty"`
 	Chunks []string    `json:"chunks,omitempty"`
+	// HardLink names the earlier file of the snapshot this one is a
+	// hardlink to (same inode): restored as a link, its bytes stored once.
+	HardLink string `json:"hardlink,omitempty"`
 }
 
 // Meta is what the caller says about a checkpoint it saves.
@@ -279,6 +283,7 @@ func (s *saving) store(bp *[]byte, buf []byte, chunks []string, i int, done func
 // not change reuse their chunks without being read again.
 func (e *Engine) Save(ctx context.Context, dir string, meta Meta, prev *Manifest) (*Manifest, error) {
 	return e.save(ctx, meta, prev, dir, func(s *saving) error {
+		inodes := map[[2]uint64]string{} // files with more than one link, by device and inode
 		return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				if errors.Is(err, fs.ErrNotExist) && p != dir {
@@ -309,6 +314,15 @@ func (e *Engine) Save(ctx context.Context, dir string, meta Meta, prev *Manifest
 			case info.IsDir():
 			case info.Mode().IsRegular():
 				f.Size, f.MTime = info.Size(), info.ModTime().UnixNano()
+				st, multi := info.Sys().(*syscall.Stat_t)
+				multi = multi && st.Nlink > 1
+				if multi {
+					if first, seen := inodes[[2]uint64{st.Dev, st.Ino}]; seen {
+						f.HardLink = first
+						s.m.Files = append(s.m.Files, f)
+						return nil
+					}
+				}
 				var ok bool
 				if f.Chunks, ok = s.unchanged(f); ok {
 					report(ctx, f.Size)
@@ -330,6 +344,9 @@ func (e *Engine) Save(ctx context.Context, dir string, meta Meta, prev *Manifest
 				return nil // sockets, fifos, devices are not workspace content
 			}
 			s.add(f)
+			if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 && f.Mode.IsRegular() {
+				inodes[[2]uint64{st.Dev, st.Ino}] = f.Path
+			}
 			return nil
 		})
 	})
@@ -534,7 +551,7 @@ func (e *Engine) Restore(ctx context.Context, m *Manifest, dir string) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(e.parallel())
-	var dirs []File
+	var dirs, links []File
 	for _, f := range m.Files {
 		clean := path.Clean(f.Path)
 		if clean != f.Path || strings.HasPrefix(clean, "../") || path.IsAbs(clean) || clean == ".." {
@@ -555,6 +572,8 @@ func (e *Engine) Restore(ctx context.Context, m *Manifest, dir string) error {
 			if err := os.Symlink(f.Link, target); err != nil {
 				return fmt.Errorf("restore %s: %w", f.Path, err)
 			}
+		case f.HardLink != "":
+			links = append(links, f) // once the file it links to is written
 		default:
 			if err := e.restoreFile(gctx, g, m.ChunkSize, f, target); err != nil {
 				_ = g.Wait()
@@ -565,11 +584,42 @@ func (e *Engine) Restore(ctx context.Context, m *Manifest, dir string) error {
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("restore %s #%d: %w", m.RunID, m.Seq, err)
 	}
+	if err := restoreLinks(m, dir, links); err != nil {
+		return err
+	}
 	// Directory modes last, so a read-only dir does not block its children.
 	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i].Path) > len(dirs[j].Path) })
 	for _, d := range dirs {
 		if err := os.Chmod(filepath.Join(dir, filepath.FromSlash(d.Path)), d.Mode.Perm()); err != nil {
 			return fmt.Errorf("restore %s: %w", d.Path, err)
+		}
+	}
+	return nil
+}
+
+// restoreLinks recreates hardlinks, each to a regular file of the same
+// snapshot restored before it.
+func restoreLinks(m *Manifest, dir string, links []File) error {
+	if len(links) == 0 {
+		return nil
+	}
+	regular := map[string]bool{}
+	for _, f := range m.Files {
+		if f.Mode.IsRegular() && f.HardLink == "" {
+			regular[f.Path] = true
+		}
+	}
+	for _, f := range links {
+		if !regular[f.HardLink] {
+			return fmt.Errorf("restore %s #%d: %s links to %q, which is no regular file of the checkpoint", m.RunID, m.Seq, f.Path, f.HardLink)
+		}
+		target := filepath.Join(dir, filepath.FromSlash(f.Path))
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return fmt.Errorf("restore %s: %w", f.Path, err)
+		}
+		_ = os.Remove(target)
+		if err := os.Link(filepath.Join(dir, filepath.FromSlash(f.HardLink)), target); err != nil {
+			return fmt.Errorf("restore %s: %w", f.Path, err)
 		}
 	}
 	return nil

@@ -1,20 +1,15 @@
 package checkpoint
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/mlrb/mlrb/internal/blob"
 )
@@ -181,53 +176,6 @@ func TestManifestIsTheCommit(t *testing.T) {
 // TestTarRoundTrip: a container's archive (a tar stream) checkpoints and
 // restores to the same tree; a second archive of the unchanged tree reuses
 // every chunk.
-func TestTarRoundTrip(t *testing.T) {
-	ctx := context.Background()
-	store, _ := blob.NewFS(t.TempDir())
-	src := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(src, "app/work/output"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(src, "app/work/output/model.bin"), bytes.Repeat([]byte("w"), 3<<20), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(src, "app/run.sh"), []byte("#!/bin/sh\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	archive := func() io.Reader {
-		var b bytes.Buffer
-		tw := tar.NewWriter(&b)
-		if err := tw.AddFS(os.DirFS(src)); err != nil {
-			t.Fatal(err)
-		}
-		_ = tw.Close()
-		return &b
-	}
-	e := New(store, 1<<20)
-	e.RacyWindow = time.Nanosecond
-	m1, err := e.SaveTar(ctx, []TarSource{{R: archive()}}, Meta{RunID: "c", Seq: 1, Workdir: "app/work"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m2, err := e.SaveTar(ctx, []TarSource{{R: archive()}}, Meta{RunID: "c", Seq: 2}, m1)
-	if err != nil || m2.NewBytes != 0 {
-		t.Fatalf("second archive: %v, %d new bytes", err, m2.NewBytes)
-	}
-	dst := t.TempDir()
-	if err := e.Restore(ctx, m1, dst); err != nil {
-		t.Fatal(err)
-	}
-	want, got := treeDigest(t, src), treeDigest(t, dst)
-	for k, v := range want {
-		if got[k] != v && !strings.HasPrefix(v, "dir") {
-			t.Errorf("%s: %q, want %q", k, got[k], v)
-		}
-	}
-	if m1.Workdir != "app/work" {
-		t.Fatalf("workdir = %q", m1.Workdir)
-	}
-}
-
 // TestLatest: the newest checkpoint by sequence number (10 after 9, not
 // by string order), and ErrNoCheckpoint for a run without one.
 func TestLatest(t *testing.T) {

@@ -111,3 +111,42 @@ func TestGCInAnotherProcessThenRevertedContent(t *testing.T) {
 		t.Fatal("restored content is not the reverted content")
 	}
 }
+
+// TestHardlinksRoundTrip: a model file hardlinked into output/ is stored
+// once and restored as a link to the same content.
+func TestHardlinksRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	store, err := blob.NewFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	w := randomBytes(t, 300<<10)
+	writeFile(t, filepath.Join(src, "ckpt/model.safetensors"), w)
+	if err := os.MkdirAll(filepath.Join(src, "output/model"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(src, "ckpt/model.safetensors"), filepath.Join(src, "output/model/model.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	e := New(store, 64<<10)
+	m, err := e.Save(ctx, src, Meta{RunID: "h", Seq: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Bytes != int64(len(w)) {
+		t.Fatalf("bytes %d: the linked content must count once (%d)", m.Bytes, len(w))
+	}
+	dst := t.TempDir()
+	if err := e.Restore(ctx, m, dst); err != nil {
+		t.Fatal(err)
+	}
+	a, errA := os.Stat(filepath.Join(dst, "ckpt/model.safetensors"))
+	b, errB := os.Stat(filepath.Join(dst, "output/model/model.safetensors"))
+	if errA != nil || errB != nil || !os.SameFile(a, b) {
+		t.Fatalf("the hardlink is not restored as one: %v %v", errA, errB)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dst, "output/model/model.safetensors")); !bytes.Equal(got, w) {
+		t.Fatal("linked content differs")
+	}
+}

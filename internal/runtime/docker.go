@@ -1,13 +1,10 @@
 package runtime
 
 import (
-	"archive/tar"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path"
 	"strconv"
 	"strings"
 	"syscall"
@@ -90,7 +87,13 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 	if spec.Image == "" {
 		return nil, fmt.Errorf("start %s: no image", spec.Name)
 	}
-	env := spec.envList()
+	// The visible GPUs are set whatever the image says: exactly the leased
+	// ones, or none ("void") under a default nvidia runtime.
+	visible := "void"
+	if len(spec.Devices) > 0 {
+		visible = strings.Join(spec.deviceIDs(), ",")
+	}
+	env := append(spec.envList(), "NVIDIA_VISIBLE_DEVICES="+visible)
 	labels := map[string]string{LabelManaged: "true", LabelHost: d.host, LabelName: spec.Name}
 	for k, v := range spec.Labels {
 		labels[labelPrefix+k] = v
@@ -115,11 +118,7 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 		hc.Resources.PidsLimit = &spec.PidsLimit
 	}
 	if len(spec.Devices) > 0 {
-		ids := make([]string, len(spec.Devices))
-		for i, dev := range spec.Devices {
-			ids[i] = strconv.Itoa(dev)
-		}
-		hc.Resources.DeviceRequests = []container.DeviceRequest{{Driver: "nvidia", DeviceIDs: ids, Capabilities: [][]string{{"gpu"}}}}
+		hc.Resources.DeviceRequests = []container.DeviceRequest{{Driver: "nvidia", DeviceIDs: spec.deviceIDs(), Capabilities: [][]string{{"gpu"}}}}
 	}
 	name := ContainerName(spec.Name)
 	// A container of the same name is a leftover of this very attempt:
@@ -132,12 +131,6 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create container for %s from %s: %w", spec.Name, spec.Image, err)
-	}
-	if spec.RestoreDir != "" {
-		if err := d.copyIn(ctx, created.ID, spec.RestoreDir); err != nil {
-			_, _ = d.c.ContainerRemove(context.Background(), created.ID, client.ContainerRemoveOptions{Force: true})
-			return nil, fmt.Errorf("restore into container %s: %w", name, err)
-		}
 	}
 	h := &dockerHandle{d: d, id: created.ID, name: spec.Name, done: make(chan ExitResult, 1)}
 	wait := d.c.ContainerWait(context.Background(), created.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
@@ -172,22 +165,6 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 		close(h.done)
 	}()
 	return h, nil
-}
-
-// copyIn streams dir's tree into the container's / as one tar.
-func (d *Docker) copyIn(ctx context.Context, id, dir string) error {
-	pr, pw := io.Pipe()
-	go func() {
-		tw := tar.NewWriter(pw)
-		err := tw.AddFS(os.DirFS(dir))
-		if err == nil {
-			err = tw.Close()
-		}
-		_ = pw.CloseWithError(err)
-	}()
-	defer func() { _ = pr.Close() }()
-	_, err := d.c.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: "/", Content: pr})
-	return err
 }
 
 func (d *Docker) copyLogs(id, path string, secrets []string) {
@@ -232,33 +209,6 @@ func (d *Docker) ImageDigest(ctx context.Context, ref string) (string, error) {
 		return in.RepoDigests[0], nil
 	}
 	return in.ID, nil
-}
-
-// Archive is one path of a container as a tar stream.
-type Archive struct {
-	// Prefix is the path's parent: Docker names entries from the base.
-	Prefix string
-	Body   io.ReadCloser
-}
-
-// Archives reads paths out of a task's container (running or stopped)
-// with the archive API; a path the container lacks is skipped.
-func (d *Docker) Archives(ctx context.Context, task string, paths []string) ([]Archive, error) {
-	var out []Archive
-	for _, p := range paths {
-		res, err := d.c.CopyFromContainer(ctx, ContainerName(task), client.CopyFromContainerOptions{SourcePath: p})
-		if err != nil {
-			if strings.Contains(err.Error(), "No such container:path") || strings.Contains(err.Error(), "Could not find the file") {
-				continue
-			}
-			for _, a := range out {
-				_ = a.Body.Close()
-			}
-			return nil, fmt.Errorf("archive %s of %s: %w", p, task, err)
-		}
-		out = append(out, Archive{Prefix: strings.TrimPrefix(path.Dir(p), "/"), Body: res.Content})
-	}
-	return out, nil
 }
 
 // Task is a container this host runs, as listed for reconciliation.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -105,6 +106,10 @@ func TestDockerNoPrivilegesNoDevices(t *testing.T) {
 	hc := in.Container.HostConfig
 	if hc.Privileged || len(hc.DeviceRequests) != 0 || hc.Memory != 64<<20 || in.Container.Config.Labels["io.mlrb.run"] != "r1" {
 		t.Fatalf("host config: privileged %v, devices %v, memory %d, labels %v", hc.Privileged, hc.DeviceRequests, hc.Memory, in.Container.Config.Labels)
+	}
+	// No lease, no GPU: set explicitly, whatever the image's own env says.
+	if !slices.Contains(in.Container.Config.Env, "NVIDIA_VISIBLE_DEVICES=void") {
+		t.Fatalf("env %v: want NVIDIA_VISIBLE_DEVICES=void", in.Container.Config.Env)
 	}
 	_ = h.Kill()
 	waitFor(t, h)

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
-	"strconv"
 	"strings"
 	"syscall"
 )
@@ -77,13 +76,9 @@ func (p *Process) Start(_ context.Context, spec TaskSpec) (Handle, error) {
 		}
 	}
 	cmd.Env = append(cmd.Env, spec.envList()...)
-	if len(spec.Devices) > 0 {
-		ids := make([]string, len(spec.Devices))
-		for i, d := range spec.Devices {
-			ids[i] = strconv.Itoa(d)
-		}
-		cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES="+strings.Join(ids, ","))
-	}
+	// Always set: empty hides every GPU from a task with no lease, rather
+	// than letting it see all of them.
+	cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES="+strings.Join(spec.deviceIDs(), ","))
 	out := Redacting(logf, spec.Redact)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

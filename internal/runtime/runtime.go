@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"syscall"
 )
 
@@ -35,9 +36,6 @@ type TaskSpec struct {
 	MemoryBytes int64
 	CPUs        float64
 	PidsLimit   int64
-	// RestoreDir is a host directory whose tree is copied into the
-	// container's / before it starts.
-	RestoreDir string
 	// Redact lists secret values masked in the captured log.
 	Redact []string
 }
@@ -51,6 +49,15 @@ func (spec TaskSpec) envList() []string {
 	}
 	sort.Strings(env)
 	return env
+}
+
+// deviceIDs are the leased GPU ids as the NVIDIA tools write them.
+func (spec TaskSpec) deviceIDs() []string {
+	ids := make([]string, len(spec.Devices))
+	for i, d := range spec.Devices {
+		ids[i] = strconv.Itoa(d)
+	}
+	return ids
 }
 
 // ExitResult is how a task ended.
