@@ -121,7 +121,7 @@ func (a *Activities) LoadCheckpoint(ctx context.Context, src CheckpointSource) (
 // AcquireLease takes a GPU slot on this host for one attempt and names
 // the host queue the attempt must run on.
 func (a *Activities) AcquireLease(_ context.Context, req LeaseRequest) (*Lease, error) {
-	token := fmt.Sprintf("%s#%d", req.RunID, req.Attempt)
+	token := fmt.Sprintf("%s#%s%d", req.RunID, req.Role, req.Attempt)
 	if req.GPUCount > 0 && a.GPUType != "" && req.GPUType != "" && req.GPUType != a.GPUType {
 		return nil, temporal.NewApplicationError(fmt.Sprintf("host %s has %s GPUs, the task needs %s", a.HostID, a.GPUType, req.GPUType), ErrNoCapacity)
 	}

@@ -44,6 +44,9 @@ func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (*EvalResult, e
 	}
 	spec := a.Workspace.EvalTask(ev, in.Task.Evaluation.Command, image)
 	spec.Labels = map[string]string{runtime.LabelRun: in.RunID, runtime.LabelRole: "evaluator"}
+	if in.Lease != nil {
+		spec.Devices = in.Lease.Devices
+	}
 	lv.step(stepEvaluating, 0)
 	if err := a.runEvaluator(ctx, spec, in.Task.Evaluation.Timeout.D()); err != nil {
 		return nil, err

@@ -97,7 +97,13 @@ type LeaseRequest struct {
 	Attempt  int
 	GPUCount int
 	GPUType  string
+	// Role is what the slot is for: "" an agent attempt, LeaseEvaluation
+	// an evaluation (Attempt then counts evaluations).
+	Role string `json:",omitempty"`
 }
+
+// LeaseEvaluation is the role of an evaluation's lease.
+const LeaseEvaluation = "evaluation"
 
 // Lease is a granted slot. Token fences it: run id and attempt.
 type Lease struct {
@@ -201,6 +207,9 @@ type EvalInput struct {
 	Final CheckpointRef
 	// Image overrides the configured evaluator image.
 	Image string
+	// Lease is the GPU slot the evaluation holds on this host; its devices
+	// are the only ones the evaluator sees (nil: none).
+	Lease *Lease `json:",omitempty"`
 }
 
 // EvalResult is a scored model.

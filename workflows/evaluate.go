@@ -66,9 +66,25 @@ func (r *run) evaluate(ctx workflow.Context, outcome Outcome) (*RunResult, error
 // records the attempt; image replaces the evaluator image when set.
 func (r *run) runEvaluation(ctx workflow.Context, image string) (*activities.EvalResult, error) {
 	var ev activities.EvalResult
-	err := workflow.ExecuteActivity(evalOptions(ctx, r.pol, r.spec.Spec.Evaluation.Timeout.D()), activities.EvaluateName, activities.EvalInput{
-		RunID: r.st.RunID, Task: r.spec.Spec, Seed: r.in.Seed, Final: *r.last, Image: image,
-	}).Get(ctx, &ev)
+	in := activities.EvalInput{RunID: r.st.RunID, Task: r.spec.Spec, Seed: r.in.Seed, Final: *r.last, Image: image}
+	opts := evalOptions(ctx, r.pol, r.spec.Spec.Evaluation.Timeout.D(), "")
+	var err error
+	if workflow.GetVersion(ctx, versionEvalOnLease, workflow.DefaultVersion, 1) == 1 {
+		// The evaluator gets the task's GPUs from a host's pool, like an
+		// agent: the slot bounds evaluations per host and names the
+		// devices it may see.
+		var lease activities.Lease
+		req := activities.LeaseRequest{RunID: r.st.RunID, Attempt: len(r.evals) + 1, Role: activities.LeaseEvaluation,
+			GPUCount: r.spec.Spec.Resources.GPUCount, GPUType: r.spec.Spec.Resources.GPUType}
+		if err = workflow.ExecuteActivity(leaseOptions(ctx, r.pol), activities.AcquireLeaseName, req).Get(ctx, &lease); err == nil {
+			in.Lease = &lease
+			opts = evalOptions(ctx, r.pol, r.spec.Spec.Evaluation.Timeout.D(), lease.HostQueue)
+			defer r.release(ctx, lease)
+		}
+	}
+	if err == nil {
+		err = workflow.ExecuteActivity(opts, activities.EvaluateName, in).Get(ctx, &ev)
+	}
 	att := EvalAttempt{Image: image, At: workflow.Now(ctx)}
 	if err != nil {
 		att.Error = errText(err)

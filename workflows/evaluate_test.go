@@ -3,10 +3,14 @@ package workflows
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -101,5 +105,34 @@ func TestRetryEvaluationInPlace(t *testing.T) {
 	}
 	if len(r.Evaluations) != 3 || r.Evaluations[2].Image != "sha256:fixed" || got.Score == nil {
 		t.Fatalf("evaluations = %+v, update result %+v", r.Evaluations, got)
+	}
+}
+
+// TestEvaluationHoldsALease: the evaluation runs on a host's queue under a
+// slot of its pool for the task's GPUs, released when it ends.
+func TestEvaluationHoldsALease(t *testing.T) {
+	env := newEnv(t)
+	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(
+		agentDone(env, &activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 3}, ck(1, 3)))
+	var got activities.EvalInput
+	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.EvalInput) (*activities.EvalResult, error) {
+			got = in
+			return score(0.5), nil
+		})
+	var released []string
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+		var l activities.Lease
+		if info.ActivityType.Name == activities.ReleaseLeaseName && args.Get(&l) == nil {
+			released = append(released, l.Token)
+		}
+	})
+	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: testPolicy})
+	r := result(t, env)
+	if r.Outcome != OutcomeScored || got.Lease == nil || got.Lease.HostQueue != "mlrb-host-h" || !slices.Equal(got.Lease.Devices, []int{3}) {
+		t.Fatalf("outcome %s, evaluation lease %+v", r.Outcome, got.Lease)
+	}
+	if !strings.HasSuffix(got.Lease.Token, "#"+activities.LeaseEvaluation) || len(released) != 2 || released[1] != got.Lease.Token {
+		t.Fatalf("evaluation lease %q; released %q", got.Lease.Token, released)
 	}
 }

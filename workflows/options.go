@@ -78,11 +78,19 @@ const evalMinHeartbeat = 30 * time.Second
 
 // evalOptions: one evaluation may run for the task's evaluation timeout,
 // plus a minute to restore and read results; failures are retried with
-// backoff per policy, except a missing model or a bad task.
-func evalOptions(ctx workflow.Context, p Policy, timeout time.Duration) workflow.Context {
+// backoff per policy, except a missing model or a bad task. On a leased
+// host's queue (hostQueue), a host that never picks it up is given up on
+// like an agent's; the run then waits for retry-eval, which leases again.
+func evalOptions(ctx workflow.Context, p Policy, timeout time.Duration, hostQueue string) workflow.Context {
+	var toStart time.Duration
+	if hostQueue != "" {
+		toStart = 5*p.HeartbeatTimeout + time.Minute
+	}
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: timeout + time.Minute,
-		HeartbeatTimeout:    max(p.HeartbeatTimeout, evalMinHeartbeat),
+		TaskQueue:              hostQueue,
+		ScheduleToStartTimeout: toStart,
+		StartToCloseTimeout:    timeout + time.Minute,
+		HeartbeatTimeout:       max(p.HeartbeatTimeout, evalMinHeartbeat),
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
 			MaximumAttempts:        int32(p.EvalAttempts),

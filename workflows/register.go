@@ -37,14 +37,18 @@ func RegisterShared(r Registry, a *activities.Activities) {
 }
 
 // RegisterHost registers what a host's own queue serves: the agent
-// attempts pinned to the host that holds their lease, and the release.
+// attempts and evaluations pinned to the host that holds their lease, and
+// the release.
 func RegisterHost(r Registry, a *activities.Activities) {
 	r.RegisterActivityWithOptions(a.RunAgent, activity.RegisterOptions{Name: activities.RunAgentName})
+	r.RegisterActivityWithOptions(a.Evaluate, activity.RegisterOptions{Name: activities.EvaluateName})
 	r.RegisterActivityWithOptions(a.ReleaseLease, activity.RegisterOptions{Name: activities.ReleaseLeaseName})
 }
 
-// Register registers everything on one registry (the test suite).
+// Register registers everything on one registry (the test suite, where
+// queues do not matter).
 func Register(r Registry, a *activities.Activities) {
 	RegisterShared(r, a)
-	RegisterHost(r, a)
+	r.RegisterActivityWithOptions(a.RunAgent, activity.RegisterOptions{Name: activities.RunAgentName})
+	r.RegisterActivityWithOptions(a.ReleaseLease, activity.RegisterOptions{Name: activities.ReleaseLeaseName})
 }

@@ -34,7 +34,7 @@ func newEnvResolvingIn(t *testing.T, d time.Duration) *testsuite.TestWorkflowEnv
 	env.OnActivity(activities.ResolveTaskName, mock.Anything, mock.Anything).After(d).Return(&activities.ResolvedTask{Spec: *spec, Hash: spec.Hash()}, nil)
 	env.OnActivity(activities.AcquireLeaseName, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, r activities.LeaseRequest) (*activities.Lease, error) {
-			return &activities.Lease{HostID: "h", HostQueue: "mlrb-host-h", Token: r.RunID}, nil
+			return &activities.Lease{HostID: "h", HostQueue: "mlrb-host-h", Token: r.RunID + "#" + r.Role, Devices: []int{3}}, nil
 		})
 	env.OnActivity(activities.ReleaseLeaseName, mock.Anything, mock.Anything).Return(nil)
 	return env

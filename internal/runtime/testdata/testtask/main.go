@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -57,6 +58,8 @@ func main() {
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Println("model saved; ignoring SIGTERM")
 		time.Sleep(time.Hour)
+	case "bulk":
+		bulk(arg())
 	case "alloc":
 		var keep [][]byte
 		for i := 0; i < arg(); i++ {
@@ -74,4 +77,65 @@ func main() {
 			fmt.Println(e)
 		}
 	}
+}
+
+// bulk is a real-size agent: on its first start it writes mib MiB of
+// incompressible data into its work dir and a model whose weights file is
+// hardlinked into output/model, then works for a while; resumed, it
+// checks what it finds and ends.
+func bulk(mib int) {
+	work := os.Getenv("MLRB_WORKDIR")
+	data, ckpt, model := filepath.Join(work, "data", "bulk.bin"), filepath.Join(work, "ckpt"), filepath.Join(work, "output", "model")
+	if os.Getenv("MLRB_RESUMED") == "1" {
+		st, err := os.Stat(data)
+		a, errA := os.Stat(filepath.Join(ckpt, "model.json"))
+		b, errB := os.Stat(filepath.Join(model, "model.json"))
+		linked := errA == nil && errB == nil && os.SameFile(a, b)
+		fmt.Printf("resumed: bulk %d bytes (%v), model hardlink intact %v\n", sizeOf(st), err, linked)
+		time.Sleep(3 * time.Second)
+		return
+	}
+	for _, d := range []string{filepath.Dir(data), ckpt, model} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+	}
+	f, err := os.Create(data)
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	rng := rand.NewChaCha8([32]byte{1})
+	buf := make([]byte, 1<<20)
+	for i := 0; i < mib; i++ {
+		_, _ = rng.Read(buf)
+		if _, err := f.Write(buf); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+	}
+	if err := f.Close(); err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	_ = os.WriteFile(filepath.Join(ckpt, "model.json"), []byte(`{"order":1,"lambda":0.5,"vocab":["."],"counts":{"|.":1}}`), 0o644)
+	if err := os.Link(filepath.Join(ckpt, "model.json"), filepath.Join(model, "model.json")); err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	_ = os.WriteFile(filepath.Join(model, "config.json"), []byte(`{"model_type":"mlrb-ngram","order":1,"num_parameters":1,"torch_dtype":"float32"}`), 0o644)
+	_ = os.WriteFile(filepath.Join(work, "output", "submission.json"), []byte(`{"model_path":"output/model"}`), 0o644)
+	fmt.Printf("wrote %d MiB and a hardlinked model; working\n", mib)
+	for i := 0; ; i++ {
+		_ = os.WriteFile(filepath.Join(work, "progress.txt"), []byte(fmt.Sprintf("step %d\n", i)), 0o644)
+		time.Sleep(time.Second)
+	}
+}
+
+func sizeOf(st os.FileInfo) int64 {
+	if st == nil {
+		return -1
+	}
+	return st.Size()
 }

@@ -1,0 +1,15 @@
+package workflows
+
+// Changes to workflow code that live runs replay are gated, so that a
+// run started before a deployment replays the way it ran (a 24 h run,
+// plus up to eval.wait_limit waiting for an evaluation retry, spans
+// deployments): a change that adds, removes or reorders commands
+// (activities, timers, child workflows, search attribute upserts) takes
+// workflow.GetVersion with a change id listed here, keeps the old path
+// for DefaultVersion, and the recorded histories in testdata replay in
+// CI. A change id is never reused.
+const (
+	// versionEvalOnLease: evaluation leases a GPU slot on a host and runs
+	// on that host's queue (before: the shared queue, no lease).
+	versionEvalOnLease = "evaluate-on-a-leased-slot"
+)
