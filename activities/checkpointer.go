@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -63,7 +64,21 @@ func (c *checkpointer) start(ctx context.Context, agentSeconds float64) {
 // save takes one checkpoint; end is how the agent ended, on the final one.
 func (c *checkpointer) save(ctx context.Context, agentSeconds float64, end *checkpoint.Ending) (*CheckpointRef, error) {
 	final := end != nil
-	m, err := c.ws.Snapshot(ctx, c.at, checkpoint.Meta{RunID: c.at.runID, Seq: c.seq, Attempt: c.at.n, AgentSeconds: agentSeconds, Final: final, Ending: end}, c.prev)
+	snap := func() (*checkpoint.Manifest, error) {
+		return c.ws.Snapshot(ctx, c.at, checkpoint.Meta{RunID: c.at.runID, Seq: c.seq, Attempt: c.at.n, AgentSeconds: agentSeconds, Final: final, Ending: end}, c.prev)
+	}
+	m, err := snap()
+	var taken *checkpoint.SeqTakenError
+	if errors.As(err, &taken) {
+		// Another attempt got there first: number on after the latest.
+		latest, lerr := c.engine.Latest(ctx, c.at.runID)
+		if lerr != nil {
+			return nil, fmt.Errorf("%w (and the latest: %v)", err, lerr)
+		}
+		c.log.Warn("sequence number taken by another attempt; numbering on", zap.Int("seq", c.seq), zap.Int("by_attempt", taken.Attempt), zap.Int("next", latest.Seq+1))
+		c.seq = latest.Seq + 1
+		m, err = snap()
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -1,13 +1,21 @@
-// Command checkpoint measures the checkpoint engine against rclone on the
-// same tree and the same local S3 server (versitygw), side by side:
-// a full checkpoint vs `rclone copy` up, an incremental checkpoint after 1 %
-// of the bytes changed, and a restore vs `rclone copy` down. It prints
-// times, throughput ratios, bytes uploaded and the peak resident memory
-// of each phase.
+// Command checkpoint measures checkpoints of a container workspace at
+// real size against rclone, on the same tree and the same local S3 server
+// (versitygw), side by side. A container workspace lives on the worker's
+// disk (activities.ContainerWorkspace: root/app mounted as /app), so its
+// checkpoint and restore are the engine's over that directory, as here.
+// The tree is an MLRB workspace: 65 % of the bytes in four large weight
+// files, the rest in -small files. It prints: a full checkpoint vs
+// `rclone copy` up; an incremental checkpoint after 1 % of the bytes
+// changed, and how much a writer in the workspace (the agent) is slowed
+// meanwhile; a restore into a new workspace vs `rclone copy` down of the
+// same store content; the evaluation's start latency (restore the final
+// checkpoint, find the model, read its headers); and the peak resident
+// memory of each phase.
 package main
 
 import (
 	"context"
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -18,16 +26,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/s3test"
+	"github.com/mlrb/mlrb/tasks"
 )
 
 func main() {
 	size := flag.Int("gib", 2, "tree size in GiB")
+	small := flag.Int("small", 10000, "small files holding 35 % of the bytes")
 	dir := flag.String("dir", "", "scratch dir (default: a temp dir)")
 	flag.Parse()
 	h := &harness{}
-	err := run(h, *size, *dir)
+	err := run(h, *size, *small, *dir)
 	h.cleanup()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -84,25 +95,56 @@ func writeRandom(p string, n int64, r *rand.Rand) error {
 
 // makeTree writes a mixed tree: one large weights file, mid-size shards,
 // many small files (half of them compressible text).
-func makeTree(root string, gib int) (int64, error) {
+// writeWeights writes a safetensors file of n bytes: one F16 tensor of
+// random values behind a real header, so that the evaluation reads it.
+func writeWeights(p string, n int64, r *rand.Rand) error {
+	header := func(elems int64) []byte {
+		return []byte(fmt.Sprintf(`{"w":{"dtype":"F16","shape":[%d],"data_offsets":[0,%d]}}`, elems, 2*elems))
+	}
+	elems := (n - 8 - int64(len(header(n)))) / 2
+	h := header(elems)
+	if err := writeRandom(p, 8+int64(len(h))+2*elems, r); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	prefix := binary.LittleEndian.AppendUint64(nil, uint64(len(h)))
+	if _, err := f.WriteAt(append(prefix, h...), 0); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// makeTree writes an MLRB-like workspace under root: four weight files
+// with 65 % of the bytes and small files (logs and text half the time,
+// incompressible the rest) with the other 35 %.
+func makeTree(root string, gib, small int) (int64, error) {
 	r := rand.New(rand.NewPCG(42, 1))
 	total := int64(gib) << 30
 	var written int64
-	big := total / 2
-	if err := writeRandom(filepath.Join(root, "model", "model.safetensors"), big, r); err != nil {
-		return 0, err
-	}
-	written += big
-	for i := 0; written < total*9/10; i++ {
-		n := int64(64 << 20)
-		if err := writeRandom(filepath.Join(root, "shards", fmt.Sprintf("shard-%03d.bin", i)), n, r); err != nil {
+	large := total * 65 / 100 / 4
+	for i := 0; i < 4; i++ {
+		if err := writeWeights(filepath.Join(root, "model", fmt.Sprintf("model-%05d-of-00004.safetensors", i+1)), large, r); err != nil {
 			return 0, err
 		}
-		written += n
+		written += large
 	}
-	for i := 0; written < total; i++ {
-		p := filepath.Join(root, "runs", fmt.Sprintf("d%02d", i%50), fmt.Sprintf("f%05d.txt", i))
-		n := int64(128<<10 + r.IntN(256<<10))
+	if err := os.WriteFile(filepath.Join(root, "model", "config.json"), []byte(`{"model_type":"llama","torch_dtype":"float16"}`), 0o644); err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(filepath.Join(root, "output"), 0o755); err != nil {
+		return 0, err
+	}
+	if err := os.WriteFile(filepath.Join(root, "output", "submission.json"), []byte(`{"model_path":"model"}`), 0o644); err != nil {
+		return 0, err
+	}
+	each := (total - written) / int64(small)
+	for i := 0; i < small; i++ {
+		p := filepath.Join(root, "runs", fmt.Sprintf("d%03d", i%100), fmt.Sprintf("f%05d.txt", i))
+		n := each/2 + int64(r.IntN(int(each)))
 		if i%2 == 0 {
 			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 				return 0, err
@@ -128,7 +170,7 @@ func makeTree(root string, gib int) (int64, error) {
 func change(root string, total int64) (int64, error) {
 	r := rand.New(rand.NewPCG(7, 7))
 	target := total / 100
-	f, err := os.OpenFile(filepath.Join(root, "model", "model.safetensors"), os.O_WRONLY, 0)
+	f, err := os.OpenFile(filepath.Join(root, "model", "model-00001-of-00004.safetensors"), os.O_WRONLY, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -144,7 +186,7 @@ func change(root string, total int64) (int64, error) {
 		return 0, err
 	}
 	changed := region
-	files, _ := filepath.Glob(filepath.Join(root, "runs", "d0*", "*.txt"))
+	files, _ := filepath.Glob(filepath.Join(root, "runs", "d00*", "*.txt"))
 	for _, p := range files {
 		if changed >= target {
 			break
@@ -191,7 +233,50 @@ func rclone(srv *s3test.Server, args ...string) (time.Duration, error) {
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
-func run(h *harness, gib int, scratch string) error {
+// writer stands in for the agent: it writes 1 MiB blocks into the
+// workspace, each synced, and keeps the slowest write.
+type writer struct {
+	stop, done chan struct{}
+	worst      time.Duration
+	n          int
+}
+
+func startWriter(dir string) *writer {
+	w := &writer{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		f, err := os.Create(filepath.Join(dir, "agent-writes.bin"))
+		if err != nil {
+			return
+		}
+		defer func() { _ = f.Close(); _ = os.Remove(f.Name()) }()
+		buf := make([]byte, 1<<20)
+		for {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			start := time.Now()
+			if _, err := f.WriteAt(buf, int64(w.n%64)<<20); err != nil {
+				return
+			}
+			_ = f.Sync()
+			w.worst = max(w.worst, time.Since(start))
+			w.n++
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return w
+}
+
+func (w *writer) finish() (time.Duration, int) {
+	close(w.stop)
+	<-w.done
+	return w.worst, w.n
+}
+
+func run(h *harness, gib, small int, scratch string) error {
 	if scratch == "" {
 		d, err := os.MkdirTemp("", "mlrb-ckbench-")
 		if err != nil {
@@ -201,15 +286,21 @@ func run(h *harness, gib int, scratch string) error {
 		scratch = d
 	}
 	srv := s3test.Start(h)
-	tree := filepath.Join(scratch, "tree")
-	total, err := makeTree(tree, gib)
+	// The workspace as the container workspace keeps it: root/app/work
+	// on the worker's disk is /app/work in the container.
+	root := filepath.Join(scratch, "attempt-1", "root")
+	tree := filepath.Join(root, "app", "work")
+	total, err := makeTree(tree, gib, small)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("tree: %.0f MiB in %s\n", mib(total), tree)
+	fmt.Printf("workspace: %.0f MiB (65%% in 4 weight files, %d small files) in %s\n", mib(total), small, tree)
 	ctx := context.Background()
 	e := checkpoint.New(srv.Store("mlrb"), 4<<20)
 	e.Parallel = 8
+	meta := func(seq int) checkpoint.Meta {
+		return checkpoint.Meta{RunID: "bench", Seq: seq, Attempt: 1, Workdir: "app/work", Final: seq == 2}
+	}
 
 	tRclone, err := rclone(srv, tree, ":s3:"+srv.Bucket+"/rclone-up")
 	if err != nil {
@@ -217,43 +308,74 @@ func run(h *harness, gib int, scratch string) error {
 	}
 	resetPeak()
 	start := time.Now()
-	m1, err := e.Save(ctx, tree, checkpoint.Meta{RunID: "bench", Seq: 1}, nil)
+	m1, err := e.Save(ctx, root, meta(1), nil)
 	if err != nil {
 		return err
 	}
 	tFull := time.Since(start)
-	peakFull := peakRSS()
 	fmt.Printf("full checkpoint: %s (%.0f MiB/s, uploaded %.0f MiB), rclone copy up: %s (%.0f MiB/s); ratio %.2fx; peak RSS %.0f MiB\n",
-		tFull.Round(time.Millisecond), mib(total)/tFull.Seconds(), mib(m1.NewBytes), tRclone.Round(time.Millisecond), mib(total)/tRclone.Seconds(), tRclone.Seconds()/tFull.Seconds(), mib(peakFull))
+		tFull.Round(time.Millisecond), mib(total)/tFull.Seconds(), mib(m1.NewBytes), tRclone.Round(time.Millisecond), mib(total)/tRclone.Seconds(), tRclone.Seconds()/tFull.Seconds(), mib(peakRSS()))
 
 	changed, err := change(tree, total)
 	if err != nil {
 		return err
 	}
+	// The agent is never paused (its container keeps running, the engine
+	// reads the host's files): what a checkpoint costs it is the slowdown
+	// of its own writes, with and without a checkpoint under way.
+	quiet := startWriter(tree)
+	time.Sleep(3 * time.Second)
+	quietWorst, _ := quiet.finish()
+	w := startWriter(tree)
 	resetPeak()
 	start = time.Now()
-	m2, err := e.Save(ctx, tree, checkpoint.Meta{RunID: "bench", Seq: 2}, m1)
+	m2, err := e.Save(ctx, root, meta(2), m1)
+	tInc := time.Since(start)
+	busyWorst, writes := w.finish()
 	if err != nil {
 		return err
 	}
-	tInc := time.Since(start)
-	fmt.Printf("incremental after changing %.2f%% of the bytes: %s (%.1f%% of the full time), uploaded %.1f MiB (%.2f%% of the tree); peak RSS %.0f MiB\n",
+	fmt.Printf("incremental after changing %.2f%% of the bytes: %s (%.1f%% of the full time), uploaded %.1f MiB (%.2f%% of the workspace); peak RSS %.0f MiB\n",
 		100*float64(changed)/float64(total), tInc.Round(time.Millisecond), 100*tInc.Seconds()/tFull.Seconds(), mib(m2.NewBytes), 100*float64(m2.NewBytes)/float64(total), mib(peakRSS()))
+	fmt.Printf("agent during the incremental checkpoint: paused 0 s (never paused); slowest synced 1 MiB write %s over %d writes (without a checkpoint: %s)\n",
+		busyWorst.Round(time.Millisecond), writes, quietWorst.Round(time.Millisecond))
 
+	// A new attempt's container workspace, restored from the checkpoint,
+	// against rclone copying the same store content down.
+	restored := filepath.Join(scratch, "attempt-2", "root")
+	resetPeak()
+	start = time.Now()
+	if err := e.Restore(ctx, m2, restored); err != nil {
+		return err
+	}
+	tRestore := time.Since(start)
+	peakRestore := peakRSS()
+	_ = os.RemoveAll(filepath.Dir(restored))
 	down := filepath.Join(scratch, "rclone-down")
-	tRDown, err := rclone(srv, ":s3:"+srv.Bucket+"/rclone-up", down)
+	tRDown, err := rclone(srv, ":s3:"+srv.Bucket+"/mlrb/chunks", down)
 	if err != nil {
 		return err
 	}
 	_ = os.RemoveAll(down)
-	out := filepath.Join(scratch, "restored")
+	fmt.Printf("restore into a new container workspace (every chunk verified): %s (%.0f MiB/s), rclone copy down of the same store content: %s; ratio %.2fx; peak RSS %.0f MiB\n",
+		tRestore.Round(time.Millisecond), mib(total)/tRestore.Seconds(), tRDown.Round(time.Millisecond), tRDown.Seconds()/tRestore.Seconds(), mib(peakRestore))
+
+	// What Evaluate does before its evaluator starts: restore the final
+	// checkpoint into a directory of its own, find the model, read it.
+	evalDir := filepath.Join(scratch, "eval")
 	resetPeak()
 	start = time.Now()
-	if err := e.Restore(ctx, m1, out); err != nil {
+	if err := e.Restore(ctx, m2, evalDir); err != nil {
 		return err
 	}
-	tRestore := time.Since(start)
-	fmt.Printf("restore (every chunk hash verified): %s (%.0f MiB/s), rclone copy down: %s; ratio %.2fx; peak RSS %.0f MiB\n",
-		tRestore.Round(time.Millisecond), mib(total)/tRestore.Seconds(), tRDown.Round(time.Millisecond), tRDown.Seconds()/tRestore.Seconds(), mib(peakRSS()))
+	model, err := activities.FindModel(evalDir, filepath.Join(evalDir, "app", "work"))
+	if err != nil {
+		return err
+	}
+	params, _ := activities.CheckConstraints(model, tasks.Constraints{})
+	tEval := time.Since(start)
+	_ = os.RemoveAll(evalDir)
+	fmt.Printf("evaluation start latency (restore the final checkpoint, find the model, read its headers: %d parameters): %s; peak RSS %.0f MiB\n",
+		params, tEval.Round(time.Millisecond), mib(peakRSS()))
 	return nil
 }

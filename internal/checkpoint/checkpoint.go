@@ -352,8 +352,25 @@ func (e *Engine) Save(ctx context.Context, dir string, meta Meta, prev *Manifest
 	})
 }
 
-// commit writes the manifest: the checkpoint exists from here on.
+// SeqTakenError: another attempt of the run committed this sequence
+// number; a checkpoint never overwrites another attempt's.
+type SeqTakenError struct{ Seq, Attempt int }
+
+func (e *SeqTakenError) Error() string {
+	return fmt.Sprintf("checkpoint #%d is attempt %d's", e.Seq, e.Attempt)
+}
+
+// commit writes the manifest: the checkpoint exists from here on. The
+// same attempt may write its sequence number again (a retried save);
+// another attempt's is never overwritten.
 func (e *Engine) commit(ctx context.Context, m *Manifest) error {
+	old, err := e.loadKey(ctx, ManifestKey(m.RunID, m.Seq))
+	switch {
+	case err == nil && old.Attempt != m.Attempt:
+		return &SeqTakenError{Seq: m.Seq, Attempt: old.Attempt}
+	case err != nil && !errors.Is(err, blob.ErrNotFound):
+		return fmt.Errorf("checkpoint %s #%d: %w", m.RunID, m.Seq, err)
+	}
 	body, err := json.MarshalIndent(m, "", " ")
 	if err != nil {
 		return fmt.Errorf("checkpoint %s #%d: encode manifest: %w", m.RunID, m.Seq, err)

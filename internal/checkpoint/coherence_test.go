@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -148,5 +149,33 @@ func TestHardlinksRoundTrip(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(dst, "output/model/model.safetensors")); !bytes.Equal(got, w) {
 		t.Fatal("linked content differs")
+	}
+}
+
+// TestCommitNeverOverwritesAnotherAttempt: a sequence number committed
+// by one attempt is refused to another; the same attempt may commit it
+// again (a retried save).
+func TestCommitNeverOverwritesAnotherAttempt(t *testing.T) {
+	ctx := context.Background()
+	store, err := blob.NewFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(store, 64<<10)
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "a.txt"), []byte("one"))
+	if _, err := e.Save(ctx, src, Meta{RunID: "r", Seq: 4, Attempt: 1, Final: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Save(ctx, src, Meta{RunID: "r", Seq: 4, Attempt: 1, Final: true}, nil); err != nil {
+		t.Fatalf("the same attempt again: %v", err)
+	}
+	var taken *SeqTakenError
+	if _, err := e.Save(ctx, src, Meta{RunID: "r", Seq: 4, Attempt: 2}, nil); !errors.As(err, &taken) || taken.Attempt != 1 {
+		t.Fatalf("another attempt on #4: %v", err)
+	}
+	m, err := e.Load(ctx, "r", 4)
+	if err != nil || m.Attempt != 1 || !m.Final {
+		t.Fatalf("#4 must stay attempt 1's final: %+v, %v", m, err)
 	}
 }
