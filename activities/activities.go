@@ -141,6 +141,19 @@ func (a *Activities) ReleaseLease(_ context.Context, l Lease) error {
 	return nil
 }
 
+// Sweep removes what attempts and evaluations of an earlier worker on
+// this host left (a worker killed mid-attempt cannot clean up): once its
+// tasks are reaped, none of it belongs to anything live, and the runs
+// resume from their checkpoints.
+func (a *Activities) Sweep() error {
+	for _, d := range []string{"runs", "eval"} {
+		if err := os.RemoveAll(filepath.Join(a.WorkDir, d)); err != nil {
+			return fmt.Errorf("sweep %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
 func runKey(runID string) string { return url.PathEscape(runID) }
 
 func (a *Activities) attempt(runID string, n int) *attempt {

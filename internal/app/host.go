@@ -133,6 +133,9 @@ func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logge
 		WorkDir: cfg.WorkDir(), Logger: logger.Named("activities"), EnvFile: cfg.Agent.EnvFile,
 	}
 	shared := worker.New(c, cfg.Temporal.TaskQueue, worker.Options{})
+	if err := acts.Sweep(); err != nil {
+		return nil, err
+	}
 	workflows.RegisterShared(shared, acts)
 	hostW := worker.New(c, hq, worker.Options{
 		// A second guard behind the lease pool, with room for the lease
