@@ -20,6 +20,7 @@ import (
 	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/lmeval"
 	"github.com/mlrb/mlrb/internal/runtime"
+	"github.com/mlrb/mlrb/internal/safefs"
 	"github.com/mlrb/mlrb/internal/safetensors"
 	"github.com/mlrb/mlrb/tasks"
 )
@@ -79,7 +80,7 @@ func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (*EvalResult, e
 	a.Logger.Info("evaluated", zap.String("run", in.RunID), zap.Float64("score", score), zap.Strings("violations", violations))
 	rel, _ := filepath.Rel(root.dir, ev.model)
 	return &EvalResult{Score: score, Metrics: metrics, ModelPath: filepath.ToSlash(rel), Params: params, Violations: violations, ResultsFile: kept,
-		Image: a.digest(ctx, spec.Image), Usage: readUsage(root.workdir)}, nil
+		Image: a.digest(ctx, spec.Image), Usage: readUsage(root)}, nil
 }
 
 // snapshot is a restored checkpoint: its root and the agent's work dir in it.
@@ -105,6 +106,10 @@ func (a *Activities) prepareEvaluation(ctx context.Context, in EvalInput, lv *li
 	lv.step(stepFindModel, 0)
 	root.workdir = filepath.Join(root.dir, filepath.FromSlash(m.Workdir))
 	model, err := FindModel(root.dir, root.workdir)
+	if err == nil {
+		// The evaluator reads the model dir: no link in it may lead out.
+		err = safefs.CheckLinks(root.dir, model)
+	}
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, root, temporal.NewNonRetryableApplicationError(err.Error(), ErrNoModel, err)
@@ -176,8 +181,12 @@ func (a *Activities) removeEvaluation(ev *evalDirs) {
 }
 
 // readUsage reads the LLM usage the agent reported, if it did.
-func readUsage(workdir string) *contract.Usage {
-	b, err := os.ReadFile(filepath.Join(workdir, contract.OutputDir, contract.UsageFile))
+func readUsage(root snapshot) *contract.Usage {
+	wrel, err := filepath.Rel(root.dir, root.workdir)
+	if err != nil {
+		return nil
+	}
+	b, err := safefs.ReadFile(root.dir, filepath.Join(wrel, contract.OutputDir, contract.UsageFile), maxReport)
 	if err != nil {
 		return nil
 	}
@@ -200,28 +209,49 @@ func tail(path string) string {
 	return s
 }
 
+// maxReport caps what is read of the small files an agent leaves for the
+// worker (submission.json, usage.json, config.json).
+const maxReport = 1 << 20
+
 // FindModel returns the model dir in a restored snapshot: the path the
-// agent reported in <workdir>/output/submission.json (relative to workdir),
-// else the newest directory anywhere in the snapshot holding a config.json
-// (a Hugging Face model dir; MLRB's agents save under /app/<id>/, outside
-// MLRB_WORKDIR). Nothing outside root is ever taken.
+// agent reported in <workdir>/output/submission.json (relative to the
+// work dir, or absolute in the agent's own view of the snapshot, as
+// /app/<id>/model in a container), else the newest directory anywhere in
+// the snapshot holding a config.json (a Hugging Face model dir; MLRB's
+// agents save under /app/<id>/, outside MLRB_WORKDIR). What the agent
+// left is data: a path is resolved inside root, never through a symlink,
+// or refused with the reason.
 func FindModel(root, workdir string) (string, error) {
-	var sub contract.Submission
-	if b, err := os.ReadFile(filepath.Join(workdir, contract.OutputDir, contract.SubmissionFile)); err == nil && json.Unmarshal(b, &sub) == nil && sub.ModelPath != "" {
-		p := filepath.Clean(sub.ModelPath)
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(workdir, p)
-		}
-		if rel, err := filepath.Rel(root, p); err == nil && !strings.HasPrefix(rel, "..") {
-			if st, err := os.Stat(p); err == nil && st.IsDir() {
+	wrel, err := filepath.Rel(root, workdir)
+	if err != nil {
+		return "", fmt.Errorf("work dir %s is not in %s", workdir, root)
+	}
+	b, err := safefs.ReadFile(root, filepath.Join(wrel, contract.OutputDir, contract.SubmissionFile), maxReport)
+	switch {
+	case errors.Is(err, safefs.ErrRefused):
+		return "", err
+	case err == nil:
+		var sub contract.Submission
+		if json.Unmarshal(b, &sub) == nil && sub.ModelPath != "" {
+			rel := filepath.Join(wrel, filepath.FromSlash(sub.ModelPath))
+			if strings.HasPrefix(sub.ModelPath, "/") {
+				rel = strings.TrimPrefix(filepath.Clean(filepath.FromSlash(sub.ModelPath)), string(filepath.Separator))
+			}
+			// A path out of the workspace is ignored (the search below
+			// may find the model); one through a symlink is refused.
+			p, err := safefs.Dir(root, rel)
+			if errors.Is(err, safefs.ErrRefused) && !errors.Is(err, safefs.ErrOutside) {
+				return "", fmt.Errorf("model_path %q: %w", sub.ModelPath, err)
+			}
+			if err == nil {
 				return p, nil
 			}
 		}
 	}
 	var best string
 	var bestTime time.Time
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || d.Name() != "config.json" {
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() || d.Name() != "config.json" {
 			return err
 		}
 		st, err := d.Info()
@@ -256,7 +286,11 @@ func CheckConstraints(model string, c tasks.Constraints) (int64, []string) {
 			NumParameters int64  `json:"num_parameters"`
 			TorchDtype    string `json:"torch_dtype"`
 		}
-		if b, err := os.ReadFile(filepath.Join(model, "config.json")); err == nil {
+		b, err := safefs.ReadFile(model, "config.json", maxReport)
+		if errors.Is(err, safefs.ErrRefused) {
+			return 0, []string{"unreadable config.json: " + err.Error()}
+		}
+		if err == nil {
 			_ = json.Unmarshal(b, &cfg)
 		}
 		params = cfg.NumParameters

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"syscall"
 )
 
 // maxHeader bounds the JSON header; real ones are kilobytes to a few MB.
@@ -71,8 +72,10 @@ func TorchName(d string) string {
 }
 
 // ReadHeader parses and checks one file's header against its size.
+// A symlink or anything but a regular file is refused: weights are the
+// agent's data, never a path the reader follows.
 func ReadHeader(path string) (*Header, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -80,6 +83,9 @@ func ReadHeader(path string) (*Header, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
 	var n uint64
 	if err := binary.Read(f, binary.LittleEndian, &n); err != nil {
@@ -154,6 +160,9 @@ func Summarise(dir string) (*Summary, error) {
 	var files []string
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && filepath.Ext(p) == ".safetensors" {
+			if !d.Type().IsRegular() {
+				return fmt.Errorf("%s is not a regular file (%s): refused", p, d.Type())
+			}
 			files = append(files, p)
 		}
 		return err
