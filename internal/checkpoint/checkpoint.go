@@ -129,8 +129,18 @@ func New(store blob.Store, chunkSize int) *Engine {
 
 var (
 	encoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
-	decoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0))
+	// A chunk never decodes past the largest chunk size (config allows
+	// 256 MiB): a crafted chunk cannot make a restore allocate more.
+	decoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(MaxChunkSize), zstd.WithDecoderMaxWindow(MaxChunkSize))
 )
+
+// MaxChunkSize bounds checkpoint.chunk_size, and so what one chunk may
+// decode to.
+const MaxChunkSize = 256 << 20
+
+// maxStoredChunk bounds a stored (compressed) chunk: zstd adds a little to
+// what it cannot compress.
+const maxStoredChunk = MaxChunkSize + MaxChunkSize/64
 
 func chunkKey(hash string) string { return "chunks/" + hash[:2] + "/" + hash }
 
@@ -575,16 +585,17 @@ func (e *Engine) Restore(ctx context.Context, m *Manifest, dir string) error {
 			return fmt.Errorf("restore %s #%d: unsafe path %q in manifest", m.RunID, m.Seq, f.Path)
 		}
 		target := filepath.Join(dir, filepath.FromSlash(f.Path))
+		// Nothing is ever written through a symlink the checkpoint holds.
+		if err := parentsInside(dir, f.Path); err != nil {
+			return fmt.Errorf("restore %s #%d: %w", m.RunID, m.Seq, err)
+		}
 		switch {
 		case f.Mode.IsDir():
-			if err := os.MkdirAll(target, 0o755); err != nil {
+			if err := mkdirInside(dir, f.Path); err != nil {
 				return fmt.Errorf("restore %s: %w", f.Path, err)
 			}
 			dirs = append(dirs, f)
 		case f.Mode&fs.ModeSymlink != 0:
-			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return fmt.Errorf("restore %s: %w", f.Path, err)
-			}
 			_ = os.Remove(target)
 			if err := os.Symlink(f.Link, target); err != nil {
 				return fmt.Errorf("restore %s: %w", f.Path, err)
@@ -607,8 +618,46 @@ func (e *Engine) Restore(ctx context.Context, m *Manifest, dir string) error {
 	// Directory modes last, so a read-only dir does not block its children.
 	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i].Path) > len(dirs[j].Path) })
 	for _, d := range dirs {
-		if err := os.Chmod(filepath.Join(dir, filepath.FromSlash(d.Path)), d.Mode.Perm()); err != nil {
+		p := filepath.Join(dir, filepath.FromSlash(d.Path))
+		if st, err := os.Lstat(p); err != nil || !st.IsDir() {
+			return fmt.Errorf("restore %s: no longer a directory", d.Path)
+		}
+		if err := os.Chmod(p, d.Mode.Perm()); err != nil {
 			return fmt.Errorf("restore %s: %w", d.Path, err)
+		}
+	}
+	return nil
+}
+
+// parentsInside makes the directories above rel under dir, refusing a
+// component that exists as anything but a directory (a symlink restored
+// earlier): a write below it would land wherever it points.
+func parentsInside(dir, rel string) error {
+	parent := path.Dir(rel)
+	if parent == "." {
+		return nil
+	}
+	return mkdirInside(dir, parent)
+}
+
+// mkdirInside makes dir/rel component by component, never through a
+// symlink.
+func mkdirInside(dir, rel string) error {
+	p := dir
+	for _, part := range strings.Split(rel, "/") {
+		p = filepath.Join(p, part)
+		st, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("%s: %s is a %s, not a directory: refused", rel, p, st.Mode().Type())
 		}
 	}
 	return nil
@@ -631,9 +680,6 @@ func restoreLinks(m *Manifest, dir string, links []File) error {
 			return fmt.Errorf("restore %s #%d: %s links to %q, which is no regular file of the checkpoint", m.RunID, m.Seq, f.Path, f.HardLink)
 		}
 		target := filepath.Join(dir, filepath.FromSlash(f.Path))
-		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-			return fmt.Errorf("restore %s: %w", f.Path, err)
-		}
 		_ = os.Remove(target)
 		if err := os.Link(filepath.Join(dir, filepath.FromSlash(f.HardLink)), target); err != nil {
 			return fmt.Errorf("restore %s: %w", f.Path, err)
@@ -646,30 +692,36 @@ func restoreLinks(m *Manifest, dir string, links []File) error {
 // chunk (fetch, verify, write at its offset); the last one to finish sets
 // mode and mtime and renames the file into place.
 func (e *Engine) restoreFile(ctx context.Context, g *errgroup.Group, chunkSize int, f File, target string) error {
-	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-		return fmt.Errorf("%s: %w", f.Path, err)
-	}
-	tmp := target + ".mlrb-restore"
-	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	// The file is written under a name no one can predict, created
+	// exclusively, its mode and times set through its descriptor: nothing
+	// another entry restores (a symlink of a guessed name) can redirect it.
+	out, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".mlrb-*")
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.Path, err)
 	}
+	tmp := out.Name()
 	if err := out.Truncate(f.Size); err != nil {
 		_ = out.Close()
+		_ = os.Remove(tmp)
 		return fmt.Errorf("%s: %w", f.Path, err)
 	}
 	finish := func() error {
-		if err := out.Close(); err != nil {
+		mt := syscall.NsecToTimeval(f.MTime)
+		err := out.Chmod(f.Mode.Perm())
+		if err == nil {
+			err = syscall.Futimes(int(out.Fd()), []syscall.Timeval{mt, mt})
+		}
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp, target)
+		}
+		if err != nil {
+			_ = os.Remove(tmp)
 			return fmt.Errorf("%s: %w", f.Path, err)
 		}
-		if err := os.Chmod(tmp, f.Mode.Perm()); err != nil {
-			return fmt.Errorf("%s: %w", f.Path, err)
-		}
-		mt := time.Unix(0, f.MTime)
-		if err := os.Chtimes(tmp, mt, mt); err != nil {
-			return fmt.Errorf("%s: %w", f.Path, err)
-		}
-		return os.Rename(tmp, target)
+		return nil
 	}
 	if len(f.Chunks) == 0 {
 		return finish()
@@ -723,9 +775,12 @@ func (e *Engine) readChunk(ctx context.Context, h string) ([]byte, error) {
 		return nil, err
 	}
 	defer func() { _ = rc.Close() }()
-	comp, err := io.ReadAll(rc)
+	comp, err := io.ReadAll(io.LimitReader(rc, maxStoredChunk+1))
 	if err != nil {
 		return nil, fmt.Errorf("chunk %s: %w", h, err)
+	}
+	if len(comp) > maxStoredChunk {
+		return nil, &CorruptChunkError{Hash: h, Reason: "larger than any chunk"}
 	}
 	data, err := decoder.DecodeAll(comp, nil)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mlrb/mlrb/internal/blob"
@@ -177,5 +178,80 @@ func TestCommitNeverOverwritesAnotherAttempt(t *testing.T) {
 	m, err := e.Load(ctx, "r", 4)
 	if err != nil || m.Attempt != 1 || !m.Final {
 		t.Fatalf("#4 must stay attempt 1's final: %+v, %v", m, err)
+	}
+}
+
+// TestRestoreRace: the agent leaves, beside file x, a symlink named as a
+// restore's temp file once was (x.mlrb-restore) pointing at a host file.
+// The restore writes x through a name of its own and never touches the
+// host file.
+func TestRestoreRace(t *testing.T) {
+	ctx := context.Background()
+	store, err := blob.NewFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := filepath.Join(t.TempDir(), "shadow")
+	writeFile(t, host, []byte("host file"))
+	if err := os.Chmod(host, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.Stat(host)
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "x"), randomBytes(t, 200<<10))
+	if err := os.Chmod(filepath.Join(src, "x"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"x.mlrb-restore", ".x.mlrb-restore"} {
+		if err := os.Symlink(host, filepath.Join(src, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := New(store, 64<<10)
+	m, err := e.Save(ctx, src, Meta{RunID: "race", Seq: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	if err := e.Restore(ctx, m, dst); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.Stat(host)
+	if b, _ := os.ReadFile(host); string(b) != "host file" || after.Mode() != before.Mode() || !after.ModTime().Equal(before.ModTime()) {
+		t.Fatalf("the host file was touched: %q %v %v", b, after.Mode(), after.ModTime())
+	}
+	if st, err := os.Stat(filepath.Join(dst, "x")); err != nil || st.Mode().Perm() != 0o777 {
+		t.Fatalf("x restored as %v, %v", st, err)
+	}
+}
+
+// TestRestoreNeverWritesThroughASymlink: a manifest whose directory "a"
+// is a symlink to a host dir and which holds a file "a/evil" (a crafted
+// or tampered manifest) is refused; nothing lands in the host dir.
+func TestRestoreNeverWritesThroughASymlink(t *testing.T) {
+	ctx := context.Background()
+	store, err := blob.NewFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostDir := t.TempDir()
+	e := New(store, 64<<10)
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "evil"), []byte("payload"))
+	m, err := e.Save(ctx, src, Meta{RunID: "crafted", Seq: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := m.Files[0]
+	file.Path = "a/evil"
+	m.Files = []File{{Path: "a", Mode: os.ModeSymlink | 0o777, Link: hostDir}, file}
+	for _, attempt := range []*Manifest{m} {
+		err := e.Restore(ctx, attempt, t.TempDir())
+		if err == nil || !strings.Contains(err.Error(), "refused") {
+			t.Fatalf("restore = %v; want a refusal", err)
+		}
+	}
+	if entries, _ := os.ReadDir(hostDir); len(entries) != 0 {
+		t.Fatalf("the restore wrote into the host dir: %v", entries)
 	}
 }
