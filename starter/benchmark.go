@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/cli"
@@ -50,6 +51,15 @@ func benchmarkCmd() *cobra.Command {
 			if len(ids) == 0 {
 				ids = cat.IDs(suite)
 			}
+			if err := checkDistinct("--tasks", ids); err != nil {
+				return err
+			}
+			if err := checkDistinct("--agents", agents); err != nil {
+				return err
+			}
+			if slices.Contains(agents, activities.AgentImage) {
+				return cli.Usagef("--agents: agent %s runs an agent image, which benchmarks do not take; start its runs with `starter run --agent %s --image IMAGE`", activities.AgentImage, activities.AgentImage)
+			}
 			for _, a := range agents {
 				for _, t := range ids {
 					if _, err := checkRun(cat, t, a, 0, 0); err != nil {
@@ -59,8 +69,8 @@ func benchmarkCmd() *cobra.Command {
 			}
 			if id == "" {
 				id = fmt.Sprintf("bench-%s-%s", suite, time.Now().UTC().Format("20060102-150405"))
-			} else if !idPattern.MatchString(id) {
-				return cli.Usagef("--id: %q may hold letters, digits and ._/- only", id)
+			} else if err := checkID(id); err != nil {
+				return err
 			}
 			var ss []int64
 			for i := 1; i <= seeds; i++ {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
+	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/workflows"
@@ -32,6 +33,14 @@ func demoCmd() *cobra.Command {
 			cfg, cat, err := loadCatalog(cmd)
 			if err != nil {
 				return err
+			}
+			if agent == activities.AgentImage {
+				return cli.Usagef("--agent: the demo runs a built-in agent (reference or noop), not an agent image")
+			}
+			for _, t := range cat.IDs("mini") {
+				if _, err := checkRun(cat, t, agent, 0, 0); err != nil {
+					return err
+				}
 			}
 			logger, err := app.NewLogger("warn")
 			if err != nil {

@@ -46,6 +46,8 @@ func forkCmd() *cobra.Command {
 			}
 			if id == "" {
 				id = fmt.Sprintf("%s-fork%d-%s", args[0], seq, randomSuffix())
+			} else if err := checkID(id); err != nil {
+				return err
 			}
 			in := workflows.RunInput{Task: src.Task, Agent: src.Agent, Seed: src.Seed, ForkFrom: &workflows.ForkSource{RunID: args[0], Seq: seq}, Policy: app.Policy(cfg)}
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: cfg.Temporal.TaskQueue,

@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,7 +24,29 @@ import (
 	"github.com/mlrb/mlrb/workflows"
 )
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,200}$`)
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$`)
+
+// checkID refuses an id the runs' keys cannot hold: a run id names its
+// store prefix and a benchmark's children are <id>/<agent>/<task>/s<seed>.
+func checkID(id string) error {
+	if !idPattern.MatchString(id) || strings.Contains(id, "..") {
+		return cli.Usagef("--id: %q may hold letters, digits, '.', '_' and '-' only (no '/', no '..')", id)
+	}
+	return nil
+}
+
+// checkDistinct refuses a list that names something twice: each run of a
+// benchmark must have one id.
+func checkDistinct(flag string, values []string) error {
+	seen := map[string]bool{}
+	for _, v := range values {
+		if seen[v] {
+			return cli.Usagef("%s: %q is given twice", flag, v)
+		}
+		seen[v] = true
+	}
+	return nil
+}
 
 func newRunID(task string, seed int64) string {
 	return fmt.Sprintf("run-%s-s%d-%s", task, seed, randomSuffix())
@@ -46,6 +69,13 @@ var providerKeys = map[string]string{"openai": "OPENAI_API_KEY", "anthropic": "A
 // checkContainerAgent validates the MLRB image contract's flags and
 // returns the secret names the run passes.
 func checkContainerAgent(agent, image, provider string, secrets []string) ([]string, error) {
+	// Names only, whatever the agent: a value given here would travel
+	// through Temporal into the run's history.
+	for _, s := range secrets {
+		if !secretName.MatchString(s) {
+			return nil, cli.Usagef("--secret: %q is not an environment variable name (pass names, never values)", s)
+		}
+	}
 	if agent != activities.AgentImage {
 		if image != "" {
 			return nil, cli.Usagef("--image: only agent mlrb runs an image (agent %s is built in)", agent)
@@ -63,11 +93,6 @@ func checkContainerAgent(agent, image, provider string, secrets []string) ([]str
 	for _, k := range []string{key, "HUGGINGFACE_TOKEN"} {
 		if !slices.Contains(secrets, k) {
 			secrets = append(secrets, k)
-		}
-	}
-	for _, s := range secrets {
-		if !secretName.MatchString(s) {
-			return nil, cli.Usagef("--secret: %q is not an environment variable name (pass names, never values)", s)
 		}
 	}
 	return secrets, nil
@@ -117,8 +142,8 @@ func runCmd() *cobra.Command {
 			}
 			if id == "" {
 				id = newRunID(task, seed)
-			} else if !idPattern.MatchString(id) {
-				return cli.Usagef("--id: %q may hold letters, digits and ._/- only", id)
+			} else if err := checkID(id); err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			c, err := app.Dial(ctx, cfg, zap.NewNop())

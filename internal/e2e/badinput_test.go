@@ -57,6 +57,14 @@ func TestBadInput(t *testing.T) {
 		{"resume an unknown benchmark", nil, []string{"benchmark", "resume", "no-such-bench"}, `no run or benchmark "no-such-bench"`},
 		{"benchmark with an unknown task", nil, []string{"benchmark", "--agents", "noop", "--tasks", "nope"}, `unknown task "nope"`},
 		{"results in an unknown format", nil, []string{"results", "x", "--format", "xls"}, `--format: "xls" is not one of`},
+		{"a task twice", nil, []string{"benchmark", "--agents", "noop", "--tasks", "mini_baby_lm,mini_mini_pile,mini_baby_lm"}, `--tasks: "mini_baby_lm" is given twice`},
+		{"an agent twice", nil, []string{"benchmark", "--agents", "noop,reference,noop", "--tasks", "mini_baby_lm"}, `--agents: "noop" is given twice`},
+		{"a run id with ..", nil, append(run, "--task", "mini_baby_lm", "--id", "a..b"), `--id: "a..b" may hold`},
+		{"a run id with /", nil, append(run, "--task", "mini_baby_lm", "--id", "a/b"), `--id: "a/b" may hold`},
+		{"a benchmark id with ..", nil, []string{"benchmark", "--agents", "noop", "--tasks", "mini_baby_lm", "--id", "x..y"}, `--id: "x..y" may hold`},
+		{"a benchmark of agent images", nil, []string{"benchmark", "--agents", "mlrb", "--tasks", "baby_lm"}, "--agents: agent mlrb runs an agent image"},
+		{"a secret value for a built-in agent", nil, append(run, "--task", "mini_baby_lm", "--secret", "OPENAI_API_KEY=sk-live-123"), `--secret: "OPENAI_API_KEY=sk-live-123" is not an environment variable name`},
+		{"demo with an unknown agent", nil, []string{"demo", "--agent", "bogus"}, `unknown agent "bogus"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
