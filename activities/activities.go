@@ -219,7 +219,7 @@ func (a *Activities) secretValues(names []string) (map[string]string, error) {
 	if a.EnvFile != "" {
 		f, err := gotenv.Read(a.EnvFile)
 		if err != nil {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("agent.env_file %s: %v", a.EnvFile, err), ErrBadTask, nil)
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("agent.env_file %s: %s", a.EnvFile, envFileProblem(a.EnvFile)), ErrBadTask, nil)
 		}
 		file = f
 	}
@@ -235,6 +235,25 @@ func (a *Activities) secretValues(names []string) (map[string]string, error) {
 		out[n] = v
 	}
 	return out, nil
+}
+
+// envFileProblem says what is wrong with an env file by line number,
+// never by its text: the line may hold a secret.
+func envFileProblem(path string) string {
+	b, rerr := os.ReadFile(path)
+	if rerr != nil {
+		var pe *os.PathError
+		if errors.As(rerr, &pe) {
+			return pe.Err.Error()
+		}
+		return "unreadable"
+	}
+	for i, line := range strings.Split(string(b), "\n") {
+		if _, perr := gotenv.StrictParse(strings.NewReader(line)); perr != nil {
+			return fmt.Sprintf("line %d is not KEY=value (its text is not shown: it may hold a secret)", i+1)
+		}
+	}
+	return "not KEY=value lines"
 }
 
 // ErrNoSpace: the host's disk cannot hold what an attempt must restore;
