@@ -23,6 +23,12 @@ const (
 	labelPrefix = "io.mlrb."
 )
 
+// Capabilities are all a task's container keeps of root's (Docker's
+// default set has 14): enough for an agent to install packages and manage
+// its own files and processes; no raw sockets, no device nodes, no
+// chroot, no changing file capabilities.
+var Capabilities = []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_SETGID", "CAP_SETUID"}
+
 // Docker runs tasks as containers through the Docker Engine API.
 type Docker struct {
 	c    *client.Client
@@ -106,6 +112,8 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 		Binds:       spec.Binds,
 		Privileged:  false,
 		SecurityOpt: []string{"no-new-privileges"},
+		CapDrop:     []string{"ALL"},
+		CapAdd:      Capabilities,
 		Resources: container.Resources{
 			Memory:   spec.MemoryBytes,
 			NanoCPUs: int64(spec.CPUs * 1e9),

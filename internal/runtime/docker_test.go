@@ -107,6 +107,9 @@ func TestDockerNoPrivilegesNoDevices(t *testing.T) {
 	if hc.Privileged || len(hc.DeviceRequests) != 0 || hc.Memory != 64<<20 || in.Container.Config.Labels["io.mlrb.run"] != "r1" {
 		t.Fatalf("host config: privileged %v, devices %v, memory %d, labels %v", hc.Privileged, hc.DeviceRequests, hc.Memory, in.Container.Config.Labels)
 	}
+	if !slices.Equal(hc.CapDrop, []string{"ALL"}) || !slices.Equal(hc.CapAdd, Capabilities) {
+		t.Fatalf("capabilities: drop %v add %v; want all dropped but %v", hc.CapDrop, hc.CapAdd, Capabilities)
+	}
 	// No lease, no GPU: set explicitly, whatever the image's own env says.
 	if !slices.Contains(in.Container.Config.Env, "NVIDIA_VISIBLE_DEVICES=void") {
 		t.Fatalf("env %v: want NVIDIA_VISIBLE_DEVICES=void", in.Container.Config.Env)
