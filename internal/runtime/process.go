@@ -156,6 +156,9 @@ func (p *Process) Reap(_ context.Context) (int, error) {
 		}
 		path := filepath.Join(p.StateDir, e.Name())
 		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // its task ended and dropped it meanwhile
+		}
 		if err != nil {
 			return killed, fmt.Errorf("reap: %w", err)
 		}
@@ -165,7 +168,9 @@ func (p *Process) Reap(_ context.Context) (int, error) {
 				killed++
 			}
 		}
-		if err := os.Remove(path); err != nil {
+		// The killed task's own waiter may drop the record first (a runtime
+		// that is still alive in this process): gone either way.
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return killed, fmt.Errorf("reap: %w", err)
 		}
 	}
