@@ -100,6 +100,26 @@ func dockerEnv(t *testing.T, vars ...string) *env {
 	return e
 }
 
+// killAgentThenResult `docker kill`s the host's one agent container and
+// waits for the run's result: scored in two attempts.
+func (e *env) killAgentThenResult(host, runID string) result {
+	e.t.Helper()
+	ids := containers(e.t, host)
+	if len(ids) != 1 {
+		e.t.Fatalf("want one agent container, got %v", ids)
+	}
+	if out, err := exec.Command("docker", "kill", ids[0]).CombinedOutput(); err != nil {
+		e.t.Fatalf("docker kill: %v %s", err, out)
+	}
+	var res result
+	e.starterJSON(&res, "result", runID, "--wait", "--json")
+	if res.Outcome != "scored" || res.Score == nil || res.Attempts != 2 {
+		e.dumpLogs()
+		e.t.Fatalf("result = %+v", res)
+	}
+	return res
+}
+
 func containers(t *testing.T, host string) []string {
 	t.Helper()
 	out, err := exec.Command("docker", "ps", "-a", "-q", "--filter", "label=io.mlrb.host="+host).Output()
@@ -119,19 +139,7 @@ func TestDockerKilledAgentResumes(t *testing.T) {
 	e.waitServer()
 	runID := e.startRun("--task", "e2e_docker", "--seed", "4", "--time-limit", "40s")
 	e.waitCheckpoints(runID, 2)
-	ids := containers(t, host)
-	if len(ids) != 1 {
-		t.Fatalf("want one agent container, got %v", ids)
-	}
-	if out, err := exec.Command("docker", "kill", ids[0]).CombinedOutput(); err != nil {
-		t.Fatalf("docker kill: %v %s", err, out)
-	}
-	var res result
-	e.starterJSON(&res, "result", runID, "--wait", "--json")
-	if res.Outcome != "scored" || res.Score == nil || res.Attempts != 2 {
-		e.dumpLogs()
-		t.Fatalf("result = %+v", res)
-	}
+	res := e.killAgentThenResult(host, runID)
 	if !strings.HasPrefix(res.AgentImage, "sha256:") || !strings.HasPrefix(res.EvalImage, "sha256:") {
 		t.Fatalf("provenance: agent image %q, evaluator image %q; want digests", res.AgentImage, res.EvalImage)
 	}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -35,19 +34,7 @@ func TestRealSizeContainerWorkspace(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	ids := containers(t, host)
-	if len(ids) != 1 {
-		t.Fatalf("want one agent container, got %v", ids)
-	}
-	if out, err := exec.Command("docker", "kill", ids[0]).CombinedOutput(); err != nil {
-		t.Fatalf("docker kill: %v %s", err, out)
-	}
-	var res result
-	e.starterJSON(&res, "result", runID, "--wait", "--json")
-	if res.Outcome != "scored" || res.Score == nil || res.Attempts != 2 {
-		e.dumpLogs()
-		t.Fatalf("result = %+v", res)
-	}
+	res := e.killAgentThenResult(host, runID)
 	for _, ev := range e.history(runID).Events {
 		if ev.EventType == enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT {
 			t.Fatalf("an activity timed out: %v", ev.GetActivityTaskTimedOutEventAttributes())
