@@ -228,8 +228,8 @@ an agent that had finished is only evaluated again, never re-run.`,
 			if info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 				return cli.Usagef("benchmark %s is still running: nothing to resume (see `starter watch %s`)", id, id)
 			}
-			in, err := benchmarkInput(ctx, c, id)
-			if err != nil {
+			var in workflows.BenchmarkInput
+			if err := startInput(ctx, c, id, &in); err != nil {
 				return err
 			}
 			plan, err := triage(ctx, c, id, in)
@@ -264,26 +264,25 @@ an agent that had finished is only evaluated again, never re-run.`,
 	return cmd
 }
 
-// benchmarkInput reads what a benchmark was started with from the first
-// event of its latest execution.
-func benchmarkInput(ctx context.Context, c client.Client, id string) (workflows.BenchmarkInput, error) {
-	var in workflows.BenchmarkInput
+// startInput reads what a run or benchmark was started with, into in,
+// from the first event of its latest execution.
+func startInput(ctx context.Context, c client.Client, id string, in any) error {
 	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if !it.HasNext() {
-		return in, fmt.Errorf("benchmark %s has no history", id)
+		return fmt.Errorf("%s has no history", id)
 	}
 	ev, err := it.Next()
 	if err != nil {
-		return in, fmt.Errorf("history of %s: %w", id, err)
+		return fmt.Errorf("history of %s: %w", id, err)
 	}
 	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
 	if attrs == nil {
-		return in, fmt.Errorf("history of %s does not start with its input", id)
+		return fmt.Errorf("history of %s does not start with its input", id)
 	}
-	if err := converter.GetDefaultDataConverter().FromPayloads(attrs.Input, &in); err != nil {
-		return in, fmt.Errorf("input of %s: %w", id, err)
+	if err := converter.GetDefaultDataConverter().FromPayloads(attrs.Input, in); err != nil {
+		return fmt.Errorf("input of %s: %w", id, err)
 	}
-	return in, nil
+	return nil
 }
 
 // resumePlan is a benchmark's runs sorted for a resume.

@@ -40,16 +40,19 @@ func forkCmd() *cobra.Command {
 			if _, err := checkpoint.New(store, cfg.Checkpoint.ChunkSize).Load(ctx, args[0], seq); err != nil {
 				return cli.Usagef("--from-checkpoint: %v (see `starter checkpoint list %s`)", err, args[0])
 			}
-			src, err := queryStatus(ctx, c, args[0])
-			if err != nil {
-				return err
+			// The fork runs what the source ran: its agent, image, provider
+			// and the names of its secrets.
+			var src workflows.RunInput
+			if err := startInput(ctx, c, args[0], &src); err != nil {
+				return notFound(err, args[0])
 			}
 			if id == "" {
 				id = fmt.Sprintf("%s-fork%d-%s", args[0], seq, randomSuffix())
 			} else if err := checkID(id); err != nil {
 				return err
 			}
-			in := workflows.RunInput{Task: src.Task, Agent: src.Agent, Seed: src.Seed, ForkFrom: &workflows.ForkSource{RunID: args[0], Seq: seq}, Policy: app.Policy(cfg)}
+			in := workflows.RunInput{Task: src.Task, Agent: src.Agent, Seed: src.Seed, TimeLimit: src.TimeLimit, Provider: src.Provider, Image: src.Image, Secrets: src.Secrets,
+				ForkFrom: &workflows.ForkSource{RunID: args[0], Seq: seq}, Policy: app.Policy(cfg)}
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: cfg.Temporal.TaskQueue,
 				Memo: map[string]any{"task": src.Task, "agent": src.Agent, "seed": src.Seed, "forked_from": fmt.Sprintf("%s#%d", args[0], seq)}},
 				workflows.RunWorkflowName, in)
