@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -80,6 +81,8 @@ type Checkpoint struct {
 	AlertAfter int `mapstructure:"alert_after" yaml:"alert_after"`
 	// GCGrace spares unreferenced chunks younger than this.
 	GCGrace time.Duration `mapstructure:"gc_grace" yaml:"gc_grace"`
+	// Exclude are path globs of a workspace never checkpointed.
+	Exclude []string `mapstructure:"exclude" yaml:"exclude"`
 }
 
 // Agent tunes the agent activity.
@@ -351,6 +354,11 @@ func (c *Config) Validate() error {
 		return bad("host.max_agents: %d must be at least 1", c.Host.MaxAgents)
 	case c.Host.ID == "":
 		return bad("host.id: must not be empty (set MLRB_HOST_ID)")
+	}
+	for _, g := range c.Checkpoint.Exclude {
+		if _, err := path.Match(g, ""); err != nil || strings.HasPrefix(g, "/") {
+			return bad("checkpoint.exclude: %q is not a relative path glob (like root/.cache/huggingface/token)", g)
+		}
 	}
 	seen := map[int]bool{}
 	for _, d := range c.Host.GPUDevices {

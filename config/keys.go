@@ -50,6 +50,7 @@ var Table = []Key{
 	{Name: "checkpoint.keep", Default: 5, Doc: "checkpoints kept per run, plus the final one"},
 	{Name: "checkpoint.alert_after", Default: 3, Doc: "failed checkpoints in a row before status says stale"},
 	{Name: "checkpoint.gc_grace", Default: time.Hour, Doc: "GC spares unreferenced chunks younger than this"},
+	{Name: "checkpoint.exclude", Default: []string{"root/.cache/huggingface/token", "root/.cache/huggingface/stored_tokens"}, Doc: "workspace paths (globs, one path each) never checkpointed: credentials such as the Hugging Face token files"},
 	{Name: "agent.heartbeat_timeout", Default: time.Minute, Flag: "hb-timeout", Doc: "a silent attempt is declared lost after this"},
 	{Name: "agent.grace", Default: time.Minute, Flag: "grace", Doc: "SIGTERM this long before the deadline (at most a quarter of the budget)"},
 	{Name: "agent.max_infra_attempts", Default: 5, Flag: "infra-tries", Doc: "attempts before `infra_failed`"},

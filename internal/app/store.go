@@ -27,6 +27,6 @@ func OpenEngine(ctx context.Context, cfg *config.Config) (*checkpoint.Engine, er
 		return nil, err
 	}
 	e := checkpoint.New(store, cfg.Checkpoint.ChunkSize)
-	e.Parallel = cfg.Storage.Parallel
+	e.Parallel, e.Exclude = cfg.Storage.Parallel, cfg.Checkpoint.Exclude
 	return e, nil
 }

@@ -106,6 +106,10 @@ type Engine struct {
 	Parallel int
 	// RacyWindow overrides DefaultRacyWindow.
 	RacyWindow time.Duration
+	// Exclude are path globs (path.Match, against a file's path in the
+	// snapshot) never saved: credentials a tool writes into the workspace.
+	// A directory that matches is left out whole.
+	Exclude []string
 	// known holds hashes of chunks confirmed stored, so later checkpoints
 	// skip even the existence check. It is good for one GC generation
 	// (knownGen): a GC in any process may delete what it remembers.
@@ -308,6 +312,12 @@ func (e *Engine) Save(ctx context.Context, dir string, meta Meta, prev *Manifest
 			if err != nil || rel == "." {
 				return err
 			}
+			if e.excluded(filepath.ToSlash(rel)) {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
 			info, err := d.Info()
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
@@ -368,6 +378,16 @@ type SeqTakenError struct{ Seq, Attempt int }
 
 func (e *SeqTakenError) Error() string {
 	return fmt.Sprintf("checkpoint #%d is attempt %d's", e.Seq, e.Attempt)
+}
+
+// excluded tells whether a snapshot path is one never saved.
+func (e *Engine) excluded(rel string) bool {
+	for _, g := range e.Exclude {
+		if ok, _ := path.Match(g, rel); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // commit writes the manifest: the checkpoint exists from here on. The

@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -253,5 +255,44 @@ func TestRestoreNeverWritesThroughASymlink(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(hostDir); len(entries) != 0 {
 		t.Fatalf("the restore wrote into the host dir: %v", entries)
+	}
+}
+
+// TestExcludedPathsAreNeverSaved: the Hugging Face token a login writes
+// into the checkpointed cache stays out of every checkpoint.
+func TestExcludedPathsAreNeverSaved(t *testing.T) {
+	ctx := context.Background()
+	store, err := blob.NewFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "root/.cache/huggingface/token"), []byte("hf_SECRETTOKEN"))
+	writeFile(t, filepath.Join(src, "root/.cache/huggingface/stored_tokens/default"), []byte("hf_SECRETTOKEN"))
+	writeFile(t, filepath.Join(src, "root/.cache/huggingface/hub/model.bin"), []byte("weights"))
+	e := New(store, 64<<10)
+	e.Exclude = []string{"root/.cache/huggingface/token", "root/.cache/huggingface/stored_tokens"}
+	m, err := e.Save(ctx, src, Meta{RunID: "x", Seq: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, f := range m.Files {
+		paths = append(paths, f.Path)
+		if strings.Contains(f.Path, "token") {
+			t.Fatalf("%s was checkpointed", f.Path)
+		}
+	}
+	if !slices.Contains(paths, "root/.cache/huggingface/hub/model.bin") {
+		t.Fatalf("the rest of the cache is gone too: %v", paths)
+	}
+	objs, _ := store.List(ctx, "chunks/")
+	for _, o := range objs {
+		rc, _ := store.Get(ctx, o.Key)
+		b, _ := io.ReadAll(rc)
+		_ = rc.Close()
+		if plain, err := decoder.DecodeAll(b, nil); err == nil && bytes.Contains(plain, []byte("hf_SECRETTOKEN")) {
+			t.Fatal("the token reached the store")
+		}
 	}
 }
