@@ -1,4 +1,4 @@
-package runtime
+package safefs
 
 import (
 	"archive/tar"
