@@ -71,7 +71,7 @@ func (a *Activities) conclude(ctx context.Context, sv *supervisor, end ending, h
 	if end.kind == abandoned {
 		return nil, ctx.Err()
 	}
-	hk.heartbeat(end.used)
+	hk.reached(end.used)
 	hk.shipLastLogs()
 	if end.kind == handedBack {
 		hk.lv.step(stepHandBack, 0)
@@ -234,7 +234,7 @@ type attemptHooks struct {
 	shipping chan struct{}
 }
 
-func (k *attemptHooks) heartbeat(agentSeconds float64) { k.lv.agent(agentSeconds) }
+func (k *attemptHooks) reached(agentSeconds float64) { k.lv.agent(agentSeconds) }
 
 func (k *attemptHooks) checkpoint(agentSeconds float64) { k.ck.start(k.ctx, agentSeconds) }
 

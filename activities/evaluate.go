@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/lmeval"
 	"github.com/mlrb/mlrb/internal/runtime"
@@ -164,7 +165,7 @@ func (a *Activities) keepResults(ctx context.Context, runID string, ev *evalDirs
 		return "", fmt.Errorf("results: %w", err)
 	}
 	defer func() { _ = f.Close() }()
-	key := path.Join("runs", runKey(runID), "evaluations", filepath.Base(ev.dir), filepath.Base(file))
+	key := blob.RunPrefix(runID) + path.Join("evaluations", filepath.Base(ev.dir), filepath.Base(file))
 	if err := a.Engine.Store.Put(ctx, key, f); err != nil {
 		return "", fmt.Errorf("keep results: %w", err)
 	}

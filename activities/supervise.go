@@ -29,7 +29,8 @@ type supervisor struct {
 
 // hooks are the supervisor's effects beyond the agent.
 type hooks interface {
-	heartbeat(agentSeconds float64)
+	// reached records the agent time reached, which heartbeats carry.
+	reached(agentSeconds float64)
 	checkpoint(agentSeconds float64)
 	shipLogs()
 	// steering reads the run's controls: the budget granted and whether
@@ -73,8 +74,8 @@ const (
 // agentSeconds is the agent time reached now.
 func (s *supervisor) agentSeconds() float64 { return s.base + s.now().Sub(s.started).Seconds() }
 
-// tick: heartbeat with the agent time.
-func (s *supervisor) tick() { s.hooks.heartbeat(s.agentSeconds()) }
+// tick: the agent time reached, for the heartbeats.
+func (s *supervisor) tick() { s.hooks.reached(s.agentSeconds()) }
 
 // checkpointDue: a periodic checkpoint.
 func (s *supervisor) checkpointDue() { s.hooks.checkpoint(s.agentSeconds()) }

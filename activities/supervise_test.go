@@ -48,7 +48,7 @@ type steerAnswer struct {
 	cancel, ok bool
 }
 
-func (k *fakeHooks) heartbeat(float64)  { k.beats++ }
+func (k *fakeHooks) reached(float64)    { k.beats++ }
 func (k *fakeHooks) checkpoint(float64) { k.checkpoints++ }
 func (k *fakeHooks) shipLogs()          { k.ships++ }
 func (k *fakeHooks) steering() (float64, bool, bool) {

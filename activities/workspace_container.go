@@ -29,7 +29,8 @@ const (
 // written are never committed torn, hardlinks and symlinks are kept), not
 // the size of the workspace, and nothing streams through the daemon.
 type ContainerWorkspace struct {
-	Docker *runtime.Docker
+	// Docker starts and reaps the containers.
+	*runtime.Docker
 	Engine *checkpoint.Engine
 	// AgentImage runs the built-in agents; EvalImage the evaluators,
 	// unless a task or a retry names another.
@@ -44,14 +45,6 @@ type ContainerWorkspace struct {
 	CPUs        float64
 	PidsLimit   int64
 }
-
-// Start starts a task's container.
-func (w *ContainerWorkspace) Start(ctx context.Context, spec runtime.TaskSpec) (runtime.Handle, error) {
-	return w.Docker.Start(ctx, spec)
-}
-
-// Reap removes every container an earlier worker of this host left.
-func (w *ContainerWorkspace) Reap(ctx context.Context) (int, error) { return w.Docker.Reap(ctx) }
 
 // Prepare restores m's paths onto this host's disk, every chunk verified
 // (a damaged checkpoint falls back before any container exists), or seeds

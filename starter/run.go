@@ -66,9 +66,10 @@ var secretName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // providerKeys are the secrets an MLRB agent needs for its LLM provider.
 var providerKeys = map[string]string{"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
-// checkContainerAgent validates the MLRB image contract's flags and
-// returns the secret names the run passes.
-func checkContainerAgent(agent, image, provider string, secrets []string) ([]string, error) {
+// checkAgentFlags validates the agent's flags (secret names for every
+// agent, the MLRB image contract's for agent mlrb) and returns the secret
+// names the run passes.
+func checkAgentFlags(agent, image, provider string, secrets []string) ([]string, error) {
 	// Names only, whatever the agent: a value given here would travel
 	// through Temporal into the run's history.
 	for _, s := range secrets {
@@ -137,7 +138,7 @@ func runCmd() *cobra.Command {
 			if _, err := checkRun(cat, task, agent, seed, limit); err != nil {
 				return err
 			}
-			if secrets, err = checkContainerAgent(agent, image, cfg.Agent.Provider, secrets); err != nil {
+			if secrets, err = checkAgentFlags(agent, image, cfg.Agent.Provider, secrets); err != nil {
 				return err
 			}
 			if id == "" {

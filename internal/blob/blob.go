@@ -6,8 +6,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/url"
 	"time"
 )
+
+// RunPrefix is where a run's blobs live (its checkpoints, logs and
+// evaluation results below it): one layout for every writer and reader.
+func RunPrefix(runID string) string { return "runs/" + url.PathEscape(runID) + "/" }
 
 // ErrNotFound is returned by Get for a key that does not exist.
 var ErrNotFound = errors.New("blob not found")

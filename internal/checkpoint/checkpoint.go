@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -148,7 +147,7 @@ const maxStoredChunk = MaxChunkSize + MaxChunkSize/64
 
 func chunkKey(hash string) string { return "chunks/" + hash[:2] + "/" + hash }
 
-func runPrefix(runID string) string { return "runs/" + url.PathEscape(runID) + "/checkpoints/" }
+func runPrefix(runID string) string { return blob.RunPrefix(runID) + "checkpoints/" }
 
 // ManifestKey is the blob key of a run's checkpoint.
 func ManifestKey(runID string, seq int) string {

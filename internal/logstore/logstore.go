@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path"
 	"sort"
@@ -19,7 +18,7 @@ import (
 )
 
 func prefix(runID string, attempt int) string {
-	return fmt.Sprintf("runs/%s/logs/attempt-%03d/", url.PathEscape(runID), attempt)
+	return fmt.Sprintf("%slogs/attempt-%03d/", blob.RunPrefix(runID), attempt)
 }
 
 // Shipper uploads what a log file gained since the last call.
@@ -70,7 +69,7 @@ func (s *Shipper) Ship(ctx context.Context, final bool) error {
 
 // Attempts lists the attempts that have log segments.
 func Attempts(ctx context.Context, store blob.Store, runID string) ([]int, error) {
-	objs, err := store.List(ctx, fmt.Sprintf("runs/%s/logs/", url.PathEscape(runID)))
+	objs, err := store.List(ctx, blob.RunPrefix(runID)+"logs/")
 	if err != nil {
 		return nil, err
 	}
