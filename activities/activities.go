@@ -106,7 +106,13 @@ func (a *Activities) LoadCheckpoint(ctx context.Context, src CheckpointSource) (
 	} else {
 		m, err = a.Engine.Load(ctx, src.RunID, src.Seq)
 	}
+	last, ferr := a.Engine.LastAttempt(ctx, src.RunID)
+	if ferr != nil {
+		return nil, fmt.Errorf("checkpoint of %s: %w", src.RunID, ferr)
+	}
 	switch {
+	case errors.Is(err, checkpoint.ErrNoCheckpoint) && src.IfAny && last > 0:
+		return &CheckpointRef{LastAttempt: last}, nil
 	case errors.Is(err, checkpoint.ErrNoCheckpoint) && src.IfAny:
 		return nil, nil
 	case errors.Is(err, checkpoint.ErrNoCheckpoint):
@@ -115,7 +121,7 @@ func (a *Activities) LoadCheckpoint(ctx context.Context, src CheckpointSource) (
 		return nil, fmt.Errorf("checkpoint of %s: %w", src.RunID, err) // the store may be back on the next try
 	}
 	return &CheckpointRef{RunID: src.RunID, Seq: m.Seq, Attempt: m.Attempt, AgentSeconds: m.AgentSeconds, At: m.CreatedAt, Files: len(m.Files), Bytes: m.Bytes,
-		Final: m.Final, Ending: m.Ending}, nil
+		Final: m.Final, Ending: m.Ending, LastAttempt: last}, nil
 }
 
 // AcquireLease takes a GPU slot on this host for one attempt and names

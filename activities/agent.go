@@ -24,7 +24,10 @@ import (
 // (heartbeats, checkpoints, deadlines, the operator's controls) and end
 // the attempt with a final checkpoint, or hand it back to the run.
 func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, error) {
-	lv := a.live(ctx)
+	ctx, lv, err := a.live(ctx, &in.Lease)
+	if err != nil {
+		return nil, err
+	}
 	defer lv.close()
 	at := a.attempt(in.RunID, in.Attempt)
 	// The attempt's files are gone with it: its work is in the checkpoints.
@@ -49,8 +52,8 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 	}
 	lv.step(stepRunning, 0)
 	log.Info("agent started", zap.Time("deadline", dl.Hard), zap.Bool("resumed", prev != nil))
-	ck := &checkpointer{ws: a.Workspace, engine: a.Engine, at: at, seq: in.NextSeq, prev: prev, keep: a.Keep, notes: notes, log: log}
-	hk := &attemptHooks{a: a, ctx: ctx, at: at, ck: ck, lv: lv, log: log,
+	ck := &checkpointer{ws: a.Workspace, engine: a.Engine, at: at, seq: in.NextSeq, prev: prev, keep: a.Keep, notes: notes, log: log, fenced: lv.fence}
+	hk := &attemptHooks{a: a, ctx: ctx, at: at, ck: ck, lv: lv, log: log, lease: in.Lease.Token,
 		logs: &logstore.Shipper{Store: a.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Path: spec.LogPath}}
 	sv := &supervisor{h: h, dl: dl, stopped: StopExited, started: start, base: in.Budget.UsedS, now: time.Now, hooks: hk, log: log}
 	end := sv.run(ctx, activity.GetWorkerStopChannel(ctx), activity.GetInfo(ctx).HeartbeatTimeout, in.Interval)
@@ -69,7 +72,16 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 func (a *Activities) conclude(ctx context.Context, sv *supervisor, end ending, hk *attemptHooks, notes *notifier, image string) (*AgentResult, error) {
 	hk.ck.wait()
 	if end.kind == abandoned {
-		return nil, ctx.Err()
+		cause := context.Cause(ctx)
+		if errors.Is(cause, ErrFenced) {
+			hk.log.Warn("attempt fenced: its agent is stopped and it commits nothing", zap.Error(cause))
+		}
+		// The run is done with this attempt: its slot is free now rather
+		// than one lease TTL later.
+		if a.GPUs != nil {
+			a.GPUs.Release(hk.lease)
+		}
+		return nil, fmt.Errorf("attempt %d: %w", hk.at.n, cause)
 	}
 	hk.reached(end.used)
 	hk.shipLastLogs()
@@ -120,6 +132,7 @@ func (a *Activities) prepare(ctx context.Context, in *AgentInput, at *attempt, l
 			return nil, nil, err
 		}
 		log.Warn("taking over a checkpoint the run had not heard of", zap.Int("seq", ahead.Seq), zap.Int("by_attempt", ahead.Attempt), zap.Bool("final", ahead.Final))
+		ahead.From = in.Attempt
 		notes.send(SignalCheckpoint, *ahead)
 		if e := ahead.Ending; ahead.Final && e != nil {
 			if err := notes.flush(ctx); err != nil {
@@ -129,6 +142,11 @@ func (a *Activities) prepare(ctx context.Context, in *AgentInput, at *attempt, l
 		}
 		in.Resume, in.NextSeq = ahead, ahead.Seq+1
 		in.Budget.Preserve(ahead.AgentSeconds)
+	}
+	// From here on this attempt owns the run's checkpoints: an earlier
+	// one still running somewhere commits nothing more.
+	if err := a.Engine.Fence(ctx, in.RunID, in.Attempt, in.NextSeq-1); err != nil {
+		return nil, nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrFencedAttempt, err)
 	}
 	image := agentImage(*in)
 	if in.Resume == nil {
@@ -222,13 +240,14 @@ func (a *Activities) agentTask(in AgentInput, at *attempt, dl budget.Deadlines, 
 
 // attemptHooks are what a supervised attempt does beyond its agent.
 type attemptHooks struct {
-	a    *Activities
-	ctx  context.Context
-	at   *attempt
-	ck   *checkpointer
-	lv   *liveness
-	logs *logstore.Shipper
-	log  *zap.Logger
+	a     *Activities
+	lease string // the attempt's lease token
+	ctx   context.Context
+	at    *attempt
+	ck    *checkpointer
+	lv    *liveness
+	logs  *logstore.Shipper
+	log   *zap.Logger
 	// shipping is the log shipment in flight: a slow store delays the
 	// logs, never the supervisor.
 	shipping chan struct{}

@@ -27,6 +27,8 @@ type checkpointer struct {
 	log     *zap.Logger
 	running chan struct{}
 	failed  int // consecutive failures, touched by one save at a time
+	// fenced ends the attempt when a later one has taken the run over.
+	fenced func(error)
 }
 
 // wait waits for a periodic checkpoint in flight.
@@ -52,9 +54,12 @@ func (c *checkpointer) start(ctx context.Context, agentSeconds float64) {
 	go func() {
 		defer close(ch)
 		if _, err := c.save(ctx, agentSeconds, nil); err != nil {
+			if c.superseded(err) {
+				return
+			}
 			c.failed++
 			c.log.Warn("checkpoint failed; the agent keeps running", zap.Int("consecutive", c.failed), zap.Error(err))
-			c.notes.send(SignalCheckpointFailed, CheckpointFailure{Consecutive: c.failed, Error: err.Error(), At: time.Now().UTC()})
+			c.notes.send(SignalCheckpointFailed, CheckpointFailure{Consecutive: c.failed, Error: err.Error(), At: time.Now().UTC(), From: c.at.n})
 			return
 		}
 		c.failed = 0
@@ -93,12 +98,26 @@ func (c *checkpointer) save(ctx context.Context, agentSeconds float64, end *chec
 			c.log.Debug("retention dropped old checkpoints", zap.Int("manifests", n))
 		}
 	}
-	ref := CheckpointRef{Seq: m.Seq, Attempt: c.at.n, AgentSeconds: agentSeconds, At: m.CreatedAt, Files: len(m.Files), Bytes: m.Bytes, NewBytes: m.NewBytes, Final: final, Ending: end}
+	ref := CheckpointRef{Seq: m.Seq, Attempt: c.at.n, AgentSeconds: agentSeconds, At: m.CreatedAt, Files: len(m.Files), Bytes: m.Bytes, NewBytes: m.NewBytes, Final: final, Ending: end,
+		From: c.at.n}
 	c.prev = m
 	c.seq++
 	c.notes.send(SignalCheckpoint, ref)
 	c.log.Info("checkpoint committed", zap.Int("seq", ref.Seq), zap.Float64("agent_s", agentSeconds), zap.Int64("new_bytes", m.NewBytes))
 	return &ref, nil
+}
+
+// superseded tells whether err is the store refusing a fenced attempt,
+// and then ends the attempt.
+func (c *checkpointer) superseded(err error) bool {
+	var f *checkpoint.FencedError
+	if !errors.As(err, &f) {
+		return false
+	}
+	if c.fenced != nil {
+		c.fenced(err)
+	}
+	return true
 }
 
 // final retries the last checkpoint with backoff until it commits: the
@@ -109,6 +128,9 @@ func (c *checkpointer) final(ctx context.Context, used float64, end *checkpoint.
 		_, err := c.save(ctx, used, end)
 		if err == nil {
 			return nil
+		}
+		if c.superseded(err) {
+			return err
 		}
 		c.log.Warn("final checkpoint failed; retrying", zap.Duration("in", delay), zap.Error(err))
 		select {

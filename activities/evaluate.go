@@ -31,7 +31,10 @@ import (
 // evaluator in the workspace (a process, or a fresh container) and reads
 // its lm-eval results.
 func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (*EvalResult, error) {
-	lv := a.live(ctx)
+	ctx, lv, err := a.live(ctx, in.Lease)
+	if err != nil {
+		return nil, err
+	}
 	defer lv.close()
 	ev, root, err := a.prepareEvaluation(ctx, in, lv)
 	if err != nil {

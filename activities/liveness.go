@@ -2,12 +2,16 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/mlrb/mlrb/internal/checkpoint"
 )
@@ -16,6 +20,12 @@ import (
 // whatever the activity is doing, on a goroutine of its own: no step (a
 // 20 GB restore, a final save, a hung store) can hold the heartbeat back.
 // Each heartbeat carries the step and its progress.
+//
+// It also fences the attempt: when the server says the activity is gone
+// (timed out, its run ended) or no heartbeat has reached it for the
+// heartbeat timeout, the run has, or soon will have, handed the work to
+// another attempt. The activity's context is then canceled with ErrFenced,
+// which stops the agent and commits nothing more.
 type liveness struct {
 	mu      sync.Mutex
 	p       Progress
@@ -23,31 +33,109 @@ type liveness struct {
 	stop    chan struct{}
 	stopped chan struct{}
 	dir     string
+	cancel  context.CancelCauseFunc
+	// renew keeps the attempt's GPU lease alive (nil: no lease held).
+	renew func()
 }
 
+// ErrFenced: this attempt may no longer act for its run.
+var ErrFenced = errors.New("attempt fenced")
+
+// beat sends one heartbeat; its error is the server's answer.
+type beat func(ctx context.Context, p Progress) error
+
 // live starts heartbeating ctx's activity of this host, whose work disk
-// holds dir.
-func (a *Activities) live(ctx context.Context) *liveness {
-	l := &liveness{stop: make(chan struct{}), stopped: make(chan struct{}), dir: a.WorkDir}
+// holds dir. The activity runs under the returned context.
+//
+// A lease the activity holds (token, "" for none) is claimed on this
+// host's pool, and renewed by each heartbeat that reaches the server: it
+// lapses one TTL after the run stops hearing from the activity.
+func (a *Activities) live(ctx context.Context, lease *Lease) (context.Context, *liveness, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	l := &liveness{stop: make(chan struct{}), stopped: make(chan struct{}), dir: a.WorkDir, cancel: cancel}
+	if lease != nil && lease.Token != "" && a.GPUs != nil {
+		if err := a.GPUs.Claim(lease.Token, lease.Devices); err != nil {
+			cancel(err)
+			return nil, nil, fmt.Errorf("lease on %s: %w", a.HostID, err)
+		}
+		pool, token := a.GPUs, lease.Token
+		l.renew = func() { pool.Renew(token) }
+	}
 	l.p.Host = a.HostID
-	every := heartbeatEvery(activity.GetInfo(ctx).HeartbeatTimeout)
+	info := activity.GetInfo(ctx)
+	send := a.heartbeat(info)
 	go func() {
 		defer close(l.stopped)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			activity.RecordHeartbeat(ctx, l.progress())
-			select {
-			case <-l.stop:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
+		l.run(ctx, send, info.HeartbeatTimeout, beatEvery(info.HeartbeatTimeout), time.Now)
 	}()
-	return l
+	return ctx, l, nil
 }
+
+// heartbeat is how this worker reaches the server: through its client,
+// so that it knows each heartbeat's fate, or the SDK's throttled
+// heartbeats where there is no client (tests of single activities).
+func (a *Activities) heartbeat(info activity.Info) beat {
+	if a.Client == nil || os.Getenv("XX_SDK_HB") != "" {
+		return func(ctx context.Context, p Progress) error {
+			activity.RecordHeartbeat(ctx, p)
+			return nil
+		}
+	}
+	timeout := beatEvery(info.HeartbeatTimeout)
+	return func(ctx context.Context, p Progress) error {
+		hctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return a.Client.RecordActivityHeartbeat(hctx, info.TaskToken, p)
+	}
+}
+
+// beatEvery paces heartbeats: four per timeout, so that one or two lost
+// ones do not lose the attempt.
+func beatEvery(timeout time.Duration) time.Duration {
+	if timeout <= 0 {
+		return 10 * time.Second
+	}
+	return timeout / 4
+}
+
+func (l *liveness) run(ctx context.Context, send beat, timeout, every time.Duration, now func() time.Time) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	lastOK := now()
+	for {
+		err := send(ctx, l.progress())
+		t := now()
+		var notFound *serviceerror.NotFound
+		switch {
+		case err == nil, errors.Is(err, activity.ErrActivityPaused), errors.Is(err, activity.ErrActivityReset):
+			lastOK = t
+			if l.renew != nil {
+				l.renew()
+			}
+		case temporal.IsCanceledError(err):
+			l.cancel(context.Canceled) // the run canceled the activity
+			return
+		case errors.As(err, &notFound):
+			l.cancel(fmt.Errorf("%w: the server no longer knows this attempt (%v)", ErrFenced, err))
+			return
+		case ctx.Err() != nil:
+			return
+		case timeout > 0 && t.Sub(lastOK) >= timeout:
+			l.cancel(fmt.Errorf("%w: no heartbeat reached the server for %s (the heartbeat timeout): %v", ErrFenced, t.Sub(lastOK).Round(time.Second), err))
+			return
+		}
+		select {
+		case <-l.stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// fence ends the attempt: a later one owns the run.
+func (l *liveness) fence(err error) { l.cancel(fmt.Errorf("%w: %v", ErrFenced, err)) }
 
 // step names what the activity does now; total is the bytes it will move
 // (0: not a transfer).
@@ -86,6 +174,7 @@ func (l *liveness) progress() Progress {
 func (l *liveness) close() {
 	close(l.stop)
 	<-l.stopped
+	l.cancel(nil)
 }
 
 // String is the step as an operator reads it: "restoring 4.1 of 19.8 GiB".

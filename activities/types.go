@@ -51,6 +51,7 @@ type CheckpointFailure struct {
 	Consecutive int       `json:"consecutive"`
 	Error       string    `json:"error"`
 	At          time.Time `json:"at"`
+	From        int       `json:"from,omitempty"` // the attempt that failed
 }
 
 // Error types the workflow tells apart.
@@ -64,6 +65,9 @@ const (
 	// ErrAgentKilled: the agent was killed from outside; its details carry
 	// the agent's Progress. The workflow runs another attempt.
 	ErrAgentKilled = "AgentKilled"
+	// ErrFencedAttempt: a later attempt of the run owns its checkpoints;
+	// this one must not run.
+	ErrFencedAttempt = "FencedAttempt"
 )
 
 // CheckpointSource names a committed checkpoint of a run.
@@ -128,6 +132,13 @@ type CheckpointRef struct {
 	Final        bool      `json:"final"`
 	// Ending is how the agent ended, on a final checkpoint.
 	Ending *checkpoint.Ending `json:"ending,omitempty"`
+	// From is the attempt that reported the checkpoint (0 in histories
+	// from before fencing): the run ignores a superseded attempt's.
+	From int `json:"from,omitempty"`
+	// LastAttempt is, on a run's latest checkpoint, the last attempt
+	// that owned the run (it may have committed nothing): a continued
+	// run numbers its attempts after it.
+	LastAttempt int `json:"last_attempt,omitempty"`
 }
 
 // AgentInput is one attempt of the agent.

@@ -119,6 +119,9 @@ type Host struct {
 	// StopTimeout is how long a stopping worker (SIGTERM) gives its running
 	// agents to be stopped and checkpointed before it exits.
 	StopTimeout time.Duration `mapstructure:"stop_timeout" yaml:"stop_timeout"`
+	// LeaseTTL is how long a slot stays leased without its holder's
+	// heartbeats renewing it.
+	LeaseTTL time.Duration `mapstructure:"lease_ttl" yaml:"lease_ttl"`
 	// MaxAgents bounds the agents running at once on this host.
 	MaxAgents int    `mapstructure:"max_agents" yaml:"max_agents"`
 	WorkDir   string `mapstructure:"work_dir" yaml:"work_dir"`
@@ -354,6 +357,8 @@ func (c *Config) Validate() error {
 		return bad("host.max_agents: %d must be at least 1", c.Host.MaxAgents)
 	case c.Host.ID == "":
 		return bad("host.id: must not be empty (set MLRB_HOST_ID)")
+	case c.Host.LeaseTTL < c.Agent.HeartbeatTimeout:
+		return bad("host.lease_ttl: %s is shorter than agent.heartbeat_timeout (%s); heartbeats renew leases, so make it at least that", c.Host.LeaseTTL, c.Agent.HeartbeatTimeout)
 	}
 	for _, g := range c.Checkpoint.Exclude {
 		if _, err := path.Match(g, ""); err != nil || strings.HasPrefix(g, "/") {

@@ -64,6 +64,7 @@ var Table = []Key{
 	{Name: "host.gpu_type", Default: "", Doc: "e.g. `A100-40GB`; leases for another type go elsewhere"},
 	{Name: "host.max_agents", Default: 4, Flag: "max-agents", Doc: "agents at once on this host"},
 	{Name: "host.fence_interval", Default: time.Minute, Doc: "how often containers are checked against live attempts (`docker`)"},
+	{Name: "host.lease_ttl", Default: 2 * time.Minute, Doc: "a slot whose holder stopped heartbeating (its run terminated, reset, lost) is free again after this; at least `agent.heartbeat_timeout`"},
 	{Name: "host.stop_timeout", Default: 2 * time.Minute, Doc: "on SIGTERM, time the worker gives running agents to be stopped and checkpointed"},
 	{Name: "host.work_dir", Default: "", ShownAs: "<state>/work", Doc: "workspaces"},
 	{Name: "host.runtime", Default: "process", Doc: "how agents run: `process` or `docker`"},

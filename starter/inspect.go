@@ -42,6 +42,9 @@ type statusView struct {
 	Step string `json:"step,omitempty"`
 	// Disk warns when the host's work disk runs low.
 	Disk string `json:"disk,omitempty"`
+	// LeaseWaitS is how long the run has been waiting for a slot, while
+	// it waits (also counted in budget.infra_wait_s).
+	LeaseWaitS *float64 `json:"lease_wait_s,omitempty"`
 }
 
 func view(st workflows.Status, now time.Time) statusView {
@@ -50,6 +53,12 @@ func view(st workflows.Status, now time.Time) statusView {
 	if !st.LastCheckpointAt.IsZero() {
 		age := math.Round(now.Sub(st.LastCheckpointAt).Seconds()*10) / 10
 		v.LastCheckpointAgeS = &age
+	}
+	if !st.LeasingSince.IsZero() {
+		// The wait in progress, which the ledger counts once it ends.
+		wait := math.Round(now.Sub(st.LeasingSince).Seconds()*10) / 10
+		v.LeaseWaitS = &wait
+		v.Budget.InfraWaitS += max(0, wait)
 	}
 	left := st.Budget.GrantedS() - st.ReachedAt(now)
 	v.BudgetLeftS = math.Max(0, math.Round(left*10)/10)
@@ -101,6 +110,9 @@ func statusCmd() *cobra.Command {
 				v.RunID, v.Task, v.Phase, v.Attempt, v.Checkpoints, age, v.BudgetLeftS, v.Budget.GrantedS(), v.Budget.LostS, v.Budget.InfraWaitS)
 			if v.Step != "" {
 				fmt.Printf("step         %s\n", v.Step)
+			}
+			if v.LeaseWaitS != nil {
+				fmt.Printf("waiting      %.0fs for a GPU slot\n", *v.LeaseWaitS)
 			}
 			if v.Disk != "" {
 				fmt.Printf("disk         %s\n", v.Disk)

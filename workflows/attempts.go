@@ -33,11 +33,13 @@ func (r *run) runAttempts(ctx workflow.Context) (*activities.AgentResult, error)
 		}
 		r.setPhase(ctx, PhaseLeasing)
 		leaseStart := workflow.Now(ctx)
+		r.st.LeasingSince = leaseStart
 		var lease activities.Lease
 		req := activities.LeaseRequest{RunID: r.st.RunID, Attempt: attempt, GPUCount: r.spec.Spec.Resources.GPUCount, GPUType: r.spec.Spec.Resources.GPUType}
 		if err := workflow.ExecuteActivity(leaseOptions(ctx, p), activities.AcquireLeaseName, req).Get(ctx, &lease); err != nil {
 			return nil, fmt.Errorf("no GPU lease for attempt %d: %s", attempt, errText(err))
 		}
+		r.st.LeasingSince = time.Time{}
 		r.st.Budget.Wait(workflow.Now(ctx).Sub(leaseStart).Seconds())
 
 		if r.st.CancelRequested {
@@ -55,8 +57,10 @@ func (r *run) runAttempts(ctx workflow.Context) (*activities.AgentResult, error)
 		}
 		var res activities.AgentResult
 		err := workflow.ExecuteActivity(agentOptions(ctx, p, lease, r.st.Budget), activities.RunAgentName, in).Get(ctx, &res)
-		r.drainCheckpoints()
-		r.release(ctx, lease)
+		r.drainCheckpoints(ctx)
+		if !hostSilent(err) || workflow.GetVersion(ctx, versionLeaseExpires, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			r.release(ctx, lease)
+		}
 		if err == nil {
 			// A completed attempt ends on its final checkpoint: all its time counts.
 			r.st.Budget.Preserve(res.AgentSeconds)
@@ -98,6 +102,14 @@ func isInfraLoss(err error) bool {
 	}
 	var ae *temporal.ApplicationError
 	return !errors.As(err, &ae) || ae.Type() != activities.ErrBadTask
+}
+
+// hostSilent tells an attempt lost because its host stopped answering
+// (a crash, a partition): a release sent there would wait for nobody,
+// and the host's lease expires by itself when its holder stops renewing.
+func hostSilent(err error) bool {
+	var te *temporal.TimeoutError
+	return errors.As(err, &te) && (te.TimeoutType() == enumspb.TIMEOUT_TYPE_HEARTBEAT || te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START)
 }
 
 // release gives the lease back, best effort: a lease on a dead host died

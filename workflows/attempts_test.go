@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/mlrb/mlrb/activities"
 )
@@ -117,4 +118,54 @@ func TestForkStartsFromAnotherRunsCheckpoint(t *testing.T) {
 	if r.Outcome != OutcomeScored || r.Budget.UsedS != 14 || r.Checkpoints != 1 {
 		t.Fatalf("result = %+v", r)
 	}
+}
+
+// TestZombieSignalsIgnored: attempt 1 is lost after checkpoint 1; while
+// attempt 2 runs, attempt 1's worker (cut off, its agent still running)
+// reports checkpoint 2 and a failed checkpoint. Neither moves the run:
+// the checkpoints, the ledger and the stale alert are attempt 2's alone.
+func TestZombieSignalsIgnored(t *testing.T) {
+	env := newEnv(t)
+	from := func(c activities.CheckpointRef, attempt int) activities.CheckpointRef {
+		c.Attempt, c.From = attempt, attempt
+		return c
+	}
+	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.AgentInput) (*activities.AgentResult, error) {
+			if in.Attempt == 1 {
+				return committedThen(env, in, temporal.NewHeartbeatTimeoutError(activities.Progress{AgentSeconds: 6}), from(ck(1, 4), 1))
+			}
+			for i := 0; i < 3; i++ {
+				if err := env.SignalWorkflowByID(in.RunID, activities.SignalCheckpointFailed, activities.CheckpointFailure{Consecutive: i + 1, Error: "zombie", From: 1}); err != nil {
+					return nil, err
+				}
+			}
+			return committed(env, in, &activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 9},
+				from(ck(2, 29), 1), from(ck(3, 29.5), 1), from(ck(2, 7), 2), from(ck(3, 9), 2))
+		})
+	var status Status
+	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.EvalInput) (*activities.EvalResult, error) {
+			v, err := env.QueryWorkflow(QueryStatus)
+			if err == nil {
+				err = v.Get(&status)
+			}
+			return score(0.5), err
+		})
+	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: testPolicy})
+	r := result(t, env)
+	if r.Outcome != OutcomeScored || r.Attempts != 2 || r.Checkpoints != 3 || r.Budget.UsedS != 9 || r.Budget.LostS != 2 {
+		t.Fatalf("result = %+v, budget %+v", r, r.Budget)
+	}
+	if status.CheckpointFailures != 0 || status.CheckpointStale || status.LastCheckpointAgentS != 9 {
+		t.Fatalf("status = %+v", status)
+	}
+}
+
+// committedThen delivers refs, then fails the attempt with err.
+func committedThen(env *testsuite.TestWorkflowEnvironment, in activities.AgentInput, err error, refs ...activities.CheckpointRef) (*activities.AgentResult, error) {
+	if _, serr := committed(env, in, nil, refs...); serr != nil {
+		return nil, serr
+	}
+	return nil, err
 }

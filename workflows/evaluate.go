@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -76,7 +77,10 @@ func (r *run) runEvaluation(ctx workflow.Context, image string) (*activities.Eva
 		var lease activities.Lease
 		req := activities.LeaseRequest{RunID: r.st.RunID, Attempt: len(r.evals) + 1, Role: activities.LeaseEvaluation,
 			GPUCount: r.spec.Spec.Resources.GPUCount, GPUType: r.spec.Spec.Resources.GPUType}
-		if err = workflow.ExecuteActivity(leaseOptions(ctx, r.pol), activities.AcquireLeaseName, req).Get(ctx, &lease); err == nil {
+		r.st.LeasingSince = workflow.Now(ctx)
+		err = workflow.ExecuteActivity(leaseOptions(ctx, r.pol), activities.AcquireLeaseName, req).Get(ctx, &lease)
+		r.st.LeasingSince = time.Time{}
+		if err == nil {
 			in.Lease = &lease
 			opts = evalOptions(ctx, r.pol, r.spec.Spec.Evaluation.Timeout.D(), lease.HostQueue)
 			defer r.release(ctx, lease)

@@ -87,11 +87,14 @@ func (r *run) setup(ctx workflow.Context) error {
 		sel.AddReceive(r.ckCh, func(c workflow.ReceiveChannel, _ bool) {
 			var ref activities.CheckpointRef
 			c.Receive(ctx, &ref)
-			r.commit(ref)
+			r.commit(ctx, ref)
 		})
 		sel.AddReceive(failCh, func(c workflow.ReceiveChannel, _ bool) {
 			var f activities.CheckpointFailure
 			c.Receive(ctx, &f)
+			if r.superseded(ctx, f.From) {
+				return
+			}
 			r.st.CheckpointFailures, r.st.CheckpointError = f.Consecutive, f.Error
 		})
 		for {
@@ -144,9 +147,13 @@ func (r *run) startingPoint(ctx workflow.Context) (*activities.AgentResult, erro
 	if ref == nil {
 		return nil, nil
 	}
+	if ref.Seq == 0 { // attempts ran, none committed a checkpoint
+		r.st.Attempt = ref.LastAttempt
+		return nil, nil
+	}
 	ref.RunID = "" // its own, not a fork's
-	r.commit(*ref)
-	r.st.Attempt = ref.Attempt
+	r.commit(ctx, *ref)
+	r.st.Attempt = max(ref.Attempt, ref.LastAttempt)
 	if e := ref.Ending; ref.Final && e != nil {
 		return &activities.AgentResult{StoppedBy: activities.StopReason(e.StoppedBy), ExitCode: e.ExitCode, Reason: e.Reason, AgentSeconds: ref.AgentSeconds}, nil
 	}
@@ -155,9 +162,9 @@ func (r *run) startingPoint(ctx workflow.Context) (*activities.AgentResult, erro
 
 // commit takes a committed checkpoint in. Checkpoints come in commit
 // order; one seen again (a signal retried after a lost answer) is
-// ignored.
-func (r *run) commit(c activities.CheckpointRef) {
-	if r.last != nil && c.Seq <= r.last.Seq {
+// ignored, and so is one from a superseded attempt.
+func (r *run) commit(ctx workflow.Context, c activities.CheckpointRef) {
+	if r.last != nil && c.Seq <= r.last.Seq || r.superseded(ctx, c.From) {
 		return
 	}
 	r.st.Checkpoints++
@@ -167,13 +174,25 @@ func (r *run) commit(c activities.CheckpointRef) {
 	r.st.Budget.Preserve(c.AgentSeconds)
 }
 
+// superseded tells whether a signal comes from an attempt other than the
+// current one (a zombie: its worker lost, its agent still running); such
+// signals never move the run. From 0 is a signal sent before attempts
+// said who they were.
+func (r *run) superseded(ctx workflow.Context, from int) bool {
+	if from == 0 || from == r.st.Attempt {
+		return false
+	}
+	workflow.GetLogger(ctx).Warn("ignored a signal from a superseded attempt", "from", from, "attempt", r.st.Attempt)
+	return true
+}
+
 // drainCheckpoints takes in the checkpoint signals already received: an
 // attempt delivers all of its own before it ends, so after it ended the
 // run knows its last checkpoint.
-func (r *run) drainCheckpoints() {
+func (r *run) drainCheckpoints(ctx workflow.Context) {
 	var ref activities.CheckpointRef
 	for r.ckCh.ReceiveAsync(&ref) {
-		r.commit(ref)
+		r.commit(ctx, ref)
 		ref = activities.CheckpointRef{}
 	}
 }

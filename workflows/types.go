@@ -219,6 +219,9 @@ type Status struct {
 	Score              *float64 `json:"score,omitempty"`
 	// Store is where the run's checkpoints and logs are.
 	Store string `json:"store,omitempty"`
+	// LeasingSince is when the run began waiting for a slot, while it
+	// waits: the wait so far is infra wait the ledger has not counted yet.
+	LeasingSince time.Time `json:"leasing_since,omitempty"`
 }
 
 // ReachedAt estimates the agent seconds a running attempt has reached at

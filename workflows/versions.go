@@ -12,4 +12,9 @@ const (
 	// versionEvalOnLease: evaluation leases a GPU slot on a host and runs
 	// on that host's queue (before: the shared queue, no lease).
 	versionEvalOnLease = "evaluate-on-a-leased-slot"
+	// versionLeaseExpires: an attempt whose host went silent (heartbeat
+	// or schedule-to-start timeout) no longer waits for its lease to be
+	// released on that host; the host's lease expires by itself (before:
+	// a release on the silent host's queue held the run up to a minute).
+	versionLeaseExpires = "silent-host-lease-expires"
 )

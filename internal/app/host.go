@@ -127,9 +127,14 @@ func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logge
 		logger.Warn("reaped agent processes left by an earlier worker", zap.Int("killed", n))
 	}
 	hq := HostQueue(cfg.Temporal.TaskQueue, cfg.Host.ID)
+	pool, err := gpu.NewPool(gpu.Options{Slots: cfg.Host.MaxAgents, Devices: cfg.Host.GPUDevices, TTL: cfg.Host.LeaseTTL,
+		File: filepath.Join(cfg.WorkDir(), "leases.json")})
+	if err != nil {
+		return nil, err
+	}
 	acts := &activities.Activities{
 		Catalog: catalog, Engine: engine, Workspace: ws, Client: c, Keep: cfg.Checkpoint.Keep,
-		HostID: cfg.Host.ID, HostQueue: hq, GPUType: cfg.Host.GPUType, GPUs: gpu.NewPool(cfg.Host.MaxAgents, cfg.Host.GPUDevices),
+		HostID: cfg.Host.ID, HostQueue: hq, GPUType: cfg.Host.GPUType, GPUs: pool,
 		WorkDir: cfg.WorkDir(), Logger: logger.Named("activities"), EnvFile: cfg.Agent.EnvFile,
 	}
 	shared := worker.New(c, cfg.Temporal.TaskQueue, worker.Options{})

@@ -17,10 +17,16 @@ func RunPrefix(runID string) string { return "runs/" + url.PathEscape(runID) + "
 // ErrNotFound is returned by Get for a key that does not exist.
 var ErrNotFound = errors.New("blob not found")
 
+// ErrExists is returned by Create for a key that is already taken.
+var ErrExists = errors.New("blob already exists")
+
 // Store is the blob-store seam; the filesystem store is the default and an
 // S3 store drops in behind the same interface.
 type Store interface {
 	Put(ctx context.Context, key string, r io.Reader) error
+	// Create writes a new blob and fails with ErrExists, atomically, when
+	// the key is taken: two writers racing for one key never both win.
+	Create(ctx context.Context, key string, r io.Reader) error
 	Get(ctx context.Context, key string) (io.ReadCloser, error)
 	Exists(ctx context.Context, key string) (bool, error)
 	// List returns the objects under prefix, sorted by key.

@@ -44,6 +44,21 @@ func (s *FS) path(key string) (string, error) {
 // Put writes to a temp file, syncs it and renames it into place, so a crash
 // never leaves a partial blob under the key.
 func (s *FS) Put(ctx context.Context, key string, r io.Reader) error {
+	return s.write(ctx, key, r, os.Rename)
+}
+
+// Create is Put that links instead of renaming: link(2) fails when the
+// name exists, so of two writers exactly one creates the blob.
+func (s *FS) Create(ctx context.Context, key string, r io.Reader) error {
+	err := s.write(ctx, key, r, os.Link)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("create %s: %w", key, ErrExists)
+	}
+	return err
+}
+
+// write stages the blob in a synced temp file and places it with place.
+func (s *FS) write(ctx context.Context, key string, r io.Reader, place func(tmp, p string) error) error {
 	p, err := s.path(key)
 	if err != nil {
 		return err
@@ -67,7 +82,7 @@ func (s *FS) Put(ctx context.Context, key string, r io.Reader) error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
+	if err := place(tmp.Name(), p); err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
 	return nil

@@ -102,6 +102,22 @@ func endpointName(e string) string {
 // is read into memory so the SDK can sign and retry it: callers put chunks
 // of bounded size.
 func (s *S3) Put(ctx context.Context, key string, r io.Reader) error {
+	return s.put(ctx, key, r, nil)
+}
+
+// Create is a conditional write (If-None-Match: *): the store refuses it
+// with 412 when the key exists. A retry of a request that did create the
+// object also gets 412; callers that may retry read the blob back to tell.
+func (s *S3) Create(ctx context.Context, key string, r io.Reader) error {
+	err := s.put(ctx, key, r, aws.String("*"))
+	var ae smithy.APIError
+	if errors.As(err, &ae) && (ae.ErrorCode() == "PreconditionFailed" || ae.ErrorCode() == "ConditionalRequestConflict") {
+		return fmt.Errorf("create %s: %w", key, ErrExists)
+	}
+	return err
+}
+
+func (s *S3) put(ctx context.Context, key string, r io.Reader, ifNoneMatch *string) error {
 	br, ok := r.(*bytes.Reader)
 	if !ok {
 		body, err := io.ReadAll(r)
@@ -112,7 +128,7 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader) error {
 	}
 	_, err := s.c.PutObject(ctx, &s3.PutObjectInput{
 		Bucket: aws.String(s.bucket), Key: aws.String(s.prefix + key),
-		Body: br, ContentLength: aws.Int64(br.Size()),
+		Body: br, ContentLength: aws.Int64(br.Size()), IfNoneMatch: ifNoneMatch,
 	})
 	if err != nil {
 		return fmt.Errorf("put %s: %w", key, err)

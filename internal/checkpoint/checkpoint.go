@@ -59,6 +59,9 @@ type Manifest struct {
 	// it had none. A file written without pause (a training log) must not
 	// block every checkpoint, and a torn file is never committed.
 	Unsettled []string `json:"unsettled,omitempty"`
+	// SupersededBy is, in a listing, the later attempt that made this
+	// checkpoint a zombie's (0: it is the run's).
+	SupersededBy int `json:"-"`
 }
 
 // File is one entry of a workspace: a regular file, a directory or a symlink.
@@ -389,22 +392,35 @@ func (e *Engine) excluded(rel string) bool {
 	return false
 }
 
-// commit writes the manifest: the checkpoint exists from here on. The
-// same attempt may write its sequence number again (a retried save);
-// another attempt's is never overwritten.
+// commit writes the manifest: the checkpoint exists from here on. An
+// attempt that a later one has fenced commits nothing. The manifest is
+// created conditionally, so of two attempts racing for a sequence number
+// one wins; the same attempt may write its number again (a retried save).
 func (e *Engine) commit(ctx context.Context, m *Manifest) error {
-	old, err := e.loadKey(ctx, ManifestKey(m.RunID, m.Seq))
-	switch {
-	case err == nil && old.Attempt != m.Attempt:
-		return &SeqTakenError{Seq: m.Seq, Attempt: old.Attempt}
-	case err != nil && !errors.Is(err, blob.ErrNotFound):
+	fs, err := e.fences(ctx, m.RunID)
+	if err != nil {
 		return fmt.Errorf("checkpoint %s #%d: %w", m.RunID, m.Seq, err)
+	}
+	if f := supersededBy(m.Attempt, 0, fs); f != nil {
+		return &FencedError{Attempt: m.Attempt, By: f.Attempt}
 	}
 	body, err := json.MarshalIndent(m, "", " ")
 	if err != nil {
 		return fmt.Errorf("checkpoint %s #%d: encode manifest: %w", m.RunID, m.Seq, err)
 	}
-	if err := e.Store.Put(ctx, ManifestKey(m.RunID, m.Seq), bytes.NewReader(body)); err != nil {
+	key := ManifestKey(m.RunID, m.Seq)
+	err = e.Store.Create(ctx, key, bytes.NewReader(body))
+	if errors.Is(err, blob.ErrExists) {
+		old, lerr := e.loadKey(ctx, key)
+		switch {
+		case lerr != nil:
+			return fmt.Errorf("checkpoint %s #%d: %w", m.RunID, m.Seq, lerr)
+		case old.Attempt != m.Attempt:
+			return &SeqTakenError{Seq: m.Seq, Attempt: old.Attempt}
+		}
+		err = e.Store.Put(ctx, key, bytes.NewReader(body))
+	}
+	if err != nil {
 		return fmt.Errorf("checkpoint %s #%d: commit manifest: %w", m.RunID, m.Seq, err)
 	}
 	return nil
@@ -830,9 +846,14 @@ func (e *Engine) manifestKeys(ctx context.Context, runID string) ([]string, erro
 	return keys, nil
 }
 
-// List returns a run's committed checkpoints, oldest first.
+// List returns a run's committed checkpoints, oldest first, with those a
+// superseded attempt wrote marked.
 func (e *Engine) List(ctx context.Context, runID string) ([]*Manifest, error) {
 	keys, err := e.manifestKeys(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	fs, err := e.fences(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
@@ -842,33 +863,49 @@ func (e *Engine) List(ctx context.Context, runID string) ([]*Manifest, error) {
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint of %s: %w", runID, err)
 		}
+		if f := supersededBy(m.Attempt, m.Seq, fs); f != nil {
+			m.SupersededBy = f.Attempt
+		}
 		out = append(out, m)
 	}
 	return out, nil
 }
 
-// Latest reads a run's newest committed checkpoint; ErrNoCheckpoint if it
-// has none.
+// Latest reads a run's newest checkpoint that is the run's (not a
+// superseded attempt's); ErrNoCheckpoint if it has none.
 func (e *Engine) Latest(ctx context.Context, runID string) (*Manifest, error) {
 	keys, err := e.manifestKeys(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
-	if len(keys) == 0 {
-		return nil, fmt.Errorf("run %s: %w", runID, ErrNoCheckpoint)
-	}
-	m, err := e.loadKey(ctx, keys[len(keys)-1])
+	fs, err := e.fences(ctx, runID)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint of %s: %w", runID, err)
+		return nil, err
 	}
-	return m, nil
+	for i := len(keys) - 1; i >= 0; i-- {
+		m, err := e.loadKey(ctx, keys[i])
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint of %s: %w", runID, err)
+		}
+		if supersededBy(m.Attempt, m.Seq, fs) == nil {
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("run %s: %w", runID, ErrNoCheckpoint)
 }
 
-// Load reads one committed manifest.
+// Load reads one committed manifest; a superseded attempt's is refused.
 func (e *Engine) Load(ctx context.Context, runID string, seq int) (*Manifest, error) {
 	m, err := e.loadKey(ctx, ManifestKey(runID, seq))
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %s #%d: %w", runID, seq, err)
+	}
+	fs, err := e.fences(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	if f := supersededBy(m.Attempt, m.Seq, fs); f != nil {
+		return nil, fmt.Errorf("checkpoint %s #%d: attempt %d %w after attempt %d took over from #%d", runID, seq, m.Attempt, ErrSuperseded, f.Attempt, f.FromSeq)
 	}
 	return m, nil
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 )
@@ -201,29 +202,45 @@ func (e *Engine) GC(ctx context.Context, o GCOptions) (*GCReport, error) {
 	return rep, nil
 }
 
-// Prune keeps a run's last keep checkpoints and its final ones and
-// deletes the other manifests; their chunks become garbage for GC.
+// Prune deletes what superseded attempts committed, keeps a run's last
+// keep checkpoints and its final ones, and deletes the other manifests;
+// their chunks become garbage for GC.
 func (e *Engine) Prune(ctx context.Context, runID string, keep int) (int, error) {
 	keys, err := e.manifestKeys(ctx, runID)
 	if err != nil {
 		return 0, fmt.Errorf("prune: %w", err)
 	}
-	if len(keys) <= keep {
-		return 0, nil
+	fs, err := e.fences(ctx, runID)
+	if err != nil {
+		return 0, fmt.Errorf("prune: %w", err)
 	}
-	deleted := 0
-	for _, k := range keys[:len(keys)-keep] {
-		m, err := e.loadKey(ctx, k)
-		if err != nil {
-			return deleted, fmt.Errorf("prune %s: %w", runID, err)
-		}
-		if m.Final {
-			continue
-		}
-		if err := e.Store.Delete(ctx, k); err != nil {
-			return deleted, fmt.Errorf("prune %s: %w", runID, err)
-		}
-		deleted++
+	if len(keys) <= keep && !slices.ContainsFunc(fs, func(f Fence) bool { return f.Attempt > 1 }) {
+		return 0, nil // nothing to drop, and no manifest to read
 	}
-	return deleted, nil
+	ms, err := e.List(ctx, runID)
+	if err != nil {
+		return 0, fmt.Errorf("prune: %w", err)
+	}
+	var own []*Manifest
+	var drop []*Manifest
+	for _, m := range ms {
+		if m.SupersededBy != 0 {
+			drop = append(drop, m)
+		} else {
+			own = append(own, m)
+		}
+	}
+	if len(own) > keep {
+		for _, m := range own[:len(own)-keep] {
+			if !m.Final {
+				drop = append(drop, m)
+			}
+		}
+	}
+	for i, m := range drop {
+		if err := e.Store.Delete(ctx, ManifestKey(runID, m.Seq)); err != nil {
+			return i, fmt.Errorf("prune %s: %w", runID, err)
+		}
+	}
+	return len(drop), nil
 }

@@ -144,7 +144,7 @@ func TestS3OutageMidCheckpoint(t *testing.T) {
 	}
 }
 
-// gateStore holds manifest writes until released, to keep a save in flight.
+// gateStore holds manifest commits until released, to keep a save in flight.
 type gateStore struct {
 	blob.Store
 	once    sync.Once
@@ -152,12 +152,12 @@ type gateStore struct {
 	release chan struct{}
 }
 
-func (g *gateStore) Put(ctx context.Context, key string, r io.Reader) error {
+func (g *gateStore) Create(ctx context.Context, key string, r io.Reader) error {
 	if strings.Contains(key, "/checkpoints/") {
 		g.once.Do(func() { close(g.reached) })
 		<-g.release
 	}
-	return g.Store.Put(ctx, key, r)
+	return g.Store.Create(ctx, key, r)
 }
 
 // TestGCNeverDeletesReferencedChunks: retention turns old checkpoints into

@@ -105,9 +105,16 @@ type proc struct {
 
 func (e *env) start(name string, args ...string) *proc {
 	e.t.Helper()
+	return e.startAs(name, nil, name, args...)
+}
+
+// startAs starts a binary logging to <as>.log with vars over the env's
+// (one of several workers, each its own host).
+func (e *env) startAs(as string, vars []string, name string, args ...string) *proc {
+	e.t.Helper()
 	cmd := exec.Command(filepath.Join(bin, name), args...)
-	cmd.Env = append(os.Environ(), e.vars...)
-	logf, err := os.OpenFile(filepath.Join(e.state, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	cmd.Env = append(append(os.Environ(), e.vars...), vars...)
+	logf, err := os.OpenFile(filepath.Join(e.state, as+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -208,13 +215,14 @@ func (e *env) waitServer() {
 }
 
 func (e *env) dumpLogs() {
-	for _, n := range []string{"worker.log", "server.log"} {
-		if b, err := os.ReadFile(filepath.Join(e.state, n)); err == nil {
+	logs, _ := filepath.Glob(filepath.Join(e.state, "*.log"))
+	for _, n := range logs {
+		if b, err := os.ReadFile(n); err == nil {
 			s := string(b)
 			if len(s) > 6000 {
 				s = s[len(s)-6000:]
 			}
-			e.t.Logf("--- %s ---\n%s", n, s)
+			e.t.Logf("--- %s ---\n%s", filepath.Base(n), s)
 		}
 	}
 }
@@ -281,7 +289,10 @@ func alive(pid int) bool {
 }
 
 // agentPIDs lists live reference-agent processes started from this env.
-func (e *env) agentPIDs() []int {
+func (e *env) agentPIDs() []int { return agentPIDsUnder(e.state) }
+
+// agentPIDsUnder lists live agent processes whose workdir is under dir.
+func agentPIDsUnder(dir string) []int {
 	var pids []int
 	entries, _ := os.ReadDir("/proc")
 	for _, d := range entries {
@@ -290,7 +301,7 @@ func (e *env) agentPIDs() []int {
 			continue
 		}
 		envb, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		if err != nil || !bytes.Contains(envb, []byte("MLRB_WORKDIR="+e.state)) {
+		if err != nil || !bytes.Contains(envb, []byte("MLRB_WORKDIR="+dir)) {
 			continue
 		}
 		if alive(pid) {

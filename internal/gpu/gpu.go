@@ -1,84 +1,267 @@
-// Package gpu is a host's local GPU allocator: a lease takes specific
-// device ids under a fencing token and gives them back on release.
+// Package gpu is a host's local GPU allocator: a lease takes one agent
+// slot and specific device ids under a token, lives as long as its holder
+// keeps renewing it, and is given back on release or when it expires.
 package gpu
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
+	"time"
 )
 
 // ErrNoCapacity means the host cannot give the devices now.
 var ErrNoCapacity = errors.New("not enough free GPUs on this host")
 
+// Lease is one holder's slot and devices.
+type Lease struct {
+	Token   string    `json:"token"`
+	Devices []int     `json:"devices,omitempty"`
+	Since   time.Time `json:"since"`
+	Renewed time.Time `json:"renewed"`
+}
+
 // Pool hands out the host's devices and its agent slots: a lease takes one
 // slot and its devices, so a CPU-only host still runs a bounded number of
-// agents at once.
+// agents at once. A lease not renewed for ttl is taken back: its run
+// ended in a way that never released it (terminated, reset, its answer
+// lost), and the slot must not wait for a worker restart.
 type Pool struct {
 	mu      sync.Mutex
 	slots   int
 	devices []int
-	held    map[int]string   // device -> token
-	leases  map[string][]int // token -> devices
+	ttl     time.Duration
+	now     func() time.Time
+	file    string // where leases outlive the worker ("": nowhere)
+	leases  map[string]*Lease
+	changed func()
 }
 
-// NewPool manages slots leases at once over the given device ids; no
-// devices means a CPU-only host.
-func NewPool(slots int, devices []int) *Pool {
-	d := append([]int(nil), devices...)
+// Options configure a pool.
+type Options struct {
+	Slots   int
+	Devices []int         // none: a CPU-only host
+	TTL     time.Duration // 0: leases never expire
+	// File keeps the leases across worker restarts: a restarted worker
+	// honours them for one TTL, time for their holders to renew.
+	File string
+	Now  func() time.Time
+	// Changed is told, under the pool's lock, that the leases changed; it
+	// must not block.
+	Changed func()
+}
+
+// NewPool opens a pool, with the leases File holds.
+func NewPool(o Options) (*Pool, error) {
+	d := append([]int(nil), o.Devices...)
 	sort.Ints(d)
-	return &Pool{slots: max(1, slots), devices: d, held: map[int]string{}, leases: map[string][]int{}}
+	p := &Pool{slots: max(1, o.Slots), devices: d, ttl: o.TTL, now: o.Now, file: o.File, leases: map[string]*Lease{}, changed: o.Changed}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	if p.file == "" {
+		return p, nil
+	}
+	b, err := os.ReadFile(p.file)
+	if errors.Is(err, os.ErrNotExist) {
+		return p, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("leases: %w", err)
+	}
+	var kept []*Lease
+	if err := json.Unmarshal(b, &kept); err != nil {
+		return nil, fmt.Errorf("leases %s: %w", p.file, err)
+	}
+	now := p.now()
+	for _, l := range kept {
+		if p.fits(l.Devices) && len(p.leases) < p.slots {
+			l.Renewed = now // its holder has one TTL to show it is alive
+			p.leases[l.Token] = l
+		}
+	}
+	return p, nil
 }
 
 // Size is the number of devices the host has.
 func (p *Pool) Size() int { return len(p.devices) }
+
+// Slots is the number of leases the host gives at once.
+func (p *Pool) Slots() int { return p.slots }
 
 // Acquire leases n devices to token. Acquiring again under the same token
 // returns the same devices, so a redelivered lease request is harmless.
 func (p *Pool) Acquire(token string, n int) ([]int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if got, ok := p.leases[token]; ok {
-		return append([]int(nil), got...), nil
+	p.expire()
+	if l, ok := p.leases[token]; ok {
+		l.Renewed = p.now()
+		return slices.Clone(l.Devices), nil
 	}
 	if len(p.leases) >= p.slots {
 		return nil, fmt.Errorf("%w: all %d agent slots are leased", ErrNoCapacity, p.slots)
 	}
-	if n == 0 {
-		p.leases[token] = nil
-		return nil, nil
-	}
-	var free []int
-	for _, d := range p.devices {
-		if _, busy := p.held[d]; !busy {
-			free = append(free, d)
-		}
-	}
+	free := p.free()
 	if len(free) < n {
 		return nil, fmt.Errorf("%w: want %d, %d of %d free", ErrNoCapacity, n, len(free), len(p.devices))
 	}
-	got := free[:n]
-	for _, d := range got {
-		p.held[d] = token
+	return slices.Clone(p.take(token, free[:n]).Devices), p.save()
+}
+
+// Claim makes sure token holds devices: renewed when it does, taken again
+// when it lapsed and they are free (a worker restarted between the lease
+// and the attempt), refused when another holder has them.
+func (p *Pool) Claim(token string, devices []int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.expire()
+	if l, ok := p.leases[token]; ok {
+		l.Renewed = p.now()
+		return nil
 	}
-	p.leases[token] = got
-	return append([]int(nil), got...), nil
+	if len(p.leases) >= p.slots || !p.fits(devices) {
+		return fmt.Errorf("%w: the lease %s lapsed and its slot or devices %v are taken", ErrNoCapacity, token, devices)
+	}
+	p.take(token, devices)
+	return p.save()
+}
+
+// Renew keeps token's lease alive; false when it has none.
+func (p *Pool) Renew(token string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l, ok := p.leases[token]
+	if ok {
+		l.Renewed = p.now()
+	}
+	return ok
 }
 
 // Release frees a token's devices; releasing twice is harmless.
 func (p *Pool) Release(token string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, d := range p.leases[token] {
-		delete(p.held, d)
+	if _, ok := p.leases[token]; !ok {
+		return
 	}
 	delete(p.leases, token)
+	_ = p.save() // a lease left in the file only lives one more TTL
+}
+
+// Leases lists the live leases, oldest first.
+func (p *Pool) Leases() []Lease {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.expire()
+	out := make([]Lease, 0, len(p.leases))
+	for _, l := range p.leases {
+		c := *l
+		c.Devices = slices.Clone(l.Devices)
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Since.Before(out[j].Since) })
+	return out
 }
 
 // Holder tells which token holds a device ("" when free).
 func (p *Pool) Holder(device int) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.held[device]
+	p.expire()
+	for t, l := range p.leases {
+		if slices.Contains(l.Devices, device) {
+			return t
+		}
+	}
+	return ""
+}
+
+func (p *Pool) take(token string, devices []int) *Lease {
+	now := p.now()
+	l := &Lease{Token: token, Devices: slices.Clone(devices), Since: now, Renewed: now}
+	p.leases[token] = l
+	return l
+}
+
+// expire drops the leases not renewed for the TTL.
+func (p *Pool) expire() {
+	if p.ttl <= 0 {
+		return
+	}
+	cut := p.now().Add(-p.ttl)
+	dropped := false
+	for t, l := range p.leases {
+		if l.Renewed.Before(cut) {
+			delete(p.leases, t)
+			dropped = true
+		}
+	}
+	if dropped {
+		_ = p.save()
+	}
+}
+
+// free lists the devices no lease holds.
+func (p *Pool) free() []int {
+	var out []int
+	for _, d := range p.devices {
+		if p.holds(d) == "" {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (p *Pool) holds(device int) string {
+	for t, l := range p.leases {
+		if slices.Contains(l.Devices, device) {
+			return t
+		}
+	}
+	return ""
+}
+
+// fits tells whether devices are this host's and free.
+func (p *Pool) fits(devices []int) bool {
+	for _, d := range devices {
+		if !slices.Contains(p.devices, d) || p.holds(d) != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// save writes the leases where a restarted worker finds them.
+func (p *Pool) save() error {
+	if p.changed != nil {
+		p.changed()
+	}
+	if p.file == "" {
+		return nil
+	}
+	out := make([]*Lease, 0, len(p.leases))
+	for _, l := range p.leases {
+		out = append(out, l)
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return fmt.Errorf("leases: %w", err)
+	}
+	tmp := p.file + ".tmp"
+	if err := os.MkdirAll(filepath.Dir(p.file), 0o755); err != nil {
+		return fmt.Errorf("leases: %w", err)
+	}
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("leases: %w", err)
+	}
+	if err := os.Rename(tmp, p.file); err != nil {
+		return fmt.Errorf("leases: %w", err)
+	}
+	return nil
 }

@@ -2,11 +2,41 @@ package gpu
 
 import (
 	"errors"
+	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 )
 
+func newPool(t *testing.T, o Options) *Pool {
+	t.Helper()
+	p, err := NewPool(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// clock is a test's time, moved by hand.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
 func TestPool(t *testing.T) {
-	p := NewPool(8, []int{3, 1})
+	p := newPool(t, Options{Slots: 8, Devices: []int{3, 1}})
 	a, err := p.Acquire("run-a/1", 1)
 	if err != nil || len(a) != 1 || a[0] != 1 {
 		t.Fatalf("Acquire = %v, %v; want [1]", a, err)
@@ -27,11 +57,73 @@ func TestPool(t *testing.T) {
 	if p.Holder(1) != "" || p.Holder(3) != "run-b/1" {
 		t.Fatalf("holders after release: %q %q", p.Holder(1), p.Holder(3))
 	}
-	cpu := NewPool(1, nil)
+	cpu := newPool(t, Options{Slots: 1})
 	if d, err := cpu.Acquire("cpu", 0); err != nil || d != nil {
 		t.Fatalf("CPU lease = %v, %v", d, err)
 	}
 	if _, err := cpu.Acquire("cpu-2", 0); !errors.Is(err, ErrNoCapacity) {
 		t.Fatalf("a second lease on a one-slot host: %v", err)
+	}
+}
+
+// TestLeaseExpires: a lease its holder stops renewing (a terminated run,
+// a lost answer) frees its slot one TTL later, never before; a renewed
+// one lives on.
+func TestLeaseExpires(t *testing.T) {
+	clk := &clock{t: time.Unix(1000, 0)}
+	p := newPool(t, Options{Slots: 1, Devices: []int{0}, TTL: time.Minute, Now: clk.now})
+	if _, err := p.Acquire("dead", 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(59 * time.Second)
+	if _, err := p.Acquire("next", 1); !errors.Is(err, ErrNoCapacity) {
+		t.Fatalf("within the TTL the slot is held: %v", err)
+	}
+	clk.add(2 * time.Second)
+	if d, err := p.Acquire("next", 1); err != nil || d[0] != 0 {
+		t.Fatalf("after the TTL: %v, %v", d, err)
+	}
+	for i := 0; i < 5; i++ {
+		clk.add(50 * time.Second)
+		if !p.Renew("next") {
+			t.Fatal("a renewed lease was lost")
+		}
+	}
+	if p.Renew("dead") || p.Holder(0) != "next" {
+		t.Fatalf("holder %q", p.Holder(0))
+	}
+}
+
+// TestLeasesSurviveARestart: a restarted worker reads its leases and
+// honours them for one TTL; a holder that claims its lease keeps it, the
+// others lapse. A claim for devices held by another is refused.
+func TestLeasesSurviveARestart(t *testing.T) {
+	clk := &clock{t: time.Unix(1000, 0)}
+	file := filepath.Join(t.TempDir(), "leases.json")
+	o := Options{Slots: 2, Devices: []int{0, 1}, TTL: time.Minute, Now: clk.now, File: file}
+	p := newPool(t, o)
+	for _, tok := range []string{"a", "b"} {
+		if _, err := p.Acquire(tok, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.add(10 * time.Minute) // the worker was down a while
+	q := newPool(t, o)
+	if len(q.Leases()) != 2 {
+		t.Fatalf("restarted with %v", q.Leases())
+	}
+	if err := q.Claim("a", []int{0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Claim("c", []int{1}); !errors.Is(err, ErrNoCapacity) {
+		t.Fatalf("a claim on b's device: %v", err)
+	}
+	clk.add(61 * time.Second)
+	q.Renew("a")
+	if l := q.Leases(); len(l) != 1 || l[0].Token != "a" {
+		t.Fatalf("after one TTL: %v", l)
+	}
+	if err := q.Claim("c", []int{1}); err != nil {
+		t.Fatalf("a claim on a lapsed device: %v", err)
 	}
 }
