@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -119,17 +120,22 @@ func checkpointCmd() *cobra.Command {
 					Bytes        int64   `json:"bytes"`
 					NewBytes     int64   `json:"new_bytes"`
 					Final        bool    `json:"final"`
+					SupersededBy int     `json:"superseded_by,omitempty"`
 				}
 				var rows []row
 				for _, m := range ms {
-					rows = append(rows, row{m.Seq, m.CreatedAt.Format("2006-01-02T15:04:05Z07:00"), m.Attempt, m.AgentSeconds, len(m.Files), m.Bytes, m.NewBytes, m.Final})
+					rows = append(rows, row{m.Seq, m.CreatedAt.Format("2006-01-02T15:04:05Z07:00"), m.Attempt, m.AgentSeconds, len(m.Files), m.Bytes, m.NewBytes, m.Final, m.SupersededBy})
 				}
 				return printJSON(rows)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "SEQ\tTIME\tATTEMPT\tAGENT S\tFILES\tBYTES\tNEW BYTES\tFINAL\tUNSETTLED")
 			for _, m := range ms {
-				fmt.Fprintf(tw, "%d\t%s\t%d\t%.1f\t%d\t%d\t%d\t%v\t%s\n", m.Seq, m.CreatedAt.Local().Format("2006-01-02 15:04:05"), m.Attempt, m.AgentSeconds, len(m.Files), m.Bytes, m.NewBytes, m.Final,
+				attempt := strconv.Itoa(m.Attempt)
+				if m.SupersededBy != 0 {
+					attempt += fmt.Sprintf(" (zombie: superseded by %d)", m.SupersededBy)
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%.1f\t%d\t%d\t%d\t%v\t%s\n", m.Seq, m.CreatedAt.Local().Format("2006-01-02 15:04:05"), attempt, m.AgentSeconds, len(m.Files), m.Bytes, m.NewBytes, m.Final,
 					strings.Join(m.Unsettled, ","))
 			}
 			return tw.Flush()

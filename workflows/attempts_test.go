@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -168,4 +170,35 @@ func committedThen(env *testsuite.TestWorkflowEnvironment, in activities.AgentIn
 		return nil, serr
 	}
 	return nil, err
+}
+
+// TestSilentHostLeaseNotReleased: an attempt lost because its host went
+// silent is not followed by a release on that host's queue (it would wait
+// for nobody); an attempt that ended with its host answering is.
+func TestSilentHostLeaseNotReleased(t *testing.T) {
+	env := newEnv(t)
+	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.AgentInput) (*activities.AgentResult, error) {
+			switch in.Attempt {
+			case 1:
+				return nil, temporal.NewHeartbeatTimeoutError()
+			case 2:
+				return nil, temporal.NewApplicationError("killed", activities.ErrAgentKilled, activities.Progress{AgentSeconds: 1})
+			}
+			return committed(env, in, &activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 3}, ck(1, 3))
+		})
+	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.5), nil)
+	var released []int
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+		var l activities.Lease
+		if info.ActivityType.Name == activities.ReleaseLeaseName && args.Get(&l) == nil {
+			released = append(released, len(released))
+		}
+	})
+	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: testPolicy})
+	r := result(t, env)
+	// Releases: attempt 2's, attempt 3's and the evaluation's; none for 1.
+	if r.Attempts != 3 || len(released) != 3 {
+		t.Fatalf("attempts %d, releases %d", r.Attempts, len(released))
+	}
 }

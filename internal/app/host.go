@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
@@ -23,6 +24,7 @@ import (
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/devserver"
 	"github.com/mlrb/mlrb/internal/gpu"
+	"github.com/mlrb/mlrb/internal/hosts"
 	"github.com/mlrb/mlrb/internal/runtime"
 	"github.com/mlrb/mlrb/tasks"
 	"github.com/mlrb/mlrb/workflows"
@@ -99,6 +101,8 @@ type Worker struct {
 	shared, host worker.Worker
 	HostQueue    string
 	stopFence    context.CancelFunc
+	stopRegister func()
+	lock         *os.File
 }
 
 // HostQueue names a host's task queue.
@@ -115,8 +119,21 @@ func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logge
 	if err != nil {
 		return nil, err
 	}
+	lock, err := lockWorkDir(cfg.WorkDir())
+	if err != nil {
+		return nil, err
+	}
+	// Before anything is reaped: the reaper takes what carries this
+	// host's id.
+	hq := HostQueue(cfg.Temporal.TaskQueue, cfg.Host.ID)
+	identity := hosts.Identity(cfg.Host.ID, cfg.WorkDir())
+	if err := checkHostFree(ctx, c, cfg, hq, identity); err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
 	ws, docker, err := openWorkspace(ctx, cfg, engine)
 	if err != nil {
+		_ = lock.Close()
 		return nil, err
 	}
 	n, err := ws.Reap(ctx)
@@ -126,23 +143,26 @@ func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logge
 	if n > 0 {
 		logger.Warn("reaped agent processes left by an earlier worker", zap.Int("killed", n))
 	}
-	hq := HostQueue(cfg.Temporal.TaskQueue, cfg.Host.ID)
+	reg := newRegister(engine.Store, hosts.Record{ID: cfg.Host.ID, Queue: hq, GPUType: cfg.Host.GPUType, Devices: cfg.Host.GPUDevices,
+		Slots: cfg.Host.MaxAgents, Worker: identity, StartedAt: time.Now().UTC()}, logger.Named("register"))
 	pool, err := gpu.NewPool(gpu.Options{Slots: cfg.Host.MaxAgents, Devices: cfg.Host.GPUDevices, TTL: cfg.Host.LeaseTTL,
-		File: filepath.Join(cfg.WorkDir(), "leases.json")})
+		File: filepath.Join(cfg.WorkDir(), "leases.json"), Changed: reg.touch})
 	if err != nil {
 		return nil, err
 	}
+	reg.pool = pool
 	acts := &activities.Activities{
 		Catalog: catalog, Engine: engine, Workspace: ws, Client: c, Keep: cfg.Checkpoint.Keep,
 		HostID: cfg.Host.ID, HostQueue: hq, GPUType: cfg.Host.GPUType, GPUs: pool,
 		WorkDir: cfg.WorkDir(), Logger: logger.Named("activities"), EnvFile: cfg.Agent.EnvFile,
 	}
-	shared := worker.New(c, cfg.Temporal.TaskQueue, worker.Options{})
+	shared := worker.New(c, cfg.Temporal.TaskQueue, worker.Options{Identity: identity})
 	if err := acts.Sweep(); err != nil {
 		return nil, err
 	}
 	workflows.RegisterShared(shared, acts)
 	hostW := worker.New(c, hq, worker.Options{
+		Identity: identity,
 		// A second guard behind the lease pool, with room for the lease
 		// releases that share the queue. The heartbeat throttle stays at
 		// the SDK default (0.8 × timeout): the SDK retries a failed
@@ -161,7 +181,10 @@ func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logge
 		shared.Stop()
 		return nil, fmt.Errorf("start worker on %s: %w", hq, err)
 	}
-	w := &Worker{shared: shared, host: hostW, HostQueue: hq, stopFence: func() {}}
+	rctx, stopReg := context.WithCancel(context.Background())
+	go reg.run(rctx)
+	w := &Worker{shared: shared, host: hostW, HostQueue: hq, stopFence: func() {}, lock: lock,
+		stopRegister: func() { stopReg(); <-reg.done }}
 	if docker != nil {
 		fctx, cancel := context.WithCancel(context.Background())
 		w.stopFence = cancel
@@ -209,6 +232,8 @@ func (w *Worker) Stop() {
 	w.stopFence()
 	w.shared.Stop()
 	w.host.Stop()
+	w.stopRegister()
+	_ = w.lock.Close()
 }
 
 type zapSDK struct{ l *zap.SugaredLogger }

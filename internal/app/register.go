@@ -1,0 +1,117 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"github.com/mlrb/mlrb/config"
+	"github.com/mlrb/mlrb/internal/blob"
+	"github.com/mlrb/mlrb/internal/gpu"
+	"github.com/mlrb/mlrb/internal/hosts"
+)
+
+// lockWorkDir takes the work dir for this worker: two workers on one dir
+// would sweep and reap each other's agents.
+func lockWorkDir(dir string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("host.work_dir: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "worker.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("host.work_dir: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, &config.Error{Msg: fmt.Sprintf("host.work_dir: %s is in use by another worker; give each worker its own host.work_dir and host.id", dir)}
+		}
+		return nil, fmt.Errorf("host.work_dir: lock: %w", err)
+	}
+	return f, nil
+}
+
+// pollerFresh is how recently a poller must have polled to count as a
+// live worker: a long poll lasts up to about a minute.
+const pollerFresh = 90 * time.Second
+
+// checkHostFree refuses a host.id that another worker polls: two machines
+// on one host queue would run each other's attempts on the wrong GPUs.
+func checkHostFree(ctx context.Context, c client.Client, cfg *config.Config, queue, identity string) error {
+	resp, err := c.DescribeTaskQueue(ctx, queue, enumspb.TASK_QUEUE_TYPE_ACTIVITY)
+	if err != nil {
+		return fmt.Errorf("describe %s: %w", queue, err)
+	}
+	for _, p := range resp.GetPollers() {
+		age := time.Since(p.GetLastAccessTime().AsTime())
+		if p.GetIdentity() != identity && age < pollerFresh {
+			return &config.Error{Msg: fmt.Sprintf("host.id: %q is already polled by another worker (%s, %s ago); give this worker its own host.id (MLRB_HOST_ID), or stop that one and wait %s",
+				cfg.Host.ID, p.GetIdentity(), age.Round(time.Second), pollerFresh)}
+		}
+	}
+	return nil
+}
+
+// publishEvery paces the host record while nothing changes: how stale
+// `starter hosts` may be about a host that went away.
+const publishEvery = 15 * time.Second
+
+// register publishes this host's record to the store: at once on every
+// lease change, and every publishEvery, until ctx ends, when the record
+// says the host stopped.
+type register struct {
+	store   blob.Store
+	rec     hosts.Record
+	pool    *gpu.Pool
+	changed chan struct{}
+	log     *zap.Logger
+	done    chan struct{}
+}
+
+func newRegister(store blob.Store, rec hosts.Record, log *zap.Logger) *register {
+	return &register{store: store, rec: rec, changed: make(chan struct{}, 1), log: log, done: make(chan struct{})}
+}
+
+// touch asks for a publication; it never blocks (the pool calls it under
+// its lock).
+func (r *register) touch() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (r *register) run(ctx context.Context) {
+	defer close(r.done)
+	t := time.NewTicker(publishEvery)
+	defer t.Stop()
+	for {
+		r.publish(context.Background(), ctx.Err() != nil)
+		if ctx.Err() != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-r.changed:
+		case <-t.C:
+		}
+	}
+}
+
+func (r *register) publish(ctx context.Context, stopped bool) {
+	rec := r.rec
+	rec.Leases, rec.SeenAt, rec.Stopped = r.pool.Leases(), time.Now().UTC(), stopped
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := hosts.Put(pctx, r.store, rec); err != nil {
+		r.log.Warn("host record not published", zap.Error(err))
+	}
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mlrb/mlrb/internal/app"
+	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/hosts"
+)
+
+// hostView is one row of `starter hosts --json`.
+type hostView struct {
+	hosts.Record
+	InUse int `json:"in_use"`
+	Free  int `json:"free"`
+	// SeenS is how long ago the worker last published; State is "up",
+	// "stopped" or "silent" (not heard from for a while: gone, or cut off).
+	SeenS float64 `json:"seen_s"`
+	State string  `json:"state"`
+}
+
+// silentAfter: a worker publishes every 15 s; one not heard from for
+// this long is gone or cut off.
+const silentAfter = time.Minute
+
+func hostsCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "hosts",
+		Short: "list the hosts: GPU type, slots in use and free, lease holders and ages",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := cli.LoadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			e, err := app.OpenEngine(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			recs, err := hosts.List(cmd.Context(), e.Store)
+			if err != nil {
+				return err
+			}
+			now := time.Now()
+			views := make([]hostView, 0, len(recs))
+			for _, r := range recs {
+				v := hostView{Record: r, InUse: len(r.Leases), Free: r.Free(), SeenS: now.Sub(r.SeenAt).Round(time.Second).Seconds(), State: "up"}
+				switch {
+				case r.Stopped:
+					v.State, v.InUse, v.Free = "stopped", 0, 0
+				case now.Sub(r.SeenAt) > silentAfter:
+					v.State = "silent"
+				}
+				views = append(views, v)
+			}
+			if asJSON {
+				return printJSON(views)
+			}
+			if len(views) == 0 {
+				fmt.Printf("no host has published to %s yet (workers publish there when they start)\n", e.Store)
+				return nil
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "HOST\tSTATE\tGPU TYPE\tDEVICES\tIN USE\tFREE\tSEEN\tLEASES (holder, devices, age, renewed)")
+			for _, v := range views {
+				var ls []string
+				for _, l := range v.Leases {
+					ls = append(ls, fmt.Sprintf("%s %v %s ago, %s ago", l.Token, l.Devices, now.Sub(l.Since).Round(time.Second), now.Sub(l.Renewed).Round(time.Second)))
+				}
+				gpuType := v.GPUType
+				if gpuType == "" {
+					gpuType = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%d\t%s ago\t%s\n", v.ID, v.State, gpuType, v.Devices, v.InUse, v.Free, now.Sub(v.SeenAt).Round(time.Second), strings.Join(ls, "; "))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
