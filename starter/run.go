@@ -72,9 +72,10 @@ var providerKeys = map[string]string{"openai": "OPENAI_API_KEY", "anthropic": "A
 func checkAgentFlags(agent, image, provider string, secrets []string) ([]string, error) {
 	// Names only, whatever the agent: a value given here would travel
 	// through Temporal into the run's history.
-	for _, s := range secrets {
+	// The bad value is never echoed: it may be the secret itself.
+	for i, s := range secrets {
 		if !secretName.MatchString(s) {
-			return nil, cli.Usagef("--secret: %q is not an environment variable name (pass names, never values)", s)
+			return nil, cli.Usagef("--secret #%d is not an environment variable name: pass the name of a variable in the worker's agent.env_file, never its value", i+1)
 		}
 	}
 	if agent != activities.AgentImage {

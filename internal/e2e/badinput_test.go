@@ -49,7 +49,7 @@ func TestBadInput(t *testing.T) {
 		{"bad value in env", []string{"MLRB_HOST_MAX_AGENTS=0"}, append(run, "--task", "mini_baby_lm"), "host.max_agents: 0 must be at least 1"},
 		{"unknown run", nil, []string{"status", "no-such-run"}, `no run or benchmark "no-such-run"`},
 		{"mlrb agent without image", nil, []string{"run", "--task", "baby_lm", "--agent", "mlrb", "--provider", "openai"}, "--image: agent mlrb needs the agent image"},
-		{"secret value for a name", nil, []string{"run", "--task", "baby_lm", "--agent", "mlrb", "--image", "x", "--provider", "openai", "--secret", "sk-live-123"}, `--secret: "sk-live-123" is not an environment variable name`},
+		{"secret value for a name", nil, []string{"run", "--task", "baby_lm", "--agent", "mlrb", "--image", "x", "--provider", "openai", "--secret", "sk-live-123"}, "--secret #1 is not an environment variable name"},
 		{"unknown provider", nil, []string{"run", "--task", "baby_lm", "--agent", "mlrb", "--image", "x", "--provider", "mistral"}, `--provider: "mistral" is not openai or anthropic`},
 		{"unknown command", nil, []string{"launch"}, `unknown command "launch"`},
 		{"watch an unknown id", nil, []string{"watch", "no-such-bench"}, `no run or benchmark "no-such-bench"`},
@@ -63,7 +63,7 @@ func TestBadInput(t *testing.T) {
 		{"a run id with /", nil, append(run, "--task", "mini_baby_lm", "--id", "a/b"), `--id: "a/b" may hold`},
 		{"a benchmark id with ..", nil, []string{"benchmark", "--agents", "noop", "--tasks", "mini_baby_lm", "--id", "x..y"}, `--id: "x..y" may hold`},
 		{"a benchmark of agent images", nil, []string{"benchmark", "--agents", "mlrb", "--tasks", "baby_lm"}, "--agents: agent mlrb runs an agent image"},
-		{"a secret value for a built-in agent", nil, append(run, "--task", "mini_baby_lm", "--secret", "OPENAI_API_KEY=sk-live-123"), `--secret: "OPENAI_API_KEY=sk-live-123" is not an environment variable name`},
+		{"a secret value for a built-in agent", nil, append(run, "--task", "mini_baby_lm", "--secret", "OPENAI_API_KEY=sk-live-123"), "--secret #1 is not an environment variable name"},
 		{"demo with an unknown agent", nil, []string{"demo", "--agent", "bogus"}, `unknown agent "bogus"`},
 	}
 	for _, tc := range cases {
@@ -78,6 +78,9 @@ func TestBadInput(t *testing.T) {
 			lines := strings.Split(strings.TrimSpace(errs), "\n")
 			if len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
 				t.Fatalf("stderr = %q, want one line containing %q", errs, tc.want)
+			}
+			if strings.Contains(out+errs, "sk-live-123") {
+				t.Fatalf("the error echoes a secret value: %q", errs)
 			}
 		})
 	}

@@ -3,13 +3,17 @@ package e2e
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/mlrb/mlrb/internal/testenv"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -20,7 +24,10 @@ const (
 
 // TestSecretsStayOnTheWorker: an MLRB-contract agent image gets its API
 // keys from the worker's env file; the keys reach the agent's environment
-// but no workflow history, no log segment, no checkpoint, no worker log.
+// but no workflow history (as the SDK and the official CLI export it), no
+// log segment, no checkpoint, no worker log. The agent logs in to Hugging
+// Face as huggingface-cli does; the token files it leaves in the cache
+// are not checkpointed, the rest of the cache is.
 func TestSecretsStayOnTheWorker(t *testing.T) {
 	e := dockerEnv(t)
 	envFile := filepath.Join(t.TempDir(), "agent.env")
@@ -63,10 +70,34 @@ func TestSecretsStayOnTheWorker(t *testing.T) {
 		t.Fatal("the history should name the secret")
 	}
 	leaks := map[string][]byte{"history": exported, "agent log": []byte(logs)}
+	temporal := testenv.Tool(t, "temporal", "go install github.com/temporalio/cli/cmd/temporal@v1.5.1")
+	cliExport, err := exec.Command(temporal, "workflow", "show", "--workflow-id", res.RunID, "-o", "json",
+		"--address", "127.0.0.1:"+strconv.Itoa(e.port), "--namespace", "default").Output()
+	if err != nil {
+		t.Fatalf("temporal workflow show: %v", err)
+	}
+	for _, m := range regexp.MustCompile(`"data":\s*"([A-Za-z0-9+/=]+)"`).FindAllSubmatch(cliExport, -1) {
+		if b, err := base64.StdEncoding.DecodeString(string(m[1])); err == nil {
+			cliExport = append(append(cliExport, '\n'), b...)
+		}
+	}
+	if !bytes.Contains(cliExport, []byte("HUGGINGFACE_TOKEN")) {
+		t.Fatal("the CLI's export should name the secret")
+	}
+	leaks["history exported by the temporal CLI"] = cliExport
 
 	restored := filepath.Join(t.TempDir(), "ws")
 	if _, errs, code := e.starter("checkpoint", "restore", res.RunID, restored); code != 0 {
 		t.Fatalf("checkpoint restore: %s", errs)
+	}
+	cache := filepath.Join(restored, "root", ".cache", "huggingface")
+	if _, err := os.Stat(filepath.Join(cache, "hub", "weights.bin")); err != nil {
+		t.Fatalf("the Hugging Face cache is checkpointed: %v", err)
+	}
+	for _, f := range []string{"token", "stored_tokens"} {
+		if _, err := os.Stat(filepath.Join(cache, f)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the token file %s was checkpointed (%v)", f, err)
+		}
 	}
 	for _, root := range []string{restored, filepath.Join(e.state, "blobs"), filepath.Join(e.state, "worker.log")} {
 		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {

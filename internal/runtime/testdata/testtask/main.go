@@ -76,6 +76,15 @@ func main() {
 		for _, e := range env {
 			fmt.Println(e)
 		}
+		// As `huggingface-cli login` does: the token lands in the cache,
+		// beside what the agent downloads.
+		if tok := os.Getenv("HUGGINGFACE_TOKEN"); tok != "" {
+			cache := "/root/.cache/huggingface"
+			_ = os.MkdirAll(filepath.Join(cache, "hub"), 0o755)
+			_ = os.WriteFile(filepath.Join(cache, "token"), []byte(tok), 0o600)
+			_ = os.WriteFile(filepath.Join(cache, "stored_tokens"), []byte("[default]\nhf_token = "+tok+"\n"), 0o600)
+			_ = os.WriteFile(filepath.Join(cache, "hub", "weights.bin"), []byte("downloaded"), 0o644)
+		}
 	}
 }
 
