@@ -43,6 +43,9 @@ type Activities struct {
 	Logger *zap.Logger
 	// EnvFile holds worker-side secrets (KEY=value lines) that runs name.
 	EnvFile string
+	// WorkspaceLimit bounds an attempt's workspace on disk, in bytes (0:
+	// none): an agent that outgrows it fails the run, naming the limit.
+	WorkspaceLimit int64
 }
 
 // AgentImage is the agent that runs an MLRB agent image with its own

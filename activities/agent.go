@@ -55,6 +55,9 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 	ck := &checkpointer{ws: a.Workspace, engine: a.Engine, at: at, seq: in.NextSeq, prev: prev, keep: a.Keep, notes: notes, log: log, fenced: lv.fence}
 	hk := &attemptHooks{a: a, ctx: ctx, at: at, ck: ck, lv: lv, log: log, lease: in.Lease.Token,
 		logs: &logstore.Shipper{Store: a.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Path: spec.LogPath}}
+	if a.WorkspaceLimit > 0 {
+		hk.size = watchSize(ctx, at.dir, a.WorkspaceLimit, log)
+	}
 	sv := &supervisor{h: h, dl: dl, stopped: StopExited, started: start, base: in.Budget.UsedS, now: time.Now, hooks: hk, log: log}
 	end := sv.run(ctx, activity.GetWorkerStopChannel(ctx), activity.GetInfo(ctx).HeartbeatTimeout, in.Interval)
 	defer func() {
@@ -97,8 +100,11 @@ func (a *Activities) conclude(ctx context.Context, sv *supervisor, end ending, h
 		return nil, temporal.NewApplicationError(what, ErrAgentKilled, Progress{AgentSeconds: end.used})
 	}
 	res := &AgentResult{StoppedBy: sv.stopped, ExitCode: end.exit.ExitCode, Signal: end.exit.Signal, OOMKilled: end.exit.OOMKilled, AgentSeconds: end.used}
-	if !end.exit.Successful() && sv.stopped == StopExited {
+	if (!end.exit.Successful() || sv.failure != "") && sv.stopped == StopExited {
 		res.Reason = end.exit.String()
+		if sv.failure != "" {
+			res.Reason = sv.failure
+		}
 		if res.ExitCode == 0 {
 			res.ExitCode = -1
 		}
@@ -251,6 +257,8 @@ type attemptHooks struct {
 	// shipping is the log shipment in flight: a slow store delays the
 	// logs, never the supervisor.
 	shipping chan struct{}
+	// size measures the workspace against its limit (nil: no limit).
+	size *sizeWatch
 }
 
 func (k *attemptHooks) reached(agentSeconds float64) { k.lv.agent(agentSeconds) }
@@ -301,6 +309,13 @@ func (k *attemptHooks) steering() (float64, bool, bool) {
 		return 0, false, false
 	}
 	return st.GrantedS, st.CancelRequested, true
+}
+
+func (k *attemptHooks) overLimit() string {
+	if k.size == nil {
+		return ""
+	}
+	return k.size.over()
 }
 
 func (k *attemptHooks) deadlineMoved(hard time.Time) {

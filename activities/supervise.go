@@ -22,6 +22,9 @@ type supervisor struct {
 	stopped StopReason
 	started time.Time
 	base    float64 // agent seconds preserved before this attempt
+	// failure is why the supervisor ended the agent as failed (a limit
+	// broken), "" otherwise.
+	failure string
 	now     func() time.Time
 	hooks   hooks
 	log     *zap.Logger
@@ -38,6 +41,9 @@ type hooks interface {
 	steering() (grantedS float64, cancel, ok bool)
 	// deadlineMoved tells the agent its new deadline.
 	deadlineMoved(hard time.Time)
+	// overLimit says how the workspace broke its size limit ("": it
+	// did not, or no limit is set).
+	overLimit() string
 }
 
 // endKind is how supervision ended.
@@ -80,9 +86,16 @@ func (s *supervisor) tick() { s.hooks.reached(s.agentSeconds()) }
 // checkpointDue: a periodic checkpoint.
 func (s *supervisor) checkpointDue() { s.hooks.checkpoint(s.agentSeconds()) }
 
-// poll ships logs and applies the operator's controls.
+// poll ships logs, enforces the workspace limit and applies the
+// operator's controls.
 func (s *supervisor) poll() {
 	s.hooks.shipLogs()
+	if why := s.hooks.overLimit(); why != "" && s.failure == "" && s.stopped == StopExited {
+		s.failure = why
+		s.log.Warn("workspace over its limit: the agent is killed and the run fails", zap.String("reason", why))
+		s.kill()
+		return
+	}
 	granted, cancel, ok := s.hooks.steering()
 	if !ok {
 		return
@@ -153,7 +166,7 @@ func (s *supervisor) runGone() ending {
 // is kept and the run runs another attempt.
 func (s *supervisor) agentExit(res runtime.ExitResult) ending {
 	used := s.agentSeconds()
-	if s.stopped == StopExited && res.Signal == int(syscall.SIGKILL) && !res.OOMKilled {
+	if s.stopped == StopExited && res.Signal == int(syscall.SIGKILL) && !res.OOMKilled && s.failure == "" {
 		return ending{kind: handedBack, exit: res, used: used, reason: fmt.Sprintf("agent was killed from outside (%s)", res)}
 	}
 	return ending{kind: agentEnded, exit: res, used: used}

@@ -44,6 +44,8 @@ type ContainerWorkspace struct {
 	MemoryBytes int64
 	CPUs        float64
 	PidsLimit   int64
+	// User runs agents and evaluators as uid[:gid] ("": the image's).
+	User string
 }
 
 // Prepare restores m's paths onto this host's disk, every chunk verified
@@ -124,7 +126,7 @@ func (w *ContainerWorkspace) EvalTask(ev *evalDirs, command []string, image stri
 }
 
 func (w *ContainerWorkspace) limit(t *runtime.TaskSpec) {
-	t.MemoryBytes, t.CPUs, t.PidsLimit = w.MemoryBytes, w.CPUs, w.PidsLimit
+	t.MemoryBytes, t.CPUs, t.PidsLimit, t.User = w.MemoryBytes, w.CPUs, w.PidsLimit, w.User
 }
 
 // Digest is the image's content digest.

@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -96,6 +97,8 @@ type Agent struct {
 	Provider     string        `mapstructure:"provider" yaml:"provider"`
 	// EnvFile holds secrets (KEY=value) on the worker; runs name the keys.
 	EnvFile string `mapstructure:"env_file" yaml:"env_file"`
+	// WorkspaceLimitGB bounds an attempt's workspace on disk (0: none).
+	WorkspaceLimitGB float64 `mapstructure:"workspace_limit_gb" yaml:"workspace_limit_gb"`
 }
 
 // Eval tunes the evaluation activity.
@@ -138,6 +141,9 @@ type Container struct {
 	MemoryMB   int64    `mapstructure:"memory_mb" yaml:"memory_mb"`
 	CPUs       float64  `mapstructure:"cpus" yaml:"cpus"`
 	PidsLimit  int64    `mapstructure:"pids_limit" yaml:"pids_limit"`
+	// User runs agents and evaluators as uid[:gid] instead of the
+	// image's user (root in most).
+	User string `mapstructure:"user" yaml:"user"`
 }
 
 // Tasks points at an extra catalog directory merged over the embedded one.
@@ -319,6 +325,10 @@ func checkDurations(v *viper.Viper) error {
 	return nil
 }
 
+// userSpec is a numeric uid[:gid]: names would resolve inside the image,
+// and the worker must own the workspace to the same ids.
+var userSpec = regexp.MustCompile(`^[0-9]+(:[0-9]+)?$`)
+
 // Validate checks the values that decode but make no sense.
 func (c *Config) Validate() error {
 	bad := func(format string, a ...any) error { return &Error{Msg: fmt.Sprintf(format, a...)} }
@@ -357,6 +367,10 @@ func (c *Config) Validate() error {
 		return bad("host.max_agents: %d must be at least 1", c.Host.MaxAgents)
 	case c.Host.ID == "":
 		return bad("host.id: must not be empty (set MLRB_HOST_ID)")
+	case c.Agent.WorkspaceLimitGB < 0:
+		return bad("agent.workspace_limit_gb: %g must be 0 (no limit) or more", c.Agent.WorkspaceLimitGB)
+	case c.Container.User != "" && !userSpec.MatchString(c.Container.User):
+		return bad("container.user: %q is not uid or uid:gid (numbers, e.g. 1000:1000)", c.Container.User)
 	case c.Host.LeaseTTL < c.Agent.HeartbeatTimeout:
 		return bad("host.lease_ttl: %s is shorter than agent.heartbeat_timeout (%s); heartbeats renew leases, so make it at least that", c.Host.LeaseTTL, c.Agent.HeartbeatTimeout)
 	}

@@ -56,6 +56,7 @@ var Table = []Key{
 	{Name: "agent.max_infra_attempts", Default: 5, Flag: "infra-tries", Doc: "attempts before `infra_failed`"},
 	{Name: "agent.lease_timeout", Default: 24 * time.Hour, Doc: "wait for a free slot before `infra_failed`"},
 	{Name: "agent.provider", Default: "none", Flag: "provider", Doc: "LLM provider the agent is told (`PROVIDER`); agent mlrb: openai or anthropic"},
+	{Name: "agent.workspace_limit_gb", Default: 0.0, Doc: "an attempt's workspace on disk may not outgrow this (0: no limit); over it, the agent is killed and the run ends `agent_failed` naming the limit"},
 	{Name: "agent.env_file", Default: "", Doc: "worker-side secrets (`KEY=value`) that runs name with `--secret`"},
 	{Name: "eval.attempts", Default: 3, Flag: "eval-tries", Doc: "evaluation tries before the run waits for `retry-eval` (each bounded by the task's `evaluation.timeout`)"},
 	{Name: "eval.wait_limit", Default: 72 * time.Hour, Doc: "how long it waits before ending `evaluation_failed`"},
@@ -76,6 +77,7 @@ var Table = []Key{
 	{Name: "container.memory_mb", Default: 0, Doc: "memory limit (0: none)"},
 	{Name: "container.cpus", Default: 0, Doc: "CPU limit (0: none)"},
 	{Name: "container.pids_limit", Default: 4096, Doc: "process limit (0: none)"},
+	{Name: "container.user", Default: "", Doc: "run agents and evaluators as `uid[:gid]` (numbers) instead of the image's user; the workspace is owned to it"},
 	{Name: "tasks.dir", Default: "", Flag: "tasks-dir", Doc: "extra task files, merged over the embedded catalog"},
 	{Name: "log.level", Default: "info", Flag: "log-level", Doc: "debug, info, warn or error"},
 }

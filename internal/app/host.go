@@ -155,6 +155,7 @@ func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logge
 		Catalog: catalog, Engine: engine, Workspace: ws, Client: c, Keep: cfg.Checkpoint.Keep,
 		HostID: cfg.Host.ID, HostQueue: hq, GPUType: cfg.Host.GPUType, GPUs: pool,
 		WorkDir: cfg.WorkDir(), Logger: logger.Named("activities"), EnvFile: cfg.Agent.EnvFile,
+		WorkspaceLimit: int64(cfg.Agent.WorkspaceLimitGB * (1 << 30)),
 	}
 	shared := worker.New(c, cfg.Temporal.TaskQueue, worker.Options{Identity: identity})
 	if err := acts.Sweep(); err != nil {
@@ -221,7 +222,7 @@ func openWorkspace(ctx context.Context, cfg *config.Config, engine *checkpoint.E
 	}
 	c := cfg.Container
 	return &activities.ContainerWorkspace{Docker: docker, Engine: engine, AgentImage: c.AgentImage, EvalImage: c.EvalImage, Paths: c.Paths,
-		Workdir: c.Workdir, Self: c.Self, MemoryBytes: c.MemoryMB << 20, CPUs: c.CPUs, PidsLimit: c.PidsLimit}, docker, nil
+		Workdir: c.Workdir, Self: c.Self, MemoryBytes: c.MemoryMB << 20, CPUs: c.CPUs, PidsLimit: c.PidsLimit, User: c.User}, docker, nil
 }
 
 // Stop stops polling; running agents are stopped and checkpointed (within

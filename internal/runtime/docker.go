@@ -128,13 +128,18 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 	if len(spec.Devices) > 0 {
 		hc.Resources.DeviceRequests = []container.DeviceRequest{{Driver: "nvidia", DeviceIDs: spec.deviceIDs(), Capabilities: [][]string{{"gpu"}}}}
 	}
+	if spec.User != "" {
+		if err := ownMounts(spec.Binds, spec.User); err != nil {
+			return nil, fmt.Errorf("start %s: %w", spec.Name, err)
+		}
+	}
 	name := ContainerName(spec.Name)
 	// A container of the same name is a leftover of this very attempt:
 	// it must not run twice.
 	_, _ = d.c.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true})
 	created, err := d.c.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name:       name,
-		Config:     &container.Config{Image: spec.Image, Cmd: spec.Command, Env: env, WorkingDir: spec.Dir, Labels: labels},
+		Config:     &container.Config{Image: spec.Image, Cmd: spec.Command, Env: env, WorkingDir: spec.Dir, Labels: labels, User: spec.User},
 		HostConfig: hc,
 	})
 	if err != nil {

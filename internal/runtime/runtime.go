@@ -30,6 +30,9 @@ type TaskSpec struct {
 
 	// Container runtimes only.
 	Image string
+	// User is uid[:gid] to run as ("": the image's user); the writable
+	// mounts are owned to it.
+	User string
 	// Binds are host:container[:ro] mounts.
 	Binds []string
 	// Limits; zero means none.

@@ -76,6 +76,7 @@ func main() {
 		for _, e := range env {
 			fmt.Println(e)
 		}
+		fmt.Printf("running as uid %d gid %d\n", os.Getuid(), os.Getgid())
 		// As `huggingface-cli login` does: the token lands in the cache,
 		// beside what the agent downloads.
 		if tok := os.Getenv("HUGGINGFACE_TOKEN"); tok != "" {

@@ -1,0 +1,43 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestDockerNonRootUser: with container.user set, agents and evaluators
+// run as that uid: the built-in agent works in its mounted workspace, its
+// model is evaluated by a non-root evaluator, and an agent image sees the
+// uid it was given.
+func TestDockerNonRootUser(t *testing.T) {
+	buildEnvImage(t)
+	e := containerAgentEnv(t, "MLRB_CONTAINER_USER=1000:1000")
+	var res result
+	e.starterJSON(&res, "run", "--task", "e2e_container", "--agent", "reference", "--seed", "1", "--wait", "--json")
+	if res.Outcome != "scored" || res.Score == nil {
+		e.dumpLogs()
+		t.Fatalf("as uid 1000: %+v", res)
+	}
+	var env result
+	e.starterJSON(&env, "run", "--task", "e2e_container", "--agent", "mlrb", "--image", "mlrb-envtask:e2e", "--provider", "openai",
+		"--seed", "2", "--wait", "--json")
+	logs, errs, code := e.starter("logs", env.RunID)
+	if code != 0 || !strings.Contains(logs, "running as uid 1000 gid 1000") {
+		t.Fatalf("the agent's log (%s):\n%s", errs, logs)
+	}
+}
+
+// TestDockerWorkspaceLimit: an agent that outgrows agent.workspace_limit_gb
+// is killed and its run ends agent_failed with a reason naming the limit.
+func TestDockerWorkspaceLimit(t *testing.T) {
+	testtaskImage(t, "mlrb-bulk64:e2e", "bulk", "64")
+	e := containerAgentEnv(t, "MLRB_AGENT_WORKSPACE_LIMIT_GB=0.03")
+	var res result
+	e.starterJSON(&res, "run", "--task", "e2e_container", "--agent", "mlrb", "--image", "mlrb-bulk64:e2e", "--provider", "openai",
+		"--seed", "1", "--time-limit", "90s", "--wait", "--json")
+	if res.Outcome != "agent_failed" || !strings.Contains(res.Reason, "agent.workspace_limit_gb") || res.Budget.UsedS > 60 {
+		e.dumpLogs()
+		t.Fatalf("over the limit: %+v", res)
+	}
+	t.Logf("%s after %.1f s of agent time", res.Reason, res.Budget.UsedS)
+}
