@@ -56,7 +56,7 @@ func (k *fakeHooks) steering() (float64, bool, bool) {
 	return k.steer.granted, k.steer.cancel, k.steer.ok
 }
 func (k *fakeHooks) deadlineMoved(t time.Time) { k.moved = append(k.moved, t) }
-func (k *fakeHooks) overLimit() string          { return k.over }
+func (k *fakeHooks) overLimit() string         { return k.over }
 
 // An event at a time after the attempt's start.
 type event struct {
