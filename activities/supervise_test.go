@@ -216,3 +216,18 @@ func TestSupervisorLoopWorkerStop(t *testing.T) {
 		t.Fatalf("end %+v signals %v", end, h.sent)
 	}
 }
+
+// TestWorkspaceOverLimit: a workspace over its limit gets the agent
+// killed once, and that kill ends the attempt as the agent's failure,
+// never as a kill from outside (which would run it again).
+func TestWorkspaceOverLimit(t *testing.T) {
+	h, hooks := newFakeHandle(), &fakeHooks{over: "workspace over agent.workspace_limit_gb"}
+	s := &supervisor{h: h, dl: budget.Ledger{LimitS: 30}.Attempt(t0, 5*time.Second), stopped: StopExited, started: t0,
+		now: func() time.Time { return t0.Add(10 * time.Second) }, hooks: hooks, log: zap.NewNop()}
+	s.poll()
+	s.poll()
+	end := s.agentExit(killed)
+	if !slices.Equal(h.sent, []syscall.Signal{sigKILL}) || end.kind != agentEnded || s.failure != hooks.over {
+		t.Fatalf("signals %v, end %+v, failure %q", h.sent, end, s.failure)
+	}
+}
