@@ -183,6 +183,11 @@ func writeJSONFile(path string, v any) error {
 func (a *Activities) restoreLatest(ctx context.Context, runID string, ref *CheckpointRef, restore func(*checkpoint.Manifest) error) (*checkpoint.Manifest, error) {
 	for seq := ref.Seq; seq >= 1; seq-- {
 		m, err := a.Engine.Load(ctx, runID, seq)
+		if err == nil && seq == ref.Seq && ref.Attempt != 0 && m.Attempt != ref.Attempt {
+			// Not the checkpoint the run accepted: another attempt's
+			// under the same number (a store without conditional writes).
+			err = fmt.Errorf("checkpoint #%d is attempt %d's, the run accepted attempt %d's", seq, m.Attempt, ref.Attempt)
+		}
 		if err != nil {
 			a.Logger.Warn("checkpoint unreadable, trying the previous one", zap.String("run", runID), zap.Int("seq", seq), zap.Error(err))
 			continue

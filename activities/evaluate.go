@@ -99,6 +99,9 @@ func (a *Activities) prepareEvaluation(ctx context.Context, in EvalInput, lv *li
 	_ = os.RemoveAll(dir)
 	root := snapshot{dir: filepath.Join(dir, "workspace")}
 	m, err := a.Engine.Load(ctx, in.RunID, in.Final.Seq)
+	if err == nil && in.Final.Attempt != 0 && m.Attempt != in.Final.Attempt {
+		err = fmt.Errorf("#%d is attempt %d's, the run accepted attempt %d's", m.Seq, m.Attempt, in.Final.Attempt)
+	}
 	if err != nil {
 		return nil, root, fmt.Errorf("final checkpoint: %w", err)
 	}

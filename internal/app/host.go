@@ -165,10 +165,7 @@ func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logge
 	hostW := worker.New(c, hq, worker.Options{
 		Identity: identity,
 		// A second guard behind the lease pool, with room for the lease
-		// releases that share the queue. The heartbeat throttle stays at
-		// the SDK default (0.8 × timeout): the SDK retries a failed
-		// heartbeat only that long before cancelling the activity, so a
-		// shorter one would kill agents during a brief server outage.
+		// releases that share the queue.
 		MaxConcurrentActivityExecutionSize: cfg.Host.MaxAgents + releaseSlots,
 		// A stopping worker lets each agent activity stop its agent and
 		// checkpoint it, so a restart (a deploy) costs no agent time.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -40,6 +41,8 @@ type S3 struct {
 	c      *s3.Client
 	bucket string
 	prefix string
+	// noConditional: the server refused If-None-Match as not implemented.
+	noConditional atomic.Bool
 }
 
 // String is s3://bucket/prefix.
@@ -108,13 +111,36 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader) error {
 // Create is a conditional write (If-None-Match: *): the store refuses it
 // with 412 when the key exists. A retry of a request that did create the
 // object also gets 412; callers that may retry read the blob back to tell.
+//
+// A store that does not implement conditional writes (some older
+// S3-compatible servers answer 501) gets a check before an unconditional
+// put: not atomic, so two racing writers are then told apart only by the
+// attempt fences the checkpoint engine keeps beside the manifests.
 func (s *S3) Create(ctx context.Context, key string, r io.Reader) error {
-	err := s.put(ctx, key, r, aws.String("*"))
-	var ae smithy.APIError
-	if errors.As(err, &ae) && (ae.ErrorCode() == "PreconditionFailed" || ae.ErrorCode() == "ConditionalRequestConflict") {
+	body, err := io.ReadAll(r)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", key, err)
+	}
+	if !s.noConditional.Load() {
+		err = s.put(ctx, key, bytes.NewReader(body), aws.String("*"))
+		var ae smithy.APIError
+		switch {
+		case errors.As(err, &ae) && (ae.ErrorCode() == "PreconditionFailed" || ae.ErrorCode() == "ConditionalRequestConflict"):
+			return fmt.Errorf("create %s: %w", key, ErrExists)
+		case errors.As(err, &ae) && ae.ErrorCode() == "NotImplemented":
+			s.noConditional.Store(true)
+		default:
+			return err
+		}
+	}
+	exists, err := s.Exists(ctx, key)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", key, err)
+	}
+	if exists {
 		return fmt.Errorf("create %s: %w", key, ErrExists)
 	}
-	return err
+	return s.put(ctx, key, bytes.NewReader(body), nil)
 }
 
 func (s *S3) put(ctx context.Context, key string, r io.Reader, ifNoneMatch *string) error {
