@@ -81,9 +81,7 @@ func (a *Activities) conclude(ctx context.Context, sv *supervisor, end ending, h
 		}
 		// The run is done with this attempt: its slot is free now rather
 		// than one lease TTL later.
-		if a.GPUs != nil {
-			a.GPUs.Release(hk.lease)
-		}
+		a.releaseOwn(hk.lease)
 		return nil, fmt.Errorf("attempt %d: %w", hk.at.n, cause)
 	}
 	hk.reached(end.used)
@@ -97,7 +95,7 @@ func (a *Activities) conclude(ctx context.Context, sv *supervisor, end ending, h
 			return nil, err
 		}
 		what := fmt.Sprintf("attempt %d: %s", hk.at.n, end.reason)
-		return nil, temporal.NewApplicationError(what, ErrAgentKilled, Progress{AgentSeconds: end.used})
+		return nil, temporal.NewApplicationError(what, ErrAgentKilled, Progress{AgentSeconds: end.used, Released: a.releaseOwn(hk.lease)})
 	}
 	res := &AgentResult{StoppedBy: sv.stopped, ExitCode: end.exit.ExitCode, Signal: end.exit.Signal, OOMKilled: end.exit.OOMKilled, AgentSeconds: end.used}
 	if (!end.exit.Successful() || sv.failure != "") && sv.stopped == StopExited {
@@ -118,6 +116,7 @@ func (a *Activities) conclude(ctx context.Context, sv *supervisor, end ending, h
 		return nil, err
 	}
 	res.Image = a.digest(ctx, image)
+	res.Released = a.releaseOwn(hk.lease)
 	hk.log.Info("agent ended", zap.String("stopped_by", string(sv.stopped)), zap.String("exit", end.exit.String()), zap.Float64("agent_s", end.used))
 	return res, nil
 }
@@ -200,6 +199,16 @@ func (a *Activities) unheardOf(ctx context.Context, runID string, next int) (*Ch
 	}
 	return &CheckpointRef{Seq: m.Seq, Attempt: m.Attempt, AgentSeconds: m.AgentSeconds, At: m.CreatedAt, Files: len(m.Files), Bytes: m.Bytes,
 		Final: m.Final, Ending: m.Ending}, nil
+}
+
+// releaseOwn gives an ended attempt's lease back on this host, so that the
+// run does not have to reach the host again (it may be stopping).
+func (a *Activities) releaseOwn(token string) bool {
+	if a.GPUs == nil || token == "" {
+		return false
+	}
+	a.GPUs.Release(token)
+	return true
 }
 
 // removeAttempt removes what the attempt left on this host, and the

@@ -173,6 +173,9 @@ type Progress struct {
 	// its work disk.
 	Host      string `json:"host,omitempty"`
 	FreeBytes int64  `json:"free_bytes,omitempty"`
+	// Released: a handed-back attempt gave its lease back itself (its
+	// host may be going away), so the run need not.
+	Released bool `json:"released,omitempty"`
 }
 
 // LowDisk is free space under which the status warns: less than a
@@ -208,6 +211,8 @@ type AgentResult struct {
 	AgentSeconds float64
 	// Image is the agent image's digest (container runtime only).
 	Image string
+	// Released: the attempt gave its lease back itself.
+	Released bool `json:",omitempty"`
 }
 
 // EvalInput asks to score a run's final checkpoint.

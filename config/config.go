@@ -125,6 +125,11 @@ type Host struct {
 	// LeaseTTL is how long a slot stays leased without its holder's
 	// heartbeats renewing it.
 	LeaseTTL time.Duration `mapstructure:"lease_ttl" yaml:"lease_ttl"`
+	// Preemption is what warns this host before it is taken back:
+	// "none", or "ec2-spot" (the instance metadata service's notices).
+	Preemption string `mapstructure:"preemption" yaml:"preemption"`
+	// IMDSEndpoint overrides the instance metadata service's address.
+	IMDSEndpoint string `mapstructure:"imds_endpoint" yaml:"imds_endpoint"`
 	// MaxAgents bounds the agents running at once on this host.
 	MaxAgents int    `mapstructure:"max_agents" yaml:"max_agents"`
 	WorkDir   string `mapstructure:"work_dir" yaml:"work_dir"`
@@ -371,6 +376,8 @@ func (c *Config) Validate() error {
 		return bad("agent.workspace_limit_gb: %g must be 0 (no limit) or more", c.Agent.WorkspaceLimitGB)
 	case c.Container.User != "" && !userSpec.MatchString(c.Container.User):
 		return bad("container.user: %q is not uid or uid:gid (numbers, e.g. 1000:1000)", c.Container.User)
+	case c.Host.Preemption != "none" && c.Host.Preemption != "ec2-spot":
+		return bad("host.preemption: %q is not supported (use none or ec2-spot)", c.Host.Preemption)
 	case c.Host.LeaseTTL < c.Agent.HeartbeatTimeout:
 		return bad("host.lease_ttl: %s is shorter than agent.heartbeat_timeout (%s); heartbeats renew leases, so make it at least that", c.Host.LeaseTTL, c.Agent.HeartbeatTimeout)
 	}

@@ -66,6 +66,8 @@ var Table = []Key{
 	{Name: "host.max_agents", Default: 4, Flag: "max-agents", Doc: "agents at once on this host"},
 	{Name: "host.fence_interval", Default: time.Minute, Doc: "how often containers are checked against live attempts (`docker`)"},
 	{Name: "host.lease_ttl", Default: 2 * time.Minute, Doc: "a slot whose holder stopped heartbeating (its run terminated, reset, lost) is free again after this; at least `agent.heartbeat_timeout`"},
+	{Name: "host.preemption", Default: "none", Doc: "what warns of this host being taken back: `none`, or `ec2-spot` (a spot interruption notice or rebalance recommendation from the instance metadata service hands the attempts back, as SIGTERM does)"},
+	{Name: "host.imds_endpoint", Default: "", ShownAs: "the instance's", Doc: "instance metadata service address for `ec2-spot` (e.g. a simulator's `http://127.0.0.1:1338`)"},
 	{Name: "host.stop_timeout", Default: 2 * time.Minute, Doc: "on SIGTERM, time the worker gives running agents to be stopped and checkpointed"},
 	{Name: "host.work_dir", Default: "", ShownAs: "<state>/work", Doc: "workspaces"},
 	{Name: "host.runtime", Default: "process", Doc: "how agents run: `process` or `docker`"},

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -15,7 +16,12 @@ import (
 	"github.com/mlrb/mlrb/internal/agentcmd"
 	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/preempt"
 )
+
+// preemptPoll paces the metadata reads: a spot notice comes two minutes
+// ahead, a hand-back takes seconds.
+const preemptPoll = 2 * time.Second
 
 func main() {
 	var dev, serverOnly bool
@@ -49,6 +55,11 @@ func main() {
 			}
 			if st.Worker != nil {
 				logger.Info("worker polling", zap.String("task_queue", cfg.Temporal.TaskQueue), zap.String("host_queue", st.Worker.HostQueue))
+				if cfg.Host.Preemption == "ec2-spot" {
+					// A notice stops the worker as SIGTERM does: every
+					// attempt is checkpointed and handed back to its run.
+					go preempt.WatchEC2(ctx, cfg.Host.IMDSEndpoint, preemptPoll, logger.Named("preempt"), func(string) { stop() })
+				}
 			}
 			<-ctx.Done()
 			logger.Info("stopping")

@@ -58,7 +58,7 @@ func (r *run) runAttempts(ctx workflow.Context) (*activities.AgentResult, error)
 		var res activities.AgentResult
 		err := workflow.ExecuteActivity(agentOptions(ctx, p, lease, r.st.Budget), activities.RunAgentName, in).Get(ctx, &res)
 		r.drainCheckpoints(ctx)
-		if !hostSilent(err) || workflow.GetVersion(ctx, versionLeaseExpires, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		if !(hostSilent(err) || released(err, res)) || workflow.GetVersion(ctx, versionLeaseExpires, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 			r.release(ctx, lease)
 		}
 		if err == nil {
@@ -110,6 +110,16 @@ func isInfraLoss(err error) bool {
 func hostSilent(err error) bool {
 	var te *temporal.TimeoutError
 	return errors.As(err, &te) && (te.TimeoutType() == enumspb.TIMEOUT_TYPE_HEARTBEAT || te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START)
+}
+
+// released tells an attempt that gave its lease back itself.
+func released(err error, res activities.AgentResult) bool {
+	if err == nil {
+		return res.Released
+	}
+	var ae *temporal.ApplicationError
+	var p activities.Progress
+	return errors.As(err, &ae) && ae.Type() == activities.ErrAgentKilled && ae.HasDetails() && ae.Details(&p) == nil && p.Released
 }
 
 // release gives the lease back, best effort: a lease on a dead host died

@@ -189,7 +189,18 @@ func (r *run) superseded(ctx workflow.Context, from int) bool {
 // drainCheckpoints takes in the checkpoint signals already received: an
 // attempt delivers all of its own before it ends, so after it ended the
 // run knows its last checkpoint.
+//
+// Signals that came in the same workflow task as the attempt's end may
+// already be handed to the signal goroutine's selector, whose callback
+// runs only when this coroutine yields: it yields once first (no
+// command), so they are taken in while the attempt is still current.
 func (r *run) drainCheckpoints(ctx workflow.Context) {
+	yielded := false
+	_ = workflow.Await(ctx, func() bool {
+		done := yielded
+		yielded = true
+		return done
+	})
 	var ref activities.CheckpointRef
 	for r.ckCh.ReceiveAsync(&ref) {
 		r.commit(ctx, ref)

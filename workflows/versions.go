@@ -14,7 +14,8 @@ const (
 	versionEvalOnLease = "evaluate-on-a-leased-slot"
 	// versionLeaseExpires: an attempt whose host went silent (heartbeat
 	// or schedule-to-start timeout) no longer waits for its lease to be
-	// released on that host; the host's lease expires by itself (before:
-	// a release on the silent host's queue held the run up to a minute).
+	// released on that host (the host's lease expires by itself), nor
+	// does one that released its lease itself (a host stopping); before,
+	// a release on a gone host's queue held the run up to a minute.
 	versionLeaseExpires = "silent-host-lease-expires"
 )
