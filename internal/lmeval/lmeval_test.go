@@ -10,8 +10,11 @@ import (
 	"github.com/mlrb/mlrb/tasks"
 )
 
-// A results file shaped as lm-eval 0.4 writes it for SuperGLUE: the group
-// has no aggregate, record reports f1/em, the others acc.
+// A results file shaped as lm-eval 0.4.11 (the evaluator image's pin)
+// writes it for --tasks super-glue-lm-eval-v1: that name is a tag, not a
+// group, so each task stands alone with no aggregate; RTE is sglue_rte
+// (plain rte is GLUE's); record reports f1/em, cb acc/f1, the others acc.
+// From the harness's own task configs (lm_eval/tasks/super_glue/*/default.yaml).
 const superglue = `{
   "results": {
     "boolq": {"alias": "boolq", "acc,none": 0.62, "acc_stderr,none": 0.008},
@@ -19,11 +22,11 @@ const superglue = `{
     "copa": {"alias": "copa", "acc,none": 0.6, "acc_stderr,none": 0.049},
     "multirc": {"alias": "multirc", "acc,none": 0.57, "acc_stderr,none": 0.007},
     "record": {"alias": "record", "f1,none": 0.7, "f1_stderr,none": 0.004, "em,none": 0.69, "em_stderr,none": 0.004},
-    "rte": {"alias": "rte", "acc,none": 0.53, "acc_stderr,none": 0.03},
+    "sglue_rte": {"alias": "sglue_rte", "acc,none": 0.53, "acc_stderr,none": 0.03},
     "wic": {"alias": "wic", "acc,none": 0.5, "acc_stderr,none": 0.019},
     "wsc": {"alias": "wsc", "acc,none": 0.37, "acc_stderr,none": 0.047}
   },
-  "group_subtasks": {"super-glue-lm-eval-v1": ["boolq","cb","copa","multirc","record","rte","wic","wsc"]},
+  "group_subtasks": {"boolq": [], "cb": [], "copa": [], "multirc": [], "record": [], "sglue_rte": [], "wic": [], "wsc": []},
   "n-samples": {"boolq": {"original": 3270, "effective": 3270}},
   "config": {"model": "hf", "model_args": "pretrained=/m"}
 }`
@@ -36,7 +39,8 @@ const mmlu = `{
   "groups": {"mmlu": {"acc,none": 0.5512, "acc_stderr,none": 0.004, "alias": "mmlu"}}
 }`
 
-// BLiMP as lm-eval 0.4 writes it: the group row carries the aggregate.
+// BLiMP as lm-eval 0.4.11 writes it: blimp is a group with an aggregate
+// acc (unweighted mean of its 67 tasks), so the group row carries it.
 const blimp = `{
   "results": {
     "blimp": {"acc,none": 0.7061, "acc_stderr,none": 0.0016, "alias": "blimp"},
