@@ -240,7 +240,7 @@ func Load(file string, flags *pflag.FlagSet, flagKeys map[string]string, cmdDefa
 		WeaklyTypedInput: true,
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
 			mapstructure.StringToTimeDurationHookFunc(),
-			mapstructure.StringToSliceHookFunc(","),
+			splitList,
 		),
 	})
 	if err != nil {
@@ -253,6 +253,25 @@ func Load(file string, flags *pflag.FlagSet, flagKeys map[string]string, cmdDefa
 		return nil, err
 	}
 	return &c, nil
+}
+
+// splitList reads a list given as one string (an environment variable:
+// "0,1", "[0, 1]", "a,b") into its elements, for a list of any element
+// type; the decoder then converts each element.
+func splitList(f, t reflect.Type, data any) (any, error) {
+	if f.Kind() != reflect.String || t.Kind() != reflect.Slice {
+		return data, nil
+	}
+	s := strings.TrimSpace(data.(string))
+	s = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]"))
+	if s == "" {
+		return []string{}, nil
+	}
+	parts := strings.Split(s, ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return parts, nil
 }
 
 // readFile merges a YAML file and rejects keys mlrb does not know: a typo

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -109,5 +110,17 @@ func TestErrorsNameTheKey(t *testing.T) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestListsFromEnv: a list key set by one environment variable, as a
+// Slurm job sets the GPUs it was given ("0,1").
+func TestListsFromEnv(t *testing.T) {
+	for v, want := range map[string][]int{"0": {0}, "0,1": {0, 1}, "[2, 3]": {2, 3}, "": {}} {
+		t.Setenv("MLRB_HOST_GPU_DEVICES", v)
+		c, err := Load("", nil, nil, nil)
+		if err != nil || !slices.Equal(c.Host.GPUDevices, want) {
+			t.Fatalf("%q: %v, %v", v, c.Host.GPUDevices, err)
+		}
 	}
 }
