@@ -20,6 +20,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/gpu"
+	"github.com/mlrb/mlrb/internal/provision"
 	"github.com/mlrb/mlrb/tasks"
 )
 
@@ -46,6 +47,10 @@ type Activities struct {
 	// WorkspaceLimit bounds an attempt's workspace on disk, in bytes (0:
 	// none): an agent that outgrows it fails the run, naming the limit.
 	WorkspaceLimit int64
+	// Slurm provisions hosts as Slurm jobs (nil: provision.kind static).
+	Slurm *provision.Slurm
+	// QueueOf names a host's task queue.
+	QueueOf func(hostID string) string
 }
 
 // AgentImage is the agent that runs an MLRB agent image with its own

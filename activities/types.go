@@ -21,6 +21,8 @@ const (
 	AcquireLeaseName   = "AcquireLease"
 	ReleaseLeaseName   = "ReleaseLease"
 	RunAgentName       = "RunAgent"
+	ProvisionHostName  = "ProvisionHost"
+	ReleaseHostName    = "ReleaseHost"
 	EvaluateName       = "Evaluate"
 )
 
@@ -139,6 +141,26 @@ type CheckpointRef struct {
 	// that owned the run (it may have committed nothing): a continued
 	// run numbers its attempts after it.
 	LastAttempt int `json:"last_attempt,omitempty"`
+}
+
+// HostRequest asks for a host for one attempt (or one evaluation: Role).
+type HostRequest struct {
+	RunID    string
+	Attempt  int
+	Role     string `json:",omitempty"`
+	GPUType  string
+	GPUCount int
+	// TimeLimit is how long the host may live.
+	TimeLimit time.Duration
+}
+
+// ProvisionedHost is a host obtained for one attempt: the provider's id
+// for it (a Slurm job id) and the host queue its worker polls.
+type ProvisionedHost struct {
+	Kind      string `json:"kind"`
+	ID        string `json:"id"`
+	HostID    string `json:"host_id"`
+	HostQueue string `json:"host_queue"`
 }
 
 // AgentInput is one attempt of the agent.

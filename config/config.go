@@ -31,7 +31,30 @@ type Config struct {
 	Host       Host       `mapstructure:"host" yaml:"host"`
 	Tasks      Tasks      `mapstructure:"tasks" yaml:"tasks"`
 	Container  Container  `mapstructure:"container" yaml:"container"`
+	Provision  Provision  `mapstructure:"provision" yaml:"provision"`
 	Log        Log        `mapstructure:"log" yaml:"log"`
+}
+
+// Provision says how runs obtain their GPU hosts.
+type Provision struct {
+	// Kind is static (workers someone started) or slurm (a batch job per
+	// attempt and per evaluation, each running a worker for it).
+	Kind string `mapstructure:"kind" yaml:"kind"`
+	// Margin is added to the budget left in a job's time limit.
+	Margin time.Duration `mapstructure:"margin" yaml:"margin"`
+	// ReapInterval paces the reaper of jobs whose run has ended.
+	ReapInterval time.Duration `mapstructure:"reap_interval" yaml:"reap_interval"`
+	Slurm        Slurm         `mapstructure:"slurm" yaml:"slurm"`
+}
+
+// Slurm configures provision.kind slurm.
+type Slurm struct {
+	// Worker is the command a job runs ([]: this worker's own binary).
+	Worker    []string `mapstructure:"worker" yaml:"worker"`
+	Partition string   `mapstructure:"partition" yaml:"partition"`
+	// WorkDir holds each job's workspaces and log ("": <state>/slurm);
+	// it must be on the compute nodes' disk at the same path.
+	WorkDir string `mapstructure:"work_dir" yaml:"work_dir"`
 }
 
 // Temporal says where the Temporal frontend is.
@@ -130,6 +153,9 @@ type Host struct {
 	Preemption string `mapstructure:"preemption" yaml:"preemption"`
 	// IMDSEndpoint overrides the instance metadata service's address.
 	IMDSEndpoint string `mapstructure:"imds_endpoint" yaml:"imds_endpoint"`
+	// Dedicated: the worker serves only its host queue (a provisioned
+	// host, started for one attempt).
+	Dedicated bool `mapstructure:"dedicated" yaml:"dedicated"`
 	// MaxAgents bounds the agents running at once on this host.
 	MaxAgents int    `mapstructure:"max_agents" yaml:"max_agents"`
 	WorkDir   string `mapstructure:"work_dir" yaml:"work_dir"`
@@ -395,6 +421,8 @@ func (c *Config) Validate() error {
 		return bad("agent.workspace_limit_gb: %g must be 0 (no limit) or more", c.Agent.WorkspaceLimitGB)
 	case c.Container.User != "" && !userSpec.MatchString(c.Container.User):
 		return bad("container.user: %q is not uid or uid:gid (numbers, e.g. 1000:1000)", c.Container.User)
+	case c.Provision.Kind != "static" && c.Provision.Kind != "slurm":
+		return bad("provision.kind: %q is not supported (use static or slurm)", c.Provision.Kind)
 	case c.Host.Preemption != "none" && c.Host.Preemption != "ec2-spot":
 		return bad("host.preemption: %q is not supported (use none or ec2-spot)", c.Host.Preemption)
 	case c.Host.LeaseTTL < c.Agent.HeartbeatTimeout:
@@ -418,6 +446,14 @@ func (c *Config) Validate() error {
 		return bad("log.level: %q is not one of debug, info, warn, error", c.Log.Level)
 	}
 	return nil
+}
+
+// SlurmWorkDir is where Slurm jobs keep their workspaces and logs.
+func (c *Config) SlurmWorkDir() string {
+	if c.Provision.Slurm.WorkDir != "" {
+		return c.Provision.Slurm.WorkDir
+	}
+	return c.StateDir("slurm")
 }
 
 // StateDir resolves a path under the dev state dir.

@@ -68,6 +68,7 @@ var Table = []Key{
 	{Name: "host.lease_ttl", Default: 2 * time.Minute, Doc: "a slot whose holder stopped heartbeating (its run terminated, reset, lost) is free again after this; at least `agent.heartbeat_timeout`"},
 	{Name: "host.preemption", Default: "none", Doc: "what warns of this host being taken back: `none`, or `ec2-spot` (a spot interruption notice or rebalance recommendation from the instance metadata service hands the attempts back, as SIGTERM does)"},
 	{Name: "host.imds_endpoint", Default: "", ShownAs: "the instance's", Doc: "instance metadata service address for `ec2-spot` (e.g. a simulator's `http://127.0.0.1:1338`)"},
+	{Name: "host.dedicated", Default: false, Doc: "serve only this host's queue (set on the workers that provisioned jobs start)"},
 	{Name: "host.stop_timeout", Default: 2 * time.Minute, Doc: "on SIGTERM, time the worker gives running agents to be stopped and checkpointed"},
 	{Name: "host.work_dir", Default: "", ShownAs: "<state>/work", Doc: "workspaces"},
 	{Name: "host.runtime", Default: "process", Doc: "how agents run: `process` or `docker`"},
@@ -81,6 +82,12 @@ var Table = []Key{
 	{Name: "container.pids_limit", Default: 4096, Doc: "process limit (0: none)"},
 	{Name: "container.user", Default: "", Doc: "run agents and evaluators as `uid[:gid]` (numbers) instead of the image's user; the workspace is owned to it"},
 	{Name: "tasks.dir", Default: "", Flag: "tasks-dir", Doc: "extra task files, merged over the embedded catalog"},
+	{Name: "provision.kind", Default: "static", Doc: "how runs get GPU hosts: `static` (workers started by an operator) or `slurm` (a batch job per attempt and per evaluation, running a worker for it; cancelled when it ends)"},
+	{Name: "provision.margin", Default: 30 * time.Minute, Doc: "added to the budget left in a job's time limit (restore, final checkpoint)"},
+	{Name: "provision.reap_interval", Default: time.Minute, Doc: "how often a worker cancels the jobs of runs that have ended"},
+	{Name: "provision.slurm.worker", Default: []string{}, ShownAs: "this worker's binary", Doc: "the command a job runs; it inherits the submitting worker's environment"},
+	{Name: "provision.slurm.partition", Default: "", Doc: "partition the jobs go to (\"\": the default)"},
+	{Name: "provision.slurm.work_dir", Default: "", ShownAs: "<state>/slurm", Doc: "each job's workspaces and log, on the compute nodes at the same path"},
 	{Name: "log.level", Default: "info", Flag: "log-level", Doc: "debug, info, warn or error"},
 }
 

@@ -34,9 +34,14 @@ func (r *run) runAttempts(ctx workflow.Context) (*activities.AgentResult, error)
 		r.setPhase(ctx, PhaseLeasing)
 		leaseStart := workflow.Now(ctx)
 		r.st.LeasingSince = leaseStart
+		lctx, err := r.provision(ctx, "", attempt)
+		if err != nil {
+			return nil, fmt.Errorf("no host for attempt %d: %s", attempt, errText(err))
+		}
 		var lease activities.Lease
 		req := activities.LeaseRequest{RunID: r.st.RunID, Attempt: attempt, GPUCount: r.spec.Spec.Resources.GPUCount, GPUType: r.spec.Spec.Resources.GPUType}
-		if err := workflow.ExecuteActivity(leaseOptions(ctx, p), activities.AcquireLeaseName, req).Get(ctx, &lease); err != nil {
+		if err := workflow.ExecuteActivity(lctx, activities.AcquireLeaseName, req).Get(ctx, &lease); err != nil {
+			r.releaseHost(ctx)
 			return nil, fmt.Errorf("no GPU lease for attempt %d: %s", attempt, errText(err))
 		}
 		r.st.LeasingSince = time.Time{}
@@ -44,6 +49,7 @@ func (r *run) runAttempts(ctx workflow.Context) (*activities.AgentResult, error)
 
 		if r.st.CancelRequested {
 			r.release(ctx, lease)
+			r.releaseHost(ctx)
 			return &activities.AgentResult{StoppedBy: activities.StopCanceled}, nil
 		}
 		r.setPhase(ctx, PhaseRunning)
@@ -56,11 +62,12 @@ func (r *run) runAttempts(ctx workflow.Context) (*activities.AgentResult, error)
 			Resume: r.last, NextSeq: r.nextSeq(), Interval: p.CheckpointInterval, Grace: p.Grace,
 		}
 		var res activities.AgentResult
-		err := workflow.ExecuteActivity(agentOptions(ctx, p, lease, r.st.Budget), activities.RunAgentName, in).Get(ctx, &res)
+		err = workflow.ExecuteActivity(agentOptions(ctx, p, lease, r.st.Budget), activities.RunAgentName, in).Get(ctx, &res)
 		r.drainCheckpoints(ctx)
 		if !(hostSilent(err) || released(err, res)) || workflow.GetVersion(ctx, versionLeaseExpires, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 			r.release(ctx, lease)
 		}
+		r.releaseHost(ctx)
 		if err == nil {
 			// A completed attempt ends on its final checkpoint: all its time counts.
 			r.st.Budget.Preserve(res.AgentSeconds)
@@ -120,6 +127,41 @@ func released(err error, res activities.AgentResult) bool {
 	var ae *temporal.ApplicationError
 	var p activities.Progress
 	return errors.As(err, &ae) && ae.Type() == activities.ErrAgentKilled && ae.HasDetails() && ae.Details(&p) == nil && p.Released
+}
+
+// provision obtains a host for an attempt (role "") or an evaluation
+// when the run's policy provisions hosts, and returns the context the
+// lease is taken in: on that host's queue, or on the shared queue where
+// any static host may answer. The host is in the run's state from the
+// moment it exists, so that it is given back whatever happens next.
+func (r *run) provision(ctx workflow.Context, role string, n int) (workflow.Context, error) {
+	lctx := leaseOptions(ctx, r.pol)
+	if r.pol.Provision != activities.ProvisionKindSlurm {
+		return lctx, nil
+	}
+	res := r.spec.Spec.Resources
+	left := time.Duration(r.st.Budget.Left() * float64(time.Second))
+	if role != "" {
+		left = r.spec.Spec.Evaluation.Timeout.D()
+	}
+	req := activities.HostRequest{RunID: r.st.RunID, Attempt: n, Role: role, GPUType: res.GPUType, GPUCount: res.GPUCount, TimeLimit: left + r.pol.ProvisionMargin}
+	var h activities.ProvisionedHost
+	if err := workflow.ExecuteActivity(quickOptions(ctx), activities.ProvisionHostName, req).Get(ctx, &h); err != nil {
+		return nil, err
+	}
+	r.st.Host = &h
+	return workflow.WithTaskQueue(lctx, h.HostQueue), nil
+}
+
+// releaseHost gives the provisioned host back (cancels its job), if any.
+func (r *run) releaseHost(ctx workflow.Context) {
+	if r.st.Host == nil {
+		return
+	}
+	dctx, cancel := workflow.NewDisconnectedContext(quickOptions(ctx))
+	defer cancel()
+	_ = workflow.ExecuteActivity(dctx, activities.ReleaseHostName, *r.st.Host).Get(dctx, nil)
+	r.st.Host = nil
 }
 
 // release gives the lease back, best effort: a lease on a dead host died

@@ -78,7 +78,11 @@ func (r *run) runEvaluation(ctx workflow.Context, image string) (*activities.Eva
 		req := activities.LeaseRequest{RunID: r.st.RunID, Attempt: len(r.evals) + 1, Role: activities.LeaseEvaluation,
 			GPUCount: r.spec.Spec.Resources.GPUCount, GPUType: r.spec.Spec.Resources.GPUType}
 		r.st.LeasingSince = workflow.Now(ctx)
-		err = workflow.ExecuteActivity(leaseOptions(ctx, r.pol), activities.AcquireLeaseName, req).Get(ctx, &lease)
+		var lctx workflow.Context
+		if lctx, err = r.provision(ctx, activities.LeaseEvaluation, len(r.evals)+1); err == nil {
+			defer r.releaseHost(ctx)
+			err = workflow.ExecuteActivity(lctx, activities.AcquireLeaseName, req).Get(ctx, &lease)
+		}
 		r.st.LeasingSince = time.Time{}
 		if err == nil {
 			in.Lease = &lease

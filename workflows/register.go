@@ -34,6 +34,8 @@ func RegisterShared(r Registry, a *activities.Activities) {
 	r.RegisterActivityWithOptions(a.LoadCheckpoint, activity.RegisterOptions{Name: activities.LoadCheckpointName})
 	r.RegisterActivityWithOptions(a.Evaluate, activity.RegisterOptions{Name: activities.EvaluateName})
 	r.RegisterActivityWithOptions(a.Aggregate, activity.RegisterOptions{Name: activities.AggregateName})
+	r.RegisterActivityWithOptions(a.ProvisionHost, activity.RegisterOptions{Name: activities.ProvisionHostName})
+	r.RegisterActivityWithOptions(a.ReleaseHost, activity.RegisterOptions{Name: activities.ReleaseHostName})
 }
 
 // RegisterHost registers what a host's own queue serves: the agent
@@ -43,6 +45,8 @@ func RegisterHost(r Registry, a *activities.Activities) {
 	r.RegisterActivityWithOptions(a.RunAgent, activity.RegisterOptions{Name: activities.RunAgentName})
 	r.RegisterActivityWithOptions(a.Evaluate, activity.RegisterOptions{Name: activities.EvaluateName})
 	r.RegisterActivityWithOptions(a.ReleaseLease, activity.RegisterOptions{Name: activities.ReleaseLeaseName})
+	// A provisioned host's slot is leased on its own queue.
+	r.RegisterActivityWithOptions(a.AcquireLease, activity.RegisterOptions{Name: activities.AcquireLeaseName})
 }
 
 // Register registers everything on one registry (the test suite, where

@@ -8,6 +8,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 )
@@ -100,6 +101,12 @@ type Policy struct {
 	// EvalWaitLimit is how long a run whose evaluation failed waits for a
 	// retry-evaluation update before it ends evaluation_failed.
 	EvalWaitLimit time.Duration
+	// Provision is how hosts are obtained: "" (static: workers someone
+	// started) or "slurm" (a job per attempt and per evaluation).
+	Provision string `json:",omitempty"`
+	// ProvisionMargin is added to the budget left in a job's time limit:
+	// restore, final checkpoint, hand-back.
+	ProvisionMargin time.Duration `json:",omitempty"`
 }
 
 // withDefaults fills what a policy left zero (an input from an older
@@ -222,6 +229,9 @@ type Status struct {
 	// LeasingSince is when the run began waiting for a slot, while it
 	// waits: the wait so far is infra wait the ledger has not counted yet.
 	LeasingSince time.Time `json:"leasing_since,omitempty"`
+	// Host is the host provisioned for the current attempt or evaluation
+	// (its Slurm job), while it is held.
+	Host *activities.ProvisionedHost `json:"host,omitempty"`
 }
 
 // ReachedAt estimates the agent seconds a running attempt has reached at

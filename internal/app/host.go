@@ -25,6 +25,7 @@ import (
 	"github.com/mlrb/mlrb/internal/devserver"
 	"github.com/mlrb/mlrb/internal/gpu"
 	"github.com/mlrb/mlrb/internal/hosts"
+	"github.com/mlrb/mlrb/internal/provision"
 	"github.com/mlrb/mlrb/internal/runtime"
 	"github.com/mlrb/mlrb/tasks"
 	"github.com/mlrb/mlrb/workflows"
@@ -156,12 +157,23 @@ func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logge
 		HostID: cfg.Host.ID, HostQueue: hq, GPUType: cfg.Host.GPUType, GPUs: pool,
 		WorkDir: cfg.WorkDir(), Logger: logger.Named("activities"), EnvFile: cfg.Agent.EnvFile,
 		WorkspaceLimit: int64(cfg.Agent.WorkspaceLimitGB * (1 << 30)),
+		QueueOf:        func(id string) string { return HostQueue(cfg.Temporal.TaskQueue, id) },
 	}
-	shared := worker.New(c, cfg.Temporal.TaskQueue, worker.Options{Identity: identity})
+	if cfg.Provision.Kind == activities.ProvisionKindSlurm {
+		if acts.Slurm, err = slurmProvisioner(cfg); err != nil {
+			return nil, err
+		}
+	}
 	if err := acts.Sweep(); err != nil {
 		return nil, err
 	}
-	workflows.RegisterShared(shared, acts)
+	// A dedicated host (a job started for one attempt) serves only its
+	// own queue: nothing else may take its slot.
+	var shared worker.Worker
+	if !cfg.Host.Dedicated {
+		shared = worker.New(c, cfg.Temporal.TaskQueue, worker.Options{Identity: identity})
+		workflows.RegisterShared(shared, acts)
+	}
 	hostW := worker.New(c, hq, worker.Options{
 		Identity: identity,
 		// A second guard behind the lease pool, with room for the lease
@@ -172,15 +184,22 @@ func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logge
 		WorkerStopTimeout: cfg.Host.StopTimeout,
 	})
 	workflows.RegisterHost(hostW, acts)
-	if err := shared.Start(); err != nil {
-		return nil, fmt.Errorf("start worker on %s: %w", cfg.Temporal.TaskQueue, err)
+	if shared != nil {
+		if err := shared.Start(); err != nil {
+			return nil, fmt.Errorf("start worker on %s: %w", cfg.Temporal.TaskQueue, err)
+		}
 	}
 	if err := hostW.Start(); err != nil {
-		shared.Stop()
+		if shared != nil {
+			shared.Stop()
+		}
 		return nil, fmt.Errorf("start worker on %s: %w", hq, err)
 	}
 	rctx, stopReg := context.WithCancel(context.Background())
 	go reg.run(rctx)
+	if acts.Slurm != nil {
+		go reapJobs(rctx, acts.Slurm, c, cfg.Provision.ReapInterval, logger.Named("reaper"))
+	}
 	w := &Worker{shared: shared, host: hostW, HostQueue: hq, stopFence: func() {}, lock: lock,
 		stopRegister: func() { stopReg(); <-reg.done }}
 	if docker != nil {
@@ -189,6 +208,24 @@ func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logge
 		go docker.Fence(fctx, cfg.Host.FenceInterval, staleTask(c), logger.Named("fence"))
 	}
 	return w, nil
+}
+
+// slurmProvisioner submits jobs that run this worker's own binary, unless
+// provision.slurm.worker names another command.
+func slurmProvisioner(cfg *config.Config) (*provision.Slurm, error) {
+	cmd := cfg.Provision.Slurm.Worker
+	if len(cmd) == 0 {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("provision.slurm.worker: find own binary: %w", err)
+		}
+		cmd = []string{self}
+	}
+	dir := cfg.SlurmWorkDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("provision.slurm.work_dir: %w", err)
+	}
+	return &provision.Slurm{Worker: cmd, Partition: cfg.Provision.Slurm.Partition, WorkDir: dir}, nil
 }
 
 // releaseSlots are host-queue slots beyond the agents, for lease releases.
@@ -228,7 +265,9 @@ func openWorkspace(ctx context.Context, cfg *config.Config, engine *checkpoint.E
 // stopping would sit until its timeout instead of going to a live worker.
 func (w *Worker) Stop() {
 	w.stopFence()
-	w.shared.Stop()
+	if w.shared != nil {
+		w.shared.Stop()
+	}
 	w.host.Stop()
 	w.stopRegister()
 	_ = w.lock.Close()

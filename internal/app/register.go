@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/gpu"
 	"github.com/mlrb/mlrb/internal/hosts"
+	"github.com/mlrb/mlrb/internal/provision"
 )
 
 // lockWorkDir takes the work dir for this worker: two workers on one dir
@@ -113,5 +116,42 @@ func (r *register) publish(ctx context.Context, stopped bool) {
 	defer cancel()
 	if err := hosts.Put(pctx, r.store, rec); err != nil {
 		r.log.Warn("host record not published", zap.Error(err))
+	}
+}
+
+// reapJobs cancels, every interval, the Slurm jobs whose run has ended
+// (terminated, reset, crashed between provisioning and giving back): a
+// job never outlives its run by more than an interval.
+func reapJobs(ctx context.Context, s *provision.Slurm, c client.Client, every time.Duration, log *zap.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		jobs, err := s.List(ctx)
+		if err != nil {
+			log.Warn("reaper: list jobs", zap.Error(err))
+			continue
+		}
+		for _, j := range jobs {
+			key, _, _ := provision.ParseJobName(j.Name)
+			runID, _, _ := strings.Cut(key, "#") // an evaluation's job
+			d, err := c.DescribeWorkflowExecution(ctx, runID, "")
+			var nf *serviceerror.NotFound
+			switch {
+			case errors.As(err, &nf):
+			case err != nil:
+				continue // the server may be away: decide next time
+			case d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+				continue
+			}
+			log.Warn("reaper: cancelling the job of an ended run", zap.String("job", j.ID), zap.String("run", runID))
+			if err := s.Cancel(ctx, j.ID); err != nil {
+				log.Warn("reaper: cancel", zap.String("job", j.ID), zap.Error(err))
+			}
+		}
 	}
 }

@@ -62,6 +62,15 @@ func (s *Stack) Stop() {
 	}
 }
 
+// provisionKind is the policy's name of a provision.kind: static is the
+// empty default, so that runs without provisioning keep their input.
+func provisionKind(k string) string {
+	if k == "static" {
+		return ""
+	}
+	return k
+}
+
 // Policy is the run policy the config asks for; the starter puts it into
 // each run's input so that it replays identically.
 func Policy(cfg *config.Config) workflows.Policy {
@@ -75,5 +84,7 @@ func Policy(cfg *config.Config) workflows.Policy {
 
 		CheckpointAlertAfter: cfg.Checkpoint.AlertAfter,
 		EvalWaitLimit:        cfg.Eval.WaitLimit,
+		Provision:            provisionKind(cfg.Provision.Kind),
+		ProvisionMargin:      cfg.Provision.Margin,
 	}
 }

@@ -71,7 +71,7 @@ func ParseJobName(name string) (runID string, attempt int, ok bool) {
 // HostID is the host id of an attempt's job: known before submission, so
 // that the run can lease on its queue while the job waits to start.
 func HostID(runID string, attempt int) string {
-	r := strings.NewReplacer("/", "-", ":", "-", " ", "-")
+	r := strings.NewReplacer("/", "-", ":", "-", " ", "-", "#", "-")
 	return fmt.Sprintf("slurm-%s-a%d", r.Replace(runID), attempt)
 }
 
@@ -96,7 +96,9 @@ func (s *Slurm) Submit(ctx context.Context, r Request) (Job, error) {
 		}
 	}
 	host := HostID(r.RunID, r.Attempt)
-	script := fmt.Sprintf("exec env MLRB_HOST_ID=%s MLRB_HOST_GPU_DEVICES=\"${CUDA_VISIBLE_DEVICES:-}\" MLRB_HOST_GPU_TYPE=%s MLRB_HOST_MAX_AGENTS=1 MLRB_HOST_WORK_DIR=%s/%s %s",
+	// The job's worker serves only its own host queue and provisions
+	// nothing itself.
+	script := fmt.Sprintf("exec env MLRB_HOST_ID=%s MLRB_HOST_GPU_DEVICES=\"${CUDA_VISIBLE_DEVICES:-}\" MLRB_HOST_GPU_TYPE=%s MLRB_HOST_MAX_AGENTS=1 MLRB_HOST_WORK_DIR=%s/%s MLRB_HOST_DEDICATED=true MLRB_PROVISION_KIND=static %s",
 		shellQuote(host), shellQuote(r.GPUType), shellQuote(s.WorkDir), shellQuote(host), shellJoin(s.Worker))
 	args := []string{"--parsable", "--job-name", name, "--output", s.WorkDir + "/" + host + ".log",
 		"--time", strconv.Itoa(max(1, int(r.TimeLimit.Minutes()+0.999))), "--export", "ALL"}
