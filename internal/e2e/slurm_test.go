@@ -56,7 +56,9 @@ func TestSlurmRuns(t *testing.T) {
 		"MLRB_PROVISION_SLURM_WORK_DIR="+filepath.Join(e.state, "slurm"), "MLRB_PROVISION_REAP_INTERVAL=2s", "MLRB_PROVISION_MARGIN=5m")
 	e.addTask("e2e_gpu", "mini_baby_lm", map[string]string{
 		`resources: {gpu_type: "", gpu_count: 0`: `resources: {gpu_type: "A100-40GB", gpu_count: 1`,
-		"trials: 24":                             "trials: 15", "trial_seconds: 0.4": "trial_seconds: 0.8"})
+		"trials: 24":                             "trials: 15",
+		"trial_seconds: 0.4":                     "trial_seconds: 0.8",
+	})
 	e.start("worker", "--dev")
 	e.waitServer()
 
