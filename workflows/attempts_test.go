@@ -3,7 +3,9 @@ package workflows
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/activity"
@@ -200,5 +202,45 @@ func TestSilentHostLeaseNotReleased(t *testing.T) {
 	// Releases: attempt 2's, attempt 3's and the evaluation's; none for 1.
 	if r.Attempts != 3 || len(released) != 3 {
 		t.Fatalf("attempts %d, releases %d", r.Attempts, len(released))
+	}
+}
+
+// TestSlurmProvisionedAttempt: under provision.kind slurm each attempt
+// gets a host before its lease, leases on that host's queue, and gives
+// the host back when it ends; so does the evaluation.
+func TestSlurmProvisionedAttempt(t *testing.T) {
+	env := newEnv(t)
+	var asked []activities.HostRequest
+	env.OnActivity(activities.ProvisionHostName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, req activities.HostRequest) (*activities.ProvisionedHost, error) {
+			asked = append(asked, req)
+			id := fmt.Sprintf("job-%d", len(asked))
+			return &activities.ProvisionedHost{Kind: activities.ProvisionKindSlurm, ID: id, HostID: id, HostQueue: "q-" + id}, nil
+		})
+	var released []string
+	env.OnActivity(activities.ReleaseHostName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, h activities.ProvisionedHost) error {
+			released = append(released, h.ID)
+			return nil
+		})
+	var leasedOn []string
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == activities.AcquireLeaseName {
+			leasedOn = append(leasedOn, info.TaskQueue)
+		}
+	})
+	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(
+		agentDone(env, &activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 3}, ck(1, 3)))
+	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.5), nil)
+	pol := testPolicy
+	pol.Provision, pol.ProvisionMargin = activities.ProvisionKindSlurm, time.Minute
+	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: pol})
+	r := result(t, env)
+	if r.Outcome != OutcomeScored || len(asked) != 2 || asked[0].Role != "" || asked[1].Role != activities.LeaseEvaluation ||
+		asked[0].TimeLimit != 30*time.Second+time.Minute {
+		t.Fatalf("outcome %s, hosts asked %+v", r.Outcome, asked)
+	}
+	if !slices.Equal(released, []string{"job-1", "job-2"}) || !slices.Equal(leasedOn, []string{"q-job-1", "q-job-2"}) {
+		t.Fatalf("released %v, leased on %v", released, leasedOn)
 	}
 }

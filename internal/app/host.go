@@ -145,7 +145,10 @@ func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logge
 		logger.Warn("reaped agent processes left by an earlier worker", zap.Int("killed", n))
 	}
 	reg := newRegister(engine.Store, hosts.Record{ID: cfg.Host.ID, Queue: hq, GPUType: cfg.Host.GPUType, Devices: cfg.Host.GPUDevices,
-		Slots: cfg.Host.MaxAgents, Worker: identity, StartedAt: time.Now().UTC()}, logger.Named("register"))
+		Slots: cfg.Host.MaxAgents, Worker: identity, StartedAt: time.Now().UTC(), Provider: "static"}, logger.Named("register"))
+	if job := os.Getenv("SLURM_JOB_ID"); job != "" {
+		reg.rec.Provider, reg.rec.ProviderID = "slurm", job
+	}
 	pool, err := gpu.NewPool(gpu.Options{Slots: cfg.Host.MaxAgents, Devices: cfg.Host.GPUDevices, TTL: cfg.Host.LeaseTTL,
 		File: filepath.Join(cfg.WorkDir(), "leases.json"), Changed: reg.touch})
 	if err != nil {

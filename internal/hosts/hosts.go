@@ -34,6 +34,10 @@ type Record struct {
 	SeenAt    time.Time   `json:"seen_at"`
 	// Stopped is set by a worker that stopped cleanly.
 	Stopped bool `json:"stopped,omitempty"`
+	// Provider and ProviderID say where a provisioned host came from
+	// (slurm and its job id); static hosts have none.
+	Provider   string `json:"provider,omitempty"`
+	ProviderID string `json:"provider_id,omitempty"`
 }
 
 // Free is the slots not leased.
