@@ -46,9 +46,11 @@ func (r *run) runAttempts(ctx workflow.Context) (*activities.AgentResult, error)
 		}
 		r.st.LeasingSince = time.Time{}
 		r.st.Budget.Wait(workflow.Now(ctx).Sub(leaseStart).Seconds())
+		leased := workflow.Now(ctx)
 
 		if r.st.CancelRequested {
 			r.release(ctx, lease)
+			r.held(ctx, leased)
 			r.releaseHost(ctx)
 			return &activities.AgentResult{StoppedBy: activities.StopCanceled}, nil
 		}
@@ -67,6 +69,7 @@ func (r *run) runAttempts(ctx workflow.Context) (*activities.AgentResult, error)
 		if !(hostSilent(err) || released(err, res)) || workflow.GetVersion(ctx, versionLeaseExpires, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 			r.release(ctx, lease)
 		}
+		r.held(ctx, leased)
 		r.releaseHost(ctx)
 		if err == nil {
 			// A completed attempt ends on its final checkpoint: all its time counts.
@@ -149,7 +152,7 @@ func (r *run) provision(ctx workflow.Context, role string, n int) (workflow.Cont
 	if err := workflow.ExecuteActivity(quickOptions(ctx), activities.ProvisionHostName, req).Get(ctx, &h); err != nil {
 		return nil, err
 	}
-	r.st.Host = &h
+	r.st.Host, r.hostAt = &h, workflow.Now(ctx)
 	return workflow.WithTaskQueue(lctx, h.HostQueue), nil
 }
 

@@ -82,6 +82,8 @@ func (r *run) runEvaluation(ctx workflow.Context, image string) (*activities.Eva
 		if lctx, err = r.provision(ctx, activities.LeaseEvaluation, len(r.evals)+1); err == nil {
 			defer r.releaseHost(ctx)
 			err = workflow.ExecuteActivity(lctx, activities.AcquireLeaseName, req).Get(ctx, &lease)
+			leased := workflow.Now(ctx)
+			defer r.held(ctx, leased)
 		}
 		r.st.LeasingSince = time.Time{}
 		if err == nil {

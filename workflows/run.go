@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -19,6 +20,12 @@ type run struct {
 	ckCh       workflow.ReceiveChannel
 	agentImage string
 	evals      []EvalAttempt
+	// heldS is the wall time GPU hosts were held for the run: from a
+	// provisioned host's start (boot and idle included), or a static
+	// host's lease, to its release.
+	heldS float64
+	// hostAt is when the current provisioned host was obtained.
+	hostAt time.Time
 }
 
 // RunWorkflow drives one run: resolve the task, then attempts of lease →
@@ -259,6 +266,7 @@ func (r *run) finish(ctx workflow.Context, outcome Outcome, reason string, ev *a
 		res.TimeLimitS, res.Hardware = r.timeLimit().Seconds(), hardwareClass(r.spec.Spec.Resources.GPUCount, r.spec.Spec.Resources.GPUType)
 	}
 	res.Cost = costOf(r.st.Budget, r.spec.Spec.Resources.GPUCount, ev)
+	res.Cost.BilledGPUHours = r.heldS * float64(r.spec.Spec.Resources.GPUCount) / 3600
 	if ev != nil {
 		score := ev.Score
 		res.Score, res.Metrics, res.ModelPath, res.Violations = &score, ev.Metrics, ev.ModelPath, ev.Violations
@@ -266,6 +274,15 @@ func (r *run) finish(ctx workflow.Context, outcome Outcome, reason string, ev *a
 		r.st.Score = &score
 	}
 	return res
+}
+
+// held counts the time a host was held for the run, from since (a
+// static lease's start) or from when the provisioned host was obtained.
+func (r *run) held(ctx workflow.Context, since time.Time) {
+	if r.st.Host != nil && !r.hostAt.IsZero() {
+		since = r.hostAt
+	}
+	r.heldS += workflow.Now(ctx).Sub(since).Seconds()
 }
 
 // costOf is what a run consumed, from its ledger and the usage its agent

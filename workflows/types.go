@@ -257,6 +257,10 @@ type Cost struct {
 	GPUHours        float64  `json:"gpu_hours"`
 	InfraWaitHours  float64  `json:"infra_wait_hours"`
 	WastedGPUHours  float64  `json:"wasted_gpu_hours"`
+	// BilledGPUHours is GPU time held for the run, whether used or not:
+	// provisioned hosts from their start (boot and idle included) to
+	// their release, static hosts for the time their slot was leased.
+	BilledGPUHours float64 `json:"billed_gpu_hours"`
 	LLMInputTokens  *int64   `json:"llm_input_tokens,omitempty"`
 	LLMOutputTokens *int64   `json:"llm_output_tokens,omitempty"`
 	LLMUSD          *float64 `json:"llm_usd,omitempty"`

@@ -250,7 +250,11 @@ type result struct {
 	Reason      string             `json:"reason"`
 	AgentImage  string             `json:"agent_image"`
 	EvalImage   string             `json:"evaluator_image"`
-	Budget      struct {
+	Cost        struct {
+		GPUHours       float64 `json:"gpu_hours"`
+		BilledGPUHours float64 `json:"billed_gpu_hours"`
+	} `json:"cost"`
+	Budget struct {
 		GrantedS   float64 `json:"granted_s"`
 		UsedS      float64 `json:"used_s"`
 		LostS      float64 `json:"lost_s"`

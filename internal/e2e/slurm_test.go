@@ -78,6 +78,10 @@ func TestSlurmRuns(t *testing.T) {
 		e.dumpLogs()
 		t.Fatalf("result = %+v", res)
 	}
+	if res.Cost.GPUHours <= 0 || res.Cost.BilledGPUHours < res.Cost.GPUHours {
+		t.Fatalf("cost: %.5f GPU h used, %.5f billed", res.Cost.GPUHours, res.Cost.BilledGPUHours)
+	}
+	t.Logf("cost: %.5f GPU h used by the agent of %.5f GPU h billed", res.Cost.GPUHours, res.Cost.BilledGPUHours)
 	waitNoJobs(t, e, 15*time.Second, "after the run ended")
 
 	orphan := e.startRun("--task", "e2e_gpu", "--agent", "reference", "--seed", "2", "--time-limit", "40s")
