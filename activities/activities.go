@@ -47,8 +47,10 @@ type Activities struct {
 	// WorkspaceLimit bounds an attempt's workspace on disk, in bytes (0:
 	// none): an agent that outgrows it fails the run, naming the limit.
 	WorkspaceLimit int64
-	// Slurm provisions hosts as Slurm jobs (nil: provision.kind static).
-	Slurm *provision.Slurm
+	// Provider obtains hosts (nil: provision.kind static); ProviderKind
+	// names it.
+	Provider     provision.Provider
+	ProviderKind string
 	// QueueOf names a host's task queue.
 	QueueOf func(hostID string) string
 }

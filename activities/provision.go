@@ -9,33 +9,36 @@ import (
 	"github.com/mlrb/mlrb/internal/provision"
 )
 
-// ProvisionKindSlurm is provision.kind slurm.
-const ProvisionKindSlurm = "slurm"
+// Provision kinds beyond static.
+const (
+	ProvisionKindSlurm = "slurm"
+	ProvisionKindEC2   = "ec2"
+)
 
-// ProvisionHost obtains a host for one attempt: a Slurm job running a
-// worker for it. The job's host id is known before submission, and a
-// retried request finds the job it already submitted.
+// ProvisionHost obtains a host for one attempt: a Slurm job or an EC2
+// instance running a worker for it. A retried request finds the host it
+// already obtained.
 func (a *Activities) ProvisionHost(ctx context.Context, req HostRequest) (*ProvisionedHost, error) {
-	if a.Slurm == nil {
-		return nil, temporal.NewNonRetryableApplicationError("provision.kind slurm: this worker has no Slurm provisioner (set provision.kind: slurm in its config)", ErrBadTask, nil)
+	if a.Provider == nil || a.ProviderKind != req.Kind {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("provision.kind %s: this worker provisions %q (set provision.kind on the workers that start runs' hosts)", req.Kind, a.ProviderKind), ErrBadTask, nil)
 	}
 	attempt := req.Attempt
 	key := req.RunID
 	if req.Role != "" {
 		key += "#" + req.Role // an evaluation's job is not an attempt's
 	}
-	job, err := a.Slurm.Submit(ctx, provision.Request{RunID: key, Attempt: attempt, GPUType: req.GPUType, GPUCount: req.GPUCount, TimeLimit: req.TimeLimit})
+	job, err := a.Provider.Launch(ctx, provision.Request{RunID: key, Attempt: attempt, GPUType: req.GPUType, GPUCount: req.GPUCount, TimeLimit: req.TimeLimit})
 	if err != nil {
 		return nil, fmt.Errorf("provision: %w", err)
 	}
-	return &ProvisionedHost{Kind: ProvisionKindSlurm, ID: job.ID, HostID: job.HostID, HostQueue: a.QueueOf(job.HostID)}, nil
+	return &ProvisionedHost{Kind: req.Kind, ID: job.ID, HostID: job.HostID, HostQueue: a.QueueOf(job.HostID)}, nil
 }
 
-// ReleaseHost gives a provisioned host back: its job is cancelled (a job
-// already ended is not an error).
+// ReleaseHost gives a provisioned host back: its job is cancelled, its
+// instance terminated (one already gone is not an error).
 func (a *Activities) ReleaseHost(ctx context.Context, h ProvisionedHost) error {
-	if a.Slurm == nil || h.Kind != ProvisionKindSlurm {
+	if a.Provider == nil || h.Kind != a.ProviderKind {
 		return nil
 	}
-	return a.Slurm.Cancel(ctx, h.ID)
+	return a.Provider.Stop(ctx, h.ID)
 }

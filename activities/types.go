@@ -145,6 +145,7 @@ type CheckpointRef struct {
 
 // HostRequest asks for a host for one attempt (or one evaluation: Role).
 type HostRequest struct {
+	Kind     string // provision.kind
 	RunID    string
 	Attempt  int
 	Role     string `json:",omitempty"`

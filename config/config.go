@@ -45,6 +45,33 @@ type Provision struct {
 	// ReapInterval paces the reaper of jobs whose run has ended.
 	ReapInterval time.Duration `mapstructure:"reap_interval" yaml:"reap_interval"`
 	Slurm        Slurm         `mapstructure:"slurm" yaml:"slurm"`
+	EC2          EC2           `mapstructure:"ec2" yaml:"ec2"`
+}
+
+// EC2 configures provision.kind ec2.
+type EC2 struct {
+	Region   string `mapstructure:"region" yaml:"region"`
+	Endpoint string `mapstructure:"endpoint" yaml:"endpoint"`
+	AMI      string `mapstructure:"ami" yaml:"ami"`
+	// InstanceTypes maps GPU types to instance types, as GPU=TYPE.
+	InstanceTypes  []string `mapstructure:"instance_types" yaml:"instance_types"`
+	SubnetID       string   `mapstructure:"subnet_id" yaml:"subnet_id"`
+	SecurityGroups []string `mapstructure:"security_groups" yaml:"security_groups"`
+	Spot           bool     `mapstructure:"spot" yaml:"spot"`
+	Worker         string   `mapstructure:"worker" yaml:"worker"`
+}
+
+// InstanceTypes is provision.ec2.instance_types as a map.
+func (p Provision) InstanceTypes() (map[string]string, error) {
+	m := map[string]string{}
+	for _, kv := range p.EC2.InstanceTypes {
+		gpu, itype, ok := strings.Cut(kv, "=")
+		if !ok || gpu == "" || itype == "" {
+			return nil, fmt.Errorf("provision.ec2.instance_types: %q is not GPU_TYPE=INSTANCE_TYPE (e.g. A100-40GB=p4d.24xlarge)", kv)
+		}
+		m[gpu] = itype
+	}
+	return m, nil
 }
 
 // Slurm configures provision.kind slurm.
@@ -421,8 +448,10 @@ func (c *Config) Validate() error {
 		return bad("agent.workspace_limit_gb: %g must be 0 (no limit) or more", c.Agent.WorkspaceLimitGB)
 	case c.Container.User != "" && !userSpec.MatchString(c.Container.User):
 		return bad("container.user: %q is not uid or uid:gid (numbers, e.g. 1000:1000)", c.Container.User)
-	case c.Provision.Kind != "static" && c.Provision.Kind != "slurm":
-		return bad("provision.kind: %q is not supported (use static or slurm)", c.Provision.Kind)
+	case c.Provision.Kind != "static" && c.Provision.Kind != "slurm" && c.Provision.Kind != "ec2":
+		return bad("provision.kind: %q is not supported (use static, slurm or ec2)", c.Provision.Kind)
+	case c.Provision.Kind == "ec2" && c.Provision.EC2.AMI == "":
+		return bad("provision.ec2.ami: must be set for provision.kind ec2 (an image with the worker and its config)")
 	case c.Host.Preemption != "none" && c.Host.Preemption != "ec2-spot":
 		return bad("host.preemption: %q is not supported (use none or ec2-spot)", c.Host.Preemption)
 	case c.Host.LeaseTTL < c.Agent.HeartbeatTimeout:
@@ -432,6 +461,9 @@ func (c *Config) Validate() error {
 		if _, err := path.Match(g, ""); err != nil || strings.HasPrefix(g, "/") {
 			return bad("checkpoint.exclude: %q is not a relative path glob (like root/.cache/huggingface/token)", g)
 		}
+	}
+	if _, err := c.Provision.InstanceTypes(); err != nil {
+		return &Error{Msg: err.Error()}
 	}
 	seen := map[int]bool{}
 	for _, d := range c.Host.GPUDevices {

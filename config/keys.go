@@ -88,6 +88,14 @@ var Table = []Key{
 	{Name: "provision.slurm.worker", Default: []string{}, ShownAs: "this worker's binary", Doc: "the command a job runs; it inherits the submitting worker's environment"},
 	{Name: "provision.slurm.partition", Default: "", Doc: "partition the jobs go to (\"\": the default)"},
 	{Name: "provision.slurm.work_dir", Default: "", ShownAs: "<state>/slurm", Doc: "each job's workspaces and log, on the compute nodes at the same path"},
+	{Name: "provision.ec2.region", Default: "us-east-1", Doc: "region the instances run in"},
+	{Name: "provision.ec2.endpoint", Default: "", Doc: "EC2 API endpoint override (\"\": AWS's)"},
+	{Name: "provision.ec2.ami", Default: "", Doc: "image with the worker and its config (temporal, storage) baked in"},
+	{Name: "provision.ec2.instance_types", Default: []string{"A100-40GB=p4d.24xlarge", "A100-80GB=p4de.24xlarge", "H100-80GB=p5.48xlarge"}, Doc: "GPU type to instance type, as `GPU=TYPE`"},
+	{Name: "provision.ec2.subnet_id", Default: "", Doc: "subnet of the instances"},
+	{Name: "provision.ec2.security_groups", Default: []string{}, Doc: "security group ids of the instances"},
+	{Name: "provision.ec2.spot", Default: false, Doc: "ask for spot capacity (one-time; an interruption hands the attempt back)"},
+	{Name: "provision.ec2.worker", Default: "/usr/local/bin/mlrb-worker", Doc: "the worker command on the image, started by the user data"},
 	{Name: "log.level", Default: "info", Flag: "log-level", Doc: "debug, info, warn or error"},
 }
 

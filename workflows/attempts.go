@@ -139,7 +139,7 @@ func released(err error, res activities.AgentResult) bool {
 // moment it exists, so that it is given back whatever happens next.
 func (r *run) provision(ctx workflow.Context, role string, n int) (workflow.Context, error) {
 	lctx := leaseOptions(ctx, r.pol)
-	if r.pol.Provision != activities.ProvisionKindSlurm {
+	if r.pol.Provision == "" {
 		return lctx, nil
 	}
 	res := r.spec.Spec.Resources
@@ -147,7 +147,7 @@ func (r *run) provision(ctx workflow.Context, role string, n int) (workflow.Cont
 	if role != "" {
 		left = r.spec.Spec.Evaluation.Timeout.D()
 	}
-	req := activities.HostRequest{RunID: r.st.RunID, Attempt: n, Role: role, GPUType: res.GPUType, GPUCount: res.GPUCount, TimeLimit: left + r.pol.ProvisionMargin}
+	req := activities.HostRequest{Kind: r.pol.Provision, RunID: r.st.RunID, Attempt: n, Role: role, GPUType: res.GPUType, GPUCount: res.GPUCount, TimeLimit: left + r.pol.ProvisionMargin}
 	var h activities.ProvisionedHost
 	if err := workflow.ExecuteActivity(quickOptions(ctx), activities.ProvisionHostName, req).Get(ctx, &h); err != nil {
 		return nil, err

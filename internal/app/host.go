@@ -162,11 +162,10 @@ func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logge
 		WorkspaceLimit: int64(cfg.Agent.WorkspaceLimitGB * (1 << 30)),
 		QueueOf:        func(id string) string { return HostQueue(cfg.Temporal.TaskQueue, id) },
 	}
-	if cfg.Provision.Kind == activities.ProvisionKindSlurm {
-		if acts.Slurm, err = slurmProvisioner(cfg); err != nil {
-			return nil, err
-		}
+	if acts.Provider, err = openProvider(ctx, cfg); err != nil {
+		return nil, err
 	}
+	acts.ProviderKind = provisionKind(cfg.Provision.Kind)
 	if err := acts.Sweep(); err != nil {
 		return nil, err
 	}
@@ -200,8 +199,8 @@ func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logge
 	}
 	rctx, stopReg := context.WithCancel(context.Background())
 	go reg.run(rctx)
-	if acts.Slurm != nil {
-		go reapJobs(rctx, acts.Slurm, c, cfg.Provision.ReapInterval, logger.Named("reaper"))
+	if acts.Provider != nil {
+		go reapJobs(rctx, acts.Provider, c, cfg.Provision.ReapInterval, logger.Named("reaper"))
 	}
 	w := &Worker{shared: shared, host: hostW, HostQueue: hq, stopFence: func() {}, lock: lock,
 		stopRegister: func() { stopReg(); <-reg.done }}

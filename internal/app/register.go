@@ -15,6 +15,10 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/gpu"
@@ -119,10 +123,11 @@ func (r *register) publish(ctx context.Context, stopped bool) {
 	}
 }
 
-// reapJobs cancels, every interval, the Slurm jobs whose run has ended
-// (terminated, reset, crashed between provisioning and giving back): a
-// job never outlives its run by more than an interval.
-func reapJobs(ctx context.Context, s *provision.Slurm, c client.Client, every time.Duration, log *zap.Logger) {
+// reapJobs gives back, every interval, the provisioned hosts (Slurm jobs,
+// EC2 instances) whose run has ended (terminated, reset, crashed between
+// provisioning and giving back): a host never outlives its run by more
+// than an interval.
+func reapJobs(ctx context.Context, s provision.Provider, c client.Client, every time.Duration, log *zap.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -148,10 +153,36 @@ func reapJobs(ctx context.Context, s *provision.Slurm, c client.Client, every ti
 			case d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 				continue
 			}
-			log.Warn("reaper: cancelling the job of an ended run", zap.String("job", j.ID), zap.String("run", runID))
-			if err := s.Cancel(ctx, j.ID); err != nil {
+			log.Warn("reaper: giving back the host of an ended run", zap.String("job", j.ID), zap.String("run", runID))
+			if err := s.Stop(ctx, j.ID); err != nil {
 				log.Warn("reaper: cancel", zap.String("job", j.ID), zap.Error(err))
 			}
 		}
 	}
+}
+
+// openProvider is the host provider provision.kind asks for (nil: static).
+func openProvider(ctx context.Context, cfg *config.Config) (provision.Provider, error) {
+	switch cfg.Provision.Kind {
+	case activities.ProvisionKindSlurm:
+		return slurmProvisioner(cfg)
+	case activities.ProvisionKindEC2:
+		e := cfg.Provision.EC2
+		types, err := cfg.Provision.InstanceTypes()
+		if err != nil {
+			return nil, &config.Error{Msg: err.Error()}
+		}
+		awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(e.Region))
+		if err != nil {
+			return nil, fmt.Errorf("provision.ec2: %w", err)
+		}
+		client := ec2.NewFromConfig(awsCfg, func(o *ec2.Options) {
+			if e.Endpoint != "" {
+				o.BaseEndpoint = aws.String(e.Endpoint)
+			}
+		})
+		return &provision.EC2{Client: client, InstanceTypes: types, AMI: e.AMI, SubnetID: e.SubnetID, SecurityGroups: e.SecurityGroups,
+			Spot: e.Spot, Worker: e.Worker}, nil
+	}
+	return nil, nil
 }

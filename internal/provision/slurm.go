@@ -13,6 +13,17 @@ import (
 	"time"
 )
 
+// Provider is one way of obtaining hosts (provision.kind).
+type Provider interface {
+	// Launch obtains the attempt's host; a retried launch finds the host
+	// the first one obtained instead of obtaining another.
+	Launch(ctx context.Context, r Request) (Job, error)
+	// Stop gives a host back; one already gone is not an error.
+	Stop(ctx context.Context, id string) error
+	// List lists the hosts this provider obtained that still exist.
+	List(ctx context.Context) ([]Job, error)
+}
+
 // Request is what an attempt needs.
 type Request struct {
 	RunID    string
@@ -24,7 +35,8 @@ type Request struct {
 	TimeLimit time.Duration
 }
 
-// Job is one Slurm job running a worker for one attempt.
+// Job is one provisioned host running a worker for one attempt: a
+// Slurm job or an EC2 instance. Name carries the run and attempt.
 type Job struct {
 	ID     string `json:"id"`
 	Name   string `json:"name"`
@@ -82,9 +94,9 @@ func GRES(gpuType string) string {
 	return strings.ToLower(model)
 }
 
-// Submit starts (or finds, when a retried request already did) the
+// Launch submits (or finds, when a retried request already did) the
 // attempt's job.
-func (s *Slurm) Submit(ctx context.Context, r Request) (Job, error) {
+func (s *Slurm) Launch(ctx context.Context, r Request) (Job, error) {
 	name := JobName(r.RunID, r.Attempt)
 	if jobs, err := s.List(ctx); err != nil {
 		return Job{}, err
@@ -116,9 +128,9 @@ func (s *Slurm) Submit(ctx context.Context, r Request) (Job, error) {
 	return Job{ID: id, Name: name, HostID: host}, nil
 }
 
-// Cancel ends a job (SIGTERM to its worker, which hands its attempt
+// Stop cancels a job (SIGTERM to its worker, which hands its attempt
 // back); a job already gone is not an error.
-func (s *Slurm) Cancel(ctx context.Context, id string) error {
+func (s *Slurm) Stop(ctx context.Context, id string) error {
 	if _, err := run(ctx, "scancel", id); err != nil {
 		return fmt.Errorf("scancel %s: %w", id, err)
 	}

@@ -22,12 +22,12 @@ func TestSlurmJobLifecycle(t *testing.T) {
 	out := filepath.Join(dir, "seen")
 	s := &Slurm{Worker: []string{"/bin/sh", "-c", `echo "$MLRB_HOST_ID $MLRB_HOST_GPU_DEVICES $MLRB_HOST_GPU_TYPE" > ` + out + `; sleep 120`}, WorkDir: dir}
 	req := Request{RunID: "bench/agent/task/s1", Attempt: 2, GPUType: "A100-40GB", GPUCount: 1, TimeLimit: 5 * time.Minute}
-	job, err := s.Submit(ctx, req)
+	job, err := s.Launch(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Cancel(context.Background(), job.ID) })
-	again, err := s.Submit(ctx, req)
+	t.Cleanup(func() { _ = s.Stop(context.Background(), job.ID) })
+	again, err := s.Launch(ctx, req)
 	if err != nil || again.ID != job.ID {
 		t.Fatalf("a retried submit: %+v, %v; first was %s", again, err, job.ID)
 	}
@@ -45,7 +45,7 @@ func TestSlurmJobLifecycle(t *testing.T) {
 	if err != nil || len(jobs) != 1 || jobs[0].ID != job.ID || jobs[0].HostID != "slurm-bench-agent-task-s1-a2" {
 		t.Fatalf("list = %+v, %v", jobs, err)
 	}
-	if err := s.Cancel(ctx, job.ID); err != nil {
+	if err := s.Stop(ctx, job.ID); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {

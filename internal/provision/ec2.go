@@ -1,0 +1,156 @@
+package provision
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
+)
+
+// Tags on mlrb's instances: the run and attempt they serve.
+const (
+	TagRun     = "mlrb:run"
+	TagAttempt = "mlrb:attempt"
+)
+
+// EC2 launches an instance per attempt whose user data starts a worker
+// with the instance id as its host id.
+type EC2 struct {
+	Client *ec2.Client
+	// InstanceTypes maps a GPU type to the instance type that has it
+	// (A100-40GB: p4d.24xlarge).
+	InstanceTypes  map[string]string
+	AMI            string
+	SubnetID       string
+	SecurityGroups []string
+	// Spot asks for spot capacity (one-time, terminated on interruption).
+	Spot bool
+	// Worker is the worker command on the AMI; its config (temporal,
+	// storage) is baked into the image or its instance profile.
+	Worker string
+}
+
+// ClientToken is the idempotency token of an attempt's launch: EC2 runs
+// one instance per token, so a retried request never launches twice.
+func ClientToken(runID string, attempt int) string {
+	sum := sha256.Sum256([]byte(JobName(runID, attempt)))
+	return "mlrb-" + hex.EncodeToString(sum[:20])
+}
+
+// UserData is the boot script: it reads the instance id from the
+// metadata service (IMDSv2) and starts a dedicated worker under it that
+// watches for spot notices.
+func (e *EC2) UserData(gpuType string, gpus int) string {
+	devices := make([]string, gpus)
+	for i := range devices {
+		devices[i] = strconv.Itoa(i)
+	}
+	return fmt.Sprintf(`#!/bin/bash
+set -euo pipefail
+T=$(curl -sf -X PUT http://169.254.169.254/latest/api/token -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')
+ID=$(curl -sf -H "X-aws-ec2-metadata-token: $T" http://169.254.169.254/latest/meta-data/instance-id)
+export MLRB_HOST_ID="$ID" MLRB_HOST_DEDICATED=true MLRB_HOST_PREEMPTION=ec2-spot MLRB_PROVISION_KIND=static
+export MLRB_HOST_GPU_TYPE=%s MLRB_HOST_GPU_DEVICES=%s MLRB_HOST_MAX_AGENTS=1 MLRB_HOST_RUNTIME=docker
+exec %s
+`, shellQuote(gpuType), shellQuote(strings.Join(devices, ",")), e.Worker)
+}
+
+// Launch runs the attempt's instance, or finds it: the client token makes
+// a repeated launch return the instance the first one started.
+func (e *EC2) Launch(ctx context.Context, r Request) (Job, error) {
+	itype, ok := e.InstanceTypes[r.GPUType]
+	if !ok {
+		return Job{}, fmt.Errorf("provision.ec2.instance_types has no instance type for GPU type %q", r.GPUType)
+	}
+	name := JobName(r.RunID, r.Attempt)
+	in := &ec2.RunInstancesInput{
+		ImageId: aws.String(e.AMI), InstanceType: types.InstanceType(itype), MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
+		ClientToken: aws.String(ClientToken(r.RunID, r.Attempt)),
+		UserData:    aws.String(base64.StdEncoding.EncodeToString([]byte(e.UserData(r.GPUType, r.GPUCount)))),
+		TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeInstance, Tags: []types.Tag{
+			{Key: aws.String("Name"), Value: aws.String(name)},
+			{Key: aws.String(TagRun), Value: aws.String(r.RunID)},
+			{Key: aws.String(TagAttempt), Value: aws.String(strconv.Itoa(r.Attempt))},
+		}}},
+		// The instance ends itself when its worker exits (a stopped
+		// host must not bill idle).
+		InstanceInitiatedShutdownBehavior: types.ShutdownBehaviorTerminate,
+	}
+	if e.SubnetID != "" {
+		in.SubnetId = aws.String(e.SubnetID)
+	}
+	if len(e.SecurityGroups) > 0 {
+		in.SecurityGroupIds = e.SecurityGroups
+	}
+	if e.Spot {
+		in.InstanceMarketOptions = &types.InstanceMarketOptionsRequest{MarketType: types.MarketTypeSpot,
+			SpotOptions: &types.SpotMarketOptions{SpotInstanceType: types.SpotInstanceTypeOneTime, InstanceInterruptionBehavior: types.InstanceInterruptionBehaviorTerminate}}
+	}
+	out, err := e.Client.RunInstances(ctx, in)
+	if err != nil {
+		return Job{}, fmt.Errorf("run instance for %s: %w", name, err)
+	}
+	if len(out.Instances) != 1 {
+		return Job{}, fmt.Errorf("run instance for %s: %d instances in the answer", name, len(out.Instances))
+	}
+	id := aws.ToString(out.Instances[0].InstanceId)
+	return Job{ID: id, Name: name, HostID: id, State: string(out.Instances[0].State.Name)}, nil
+}
+
+// Stop terminates an instance; one already gone is not an error.
+func (e *EC2) Stop(ctx context.Context, id string) error {
+	_, err := e.Client.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
+	var ae smithy.APIError
+	if errors.As(err, &ae) && ae.ErrorCode() == "InvalidInstanceID.NotFound" {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("terminate %s: %w", id, err)
+	}
+	return nil
+}
+
+// List lists mlrb's instances that are pending or running.
+func (e *EC2) List(ctx context.Context) ([]Job, error) {
+	var jobs []Job
+	p := ec2.NewDescribeInstancesPaginator(e.Client, &ec2.DescribeInstancesInput{Filters: []types.Filter{
+		{Name: aws.String("tag-key"), Values: []string{TagRun}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
+	}})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("describe instances: %w", err)
+		}
+		for _, res := range page.Reservations {
+			for _, in := range res.Instances {
+				var run string
+				attempt := 0
+				for _, t := range in.Tags {
+					switch aws.ToString(t.Key) {
+					case TagRun:
+						run = aws.ToString(t.Value)
+					case TagAttempt:
+						attempt, _ = strconv.Atoi(aws.ToString(t.Value))
+					}
+				}
+				id := aws.ToString(in.InstanceId)
+				state := ""
+				if in.State != nil {
+					state = string(in.State.Name)
+				}
+				jobs = append(jobs, Job{ID: id, Name: JobName(run, attempt), HostID: id, State: state})
+			}
+		}
+	}
+	return jobs, nil
+}
