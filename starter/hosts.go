@@ -68,7 +68,7 @@ func hostsCmd() *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "HOST\tPROVIDER\tSTATE\tGPU TYPE\tDEVICES\tIN USE\tFREE\tAGE\tSEEN\tLEASES (holder, devices, age, renewed)")
+			fmt.Fprintln(tw, "HOST\tPROVIDER\tSTATE\tGPU TYPE\tDEVICES\tIN USE\tFREE\tAGE\tIDLE\tSEEN\tLEASES (holder, devices, age, renewed)")
 			for _, v := range views {
 				var ls []string
 				for _, l := range v.Leases {
@@ -82,8 +82,12 @@ func hostsCmd() *cobra.Command {
 				if v.ProviderID != "" {
 					provider += " " + v.ProviderID
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%d\t%s\t%s ago\t%s\n", v.ID, provider, v.State, gpuType, v.Devices, v.InUse, v.Free,
-					now.Sub(v.StartedAt).Round(time.Second), now.Sub(v.SeenAt).Round(time.Second), strings.Join(ls, "; "))
+				idle := "-"
+				if !v.IdleSince.IsZero() {
+					idle = now.Sub(v.IdleSince).Round(time.Second).String()
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%d\t%s\t%s\t%s ago\t%s\n", v.ID, provider, v.State, gpuType, v.Devices, v.InUse, v.Free,
+					now.Sub(v.StartedAt).Round(time.Second), idle, now.Sub(v.SeenAt).Round(time.Second), strings.Join(ls, "; "))
 			}
 			return tw.Flush()
 		},

@@ -81,6 +81,7 @@ type register struct {
 	changed chan struct{}
 	log     *zap.Logger
 	done    chan struct{}
+	idle    time.Time // since when no lease is held
 }
 
 func newRegister(store blob.Store, rec hosts.Record, log *zap.Logger) *register {
@@ -116,6 +117,13 @@ func (r *register) run(ctx context.Context) {
 func (r *register) publish(ctx context.Context, stopped bool) {
 	rec := r.rec
 	rec.Leases, rec.SeenAt, rec.Stopped = r.pool.Leases(), time.Now().UTC(), stopped
+	switch {
+	case len(rec.Leases) > 0:
+		r.idle = time.Time{}
+	case r.idle.IsZero():
+		r.idle = rec.SeenAt
+	}
+	rec.IdleSince = r.idle
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := hosts.Put(pctx, r.store, rec); err != nil {

@@ -38,6 +38,8 @@ type Record struct {
 	// (slurm and its job id); static hosts have none.
 	Provider   string `json:"provider,omitempty"`
 	ProviderID string `json:"provider_id,omitempty"`
+	// IdleSince is when the host last had no lease (zero while busy).
+	IdleSince time.Time `json:"idle_since,omitempty"`
 }
 
 // Free is the slots not leased.

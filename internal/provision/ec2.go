@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/mlrb/mlrb/deploy"
 )
 
 // Tags on mlrb's instances: the run and attempt they serve.
@@ -46,22 +48,15 @@ func ClientToken(runID string, attempt int) string {
 	return "mlrb-" + hex.EncodeToString(sum[:20])
 }
 
-// UserData is the boot script: it reads the instance id from the
-// metadata service (IMDSv2) and starts a dedicated worker under it that
-// watches for spot notices.
-func (e *EC2) UserData(gpuType string, gpus int) string {
+// UserData is the boot script (deploy/ec2-user-data.sh): it reads the
+// instance id from the metadata service (IMDSv2) and starts a dedicated
+// worker under it that watches for spot notices.
+func (e *EC2) UserData(gpuType string, gpus int) (string, error) {
 	devices := make([]string, gpus)
 	for i := range devices {
 		devices[i] = strconv.Itoa(i)
 	}
-	return fmt.Sprintf(`#!/bin/bash
-set -euo pipefail
-T=$(curl -sf -X PUT http://169.254.169.254/latest/api/token -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')
-ID=$(curl -sf -H "X-aws-ec2-metadata-token: $T" http://169.254.169.254/latest/meta-data/instance-id)
-export MLRB_HOST_ID="$ID" MLRB_HOST_DEDICATED=true MLRB_HOST_PREEMPTION=ec2-spot MLRB_PROVISION_KIND=static
-export MLRB_HOST_GPU_TYPE=%s MLRB_HOST_GPU_DEVICES=%s MLRB_HOST_MAX_AGENTS=1 MLRB_HOST_RUNTIME=docker
-exec %s
-`, shellQuote(gpuType), shellQuote(strings.Join(devices, ",")), e.Worker)
+	return render("ec2-user-data.sh", deploy.EC2UserData, struct{ GPUType, Devices, Worker string }{gpuType, strings.Join(devices, ","), e.Worker})
 }
 
 // Launch runs the attempt's instance, or finds it: the client token makes
@@ -72,10 +67,14 @@ func (e *EC2) Launch(ctx context.Context, r Request) (Job, error) {
 		return Job{}, fmt.Errorf("provision.ec2.instance_types has no instance type for GPU type %q", r.GPUType)
 	}
 	name := JobName(r.RunID, r.Attempt)
+	ud, err := e.UserData(r.GPUType, r.GPUCount)
+	if err != nil {
+		return Job{}, err
+	}
 	in := &ec2.RunInstancesInput{
 		ImageId: aws.String(e.AMI), InstanceType: types.InstanceType(itype), MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
 		ClientToken: aws.String(ClientToken(r.RunID, r.Attempt)),
-		UserData:    aws.String(base64.StdEncoding.EncodeToString([]byte(e.UserData(r.GPUType, r.GPUCount)))),
+		UserData:    aws.String(base64.StdEncoding.EncodeToString([]byte(ud))),
 		TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeInstance, Tags: []types.Tag{
 			{Key: aws.String("Name"), Value: aws.String(name)},
 			{Key: aws.String(TagRun), Value: aws.String(r.RunID)},

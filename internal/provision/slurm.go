@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mlrb/mlrb/deploy"
 )
 
 // Provider is one way of obtaining hosts (provision.kind).
@@ -108,10 +110,11 @@ func (s *Slurm) Launch(ctx context.Context, r Request) (Job, error) {
 		}
 	}
 	host := HostID(r.RunID, r.Attempt)
-	// The job's worker serves only its own host queue and provisions
-	// nothing itself.
-	script := fmt.Sprintf("exec env MLRB_HOST_ID=%s MLRB_HOST_GPU_DEVICES=\"${CUDA_VISIBLE_DEVICES:-}\" MLRB_HOST_GPU_TYPE=%s MLRB_HOST_MAX_AGENTS=1 MLRB_HOST_WORK_DIR=%s/%s MLRB_HOST_DEDICATED=true MLRB_PROVISION_KIND=static %s",
-		shellQuote(host), shellQuote(r.GPUType), shellQuote(s.WorkDir), shellQuote(host), shellJoin(s.Worker))
+	script, err := render("slurm-job.sh", deploy.SlurmJob, struct{ HostID, GPUType, WorkDir, Worker string }{
+		host, r.GPUType, s.WorkDir + "/" + host, shellJoin(s.Worker)})
+	if err != nil {
+		return Job{}, err
+	}
 	args := []string{"--parsable", "--job-name", name, "--output", s.WorkDir + "/" + host + ".log",
 		"--time", strconv.Itoa(max(1, int(r.TimeLimit.Minutes()+0.999))), "--export", "ALL"}
 	if r.GPUCount > 0 {
@@ -120,7 +123,7 @@ func (s *Slurm) Launch(ctx context.Context, r Request) (Job, error) {
 	if s.Partition != "" {
 		args = append(args, "--partition", s.Partition)
 	}
-	out, err := run(ctx, "sbatch", append(args, "--wrap", script)...)
+	out, err := runIn(ctx, script, "sbatch", args...)
 	if err != nil {
 		return Job{}, fmt.Errorf("sbatch %s: %w", name, err)
 	}
@@ -159,9 +162,16 @@ func (s *Slurm) List(ctx context.Context) ([]Job, error) {
 }
 
 func run(ctx context.Context, name string, args ...string) (string, error) {
+	return runIn(ctx, "", name, args...)
+}
+
+// runIn runs a Slurm command with stdin (sbatch reads its script there).
+func runIn(ctx context.Context, stdin, name string, args ...string) (string, error) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(cctx, name, args...).CombinedOutput()
+	cmd := exec.CommandContext(cctx, name, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
