@@ -92,12 +92,11 @@ func (r *run) runAttempts(ctx workflow.Context) (*activities.AgentResult, error)
 // activity saw its agent stopped and handed the attempt back, else
 // estimated from its last heartbeat and the time it took to be noticed.
 func ranTo(err error, base float64, wall, hbTimeout time.Duration) float64 {
+	if p, ok := handedBack(err); ok {
+		return max(base, p.AgentSeconds)
+	}
 	var hb activities.Progress
 	var te *temporal.TimeoutError
-	var ae *temporal.ApplicationError
-	if errors.As(err, &ae) && ae.Type() == activities.ErrAgentKilled && ae.HasDetails() && ae.Details(&hb) == nil {
-		return max(base, hb.AgentSeconds)
-	}
 	if errors.As(err, &te) && te.HasLastHeartbeatDetails() && te.LastHeartbeatDetails(&hb) == nil {
 		return budget.RanTo(base, hb.AgentSeconds, wall, hbTimeout)
 	}
@@ -127,9 +126,17 @@ func released(err error, res activities.AgentResult) bool {
 	if err == nil {
 		return res.Released
 	}
+	p, ok := handedBack(err)
+	return ok && p.Released
+}
+
+// handedBack is the progress an attempt reported when it handed itself
+// back (its agent stopped under it and checkpointed).
+func handedBack(err error) (activities.Progress, bool) {
 	var ae *temporal.ApplicationError
 	var p activities.Progress
-	return errors.As(err, &ae) && ae.Type() == activities.ErrAgentKilled && ae.HasDetails() && ae.Details(&p) == nil && p.Released
+	ok := errors.As(err, &ae) && ae.Type() == activities.ErrAgentKilled && ae.HasDetails() && ae.Details(&p) == nil
+	return p, ok
 }
 
 // provision obtains a host for an attempt (role "") or an evaluation

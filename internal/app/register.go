@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
@@ -133,7 +133,8 @@ func (r *register) publish(ctx context.Context, stopped bool) {
 
 // reapJobs gives back, every interval, the provisioned hosts (Slurm jobs,
 // EC2 instances) whose run has ended (terminated, reset, crashed between
-// provisioning and giving back): a host never outlives its run by more
+// provisioning and giving back) or whose attempt the run has given up on
+// (its provisioning answer lost): a host never outlives its use by more
 // than an interval.
 func reapJobs(ctx context.Context, s provision.Provider, c client.Client, every time.Duration, log *zap.Logger) {
 	t := time.NewTicker(every)
@@ -150,18 +151,18 @@ func reapJobs(ctx context.Context, s provision.Provider, c client.Client, every 
 			continue
 		}
 		for _, j := range jobs {
-			key, _, _ := provision.ParseJobName(j.Name)
-			runID, _, _ := strings.Cut(key, "#") // an evaluation's job
-			d, err := c.DescribeWorkflowExecution(ctx, runID, "")
-			var nf *serviceerror.NotFound
-			switch {
-			case errors.As(err, &nf):
-			case err != nil:
-				continue // the server may be away: decide next time
-			case d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+			key, attempt, _ := provision.ParseJobName(j.Name)
+			runID, _, isEval := strings.Cut(key, "#")
+			n := strconv.Itoa(attempt)
+			if isEval {
+				n = "" // an evaluation's number is not an attempt's
+			}
+			// The containers' fence asks the same question of a run.
+			why := stale(ctx, c, runID, n)
+			if why == "" {
 				continue
 			}
-			log.Warn("reaper: giving back the host of an ended run", zap.String("job", j.ID), zap.String("run", runID))
+			log.Warn("reaper: giving back a host its run no longer uses", zap.String("job", j.ID), zap.String("run", runID), zap.String("why", why))
 			if err := s.Stop(ctx, j.ID); err != nil {
 				log.Warn("reaper: cancel", zap.String("job", j.ID), zap.Error(err))
 			}

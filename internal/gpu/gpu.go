@@ -88,12 +88,6 @@ func NewPool(o Options) (*Pool, error) {
 	return p, nil
 }
 
-// Size is the number of devices the host has.
-func (p *Pool) Size() int { return len(p.devices) }
-
-// Slots is the number of leases the host gives at once.
-func (p *Pool) Slots() int { return p.slots }
-
 // Acquire leases n devices to token. Acquiring again under the same token
 // returns the same devices, so a redelivered lease request is harmless.
 func (p *Pool) Acquire(token string, n int) ([]int, error) {
