@@ -168,26 +168,6 @@ func printLeaderboard(res *workflows.BenchmarkResult, format string) error {
 	if format != "table" {
 		return nil
 	}
-	var total workflows.Cost
-	var usd float64
-	var tokens int64
-	for _, r := range res.Runs {
-		total.AgentHours += r.Cost.AgentHours
-		total.GPUHours += r.Cost.GPUHours
-		total.InfraWaitHours += r.Cost.InfraWaitHours
-		total.WastedGPUHours += r.Cost.WastedGPUHours
-		total.BilledGPUHours += r.Cost.BilledGPUHours
-		if r.Cost.LLMUSD != nil {
-			usd += *r.Cost.LLMUSD
-		}
-		for _, n := range []*int64{r.Cost.LLMInputTokens, r.Cost.LLMOutputTokens} {
-			if n != nil {
-				tokens += *n
-			}
-		}
-	}
-	fmt.Printf("cost: %.3f agent h, %.3f GPU h used by agents of %.3f GPU h billed (hosts held, boot and idle included), %.3f GPU h wasted by crashes, %.3f h infra wait, %d LLM tokens, $%.2f reported\n",
-		total.AgentHours, total.GPUHours, total.BilledGPUHours, total.WastedGPUHours, total.InfraWaitHours, tokens, usd)
 	var invalid []string
 	for _, r := range res.Runs {
 		if r.Score == nil {

@@ -97,3 +97,21 @@ func TestUserDirOverridesAndChecksName(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// Every real task names the evaluator image that has its evaluation
+// command: the reference image has neither lm_eval nor Lean.
+func TestRealTasksNameAnEvaluatorImage(t *testing.T) {
+	cat, err := Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := cat.IDs("full")
+	if len(ids) != 7 {
+		t.Fatalf("full suite = %v", ids)
+	}
+	for _, id := range ids {
+		if s, _ := cat.Get(id); s.Evaluation.Image == "" {
+			t.Errorf("%s: evaluation.image is empty", id)
+		}
+	}
+}

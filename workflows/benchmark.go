@@ -44,7 +44,7 @@ func LeaderboardRuns(results []RunResult) []leaderboard.Run {
 	runs := make([]leaderboard.Run, 0, len(results))
 	for _, r := range results {
 		runs = append(runs, leaderboard.Run{Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: string(r.Outcome), Score: r.Score,
-			Attempts: r.Attempts, EvalTries: r.EvalTries, TimeLimitS: r.TimeLimitS, Hardware: r.Hardware})
+			Attempts: r.Attempts, EvalTries: r.EvalTries, TimeLimitS: r.TimeLimitS, Hardware: r.Hardware, Cost: r.Cost})
 	}
 	return runs
 }

@@ -249,19 +249,5 @@ func (s Status) ReachedAt(now time.Time) float64 {
 	return s.Budget.RanUntil(since, now)
 }
 
-// Cost is what a run consumed: agent and GPU hours from the ledger, GPU
-// hours lost to crashes, and the LLM usage the agent reported (in
-// $MLRB_OUTPUT_DIR/usage.json), when it did.
-type Cost struct {
-	AgentHours     float64 `json:"agent_hours"`
-	GPUHours       float64 `json:"gpu_hours"`
-	InfraWaitHours float64 `json:"infra_wait_hours"`
-	WastedGPUHours float64 `json:"wasted_gpu_hours"`
-	// BilledGPUHours is GPU time held for the run, whether used or not:
-	// provisioned hosts from their start (boot and idle included) to
-	// their release, static hosts for the time their slot was leased.
-	BilledGPUHours  float64  `json:"billed_gpu_hours"`
-	LLMInputTokens  *int64   `json:"llm_input_tokens,omitempty"`
-	LLMOutputTokens *int64   `json:"llm_output_tokens,omitempty"`
-	LLMUSD          *float64 `json:"llm_usd,omitempty"`
-}
+// Cost is what a run consumed (see leaderboard.Cost).
+type Cost = leaderboard.Cost

@@ -31,6 +31,68 @@ type Run struct {
 	// under ("CPU", "1× A100").
 	TimeLimitS float64 `json:"time_limit_s,omitempty"`
 	Hardware   string  `json:"hardware,omitempty"`
+	Cost       Cost    `json:"cost"`
+}
+
+// Cost is what a run consumed: agent and GPU hours from its ledger, GPU
+// hours lost to crashes, GPU hours billed, and the LLM usage the agent
+// reported, when it did.
+type Cost struct {
+	AgentHours     float64 `json:"agent_hours"`
+	GPUHours       float64 `json:"gpu_hours"`
+	InfraWaitHours float64 `json:"infra_wait_hours"`
+	WastedGPUHours float64 `json:"wasted_gpu_hours"`
+	// BilledGPUHours is GPU time held for the run, whether used or not:
+	// provisioned hosts from their start (boot and idle included) to
+	// their release, static hosts for the time their slot was leased.
+	BilledGPUHours  float64  `json:"billed_gpu_hours"`
+	LLMInputTokens  *int64   `json:"llm_input_tokens,omitempty"`
+	LLMOutputTokens *int64   `json:"llm_output_tokens,omitempty"`
+	LLMUSD          *float64 `json:"llm_usd,omitempty"`
+}
+
+// Total is the cost of a set of runs: hours summed, LLM tokens and
+// dollars summed over the runs that reported them.
+type Total struct {
+	AgentHours     float64 `json:"agent_hours"`
+	GPUHours       float64 `json:"gpu_hours"`
+	BilledGPUHours float64 `json:"billed_gpu_hours"`
+	WastedGPUHours float64 `json:"wasted_gpu_hours"`
+	InfraWaitHours float64 `json:"infra_wait_hours"`
+	LLMTokens      int64   `json:"llm_tokens"`
+	LLMUSD         float64 `json:"llm_usd"`
+}
+
+// Add counts one run's cost in.
+func (t *Total) Add(c Cost) {
+	t.AgentHours += c.AgentHours
+	t.GPUHours += c.GPUHours
+	t.BilledGPUHours += c.BilledGPUHours
+	t.WastedGPUHours += c.WastedGPUHours
+	t.InfraWaitHours += c.InfraWaitHours
+	for _, n := range []*int64{c.LLMInputTokens, c.LLMOutputTokens} {
+		if n != nil {
+			t.LLMTokens += *n
+		}
+	}
+	if c.LLMUSD != nil {
+		t.LLMUSD += *c.LLMUSD
+	}
+}
+
+// CostOf sums the cost of runs.
+func CostOf(runs []Run) Total {
+	var t Total
+	for _, r := range runs {
+		t.Add(r.Cost)
+	}
+	return t
+}
+
+// Line renders a total as the leaderboard's cost line.
+func (t Total) Line() string {
+	return fmt.Sprintf("cost: %.3f agent h, %.3f GPU h used by agents of %.3f GPU h billed (hosts held, boot and idle included), %.3f GPU h wasted by crashes, %.3f h infra wait, %d LLM tokens, $%.2f reported",
+		t.AgentHours, t.GPUHours, t.BilledGPUHours, t.WastedGPUHours, t.InfraWaitHours, t.LLMTokens, t.LLMUSD)
 }
 
 // Policy is the part of the budget policy that is the same for every run
@@ -99,6 +161,8 @@ type Row struct {
 	// CILow and CIHigh bound a 95 % bootstrap interval of the mean.
 	CILow  float64 `json:"ci95_low"`
 	CIHigh float64 `json:"ci95_high"`
+	// Cost is what the group's runs consumed.
+	Cost Total `json:"cost"`
 }
 
 // Summarise groups runs by task and agent.
@@ -114,6 +178,7 @@ func Summarise(runs []Run) []Row {
 		row := Row{Task: k.task, Agent: k.agent, Runs: len(rs), Min: math.Inf(1), Max: math.Inf(-1)}
 		var xs []float64
 		for _, r := range rs {
+			row.Cost.Add(r.Cost)
 			if r.Attempts > 1 || r.EvalTries > 1 {
 				row.Retried++
 			}
@@ -251,31 +316,33 @@ var Formats = []string{"table", "md", "csv", "json", "svg"}
 // both always show the same thing.
 func Write(w io.Writer, format, benchmarkID string, runs []Run, setup Setup) error {
 	rows := Summarise(runs)
+	cost := CostOf(runs)
+	notes := append([]string{cost.Line()}, setup.lines()...)
 	switch format {
 	case "table":
 		WriteTable(w, rows)
 		for _, p := range Paired(runs) {
 			fmt.Fprintf(w, "paired %s: %s − %s = %+.4f ± %.4f (SEM, n=%d)\n", p.Task, p.A, p.B, p.MeanDiff, p.SEM, p.N)
 		}
-		for _, l := range setup.lines() {
+		for _, l := range notes {
 			fmt.Fprintln(w, l)
 		}
 		return nil
 	case "md":
 		WriteMarkdown(w, rows)
 		fmt.Fprintln(w)
-		for _, l := range setup.lines() {
+		for _, l := range notes {
 			fmt.Fprintf(w, "- %s\n", l)
 		}
 		return nil
 	case "csv":
 		return WriteCSV(w, rows)
 	case "svg":
-		return WriteSVG(w, rows, setup.lines())
+		return WriteSVG(w, rows, notes)
 	case "json":
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"benchmark_id": benchmarkID, "rows": jsonRows(rows), "paired": Paired(runs), "runs": runs, "setup": setup})
+		return enc.Encode(map[string]any{"benchmark_id": benchmarkID, "rows": jsonRows(rows), "paired": Paired(runs), "runs": runs, "setup": setup, "cost": cost})
 	}
 	return fmt.Errorf("format %q is not one of %s", format, strings.Join(Formats, ", "))
 }
@@ -285,7 +352,7 @@ func Write(w io.Writer, format, benchmarkID string, runs []Run, setup Setup) err
 func jsonRows(rows []Row) []map[string]any {
 	out := make([]map[string]any, 0, len(rows))
 	for _, r := range rows {
-		m := map[string]any{"task": r.Task, "agent": r.Agent, "runs": r.Runs, "scored": r.Scored, "invalid": r.Invalid, "retried": r.Retried}
+		m := map[string]any{"task": r.Task, "agent": r.Agent, "runs": r.Runs, "scored": r.Scored, "invalid": r.Invalid, "retried": r.Retried, "cost": r.Cost}
 		if r.Scored > 0 {
 			m["mean"], m["std"], m["sem"], m["ci95"], m["min"], m["max"] = r.Mean, r.Std, r.SEM, []float64{r.CILow, r.CIHigh}, r.Min, r.Max
 		}
@@ -296,21 +363,25 @@ func jsonRows(rows []Row) []map[string]any {
 
 // WriteMarkdown prints rows as a Markdown table.
 func WriteMarkdown(w io.Writer, rows []Row) {
-	fmt.Fprintln(w, "| task | agent | runs | scored | invalid / retried | mean | std | SEM | 95% CI (bootstrap) | min | max |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+	fmt.Fprintln(w, "| task | agent | runs | scored | invalid / retried | mean | std | SEM | 95% CI (bootstrap) | min | max | GPU h used / billed |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
 	for _, r := range rows {
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %d / %d | %s | %s | %s | %s | %s | %s |\n", r.Task, r.Agent, r.Runs, r.Scored, r.Invalid, r.Retried,
-			num(r.Mean), num(r.Std), num(r.SEM), ci(r), num(r.Min), num(r.Max))
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %d / %d | %s | %s | %s | %s | %s | %s | %s / %s |\n", r.Task, r.Agent, r.Runs, r.Scored, r.Invalid, r.Retried,
+			num(r.Mean), num(r.Std), num(r.SEM), ci(r), num(r.Min), num(r.Max), num(r.Cost.GPUHours), num(r.Cost.BilledGPUHours))
 	}
 }
 
 // WriteCSV prints rows as CSV.
 func WriteCSV(w io.Writer, rows []Row) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"task", "agent", "runs", "scored", "invalid", "mean", "std", "sem", "ci95_low", "ci95_high", "min", "max", "retried"})
+	_ = cw.Write([]string{"task", "agent", "runs", "scored", "invalid", "mean", "std", "sem", "ci95_low", "ci95_high", "min", "max", "retried",
+		"agent_hours", "gpu_hours", "billed_gpu_hours", "wasted_gpu_hours", "infra_wait_hours", "llm_tokens", "llm_usd"})
 	for _, r := range rows {
+		c := r.Cost
 		_ = cw.Write([]string{r.Task, r.Agent, strconv.Itoa(r.Runs), strconv.Itoa(r.Scored), strconv.Itoa(r.Invalid),
-			num(r.Mean), num(r.Std), num(r.SEM), num(r.CILow), num(r.CIHigh), num(r.Min), num(r.Max), strconv.Itoa(r.Retried)})
+			num(r.Mean), num(r.Std), num(r.SEM), num(r.CILow), num(r.CIHigh), num(r.Min), num(r.Max), strconv.Itoa(r.Retried),
+			num(c.AgentHours), num(c.GPUHours), num(c.BilledGPUHours), num(c.WastedGPUHours), num(c.InfraWaitHours),
+			strconv.FormatInt(c.LLMTokens, 10), strconv.FormatFloat(c.LLMUSD, 'f', 2, 64)})
 	}
 	cw.Flush()
 	return cw.Error()

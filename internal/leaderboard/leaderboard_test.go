@@ -111,3 +111,35 @@ func TestSetupAndRetries(t *testing.T) {
 		t.Fatalf("json setup = %+v (%v)", doc.Setup, err)
 	}
 }
+
+// Every stored format carries the cost beside the scores: GPU hours the
+// agents used and GPU hours billed, per task and agent and in all.
+func TestCostInEveryFormat(t *testing.T) {
+	f := func(x float64) *float64 { return &x }
+	tokens, usd := int64(1200), 2.5
+	runs := []Run{
+		{Task: "t", Agent: "a", Seed: 1, Score: f(0.5), Cost: Cost{AgentHours: 1, GPUHours: 1, BilledGPUHours: 1.25, LLMInputTokens: &tokens, LLMUSD: &usd}},
+		{Task: "t", Agent: "a", Seed: 2, Outcome: "infra_failed", Cost: Cost{AgentHours: 0.5, GPUHours: 0.5, BilledGPUHours: 2, WastedGPUHours: 0.25}},
+	}
+	if rows := Summarise(runs); rows[0].Cost.BilledGPUHours != 3.25 || rows[0].Cost.GPUHours != 1.5 || rows[0].Cost.LLMTokens != 1200 {
+		t.Fatalf("row cost = %+v", rows[0].Cost)
+	}
+	want := map[string][]string{
+		"table": {"1.500 GPU h used by agents of 3.250 GPU h billed", "0.250 GPU h wasted", "1200 LLM tokens, $2.50"},
+		"md":    {"GPU h used / billed", "| 1.5000 / 3.2500 |", "- cost: 1.500 agent h"},
+		"csv":   {"gpu_hours,billed_gpu_hours", ",1.5000,3.2500,0.2500,"},
+		"svg":   {"3.250 GPU h billed"},
+		"json":  {`"billed_gpu_hours": 3.25`, `"llm_usd": 2.5`},
+	}
+	for format, subs := range want {
+		var b strings.Builder
+		if err := Write(&b, format, "x", runs, Setup{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range subs {
+			if !strings.Contains(b.String(), s) {
+				t.Errorf("%s has no %q:\n%s", format, s, b.String())
+			}
+		}
+	}
+}
