@@ -22,12 +22,19 @@ type AggregateInput struct {
 // Aggregate computes the leaderboard from the run results and stores it in
 // the blob store as JSON, CSV, Markdown and an SVG chart; it returns the
 // keys written.
+//
+// Benchmarks started before results were stored per run pass their runs
+// here; later ones call AggregateResults.
 func (a *Activities) Aggregate(ctx context.Context, in AggregateInput) ([]string, error) {
-	prefix := "benchmarks/" + url.PathEscape(in.BenchmarkID) + "/leaderboard."
+	return a.storeLeaderboard(ctx, in.BenchmarkID, in.Runs, in.Setup)
+}
+
+func (a *Activities) storeLeaderboard(ctx context.Context, benchmarkID string, runs []leaderboard.Run, setup leaderboard.Setup) ([]string, error) {
+	prefix := "benchmarks/" + url.PathEscape(benchmarkID) + "/leaderboard."
 	var keys []string
 	for _, format := range []string{"json", "csv", "md", "svg"} {
 		var b bytes.Buffer
-		if err := leaderboard.Write(&b, format, in.BenchmarkID, in.Runs, in.Setup); err != nil {
+		if err := leaderboard.Write(&b, format, benchmarkID, runs, setup); err != nil {
 			return nil, fmt.Errorf("leaderboard %s: %w", format, err)
 		}
 		if err := a.Engine.Store.Put(ctx, prefix+format, bytes.NewReader(b.Bytes())); err != nil {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -21,13 +23,14 @@ import (
 	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/internal/leaderboard"
+	"github.com/mlrb/mlrb/internal/runresults"
 	"github.com/mlrb/mlrb/workflows"
 )
 
 func benchmarkCmd() *cobra.Command {
 	var suite, id, format string
 	var agents, only []string
-	var seeds, concurrency int
+	var seeds, concurrency, continueAfter int
 	var wait bool
 	cmd := &cobra.Command{
 		Use:   "benchmark --suite mini|full --agents A[,B] --seeds N",
@@ -43,6 +46,9 @@ func benchmarkCmd() *cobra.Command {
 			}
 			if seeds < 1 || concurrency < 1 {
 				return cli.Usagef("--seeds and --concurrency must be at least 1")
+			}
+			if continueAfter < 1 {
+				return cli.Usagef("--continue-after: %d must be at least 1", continueAfter)
 			}
 			if err := checkFormat(format); err != nil {
 				return err
@@ -62,7 +68,7 @@ func benchmarkCmd() *cobra.Command {
 			}
 			for _, a := range agents {
 				for _, t := range ids {
-					if _, err := checkRun(cat, t, a, 0, 0); err != nil {
+					if _, err := checkRun(cat, app.Policy(cfg), t, a, 0, 0); err != nil {
 						return err
 					}
 				}
@@ -82,7 +88,8 @@ func benchmarkCmd() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			in := workflows.BenchmarkInput{Tasks: ids, Seeds: ss, Agents: agents, Concurrency: concurrency, Run: workflows.RunInput{Provider: cfg.Agent.Provider, Policy: app.Policy(cfg)}}
+			in := workflows.BenchmarkInput{Tasks: ids, Seeds: ss, Agents: agents, Concurrency: concurrency, ContinueAfter: continueAfter,
+				Run: workflows.RunInput{Provider: cfg.Agent.Provider, Policy: app.Policy(cfg)}}
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: cfg.Temporal.TaskQueue,
 				WorkflowExecutionErrorWhenAlreadyStarted: true,
 				// A benchmark id names one set of runs: never start it twice.
@@ -99,7 +106,7 @@ func benchmarkCmd() *cobra.Command {
 			if !wait {
 				return nil
 			}
-			return awaitLeaderboard(ctx, run, format)
+			return awaitLeaderboard(ctx, c, cfg, run, format)
 		},
 	}
 	f := cmd.Flags()
@@ -108,6 +115,7 @@ func benchmarkCmd() *cobra.Command {
 	f.StringSliceVar(&only, "tasks", nil, "only these tasks (default: the whole suite)")
 	f.IntVar(&seeds, "seeds", 5, "seeds per task and agent")
 	f.IntVar(&concurrency, "concurrency", 4, "runs at once")
+	f.IntVar(&continueAfter, "continue-after", workflows.DefaultContinueAfter, "runs one execution of the benchmark starts before it continues as new (bounds its history)")
 	f.StringVar(&id, "id", "", "benchmark id (default: generated)")
 	f.BoolVar(&wait, "wait", false, "wait and print the leaderboard")
 	f.StringVar(&format, "format", "table", "with --wait: table, md, csv, json or svg")
@@ -122,7 +130,7 @@ func resultsCmd() *cobra.Command {
 		Short:   "print a benchmark's leaderboard (table, md, csv, json or svg); partial while it runs",
 		Args:    cobra.ExactArgs(1),
 		PreRunE: func(*cobra.Command, []string) error { return checkFormat(format) },
-		RunE: withClient(func(ctx context.Context, c client.Client, _ *config.Config, args []string) error {
+		RunE: withClient(func(ctx context.Context, c client.Client, cfg *config.Config, args []string) error {
 			busy, _, err := running(ctx, c, args[0])
 			if err != nil {
 				return err
@@ -134,11 +142,15 @@ func resultsCmd() *cobra.Command {
 				}
 				fmt.Fprintf(os.Stderr, "benchmark %s is running: %d of %d runs done; the leaderboard holds those and the runs waiting for an evaluation retry (invalid until retried)\n",
 					args[0], snap.prog.Done, snap.prog.Total)
-				runs := snap.results()
+				runs, err := storedRuns(ctx, c, cfg, args[0])
+				if err != nil {
+					return err
+				}
+				runs = append(runs, snap.awaitingRetry()...)
 				setup := leaderboard.SetupOf(workflows.LeaderboardRuns(runs), snap.prog.Policy)
-				return printLeaderboard(&workflows.BenchmarkResult{BenchmarkID: args[0], Runs: runs, Setup: setup}, format)
+				return printLeaderboard(args[0], runs, setup, format)
 			}
-			return awaitLeaderboard(ctx, c.GetWorkflow(ctx, args[0], ""), format)
+			return awaitLeaderboard(ctx, c, cfg, c.GetWorkflow(ctx, args[0], ""), format)
 		}),
 	}
 	cmd.Flags().StringVar(&format, "format", "table", "table, md, csv, json or svg (a chart with error bars)")
@@ -152,24 +164,64 @@ func checkFormat(format string) error {
 	return nil
 }
 
-// awaitLeaderboard waits for a benchmark and prints its leaderboard.
-func awaitLeaderboard(ctx context.Context, run client.WorkflowRun, format string) error {
+// awaitLeaderboard waits for a benchmark (through its continues-as-new)
+// and prints its leaderboard.
+func awaitLeaderboard(ctx context.Context, c client.Client, cfg *config.Config, run client.WorkflowRun, format string) error {
 	var res workflows.BenchmarkResult
 	if err := run.Get(ctx, &res); err != nil {
 		return fmt.Errorf("benchmark %s: %w", run.GetID(), err)
 	}
-	return printLeaderboard(&res, format)
+	return printBenchmark(ctx, c, cfg, &res, format)
 }
 
-func printLeaderboard(res *workflows.BenchmarkResult, format string) error {
-	if err := leaderboard.Write(os.Stdout, format, res.BenchmarkID, workflows.LeaderboardRuns(res.Runs), res.Setup); err != nil {
+// printBenchmark prints an ended benchmark's leaderboard, from the results
+// its runs stored (or, for a benchmark from before those, its own).
+func printBenchmark(ctx context.Context, c client.Client, cfg *config.Config, res *workflows.BenchmarkResult, format string) error {
+	runs := res.Runs
+	if len(runs) == 0 {
+		var err error
+		if runs, err = storedRuns(ctx, c, cfg, res.BenchmarkID); err != nil {
+			return err
+		}
+	}
+	return printLeaderboard(res.BenchmarkID, runs, res.Setup, format)
+}
+
+// storedRuns reads the results a benchmark's runs stored in the blob
+// store, in run order; runs without one (under way, never started, cut
+// off) are left out.
+func storedRuns(ctx context.Context, c client.Client, cfg *config.Config, id string) ([]workflows.RunResult, error) {
+	var in workflows.BenchmarkInput
+	if err := startInput(ctx, c, id, &in); err != nil {
+		return nil, err
+	}
+	store, err := app.OpenStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	ids := in.RunIDs(id)
+	got, _, err := runresults.GetAll[workflows.RunResult](ctx, store, ids, nil)
+	if err != nil {
+		return nil, fmt.Errorf("results of %s: %w", id, err)
+	}
+	runs := make([]workflows.RunResult, 0, len(got))
+	for _, rid := range ids {
+		if r, ok := got[rid]; ok {
+			runs = append(runs, r)
+		}
+	}
+	return runs, nil
+}
+
+func printLeaderboard(id string, runs []workflows.RunResult, setup leaderboard.Setup, format string) error {
+	if err := leaderboard.Write(os.Stdout, format, id, workflows.LeaderboardRuns(runs), setup); err != nil {
 		return cli.Usagef("--format: %v", err)
 	}
 	if format != "table" {
 		return nil
 	}
 	var invalid []string
-	for _, r := range res.Runs {
+	for _, r := range runs {
 		if r.Score == nil {
 			invalid = append(invalid, fmt.Sprintf("%s (%s: %s)", r.RunID, r.Outcome, r.Reason))
 		}
@@ -224,7 +276,11 @@ an agent that had finished is only evaluated again, never re-run.`,
 				fmt.Printf("benchmark %s: all %d runs have results; nothing to resume\n", id, len(plan.kept))
 				return nil
 			}
-			in.Resumed, in.Kept, in.Carried = true, plan.kept, plan.carried
+			key, err := storePlan(ctx, cfg, id, plan)
+			if err != nil {
+				return err
+			}
+			in.Resumed, in.Kept, in.Carried, in.State, in.Plan = true, nil, nil, nil, key
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: cfg.Temporal.TaskQueue,
 				WorkflowExecutionErrorWhenAlreadyStarted: true,
 				// Resuming is the one way to start a benchmark id again.
@@ -233,11 +289,11 @@ an agent that had finished is only evaluated again, never re-run.`,
 			if err != nil {
 				return fmt.Errorf("resume benchmark %s: %w", id, err)
 			}
-			fmt.Printf("%s resumed: %d runs kept, %d to continue: %s\n", run.GetID(), len(plan.kept), len(plan.again), strings.Join(plan.again, ", "))
+			fmt.Printf("%s resumed: %d runs kept, %d to continue: %s\n", run.GetID(), len(plan.kept), len(plan.again), abbreviate(plan.again, 20))
 			if !wait {
 				return nil
 			}
-			return awaitLeaderboard(ctx, run, format)
+			return awaitLeaderboard(ctx, c, cfg, run, format)
 		}),
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait and print the leaderboard")
@@ -272,6 +328,39 @@ type resumePlan struct {
 	carried map[string]workflows.Ledger    // what runs to continue lost, waited and were granted
 	again   []string                       // runs to continue
 	busy    []string                       // runs still running
+}
+
+// storePlan stores a resume plan where the resumed benchmark reads it,
+// so that its input stays small however many runs it has.
+func storePlan(ctx context.Context, cfg *config.Config, id string, p *resumePlan) (string, error) {
+	plan := activities.ResumePlan{}
+	for rid, res := range p.kept {
+		plan[rid] = activities.PlanEntry{Outcome: string(res.Outcome)}
+	}
+	for rid, l := range p.carried {
+		plan[rid] = activities.PlanEntry{Carried: &l}
+	}
+	b, err := json.Marshal(plan)
+	if err != nil {
+		return "", fmt.Errorf("encode resume plan: %w", err)
+	}
+	store, err := app.OpenStore(ctx, cfg)
+	if err != nil {
+		return "", err
+	}
+	key := activities.PlanKey(id, time.Now())
+	if err := store.Put(ctx, key, bytes.NewReader(b)); err != nil {
+		return "", fmt.Errorf("store resume plan of %s: %w", id, err)
+	}
+	return key, nil
+}
+
+// abbreviate lists ids, the first n of them.
+func abbreviate(ids []string, n int) string {
+	if len(ids) <= n {
+		return strings.Join(ids, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(ids[:n], ", "), len(ids)-n)
 }
 
 // triage sorts a benchmark's runs for a resume.

@@ -38,7 +38,7 @@ func demoCmd() *cobra.Command {
 				return cli.Usagef("--agent: the demo runs a built-in agent (reference or noop), not an agent image")
 			}
 			for _, t := range cat.IDs("mini") {
-				if _, err := checkRun(cat, t, agent, 0, 0); err != nil {
+				if _, err := checkRun(cat, app.Policy(cfg), t, agent, 0, 0); err != nil {
 					return err
 				}
 			}
@@ -88,7 +88,7 @@ func demoCmd() *cobra.Command {
 				}
 			}
 			fmt.Println()
-			if err := printLeaderboard(&res, "table"); err != nil {
+			if err := printBenchmark(ctx, c, cfg, &res, "table"); err != nil {
 				return err
 			}
 			if exit {

@@ -100,7 +100,7 @@ func checkAgentFlags(agent, image, provider string, secrets []string) ([]string,
 	return secrets, nil
 }
 
-func checkRun(cat *tasks.Catalog, task, agent string, seed int64, limit time.Duration) (*tasks.Spec, error) {
+func checkRun(cat *tasks.Catalog, pol workflows.Policy, task, agent string, seed int64, limit time.Duration) (*tasks.Spec, error) {
 	spec, err := cat.Get(task)
 	if err != nil {
 		return nil, &cli.UsageError{Err: fmt.Errorf("--task: %w", err)}
@@ -117,6 +117,13 @@ func checkRun(cat *tasks.Catalog, task, agent string, seed int64, limit time.Dur
 	}
 	if limit < 0 {
 		return nil, cli.Usagef("--time-limit: %s is negative", limit)
+	}
+	granted := spec.TimeLimit.D()
+	if limit > 0 {
+		granted = limit
+	}
+	if err := pol.CheckInterval(granted); err != nil {
+		return nil, cli.Usagef("task %s: %v", task, err)
 	}
 	return spec, nil
 }
@@ -136,7 +143,7 @@ func runCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := checkRun(cat, task, agent, seed, limit); err != nil {
+			if _, err := checkRun(cat, app.Policy(cfg), task, agent, seed, limit); err != nil {
 				return err
 			}
 			if secrets, err = checkAgentFlags(agent, image, cfg.Agent.Provider, secrets); err != nil {

@@ -30,7 +30,7 @@ func watchCmd() *cobra.Command {
 			}
 			return nil
 		},
-		RunE: withClient(func(ctx context.Context, c client.Client, _ *config.Config, args []string) error {
+		RunE: withClient(func(ctx context.Context, c client.Client, cfg *config.Config, args []string) error {
 			id := args[0]
 			info, err := describe(ctx, c, id)
 			if err != nil {
@@ -80,7 +80,7 @@ func watchCmd() *cobra.Command {
 				}
 				return printResult(&res, false)
 			}
-			return awaitLeaderboard(ctx, c.GetWorkflow(ctx, id, ""), "table")
+			return awaitLeaderboard(ctx, c, cfg, c.GetWorkflow(ctx, id, ""), "table")
 		}),
 	}
 	cmd.Flags().DurationVar(&every, "interval", time.Second, "refresh interval")
@@ -93,7 +93,8 @@ func isTerminal(f *os.File) bool {
 }
 
 // benchSnapshot is a running benchmark as the watch and partial results
-// see it: its progress and the status of each run under way.
+// see it: its progress and the status of the runs under way on the
+// progress query's first page.
 type benchSnapshot struct {
 	prog workflows.Progress
 	live map[string]workflows.Status
@@ -108,10 +109,7 @@ func snapshotBenchmark(ctx context.Context, c client.Client, id string) (*benchS
 	if err := val.Get(&s.prog); err != nil {
 		return nil, fmt.Errorf("decode progress of %s: %w", id, err)
 	}
-	for child, state := range s.prog.Children {
-		if state != workflows.ChildRunning {
-			continue
-		}
+	for _, child := range s.prog.Running {
 		// A run that just ended answers on the next tick.
 		if st, err := queryStatus(ctx, c, child); err == nil {
 			s.live[child] = st
@@ -122,16 +120,16 @@ func snapshotBenchmark(ctx context.Context, c client.Client, id string) (*benchS
 
 // awaitingRetry stands in the leaderboard for the outcome of a run still
 // waiting for an evaluation retry: not scored, so it counts as invalid.
-const awaitingRetry = workflows.Outcome(workflows.PhaseAwaitingEvalRetry)
+const outcomeAwaitingRetry = workflows.Outcome(workflows.PhaseAwaitingEvalRetry)
 
-// results are the runs that ended plus those waiting for an evaluation
-// retry: until retried those count as invalid, never as 0.
-func (s *benchSnapshot) results() []workflows.RunResult {
-	out := slices.Clone(s.prog.Finished)
+// awaitingRetry are the runs waiting for an evaluation retry: until
+// retried those count as invalid, never as 0.
+func (s *benchSnapshot) awaitingRetry() []workflows.RunResult {
+	var out []workflows.RunResult
 	for _, id := range sortedKeys(s.live) {
 		if st := s.live[id]; st.Phase == workflows.PhaseAwaitingEvalRetry {
 			out = append(out, workflows.RunResult{RunID: id, Task: st.Task, Agent: st.Agent, Seed: st.Seed,
-				Outcome: awaitingRetry, Reason: "evaluation failed; `starter retry-eval` scores it in place"})
+				Outcome: outcomeAwaitingRetry, Reason: "evaluation failed; `starter retry-eval` scores it in place"})
 		}
 	}
 	return out
@@ -165,7 +163,11 @@ func benchmarkFrame(ctx context.Context, c client.Client, id string, w io.Writer
 			n[workflows.ChildQueued], n[workflows.ChildRunning], scored, done-scored)
 	}
 	if len(s.live) > 0 {
-		fmt.Fprintln(w, "\nunder way:")
+		more := ""
+		if p.RunningTotal > len(p.Running) {
+			more = fmt.Sprintf(" (the first %d of %d)", len(p.Running), p.RunningTotal)
+		}
+		fmt.Fprintf(w, "\nunder way%s:\n", more)
 	}
 	now := time.Now()
 	for _, rid := range sortedKeys(s.live) {

@@ -3,9 +3,9 @@ package workflows
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
@@ -27,16 +27,53 @@ type BenchmarkInput struct {
 	// Carried is, by run id, what earlier executions of a run to continue
 	// lost and waited.
 	Carried map[string]Ledger `json:",omitempty"`
+	// Plan is the blob key of a resumed benchmark's plan (which runs keep
+	// their results, what the others carry), read a window at a time:
+	// Kept and Carried grew with the benchmark; the input must not.
+	Plan string `json:",omitempty"`
+	// ContinueAfter is how many runs one execution starts before it
+	// continues as new (0: DefaultContinueAfter), so that a benchmark's
+	// history stays bounded however many runs it has.
+	ContinueAfter int `json:",omitempty"`
+	// State is where an execution that continued as new left off.
+	State *BenchmarkState `json:",omitempty"`
 }
 
-// BenchmarkResult holds every child's result, in task then seed order,
-// and the blob keys of the stored leaderboard.
+// DefaultContinueAfter keeps a benchmark execution's history near 10,000
+// events (a run started and ended costs about eight) and its child
+// results, a few kilobytes each, near 2 MB in all.
+const DefaultContinueAfter = 1000
+
+// BenchmarkState is what a benchmark carries into its next execution:
+// bounded by the number of task × agent pairs and the concurrency, never
+// by the number of runs.
+type BenchmarkState struct {
+	// Next is the index of the next run to start, in ChildRuns order.
+	Next int
+	// Ended counts ended runs by task/agent and outcome.
+	Ended map[string]map[ChildState]int
+	// Running are runs an earlier execution started that had not ended.
+	Running []string `json:",omitempty"`
+	// Execution counts the executions so far (the first is 1).
+	Execution int
+}
+
+// BenchmarkResult is a benchmark's summary and the blob keys of its
+// stored leaderboard; each run's result is in the blob store
+// (runresults.Key), never in this payload.
 type BenchmarkResult struct {
-	BenchmarkID string      `json:"benchmark_id"`
-	Runs        []RunResult `json:"runs"`
+	BenchmarkID string `json:"benchmark_id"`
+	// Runs holds every result in benchmarks started before results were
+	// stored per run; empty since.
+	Runs        []RunResult `json:"runs,omitempty"`
 	Leaderboard []string    `json:"leaderboard"`
 	// Setup is the budgets, hardware and policy the scores were obtained under.
 	Setup leaderboard.Setup `json:"setup"`
+	Total int               `json:"total,omitempty"`
+	// Ended counts runs by task/agent and outcome.
+	Ended map[string]map[ChildState]int `json:"ended,omitempty"`
+	// Missing counts runs with no stored result when the leaderboard was made.
+	Missing int `json:"missing,omitempty"`
 }
 
 // LeaderboardRuns is what the leaderboard reads of run results.
@@ -49,22 +86,38 @@ func LeaderboardRuns(results []RunResult) []leaderboard.Run {
 	return runs
 }
 
-// Progress counts runs per task and agent ("task/agent") by state, for
-// the progress query.
+// Progress is the answer to the progress query: counts per task and
+// agent ("task/agent") by state, and one page of the runs under way. Its
+// size follows the number of task × agent pairs and the page, never the
+// number of runs: results are read from the blob store.
 type Progress struct {
-	Total int `json:"total"`
-	// Done and PerTask derive from Finished and Children when the query
-	// answers.
-	Done     int                           `json:"done"`
-	PerTask  map[string]map[ChildState]int `json:"per_task_agent"`
-	Children map[string]ChildState         `json:"children"` // run id -> state
-	// Finished holds the results of the runs that ended, in the order they
-	// ended: what a leaderboard of a running benchmark is made from.
-	Finished []RunResult `json:"finished"`
+	Total   int                           `json:"total"`
+	Done    int                           `json:"done"`
+	PerTask map[string]map[ChildState]int `json:"per_task_agent"`
+	// Running is a page of the runs under way, sorted, from the page's
+	// offset; RunningTotal counts them all.
+	Running      []string `json:"running"`
+	RunningTotal int      `json:"running_total"`
 	// Policy is the benchmark's budget policy, for a leaderboard made
 	// while it runs.
 	Policy leaderboard.Policy `json:"policy"`
+	// Execution is the benchmark's execution (it continues as new).
+	Execution int `json:"execution"`
 }
+
+// ProgressPage picks the page of running runs the progress query
+// returns; a query without it gets the first DefaultProgressPage.
+type ProgressPage struct {
+	Offset int
+	Limit  int
+}
+
+// DefaultProgressPage and MaxProgressPage bound the runs one progress
+// answer lists: a few kilobytes, far below Temporal's payload limit.
+const (
+	DefaultProgressPage = 100
+	MaxProgressPage     = 1000
+)
 
 // ChildID is a child run's deterministic id: starting the same benchmark
 // twice never duplicates a run.
@@ -93,98 +146,316 @@ func (in BenchmarkInput) ChildRuns(benchmarkID string) []ChildRun {
 	return runs
 }
 
-// withCounts fills the figures the query derives: the runs done and the
-// count per task, agent and state.
-func (p Progress) withCounts(jobs []ChildRun) Progress {
-	p.Done = len(p.Finished)
-	p.PerTask = map[string]map[ChildState]int{}
-	for _, j := range jobs {
-		k := j.Task + "/" + j.Agent
-		if p.PerTask[k] == nil {
-			p.PerTask[k] = map[ChildState]int{}
+// RunIDs are the ids of a benchmark's runs, in ChildRuns order.
+func (in BenchmarkInput) RunIDs(benchmarkID string) []string {
+	jobs := in.ChildRuns(benchmarkID)
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	return ids
+}
+
+// planWindow is how many runs' resume-plan entries one ReadPlan fetches.
+const planWindow = 200
+
+// bench is one execution of BenchmarkWorkflow.
+type bench struct {
+	id      string
+	in      BenchmarkInput
+	jobs    []ChildRun
+	perKey  map[string]int // runs per task/agent
+	st      BenchmarkState
+	running map[string]ChildRun
+	// started are the runs this execution started: their child futures
+	// report their ends; the others are awaited by AwaitRuns.
+	started map[string]workflow.ChildWorkflowFuture
+	sel     workflow.Selector
+	// plan holds the resume plan's entries of the window planFrom…
+	plan     map[string]activities.PlanEntry
+	planFrom int
+	awaiting bool
+}
+
+// BenchmarkWorkflow runs the children at most Concurrency at a time and
+// continues as new every ContinueAfter started runs; its children
+// outlive an execution (they are abandoned, not terminated, when it
+// continues) and the next one waits for them. Results are stored per run
+// in the blob store, so no payload grows with the benchmark.
+func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResult, error) {
+	if workflow.GetVersion(ctx, versionBoundedBenchmark, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return benchmarkV0(ctx, in)
+	}
+	b, err := newBench(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.loop(ctx); err != nil {
+		return nil, err
+	}
+	if b.st.Next < len(b.jobs) {
+		next := b.in
+		st := b.st
+		st.Running = sortedIDs(b.running)
+		next.State = &st
+		return nil, workflow.NewContinueAsNewError(ctx, BenchmarkWorkflowName, next)
+	}
+	return b.aggregate(ctx), nil
+}
+
+func newBench(ctx workflow.Context, in BenchmarkInput) (*bench, error) {
+	id := workflow.GetInfo(ctx).WorkflowExecution.ID
+	b := &bench{id: id, in: in, jobs: in.ChildRuns(id), perKey: map[string]int{}, running: map[string]ChildRun{},
+		started: map[string]workflow.ChildWorkflowFuture{}, sel: workflow.NewSelector(ctx), planFrom: -1}
+	for _, j := range b.jobs {
+		b.perKey[j.Task+"/"+j.Agent]++
+	}
+	if in.State != nil {
+		b.st = *in.State
+	}
+	if b.st.Ended == nil {
+		b.st.Ended = map[string]map[ChildState]int{}
+	}
+	b.st.Execution++
+	byID := map[string]ChildRun{}
+	for _, j := range b.jobs {
+		byID[j.ID] = j
+	}
+	for _, rid := range b.st.Running {
+		b.running[rid] = byID[rid]
+	}
+	b.st.Running = nil
+	if err := workflow.SetQueryHandler(ctx, QueryProgress, func(page ProgressPage) (Progress, error) {
+		return b.progress(page), nil
+	}); err != nil {
+		return nil, fmt.Errorf("progress query: %w", err)
+	}
+	if b.st.Execution == 1 {
+		if err := workflow.UpsertTypedSearchAttributes(ctx, SABenchmark.ValueSet(id), SAAgent.ValueSet(strings.Join(in.Agents, ","))); err != nil {
+			return nil, fmt.Errorf("search attributes: %w", err)
 		}
-		p.PerTask[k][p.Children[j.ID]]++
+	}
+	return b, nil
+}
+
+// loop starts runs and counts their ends until every run has ended or
+// this execution has started its share.
+func (b *bench) loop(ctx workflow.Context) error {
+	limit := b.in.Concurrency
+	if limit <= 0 {
+		limit = 4
+	}
+	share := b.in.ContinueAfter
+	if share <= 0 {
+		share = DefaultContinueAfter
+	}
+	for b.done() < len(b.jobs) {
+		for len(b.running) < limit && b.st.Next < len(b.jobs) && len(b.started) < share {
+			if err := b.startNext(ctx); err != nil {
+				return err
+			}
+		}
+		if b.st.Next < len(b.jobs) && (len(b.started) >= share || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) {
+			return b.handOver(ctx)
+		}
+		b.awaitCarried(ctx)
+		if len(b.running) == 0 {
+			continue // kept runs only, counted already
+		}
+		b.sel.Select(ctx)
+	}
+	return nil
+}
+
+func (b *bench) done() int {
+	n := 0
+	for _, per := range b.st.Ended {
+		for _, c := range per {
+			n += c
+		}
+	}
+	return n
+}
+
+// startNext starts the next run, or counts it when a resume keeps its result.
+func (b *bench) startNext(ctx workflow.Context) error {
+	i := b.st.Next
+	j := b.jobs[i]
+	entry, err := b.planEntry(ctx, i)
+	if err != nil {
+		return err
+	}
+	b.st.Next++
+	if entry.Outcome != "" {
+		b.count(j, Outcome(entry.Outcome))
+		return nil
+	}
+	if res, ok := b.in.Kept[j.ID]; ok {
+		b.count(j, res.Outcome)
+		return nil
+	}
+	ri := b.in.Run
+	ri.Task, ri.Seed, ri.Agent, ri.Benchmark, ri.Continue = j.Task, j.Seed, j.Agent, b.id, b.in.Resumed
+	if c, ok := b.in.Carried[j.ID]; ok {
+		ri.Carried = &c
+	}
+	if entry.Carried != nil {
+		ri.Carried = entry.Carried
+	}
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID: j.ID,
+		Memo:       map[string]any{"task": j.Task, "agent": j.Agent, "seed": j.Seed, "benchmark": b.id},
+		// The run outlives this execution when it continues as new; the
+		// next execution waits for it (AwaitRuns).
+		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
+	})
+	f := workflow.ExecuteChildWorkflow(cctx, RunWorkflowName, ri)
+	b.running[j.ID] = j
+	b.started[j.ID] = f
+	b.sel.AddFuture(f, func(f workflow.Future) {
+		var res RunResult
+		if err := f.Get(ctx, &res); err != nil {
+			res.Outcome = OutcomeInfraFailed
+		}
+		b.ended(j.ID, res.Outcome)
+	})
+	return nil
+}
+
+// planEntry is what a resume plan says of run i, fetched a window at a time.
+func (b *bench) planEntry(ctx workflow.Context, i int) (activities.PlanEntry, error) {
+	if b.in.Plan == "" {
+		return activities.PlanEntry{}, nil
+	}
+	if b.planFrom < 0 || i < b.planFrom || i >= b.planFrom+planWindow {
+		end := min(i+planWindow, len(b.jobs))
+		ids := make([]string, 0, end-i)
+		for _, j := range b.jobs[i:end] {
+			ids = append(ids, j.ID)
+		}
+		b.plan = nil
+		if err := workflow.ExecuteActivity(quickOptions(ctx), activities.ReadPlanName, activities.ReadPlanInput{Key: b.in.Plan, RunIDs: ids}).Get(ctx, &b.plan); err != nil {
+			return activities.PlanEntry{}, fmt.Errorf("resume plan: %w", err)
+		}
+		b.planFrom = i
+	}
+	return b.plan[b.jobs[i].ID], nil
+}
+
+// ended counts the end of a running run once, whichever way it is
+// reported (its child future, or AwaitRuns after a continue-as-new).
+func (b *bench) ended(id string, o Outcome) {
+	j, ok := b.running[id]
+	if !ok {
+		return
+	}
+	delete(b.running, id)
+	b.count(j, o)
+}
+
+func (b *bench) count(j ChildRun, o Outcome) {
+	k := j.Task + "/" + j.Agent
+	if b.st.Ended[k] == nil {
+		b.st.Ended[k] = map[ChildState]int{}
+	}
+	b.st.Ended[k][Ended(o)]++
+}
+
+// awaitCarried waits, by one AwaitRuns at a time, for the runs an
+// earlier execution started.
+func (b *bench) awaitCarried(ctx workflow.Context) {
+	if b.awaiting {
+		return
+	}
+	var ids []string
+	for _, id := range sortedIDs(b.running) {
+		if _, ok := b.started[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	b.awaiting = true
+	f := workflow.ExecuteActivity(awaitOptions(ctx), activities.AwaitRunsName, ids)
+	b.sel.AddFuture(f, func(f workflow.Future) {
+		b.awaiting = false
+		var ends []activities.RunEnd
+		if err := f.Get(ctx, &ends); err != nil {
+			workflow.GetLogger(ctx).Warn("await runs", "error", err)
+			return
+		}
+		for _, e := range ends {
+			b.ended(e.RunID, Outcome(e.Outcome))
+		}
+	})
+}
+
+// handOver ends this execution's part: it waits until each run it
+// started has started (a run whose start failed has ended), so that the
+// next execution waits only for runs that exist.
+func (b *bench) handOver(ctx workflow.Context) error {
+	for _, id := range sortedIDs(b.running) {
+		f, ok := b.started[id]
+		if !ok {
+			continue
+		}
+		if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("run did not start", "run", id, "error", err)
+			b.ended(id, OutcomeInfraFailed)
+		}
+	}
+	workflow.GetLogger(ctx).Info("continuing as new", "execution", b.st.Execution, "next", b.st.Next, "running", len(b.running))
+	return nil
+}
+
+// progress answers the progress query: counts and one page of running runs.
+func (b *bench) progress(page ProgressPage) Progress {
+	if page.Limit <= 0 {
+		page.Limit = DefaultProgressPage
+	}
+	page.Limit = min(page.Limit, MaxProgressPage)
+	p := Progress{Total: len(b.jobs), Done: b.done(), PerTask: map[string]map[ChildState]int{}, RunningTotal: len(b.running),
+		Policy: b.in.Run.Policy.Leaderboard(), Execution: b.st.Execution}
+	for k, n := range b.perKey {
+		per := map[ChildState]int{}
+		for s, c := range b.st.Ended[k] {
+			per[s] = c
+			n -= c
+		}
+		p.PerTask[k] = per
+		p.PerTask[k][ChildQueued] = n
+	}
+	for _, j := range b.running {
+		k := j.Task + "/" + j.Agent
+		p.PerTask[k][ChildRunning]++
+		p.PerTask[k][ChildQueued]--
+	}
+	ids := sortedIDs(b.running)
+	if page.Offset < len(ids) {
+		p.Running = ids[max(page.Offset, 0):min(max(page.Offset, 0)+page.Limit, len(ids))]
 	}
 	return p
 }
 
-// BenchmarkWorkflow runs the children at most Concurrency at a time.
-func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResult, error) {
-	id := workflow.GetInfo(ctx).WorkflowExecution.ID
-	jobs := in.ChildRuns(id)
-	prog := Progress{Total: len(jobs), Children: map[string]ChildState{}, Policy: in.Run.Policy.Leaderboard()}
-	finished := func(j ChildRun, res RunResult) {
-		prog.Finished = append(prog.Finished, res)
-		prog.Children[j.ID] = Ended(res.Outcome)
-	}
-	for _, j := range jobs {
-		prog.Children[j.ID] = ChildQueued
-		if res, ok := in.Kept[j.ID]; ok {
-			finished(j, res)
-		}
-	}
-	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (Progress, error) {
-		return prog.withCounts(jobs), nil
-	}); err != nil {
-		return nil, fmt.Errorf("progress query: %w", err)
-	}
-	if err := workflow.UpsertTypedSearchAttributes(ctx, SABenchmark.ValueSet(id), SAAgent.ValueSet(strings.Join(in.Agents, ","))); err != nil {
-		return nil, fmt.Errorf("search attributes: %w", err)
-	}
-	limit := in.Concurrency
-	if limit <= 0 {
-		limit = 4
-	}
-	running := 0
-	sel := workflow.NewSelector(ctx)
-	next := 0
-	for len(prog.Finished) < len(jobs) {
-		for running < limit && next < len(jobs) {
-			j := jobs[next]
-			next++
-			if _, ok := in.Kept[j.ID]; ok {
-				continue
-			}
-			ri := in.Run
-			ri.Task, ri.Seed, ri.Agent, ri.Benchmark, ri.Continue = j.Task, j.Seed, j.Agent, id, in.Resumed
-			if c, ok := in.Carried[j.ID]; ok {
-				ri.Carried = &c
-			}
-			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-				WorkflowID: j.ID,
-				Memo:       map[string]any{"task": j.Task, "agent": j.Agent, "seed": j.Seed, "benchmark": id},
-			})
-			f := workflow.ExecuteChildWorkflow(cctx, RunWorkflowName, ri)
-			prog.Children[j.ID] = ChildRunning
-			running++
-			sel.AddFuture(f, func(f workflow.Future) {
-				var res RunResult
-				if err := f.Get(ctx, &res); err != nil {
-					res = RunResult{RunID: j.ID, Task: j.Task, Agent: j.Agent, Seed: j.Seed, Outcome: OutcomeInfraFailed, Reason: err.Error()}
-				}
-				finished(j, res)
-				running--
-			})
-		}
-		sel.Select(ctx)
-	}
-	out := &BenchmarkResult{BenchmarkID: id, Runs: slices.Clone(prog.Finished)}
-	sort.Slice(out.Runs, func(a, b int) bool {
-		x, y := out.Runs[a], out.Runs[b]
-		if x.Task != y.Task {
-			return x.Task < y.Task
-		}
-		if x.Agent != y.Agent {
-			return x.Agent < y.Agent
-		}
-		return x.Seed < y.Seed
-	})
-	// The leaderboard comes from the run results, never from hand-made
-	// tables: an activity computes and stores it.
-	runs := LeaderboardRuns(out.Runs)
-	out.Setup = leaderboard.SetupOf(runs, prog.Policy)
-	if err := workflow.ExecuteActivity(aggregateOptions(ctx), activities.AggregateName, activities.AggregateInput{BenchmarkID: id, Runs: runs, Setup: out.Setup}).Get(ctx, &out.Leaderboard); err != nil {
+// aggregate stores the leaderboard, made from the runs' stored results.
+func (b *bench) aggregate(ctx workflow.Context) *BenchmarkResult {
+	out := &BenchmarkResult{BenchmarkID: b.id, Total: len(b.jobs), Ended: b.st.Ended}
+	var agg activities.AggregateResult
+	in := activities.AggregateResultsInput{BenchmarkID: b.id, RunIDs: b.in.RunIDs(b.id), Policy: b.in.Run.Policy.Leaderboard()}
+	if err := workflow.ExecuteActivity(aggregateOptions(ctx), activities.AggregateResultsName, in).Get(ctx, &agg); err != nil {
 		workflow.GetLogger(ctx).Warn("leaderboard not stored", "error", err)
+		return out
 	}
-	return out, nil
+	out.Leaderboard, out.Setup, out.Missing = agg.Keys, agg.Setup, agg.Missing
+	return out
+}
+
+func sortedIDs(m map[string]ChildRun) []string {
+	ids := make([]string, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }

@@ -3,15 +3,19 @@ package workflows
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/checkpoint"
+	"github.com/mlrb/mlrb/internal/leaderboard"
 )
 
 func TestBenchmarkFansOut(t *testing.T) {
@@ -20,12 +24,13 @@ func TestBenchmarkFansOut(t *testing.T) {
 		StoppedBy: activities.StopExited, AgentSeconds: 3,
 	}, ck(1, 3)))
 	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.5), nil)
-	env.OnActivity(activities.AggregateName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.AggregateInput) ([]string, error) {
-			if len(in.Runs) != 6 {
-				return nil, errors.New("aggregate must get every run")
+	env.OnActivity(activities.AggregateResultsName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.AggregateResultsInput) (*activities.AggregateResult, error) {
+			res, _ := stored(env)
+			if len(in.RunIDs) != 6 || len(res) != 6 {
+				return nil, errors.New("aggregate must get every run, each stored")
 			}
-			return []string{"benchmarks/x/leaderboard.json"}, nil
+			return &activities.AggregateResult{Keys: []string{"benchmarks/x/leaderboard.json"}, Setup: leaderboard.Setup{Policy: in.Policy}}, nil
 		})
 	env.ExecuteWorkflow(BenchmarkWorkflow, BenchmarkInput{Tasks: []string{"mini_baby_lm", "mini_baby_lm_b"}, Seeds: []int64{1, 2, 3}, Agents: []string{"reference"}, Concurrency: 2, Run: RunInput{Policy: testPolicy}})
 	if err := env.GetWorkflowError(); err != nil {
@@ -35,21 +40,96 @@ func TestBenchmarkFansOut(t *testing.T) {
 	if err := env.GetWorkflowResult(&r); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Runs) != 6 || len(r.Leaderboard) != 1 {
-		t.Fatalf("%d runs, leaderboard %v", len(r.Runs), r.Leaderboard)
+	if len(r.Runs) != 0 || len(r.Leaderboard) != 1 || r.Total != 6 || r.Ended["mini_baby_lm_b/reference"][Ended(OutcomeScored)] != 3 {
+		t.Fatalf("result %+v", r)
 	}
-	seen := map[string]bool{}
-	for _, run := range r.Runs {
-		if run.Outcome != OutcomeScored || seen[run.RunID] {
+	res, puts := stored(env)
+	if puts != 6 {
+		t.Fatalf("%d results stored, want 6", puts)
+	}
+	for id, run := range res {
+		if run.Outcome != OutcomeScored || run.RunID != id {
 			t.Fatalf("run %+v", run)
 		}
-		seen[run.RunID] = true
 	}
-	if ts := r.Setup.Tasks["mini_baby_lm_b"]; ts.Hardware != "CPU" || ts.TimeLimitS != 30 || r.Setup.Policy.MaxInfraAttempts != 3 {
+	if r.Setup.Policy.MaxInfraAttempts != 3 {
 		t.Fatalf("the leaderboard's setup = %+v", r.Setup)
 	}
-	if !seen[ChildID(r.BenchmarkID, "reference", "mini_baby_lm_b", 3)] {
-		t.Fatalf("child ids are not deterministic: %v", seen)
+	if _, ok := res[ChildID(r.BenchmarkID, "reference", "mini_baby_lm_b", 3)]; !ok {
+		t.Fatalf("child ids are not deterministic: %v", res)
+	}
+}
+
+// TestBenchmarkContinuesAsNew: an execution starts its share of runs and
+// continues as new, carrying the runs under way; the next waits for them
+// (AwaitRuns) and starts the rest; every run is counted once.
+func TestBenchmarkContinuesAsNew(t *testing.T) {
+	in := BenchmarkInput{Tasks: []string{"a", "b"}, Seeds: []int64{1, 2, 3}, Agents: []string{"reference"}, Concurrency: 3, ContinueAfter: 4, Run: RunInput{Policy: testPolicy}}
+	const id = "default-test-workflow-id"
+	all := in.RunIDs(id)
+	startedRuns := map[string]int{}
+	var carried []string
+	for exec := 1; ; exec++ {
+		if exec > 4 {
+			t.Fatal("the benchmark never ended")
+		}
+		env := newEnv(t)
+		env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).After(time.Minute).Return(
+			func(ctx context.Context, a activities.AgentInput) (*activities.AgentResult, error) {
+				startedRuns[a.RunID]++
+				return agentDone(env, &activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 3}, ck(1, 3))(ctx, a)
+			})
+		env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.5), nil)
+		env.OnActivity(activities.AwaitRunsName, mock.Anything, mock.Anything).After(30 * time.Second).Return(
+			func(_ context.Context, ids []string) ([]activities.RunEnd, error) {
+				if !slices.Equal(ids, carried) {
+					return nil, fmt.Errorf("awaited %v, want the carried %v", ids, carried)
+				}
+				ends := []activities.RunEnd{}
+				for _, rid := range ids {
+					ends = append(ends, activities.RunEnd{RunID: rid, Outcome: string(OutcomeScored)})
+				}
+				return ends, nil
+			})
+		env.OnActivity(activities.AggregateResultsName, mock.Anything, mock.Anything).Return(
+			func(_ context.Context, a activities.AggregateResultsInput) (*activities.AggregateResult, error) {
+				if !slices.Equal(a.RunIDs, all) {
+					return nil, fmt.Errorf("aggregate got %v", a.RunIDs)
+				}
+				return &activities.AggregateResult{Keys: []string{"k"}}, nil
+			})
+		env.ExecuteWorkflow(BenchmarkWorkflow, in)
+		err := env.GetWorkflowError()
+		var can *workflow.ContinueAsNewError
+		if !errors.As(err, &can) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r BenchmarkResult
+			if err := env.GetWorkflowResult(&r); err != nil {
+				t.Fatal(err)
+			}
+			if r.Ended["a/reference"][Ended(OutcomeScored)] != 3 || r.Ended["b/reference"][Ended(OutcomeScored)] != 3 || exec != 2 {
+				t.Fatalf("execution %d ended with %+v", exec, r)
+			}
+			break
+		}
+		var next BenchmarkInput
+		if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+			t.Fatal(err)
+		}
+		// Four started, three at a time: one ended, three under way.
+		if st := next.State; st == nil || st.Next != 4 || len(st.Running) != 3 || st.Execution != exec || st.Ended["a/reference"][Ended(OutcomeScored)] != 1 {
+			t.Fatalf("carried state %+v", next.State)
+		}
+		carried, in = next.State.Running, next
+	}
+	// The runs under way were abandoned, never terminated, by the first
+	// execution's end, and the second did not start them again.
+	for _, rid := range all {
+		if startedRuns[rid] != 1 {
+			t.Errorf("run %s started %d times", rid, startedRuns[rid])
+		}
 	}
 }
 
@@ -60,7 +140,7 @@ func TestBenchmarkConcurrencyLimit(t *testing.T) {
 	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).After(time.Minute).Return(
 		agentDone(env, &activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 3}, ck(1, 3)))
 	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.5), nil)
-	env.OnActivity(activities.AggregateName, mock.Anything, mock.Anything).Return([]string{"x"}, nil)
+	env.OnActivity(activities.AggregateResultsName, mock.Anything, mock.Anything).Return(&activities.AggregateResult{Keys: []string{"x"}}, nil)
 	var seen []int
 	for _, at := range []time.Duration{30 * time.Second, 90 * time.Second, 150 * time.Second} {
 		env.RegisterDelayedCallback(func() {
@@ -74,19 +154,15 @@ func TestBenchmarkConcurrencyLimit(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			n := 0
-			for _, st := range p.Children {
-				if st == "running" {
-					n++
-				}
+			if len(p.Running) != p.RunningTotal {
+				t.Errorf("progress lists %d of %d running runs", len(p.Running), p.RunningTotal)
 			}
-			seen = append(seen, n)
+			seen = append(seen, p.RunningTotal)
 		}, at)
 	}
 	env.ExecuteWorkflow(BenchmarkWorkflow, BenchmarkInput{Tasks: []string{"a", "b", "c"}, Seeds: []int64{1, 2}, Agents: []string{"reference"}, Concurrency: 2, Run: RunInput{Policy: testPolicy}})
-	var r BenchmarkResult
-	if err := env.GetWorkflowResult(&r); err != nil || len(r.Runs) != 6 {
-		t.Fatalf("%d runs, %v", len(r.Runs), err)
+	if _, n := stored(env); n != 6 {
+		t.Fatalf("%d runs stored, want 6", n)
 	}
 	// Six one-minute runs, two at a time: two run in each minute.
 	if !slices.Equal(seen, []int{2, 2, 2}) {
@@ -129,13 +205,37 @@ func TestBenchmarkResume(t *testing.T) {
 			return committed(env, in, &activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 25}, ck(9, 25))
 		})
 	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.5), nil)
-	env.OnActivity(activities.AggregateName, mock.Anything, mock.Anything).Return([]string{"x"}, nil)
+	env.OnActivity(activities.AggregateResultsName, mock.Anything, mock.Anything).Return(&activities.AggregateResult{Keys: []string{"x"}}, nil)
+	// The plan is read from the store a window at a time, never passed in.
+	plan := activities.ResumePlan{ChildID(id, "reference", "b", 2): {Carried: &Ledger{LostS: 1.5, InfraWaitS: 2, ExtendedS: 60}}}
+	for rid, res := range kept {
+		plan[rid] = activities.PlanEntry{Outcome: string(res.Outcome)}
+	}
+	env.OnActivity(activities.ReadPlanName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.ReadPlanInput) (map[string]activities.PlanEntry, error) {
+			if in.Key != "benchmarks/x/resume/1.json" || len(in.RunIDs) != 6 {
+				return nil, fmt.Errorf("read plan %+v", in)
+			}
+			out := map[string]activities.PlanEntry{}
+			for _, rid := range in.RunIDs {
+				if e, ok := plan[rid]; ok {
+					out[rid] = e
+				}
+			}
+			return out, nil
+		})
 	env.ExecuteWorkflow(BenchmarkWorkflow, BenchmarkInput{Tasks: []string{"a", "b", "c"}, Seeds: []int64{1, 2}, Agents: []string{"reference"}, Concurrency: 2,
-		Run: RunInput{Policy: testPolicy}, Resumed: true, Kept: kept,
-		Carried: map[string]Ledger{ChildID(id, "reference", "b", 2): {LostS: 1.5, InfraWaitS: 2, ExtendedS: 60}}})
+		Run: RunInput{Policy: testPolicy}, Resumed: true, Plan: "benchmarks/x/resume/1.json"})
 	var r BenchmarkResult
-	if err := env.GetWorkflowResult(&r); err != nil || len(r.Runs) != 6 {
-		t.Fatalf("%d runs, %v", len(r.Runs), err)
+	if err := env.GetWorkflowResult(&r); err != nil || r.Ended["a/reference"][Ended(OutcomeScored)] != 2 {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	results, _ := stored(env)
+	for rid, res := range kept {
+		results[rid] = res
+	}
+	if len(results) != 6 {
+		t.Fatalf("%d results, want 6", len(results))
 	}
 	if len(agents) != 3 {
 		t.Fatalf("the agent ran for %d runs, want 3 (2 kept, 1 only evaluated): %v", len(agents), agents)
@@ -151,7 +251,7 @@ func TestBenchmarkResume(t *testing.T) {
 	if fresh := agents[ChildID(id, "reference", "c", 1)]; fresh.Resume != nil || fresh.Attempt != 1 {
 		t.Fatalf("a run without checkpoints starts afresh: %+v", fresh)
 	}
-	for _, run := range r.Runs {
+	for _, run := range results {
 		switch {
 		case kept[run.RunID].Score != nil:
 			if *run.Score != 0.9 {

@@ -105,3 +105,23 @@ func aggregateOptions(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 5 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10}})
 }
+
+// awaitOptions: AwaitRuns waits as long as a run may last (its budget,
+// evaluation retries and the wait for a retry-evaluation), heartbeating;
+// a lost worker is noticed within a minute and the wait starts again.
+func awaitOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * 24 * time.Hour,
+		HeartbeatTimeout:    time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
+	})
+}
+
+// storeOptions: storing a result takes a second; retries ride out a
+// store outage of up to an hour.
+func storeOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: quickTimeout, ScheduleToCloseTimeout: time.Hour,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
+	})
+}

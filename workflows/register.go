@@ -34,6 +34,10 @@ func RegisterShared(r Registry, a *activities.Activities) {
 	r.RegisterActivityWithOptions(a.LoadCheckpoint, activity.RegisterOptions{Name: activities.LoadCheckpointName})
 	r.RegisterActivityWithOptions(a.Evaluate, activity.RegisterOptions{Name: activities.EvaluateName})
 	r.RegisterActivityWithOptions(a.Aggregate, activity.RegisterOptions{Name: activities.AggregateName})
+	r.RegisterActivityWithOptions(a.AggregateResults, activity.RegisterOptions{Name: activities.AggregateResultsName})
+	r.RegisterActivityWithOptions(a.StoreResult, activity.RegisterOptions{Name: activities.StoreResultName})
+	r.RegisterActivityWithOptions(a.AwaitRuns, activity.RegisterOptions{Name: activities.AwaitRunsName})
+	r.RegisterActivityWithOptions(a.ReadPlan, activity.RegisterOptions{Name: activities.ReadPlanName})
 	r.RegisterActivityWithOptions(a.ProvisionHost, activity.RegisterOptions{Name: activities.ProvisionHostName})
 	r.RegisterActivityWithOptions(a.ReleaseHost, activity.RegisterOptions{Name: activities.ReleaseHostName})
 }

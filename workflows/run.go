@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -33,6 +34,34 @@ type run struct {
 // then evaluation of the final checkpoint in a fresh workspace.
 func RunWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
 	r := &run{in: in, pol: in.Policy.withDefaults()}
+	res, err := r.drive(ctx)
+	if err != nil || res == nil {
+		return res, err
+	}
+	if workflow.GetVersion(ctx, versionResultStored, workflow.DefaultVersion, 1) == 1 {
+		r.storeResult(ctx, res)
+	}
+	return res, nil
+}
+
+// storeResult keeps the result in the blob store, where leaderboards of
+// benchmarks of any size read it. A store down for the activity's whole
+// retry budget loses only that copy: the result is still the
+// workflow's, and the leaderboard counts the run missing.
+func (r *run) storeResult(ctx workflow.Context, res *RunResult) {
+	b, err := json.Marshal(res)
+	if err != nil {
+		workflow.GetLogger(ctx).Error("encode result", "error", err)
+		return
+	}
+	if err := workflow.ExecuteActivity(storeOptions(ctx), activities.StoreResultName, activities.StoreResultInput{RunID: res.RunID, Result: b}).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Error("result not stored", "error", err)
+	}
+}
+
+// drive is the run: resolve, attempts, evaluation.
+func (r *run) drive(ctx workflow.Context) (*RunResult, error) {
+	in := r.in
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -115,6 +144,9 @@ func (r *run) setup(ctx workflow.Context) error {
 	}, workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, e Extend) error {
 		if e.By <= 0 {
 			return fmt.Errorf("extend by %s: must be positive", e.By)
+		}
+		if err := r.pol.CheckInterval(time.Duration((r.st.Budget.GrantedS() + e.By.Seconds()) * float64(time.Second))); err != nil {
+			return fmt.Errorf("extend by %s: %w", e.By, err)
 		}
 		return r.steerable()
 	}}); err != nil {

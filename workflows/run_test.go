@@ -2,7 +2,11 @@ package workflows
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"maps"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,7 +41,40 @@ func newEnvResolvingIn(t *testing.T, d time.Duration) *testsuite.TestWorkflowEnv
 			return &activities.Lease{HostID: "h", HostQueue: "mlrb-host-h", Token: r.RunID + "#" + r.Role, Devices: []int{3}}, nil
 		})
 	env.OnActivity(activities.ReleaseLeaseName, mock.Anything, mock.Anything).Return(nil)
+	st := &storedResults{byID: map[string]RunResult{}}
+	storedOf.Store(env, st)
+	env.OnActivity(activities.StoreResultName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.StoreResultInput) error {
+			var r RunResult
+			if err := json.Unmarshal(in.Result, &r); err != nil {
+				return err
+			}
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			st.byID[in.RunID] = r
+			st.puts++
+			return nil
+		})
 	return env
+}
+
+// storedResults are the results runs stored (the StoreResult activity).
+type storedResults struct {
+	mu   sync.Mutex
+	byID map[string]RunResult
+	puts int
+}
+
+var storedOf sync.Map // env -> *storedResults
+
+// stored returns the results the runs of env stored, by run id, and how
+// many stores there were.
+func stored(env *testsuite.TestWorkflowEnvironment) (map[string]RunResult, int) {
+	v, _ := storedOf.Load(env)
+	st := v.(*storedResults)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return maps.Clone(st.byID), st.puts
 }
 
 func ck(seq int, agentS float64) activities.CheckpointRef {
@@ -230,5 +267,29 @@ func TestReachedAt(t *testing.T) {
 				t.Fatalf("reached %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestCheckpointIntervalBound: an interval that would put more than
+// MaxCheckpointsPerRun checkpoints in a budget is refused, naming the
+// least interval that fits.
+func TestCheckpointIntervalBound(t *testing.T) {
+	for _, c := range []struct {
+		interval, granted time.Duration
+		ok                bool
+	}{
+		{10 * time.Minute, 24 * time.Hour, true},
+		{44 * time.Second, 24 * time.Hour, true},
+		{10 * time.Second, 24 * time.Hour, false},
+		{3 * time.Second, 30 * time.Second, true},
+		{0, time.Minute, false},
+	} {
+		err := Policy{CheckpointInterval: c.interval}.CheckInterval(c.granted)
+		if (err == nil) != c.ok {
+			t.Errorf("interval %s, budget %s: %v", c.interval, c.granted, err)
+		}
+		if err != nil && c.interval > 0 && !strings.Contains(err.Error(), "set it to 44s or more") {
+			t.Errorf("the error must name the least interval: %v", err)
+		}
 	}
 }

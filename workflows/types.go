@@ -4,6 +4,7 @@
 package workflows
 
 import (
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -107,6 +108,25 @@ type Policy struct {
 	// ProvisionMargin is added to the budget left in a job's time limit:
 	// restore, final checkpoint, hand-back.
 	ProvisionMargin time.Duration `json:",omitempty"`
+}
+
+// MaxCheckpointsPerRun bounds the checkpoints a run's budget allows at
+// its checkpoint interval: each is a signal in the run's history (and a
+// line of its result), so a run stays far below Temporal's 51,200 events
+// and 2 MB payloads. At 24 h it asks for an interval of 43.2 s or more.
+const MaxCheckpointsPerRun = 2000
+
+// CheckInterval tells whether the checkpoint interval suits a run of
+// budget granted: at most MaxCheckpointsPerRun checkpoints.
+func (p Policy) CheckInterval(granted time.Duration) error {
+	if p.CheckpointInterval <= 0 {
+		return fmt.Errorf("checkpoint.interval %s must be positive", p.CheckpointInterval)
+	}
+	if least := granted / MaxCheckpointsPerRun; p.CheckpointInterval < least {
+		return fmt.Errorf("checkpoint.interval %s would take %d checkpoints in a budget of %s, over the %d a run's history holds well: set it to %s or more",
+			p.CheckpointInterval, int64(granted/p.CheckpointInterval), granted, MaxCheckpointsPerRun, least.Round(time.Second)+time.Second)
+	}
+	return nil
 }
 
 // withDefaults fills what a policy left zero (an input from an older

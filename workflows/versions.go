@@ -18,4 +18,11 @@ const (
 	// does one that released its lease itself (a host stopping); before,
 	// a release on a gone host's queue held the run up to a minute.
 	versionLeaseExpires = "silent-host-lease-expires"
+	// versionBoundedBenchmark: a benchmark keeps counts, not results (each
+	// run stores its own in the blob store), abandons its runs to its next
+	// execution and continues as new every ContinueAfter runs.
+	versionBoundedBenchmark = "bounded-benchmark"
+	// versionResultStored: a run stores its result in the blob store
+	// before it returns it.
+	versionResultStored = "result-stored"
 )

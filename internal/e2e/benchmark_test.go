@@ -49,7 +49,14 @@ func TestBenchmarkResume(t *testing.T) {
 	if err := c.TerminateWorkflow(ctx, bench, "", "e2e: an operator stops the benchmark"); err != nil {
 		t.Fatal(err)
 	}
-	// Its runs end with it (parent close policy: terminate).
+	// Its runs outlive it (they are abandoned, so that a benchmark can
+	// continue as new): the operator stops the run under way as well.
+	if d, err := c.DescribeWorkflowExecution(ctx, slow, ""); err != nil || d.WorkflowExecutionInfo.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Fatalf("the run must outlive its terminated benchmark: %v", err)
+	}
+	if err := c.TerminateWorkflow(ctx, slow, "", "e2e: an operator stops the benchmark's run"); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		d, err := c.DescribeWorkflowExecution(ctx, slow, "")

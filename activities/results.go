@@ -1,0 +1,190 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"sync"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
+
+	"github.com/mlrb/mlrb/internal/blob"
+	"github.com/mlrb/mlrb/internal/budget"
+	"github.com/mlrb/mlrb/internal/leaderboard"
+	"github.com/mlrb/mlrb/internal/runresults"
+)
+
+// Names of the activities that keep a benchmark's results out of its
+// payloads: runs store their results, the leaderboard reads them back.
+const (
+	StoreResultName      = "StoreResult"
+	AggregateResultsName = "AggregateResults"
+	AwaitRunsName        = "AwaitRuns"
+	ReadPlanName         = "ReadPlan"
+)
+
+// StoreResultInput is a finished run's result, as JSON.
+type StoreResultInput struct {
+	RunID  string
+	Result json.RawMessage
+}
+
+// StoreResult keeps a run's result in the blob store, where the
+// leaderboard and the starter read a benchmark's runs from.
+func (a *Activities) StoreResult(ctx context.Context, in StoreResultInput) error {
+	return runresults.Put(ctx, a.Engine.Store, in.RunID, in.Result)
+}
+
+// AggregateResultsInput names a benchmark's runs: its id and its
+// agents × tasks × seeds (child ids derive from them), never the results.
+type AggregateResultsInput struct {
+	BenchmarkID string
+	RunIDs      []string
+	Policy      leaderboard.Policy
+}
+
+// AggregateResult is the stored leaderboard's keys and its setup.
+type AggregateResult struct {
+	Keys  []string
+	Setup leaderboard.Setup
+	// Missing are runs with no stored result (never started, or cut off).
+	Missing int
+}
+
+// AggregateResults reads the stored results of a benchmark's runs and
+// stores its leaderboard as JSON, CSV, Markdown and an SVG chart.
+func (a *Activities) AggregateResults(ctx context.Context, in AggregateResultsInput) (*AggregateResult, error) {
+	got, missing, err := runresults.GetAll[leaderboard.Run](ctx, a.Engine.Store, in.RunIDs, func(n int) { activity.RecordHeartbeat(ctx, n) })
+	if err != nil {
+		return nil, err
+	}
+	runs := make([]leaderboard.Run, 0, len(got))
+	for _, id := range in.RunIDs {
+		if r, ok := got[id]; ok {
+			runs = append(runs, r)
+		}
+	}
+	setup := leaderboard.SetupOf(runs, in.Policy)
+	keys, err := a.storeLeaderboard(ctx, in.BenchmarkID, runs, setup)
+	if err != nil {
+		return nil, err
+	}
+	return &AggregateResult{Keys: keys, Setup: setup, Missing: len(missing)}, nil
+}
+
+// RunEnd is how a run the workflow no longer waits on by its own future
+// ended.
+type RunEnd struct {
+	RunID   string
+	Outcome string
+	Reason  string `json:",omitempty"`
+}
+
+// awaitHeartbeat is how often AwaitRuns says it is alive.
+const awaitHeartbeat = 10 * time.Second
+
+// AwaitRuns waits until at least one of the runs has closed and returns
+// every one closed by then: a benchmark that continued as new waits on
+// the runs an earlier execution started this way. A run that failed, was
+// terminated or timed out ended infra_failed.
+func (a *Activities) AwaitRuns(ctx context.Context, ids []string) ([]RunEnd, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	var ends []RunEnd
+	one := make(chan struct{}, len(ids))
+	for _, id := range ids {
+		go func() {
+			var res struct {
+				Outcome string `json:"outcome"`
+				Reason  string `json:"reason"`
+			}
+			err := a.Client.GetWorkflow(ctx, id, "").Get(ctx, &res)
+			if ctx.Err() != nil {
+				return
+			}
+			end := RunEnd{RunID: id, Outcome: res.Outcome, Reason: res.Reason}
+			var nf *serviceerror.NotFound
+			switch {
+			case errors.As(err, &nf):
+				end = RunEnd{RunID: id, Outcome: "infra_failed", Reason: "the run is gone from Temporal"}
+			case err != nil:
+				end = RunEnd{RunID: id, Outcome: "infra_failed", Reason: err.Error()}
+			}
+			mu.Lock()
+			ends = append(ends, end)
+			mu.Unlock()
+			one <- struct{}{}
+		}()
+	}
+	tick := time.NewTicker(awaitHeartbeat)
+	defer tick.Stop()
+	for {
+		activity.RecordHeartbeat(ctx, len(ids))
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("await runs: %w", ctx.Err())
+		case <-tick.C:
+			continue
+		case <-one:
+		}
+		// Runs that close together are reported together.
+		time.Sleep(100 * time.Millisecond)
+		mu.Lock()
+		out := slices.Clone(ends)
+		mu.Unlock()
+		return out, nil
+	}
+}
+
+// PlanEntry is what a resumed benchmark does with one run: keep its
+// result (Outcome set) or continue it, carrying what its earlier
+// executions lost, waited and were granted.
+type PlanEntry struct {
+	Outcome string         `json:"outcome,omitempty"`
+	Carried *budget.Ledger `json:"carried,omitempty"`
+}
+
+// ResumePlan is a resumed benchmark's plan, by run id; the starter
+// stores it, the benchmark reads it a window at a time.
+type ResumePlan map[string]PlanEntry
+
+// PlanKey is where a benchmark's resume plan is stored, one per resume.
+func PlanKey(benchmarkID string, at time.Time) string {
+	return fmt.Sprintf("benchmarks/%s/resume/%d.json", url.PathEscape(benchmarkID), at.UnixNano())
+}
+
+// ReadPlanInput asks for the plan entries of some runs.
+type ReadPlanInput struct {
+	Key    string
+	RunIDs []string
+}
+
+// ReadPlan returns the plan entries of the runs asked for (runs not in
+// the plan are left out: they continue with nothing carried).
+func (a *Activities) ReadPlan(ctx context.Context, in ReadPlanInput) (map[string]PlanEntry, error) {
+	rc, err := a.Engine.Store.Get(ctx, in.Key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, fmt.Errorf("resume plan %s is not in the store %s", in.Key, a.Engine.Store)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resume plan %s: %w", in.Key, err)
+	}
+	defer rc.Close()
+	var plan ResumePlan
+	if err := json.NewDecoder(rc).Decode(&plan); err != nil {
+		return nil, fmt.Errorf("decode resume plan %s: %w", in.Key, err)
+	}
+	out := map[string]PlanEntry{}
+	for _, id := range in.RunIDs {
+		if e, ok := plan[id]; ok {
+			out[id] = e
+		}
+	}
+	return out, nil
+}

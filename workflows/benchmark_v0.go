@@ -1,0 +1,122 @@
+package workflows
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/leaderboard"
+)
+
+// progressV0 is benchmarkV0's answer to the progress query: every run's
+// state and result.
+type progressV0 struct {
+	Total    int                           `json:"total"`
+	Done     int                           `json:"done"`
+	PerTask  map[string]map[ChildState]int `json:"per_task_agent"`
+	Children map[string]ChildState         `json:"children"`
+	Finished []RunResult                   `json:"finished"`
+	Policy   leaderboard.Policy            `json:"policy"`
+}
+
+// withCounts fills the figures the query derives: the runs done and the
+// count per task, agent and state.
+func (p progressV0) withCounts(jobs []ChildRun) progressV0 {
+	p.Done = len(p.Finished)
+	p.PerTask = map[string]map[ChildState]int{}
+	for _, j := range jobs {
+		k := j.Task + "/" + j.Agent
+		if p.PerTask[k] == nil {
+			p.PerTask[k] = map[ChildState]int{}
+		}
+		p.PerTask[k][p.Children[j.ID]]++
+	}
+	return p
+}
+
+// benchmarkV0 is BenchmarkWorkflow as benchmarks started before
+// versionBoundedBenchmark run it: every result kept in its state and
+// returned in one payload. Remove it once no such benchmark is open.
+func benchmarkV0(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResult, error) {
+	id := workflow.GetInfo(ctx).WorkflowExecution.ID
+	jobs := in.ChildRuns(id)
+	prog := progressV0{Total: len(jobs), Children: map[string]ChildState{}, Policy: in.Run.Policy.Leaderboard()}
+	finished := func(j ChildRun, res RunResult) {
+		prog.Finished = append(prog.Finished, res)
+		prog.Children[j.ID] = Ended(res.Outcome)
+	}
+	for _, j := range jobs {
+		prog.Children[j.ID] = ChildQueued
+		if res, ok := in.Kept[j.ID]; ok {
+			finished(j, res)
+		}
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (progressV0, error) {
+		return prog.withCounts(jobs), nil
+	}); err != nil {
+		return nil, fmt.Errorf("progress query: %w", err)
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, SABenchmark.ValueSet(id), SAAgent.ValueSet(strings.Join(in.Agents, ","))); err != nil {
+		return nil, fmt.Errorf("search attributes: %w", err)
+	}
+	limit := in.Concurrency
+	if limit <= 0 {
+		limit = 4
+	}
+	running := 0
+	sel := workflow.NewSelector(ctx)
+	next := 0
+	for len(prog.Finished) < len(jobs) {
+		for running < limit && next < len(jobs) {
+			j := jobs[next]
+			next++
+			if _, ok := in.Kept[j.ID]; ok {
+				continue
+			}
+			ri := in.Run
+			ri.Task, ri.Seed, ri.Agent, ri.Benchmark, ri.Continue = j.Task, j.Seed, j.Agent, id, in.Resumed
+			if c, ok := in.Carried[j.ID]; ok {
+				ri.Carried = &c
+			}
+			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+				WorkflowID: j.ID,
+				Memo:       map[string]any{"task": j.Task, "agent": j.Agent, "seed": j.Seed, "benchmark": id},
+			})
+			f := workflow.ExecuteChildWorkflow(cctx, RunWorkflowName, ri)
+			prog.Children[j.ID] = ChildRunning
+			running++
+			sel.AddFuture(f, func(f workflow.Future) {
+				var res RunResult
+				if err := f.Get(ctx, &res); err != nil {
+					res = RunResult{RunID: j.ID, Task: j.Task, Agent: j.Agent, Seed: j.Seed, Outcome: OutcomeInfraFailed, Reason: err.Error()}
+				}
+				finished(j, res)
+				running--
+			})
+		}
+		sel.Select(ctx)
+	}
+	out := &BenchmarkResult{BenchmarkID: id, Runs: slices.Clone(prog.Finished)}
+	sort.Slice(out.Runs, func(a, b int) bool {
+		x, y := out.Runs[a], out.Runs[b]
+		if x.Task != y.Task {
+			return x.Task < y.Task
+		}
+		if x.Agent != y.Agent {
+			return x.Agent < y.Agent
+		}
+		return x.Seed < y.Seed
+	})
+	// The leaderboard comes from the run results, never from hand-made
+	// tables: an activity computes and stores it.
+	runs := LeaderboardRuns(out.Runs)
+	out.Setup = leaderboard.SetupOf(runs, prog.Policy)
+	if err := workflow.ExecuteActivity(aggregateOptions(ctx), activities.AggregateName, activities.AggregateInput{BenchmarkID: id, Runs: runs, Setup: out.Setup}).Get(ctx, &out.Leaderboard); err != nil {
+		workflow.GetLogger(ctx).Warn("leaderboard not stored", "error", err)
+	}
+	return out, nil
+}
