@@ -37,6 +37,8 @@ func TestBadInput(t *testing.T) {
 		{"malformed task file", nil, append(run, "--task", "mini_baby_lm", "--tasks-dir", badTasks), "task file"},
 		{"bad duration flag", nil, append(run, "--task", "mini_baby_lm", "--time-limit", "abc"), `invalid argument "abc" for "--time-limit"`},
 		{"bad duration in env", []string{"MLRB_CHECKPOINT_INTERVAL=abc"}, append(run, "--task", "mini_baby_lm"), `checkpoint.interval: "abc" is not a duration`},
+		{"checkpoint interval too short for the budget", []string{"MLRB_CHECKPOINT_INTERVAL=10s"}, append(run, "--task", "mini_baby_lm", "--time-limit", "24h"),
+			"checkpoint.interval 10s would take 8640 checkpoints in a budget of 24h0m0s, over the 2000 a run's history holds well: set it to 44s or more"},
 		{"negative seed", nil, []string{"run", "--task", "mini_baby_lm", "--seed", "-3"}, "--seed: -3 is negative"},
 		{"unreachable temporal", nil, append(run, "--task", "mini_baby_lm", "--address", "127.0.0.1:1"), "cannot reach Temporal at 127.0.0.1:1"},
 		{"address without port", nil, append(run, "--task", "mini_baby_lm", "--address", "localhost"), `temporal.address: "localhost" is not host:port`},

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -103,9 +104,13 @@ func TestBenchmarkContinuesAsNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	execs := list.GetExecutions()
+	sort.Slice(execs, func(i, j int) bool { return execs[i].GetStartTime().AsTime().Before(execs[j].GetStartTime().AsTime()) })
 	if len(execs) < 4 {
 		t.Fatalf("%d executions; three runs an execution over ten runs and a resume continue as new at least twice", len(execs))
 	}
+	// The first execution, which continued as new, and the last.
+	replayExecution(t, e, bench, execs[0].GetExecution().GetRunId(), "benchmark_continued_as_new.json")
+	replayExecution(t, e, bench, execs[len(execs)-1].GetExecution().GetRunId(), "benchmark_ended.json")
 	largest := 0
 	for _, x := range execs {
 		it := c.GetWorkflowHistory(ctx, bench, x.GetExecution().GetRunId(), false, 0)

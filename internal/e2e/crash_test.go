@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/mlrb/mlrb/workflows"
@@ -158,6 +157,7 @@ func TestWorkerStoppedGracefully(t *testing.T) {
 		t.Fatalf("starts = %q", starts)
 	}
 	t.Logf("budget %+v, checkpoints %d, second start %q", res.Budget, res.Checkpoints, starts[1])
+	replayHistory(t, e, runID, "handed_back.json")
 }
 
 // readStarts reads the agent's starts.log from the run's latest
@@ -180,7 +180,14 @@ func readStarts(t *testing.T, e *env, runID string) []string {
 // for the workflows package's replay test.
 func replayHistory(t *testing.T, e *env, runID, name string) {
 	t.Helper()
-	b, err := protojson.Marshal(e.history(runID))
+	replayExecution(t, e, runID, "", name)
+}
+
+// replayExecution is replayHistory for one execution (execution "" is
+// the latest) of a workflow that continues as new.
+func replayExecution(t *testing.T, e *env, id, execution, name string) {
+	t.Helper()
+	b, err := protojson.Marshal(e.historyOf(id, execution))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,10 +198,11 @@ func replayHistory(t *testing.T, e *env, runID, name string) {
 	if err := os.WriteFile(file, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := worker.NewWorkflowReplayer()
-	workflows.RegisterWorkflows(r)
-	if err := r.ReplayWorkflowHistoryFromJSONFile(nil, file); err != nil {
-		t.Fatalf("replay of %s: %v", runID, err)
+	if err := os.WriteFile(file+".id", []byte(id+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := workflows.ReplayHistoryFile(file); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -223,6 +231,7 @@ func TestForkFromACheckpoint(t *testing.T) {
 	if fork.Outcome != "scored" || fork.Task != "e2e_crash" || fork.Seed != 3 || fork.Budget.UsedS < 2 {
 		t.Fatalf("fork = %+v", fork)
 	}
+	replayHistory(t, e, "fork-1", "fork.json")
 	starts := readStarts(t, e, "fork-1")
 	if len(starts) != 2 || !strings.HasPrefix(starts[1], "attempt=1 resumed=1 trials_found=") || strings.HasSuffix(starts[1], "trials_found=0") {
 		t.Fatalf("fork's starts = %q", starts)
@@ -250,6 +259,7 @@ func TestExtendAndCancel(t *testing.T) {
 	}
 	var res result
 	e.starterJSON(&res, "result", runID, "--wait", "--json")
+	replayHistory(t, e, runID, "extended_canceled.json")
 	if res.Outcome != "canceled" || res.Score != nil || res.Budget.GrantedS != 3630 || res.Checkpoints < 2 {
 		t.Fatalf("result = %+v", res)
 	}

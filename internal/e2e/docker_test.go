@@ -343,6 +343,7 @@ func TestRetryEvaluationInPlace(t *testing.T) {
 		} `json:"evaluations"`
 	}
 	e.starterJSON(&res, "result", runID, "--wait", "--json")
+	replayHistory(t, e, runID, "evaluation_retried.json")
 	if res.Outcome != "scored" || res.Score == nil || res.Attempts != 1 || len(res.Evaluations) != 2 || res.Evaluations[0].Error == "" {
 		t.Fatalf("result = %+v", res)
 	}

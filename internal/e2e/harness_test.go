@@ -329,7 +329,14 @@ func (e *env) client() client.Client {
 // history exports a run's event history.
 func (e *env) history(runID string) *historypb.History {
 	e.t.Helper()
-	it := e.client().GetWorkflowHistory(context.Background(), runID, "", false, 0)
+	return e.historyOf(runID, "")
+}
+
+// historyOf exports the history of one execution of a workflow ("": the
+// latest).
+func (e *env) historyOf(id, execution string) *historypb.History {
+	e.t.Helper()
+	it := e.client().GetWorkflowHistory(context.Background(), id, execution, false, 0)
 	hist := &historypb.History{}
 	for it.HasNext() {
 		ev, err := it.Next()
