@@ -40,41 +40,48 @@ func (a *Activities) StoreResult(ctx context.Context, in StoreResultInput) error
 	return runresults.Put(ctx, a.Engine.Store, in.RunID, in.Result)
 }
 
-// AggregateResultsInput names a benchmark's runs: its id and its
-// agents × tasks × seeds (child ids derive from them), never the results.
+// AggregateResultsInput names a benchmark's runs by their matrix, never
+// by a list that grows with the benchmark.
 type AggregateResultsInput struct {
-	BenchmarkID string
-	RunIDs      []string
-	Policy      leaderboard.Policy
+	Runs   runresults.Matrix
+	Policy leaderboard.Policy
 }
 
 // AggregateResult is the stored leaderboard's keys and its setup.
 type AggregateResult struct {
 	Keys  []string
 	Setup leaderboard.Setup
-	// Missing are runs with no stored result (never started, or cut off).
+	// Missing counts runs with no stored result: cut off (terminated,
+	// failed) before they stored one; the leaderboard counts them
+	// infra_failed.
 	Missing int
 }
 
-// AggregateResults reads the stored results of a benchmark's runs and
-// stores its leaderboard as JSON, CSV, Markdown and an SVG chart.
+// AggregateResults reads the stored results of an ended benchmark's runs
+// and stores its leaderboard as JSON, CSV, Markdown and an SVG chart.
 func (a *Activities) AggregateResults(ctx context.Context, in AggregateResultsInput) (*AggregateResult, error) {
-	got, missing, err := runresults.GetAll[leaderboard.Run](ctx, a.Engine.Store, in.RunIDs, func(n int) { activity.RecordHeartbeat(ctx, n) })
+	all := in.Runs.Runs()
+	got, err := runresults.GetAll[leaderboard.Run](ctx, a.Engine.Store, all, func(n int) { activity.RecordHeartbeat(ctx, n) })
 	if err != nil {
 		return nil, err
 	}
-	runs := make([]leaderboard.Run, 0, len(got))
-	for _, id := range in.RunIDs {
-		if r, ok := got[id]; ok {
-			runs = append(runs, r)
+	runs := make([]leaderboard.Run, 0, len(all))
+	missing := 0
+	for i, r := range got {
+		if r == nil {
+			// Every run of an ended benchmark has ended: one without a
+			// result was cut off, an infra failure, never left out.
+			missing++
+			r = &leaderboard.Run{Task: all[i].Task, Agent: all[i].Agent, Seed: all[i].Seed, Outcome: "infra_failed"}
 		}
+		runs = append(runs, *r)
 	}
 	setup := leaderboard.SetupOf(runs, in.Policy)
-	keys, err := a.storeLeaderboard(ctx, in.BenchmarkID, runs, setup)
+	keys, err := a.storeLeaderboard(ctx, in.Runs.BenchmarkID, runs, setup)
 	if err != nil {
 		return nil, err
 	}
-	return &AggregateResult{Keys: keys, Setup: setup, Missing: len(missing)}, nil
+	return &AggregateResult{Keys: keys, Setup: setup, Missing: missing}, nil
 }
 
 // RunEnd is how a run the workflow no longer waits on by its own future
@@ -133,8 +140,6 @@ func (a *Activities) AwaitRuns(ctx context.Context, ids []string) ([]RunEnd, err
 			continue
 		case <-one:
 		}
-		// Runs that close together are reported together.
-		time.Sleep(100 * time.Millisecond)
 		mu.Lock()
 		out := slices.Clone(ends)
 		mu.Unlock()

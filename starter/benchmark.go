@@ -142,7 +142,7 @@ func resultsCmd() *cobra.Command {
 				}
 				fmt.Fprintf(os.Stderr, "benchmark %s is running: %d of %d runs done; the leaderboard holds those and the runs waiting for an evaluation retry (invalid until retried)\n",
 					args[0], snap.prog.Done, snap.prog.Total)
-				runs, err := storedRuns(ctx, c, cfg, args[0])
+				runs, err := storedRuns(ctx, c, cfg, args[0], false)
 				if err != nil {
 					return err
 				}
@@ -180,7 +180,7 @@ func printBenchmark(ctx context.Context, c client.Client, cfg *config.Config, re
 	runs := res.Runs
 	if len(runs) == 0 {
 		var err error
-		if runs, err = storedRuns(ctx, c, cfg, res.BenchmarkID); err != nil {
+		if runs, err = storedRuns(ctx, c, cfg, res.BenchmarkID, true); err != nil {
 			return err
 		}
 	}
@@ -188,9 +188,10 @@ func printBenchmark(ctx context.Context, c client.Client, cfg *config.Config, re
 }
 
 // storedRuns reads the results a benchmark's runs stored in the blob
-// store, in run order; runs without one (under way, never started, cut
-// off) are left out.
-func storedRuns(ctx context.Context, c client.Client, cfg *config.Config, id string) ([]workflows.RunResult, error) {
+// store, in run order. Runs without one are left out while the benchmark
+// runs (under way or queued); once it has ended they were cut off, and
+// count as infra failures, as its leaderboard counts them.
+func storedRuns(ctx context.Context, c client.Client, cfg *config.Config, id string, ended bool) ([]workflows.RunResult, error) {
 	var in workflows.BenchmarkInput
 	if err := startInput(ctx, c, id, &in); err != nil {
 		return nil, err
@@ -199,15 +200,20 @@ func storedRuns(ctx context.Context, c client.Client, cfg *config.Config, id str
 	if err != nil {
 		return nil, err
 	}
-	ids := in.RunIDs(id)
-	got, _, err := runresults.GetAll[workflows.RunResult](ctx, store, ids, nil)
+	all := in.ChildRuns(id)
+	got, err := runresults.GetAll[workflows.RunResult](ctx, store, all, nil)
 	if err != nil {
 		return nil, fmt.Errorf("results of %s: %w", id, err)
 	}
-	runs := make([]workflows.RunResult, 0, len(got))
-	for _, rid := range ids {
-		if r, ok := got[rid]; ok {
-			runs = append(runs, r)
+	runs := make([]workflows.RunResult, 0, len(all))
+	for i, r := range got {
+		switch {
+		case r != nil:
+			runs = append(runs, *r)
+		case ended:
+			j := all[i]
+			runs = append(runs, workflows.RunResult{RunID: j.ID, Task: j.Task, Agent: j.Agent, Seed: j.Seed, Outcome: workflows.OutcomeInfraFailed,
+				Reason: fmt.Sprintf("cut off before it stored a result (`starter benchmark resume %s` continues it)", id)})
 		}
 	}
 	return runs, nil

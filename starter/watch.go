@@ -118,7 +118,7 @@ func snapshotBenchmark(ctx context.Context, c client.Client, id string) (*benchS
 	return s, nil
 }
 
-// awaitingRetry stands in the leaderboard for the outcome of a run still
+// outcomeAwaitingRetry stands in the leaderboard for the outcome of a run still
 // waiting for an evaluation retry: not scored, so it counts as invalid.
 const outcomeAwaitingRetry = workflows.Outcome(workflows.PhaseAwaitingEvalRetry)
 

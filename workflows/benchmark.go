@@ -10,6 +10,7 @@ import (
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/leaderboard"
+	"github.com/mlrb/mlrb/internal/runresults"
 )
 
 // BenchmarkInput fans out runs: every agent × task × seed.
@@ -39,9 +40,11 @@ type BenchmarkInput struct {
 	State *BenchmarkState `json:",omitempty"`
 }
 
-// DefaultContinueAfter keeps a benchmark execution's history near 10,000
-// events (a run started and ended costs about eight) and its child
-// results, a few kilobytes each, near 2 MB in all.
+// DefaultContinueAfter keeps a benchmark execution's history under
+// about 9,000 events (a run costs 3 events of its own and at most two
+// workflow tasks of 3: the recorded histories show 6 to 8) and, with a
+// full task's result of about 4 KB in each run's completion event, under
+// 5 MB of Temporal's 50 MB.
 const DefaultContinueAfter = 1000
 
 // BenchmarkState is what a benchmark carries into its next execution:
@@ -119,41 +122,21 @@ const (
 	MaxProgressPage     = 1000
 )
 
-// ChildID is a child run's deterministic id: starting the same benchmark
-// twice never duplicates a run.
-func ChildID(benchmarkID, agent, task string, seed int64) string {
-	return fmt.Sprintf("%s/%s/%s/s%d", benchmarkID, agent, task, seed)
-}
+// ChildID is a child run's deterministic id (see runresults.RunID).
+var ChildID = runresults.RunID
 
 // ChildRun is one run of a benchmark.
-type ChildRun struct {
-	Agent, Task string
-	Seed        int64
-	ID          string
+type ChildRun = runresults.Run
+
+// Matrix names the benchmark's runs, for payloads that must not list them.
+func (in BenchmarkInput) Matrix(benchmarkID string) runresults.Matrix {
+	return runresults.Matrix{BenchmarkID: benchmarkID, Agents: in.Agents, Tasks: in.Tasks, Seeds: in.Seeds}
 }
 
 // ChildRuns lists a benchmark's runs, every agent × task × seed, in the
 // order they start.
 func (in BenchmarkInput) ChildRuns(benchmarkID string) []ChildRun {
-	var runs []ChildRun
-	for _, a := range in.Agents {
-		for _, t := range in.Tasks {
-			for _, s := range in.Seeds {
-				runs = append(runs, ChildRun{a, t, s, ChildID(benchmarkID, a, t, s)})
-			}
-		}
-	}
-	return runs
-}
-
-// RunIDs are the ids of a benchmark's runs, in ChildRuns order.
-func (in BenchmarkInput) RunIDs(benchmarkID string) []string {
-	jobs := in.ChildRuns(benchmarkID)
-	ids := make([]string, len(jobs))
-	for i, j := range jobs {
-		ids[i] = j.ID
-	}
-	return ids
+	return in.Matrix(benchmarkID).Runs()
 }
 
 // planWindow is how many runs' resume-plan entries one ReadPlan fetches.
@@ -256,7 +239,8 @@ func (b *bench) loop(ctx workflow.Context) error {
 			}
 		}
 		if b.st.Next < len(b.jobs) && (len(b.started) >= share || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) {
-			return b.handOver(ctx)
+			b.handOver(ctx)
+			return nil
 		}
 		b.awaitCarried(ctx)
 		if len(b.running) == 0 {
@@ -394,7 +378,7 @@ func (b *bench) awaitCarried(ctx workflow.Context) {
 // handOver ends this execution's part: it waits until each run it
 // started has started (a run whose start failed has ended), so that the
 // next execution waits only for runs that exist.
-func (b *bench) handOver(ctx workflow.Context) error {
+func (b *bench) handOver(ctx workflow.Context) {
 	for _, id := range sortedIDs(b.running) {
 		f, ok := b.started[id]
 		if !ok {
@@ -406,7 +390,6 @@ func (b *bench) handOver(ctx workflow.Context) error {
 		}
 	}
 	workflow.GetLogger(ctx).Info("continuing as new", "execution", b.st.Execution, "next", b.st.Next, "running", len(b.running))
-	return nil
 }
 
 // progress answers the progress query: counts and one page of running runs.
@@ -442,7 +425,7 @@ func (b *bench) progress(page ProgressPage) Progress {
 func (b *bench) aggregate(ctx workflow.Context) *BenchmarkResult {
 	out := &BenchmarkResult{BenchmarkID: b.id, Total: len(b.jobs), Ended: b.st.Ended}
 	var agg activities.AggregateResult
-	in := activities.AggregateResultsInput{BenchmarkID: b.id, RunIDs: b.in.RunIDs(b.id), Policy: b.in.Run.Policy.Leaderboard()}
+	in := activities.AggregateResultsInput{Runs: b.in.Matrix(b.id), Policy: b.in.Run.Policy.Leaderboard()}
 	if err := workflow.ExecuteActivity(aggregateOptions(ctx), activities.AggregateResultsName, in).Get(ctx, &agg); err != nil {
 		workflow.GetLogger(ctx).Warn("leaderboard not stored", "error", err)
 		return out

@@ -27,7 +27,7 @@ func TestBenchmarkFansOut(t *testing.T) {
 	env.OnActivity(activities.AggregateResultsName, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.AggregateResultsInput) (*activities.AggregateResult, error) {
 			res, _ := stored(env)
-			if len(in.RunIDs) != 6 || len(res) != 6 {
+			if len(in.Runs.Runs()) != 6 || len(res) != 6 {
 				return nil, errors.New("aggregate must get every run, each stored")
 			}
 			return &activities.AggregateResult{Keys: []string{"benchmarks/x/leaderboard.json"}, Setup: leaderboard.Setup{Policy: in.Policy}}, nil
@@ -66,7 +66,8 @@ func TestBenchmarkFansOut(t *testing.T) {
 func TestBenchmarkContinuesAsNew(t *testing.T) {
 	in := BenchmarkInput{Tasks: []string{"a", "b"}, Seeds: []int64{1, 2, 3}, Agents: []string{"reference"}, Concurrency: 3, ContinueAfter: 4, Run: RunInput{Policy: testPolicy}}
 	const id = "default-test-workflow-id"
-	all := in.RunIDs(id)
+	all := in.ChildRuns(id)
+	var mu sync.Mutex
 	startedRuns := map[string]int{}
 	var carried []string
 	for exec := 1; ; exec++ {
@@ -76,7 +77,9 @@ func TestBenchmarkContinuesAsNew(t *testing.T) {
 		env := newEnv(t)
 		env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).After(time.Minute).Return(
 			func(ctx context.Context, a activities.AgentInput) (*activities.AgentResult, error) {
+				mu.Lock()
 				startedRuns[a.RunID]++
+				mu.Unlock()
 				return agentDone(env, &activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 3}, ck(1, 3))(ctx, a)
 			})
 		env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.5), nil)
@@ -93,8 +96,8 @@ func TestBenchmarkContinuesAsNew(t *testing.T) {
 			})
 		env.OnActivity(activities.AggregateResultsName, mock.Anything, mock.Anything).Return(
 			func(_ context.Context, a activities.AggregateResultsInput) (*activities.AggregateResult, error) {
-				if !slices.Equal(a.RunIDs, all) {
-					return nil, fmt.Errorf("aggregate got %v", a.RunIDs)
+				if !slices.Equal(a.Runs.Runs(), all) {
+					return nil, fmt.Errorf("aggregate got %+v", a.Runs)
 				}
 				return &activities.AggregateResult{Keys: []string{"k"}}, nil
 			})
@@ -126,9 +129,9 @@ func TestBenchmarkContinuesAsNew(t *testing.T) {
 	}
 	// The runs under way were abandoned, never terminated, by the first
 	// execution's end, and the second did not start them again.
-	for _, rid := range all {
-		if startedRuns[rid] != 1 {
-			t.Errorf("run %s started %d times", rid, startedRuns[rid])
+	for _, r := range all {
+		if startedRuns[r.ID] != 1 {
+			t.Errorf("run %s started %d times", r.ID, startedRuns[r.ID])
 		}
 	}
 }
@@ -174,6 +177,13 @@ func TestBenchmarkConcurrencyLimit(t *testing.T) {
 // evaluates a run whose agent had ended without starting it again, and
 // continues the rest from their checkpoints.
 func TestBenchmarkResume(t *testing.T) {
+	t.Run("plan in the store", func(t *testing.T) { testBenchmarkResume(t, true) })
+	// A resume started by a starter from before the plans passes its
+	// kept results and carried ledgers in the input.
+	t.Run("kept and carried in the input", func(t *testing.T) { testBenchmarkResume(t, false) })
+}
+
+func testBenchmarkResume(t *testing.T, inStore bool) {
 	env := newEnv(t)
 	const id = "default-test-workflow-id"
 	kept := map[string]RunResult{}
@@ -224,8 +234,12 @@ func TestBenchmarkResume(t *testing.T) {
 			}
 			return out, nil
 		})
-	env.ExecuteWorkflow(BenchmarkWorkflow, BenchmarkInput{Tasks: []string{"a", "b", "c"}, Seeds: []int64{1, 2}, Agents: []string{"reference"}, Concurrency: 2,
-		Run: RunInput{Policy: testPolicy}, Resumed: true, Plan: "benchmarks/x/resume/1.json"})
+	in := BenchmarkInput{Tasks: []string{"a", "b", "c"}, Seeds: []int64{1, 2}, Agents: []string{"reference"}, Concurrency: 2,
+		Run: RunInput{Policy: testPolicy}, Resumed: true, Plan: "benchmarks/x/resume/1.json"}
+	if !inStore {
+		in.Plan, in.Kept, in.Carried = "", kept, map[string]Ledger{ChildID(id, "reference", "b", 2): *plan[ChildID(id, "reference", "b", 2)].Carried}
+	}
+	env.ExecuteWorkflow(BenchmarkWorkflow, in)
 	var r BenchmarkResult
 	if err := env.GetWorkflowResult(&r); err != nil || r.Ended["a/reference"][Ended(OutcomeScored)] != 2 {
 		t.Fatalf("%+v, %v", r, err)

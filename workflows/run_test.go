@@ -281,6 +281,7 @@ func TestCheckpointIntervalBound(t *testing.T) {
 		{10 * time.Minute, 24 * time.Hour, true},
 		{44 * time.Second, 24 * time.Hour, true},
 		{10 * time.Second, 24 * time.Hour, false},
+		{43 * time.Second, 24 * time.Hour, false},
 		{3 * time.Second, 30 * time.Second, true},
 		{0, time.Minute, false},
 	} {

@@ -124,7 +124,7 @@ func (p Policy) CheckInterval(granted time.Duration) error {
 	}
 	if least := granted / MaxCheckpointsPerRun; p.CheckpointInterval < least {
 		return fmt.Errorf("checkpoint.interval %s would take %d checkpoints in a budget of %s, over the %d a run's history holds well: set it to %s or more",
-			p.CheckpointInterval, int64(granted/p.CheckpointInterval), granted, MaxCheckpointsPerRun, least.Round(time.Second)+time.Second)
+			p.CheckpointInterval, int64(granted/p.CheckpointInterval), granted, MaxCheckpointsPerRun, (least + time.Second - 1).Truncate(time.Second))
 	}
 	return nil
 }

@@ -1,7 +1,8 @@
-// Package runresults keeps each run's result in the blob store, one
-// object a run, so that a benchmark's results never travel through
-// Temporal as one payload: a campaign of thousands of runs is read back
-// from here by the leaderboard and the starter.
+// Package runresults names a benchmark's runs and keeps each run's
+// result in the blob store, one object a run, so that a benchmark's
+// results never travel through Temporal as one payload: a campaign of
+// thousands of runs is read back from here by the leaderboard and the
+// starter.
 package runresults
 
 import (
@@ -23,11 +24,46 @@ const maxResult = 4 << 20
 // parallel is how many results are read at once.
 const parallel = 16
 
+// Matrix names a benchmark's runs: every agent × task × seed. It is what
+// payloads carry instead of run ids, whose list grows with the benchmark.
+type Matrix struct {
+	BenchmarkID string
+	Agents      []string
+	Tasks       []string
+	Seeds       []int64
+}
+
+// Run is one run of a benchmark.
+type Run struct {
+	Agent, Task string
+	Seed        int64
+	ID          string
+}
+
+// RunID is a benchmark run's deterministic id: starting the same
+// benchmark twice never duplicates a run.
+func RunID(benchmarkID, agent, task string, seed int64) string {
+	return fmt.Sprintf("%s/%s/%s/s%d", benchmarkID, agent, task, seed)
+}
+
+// Runs lists the matrix's runs in the order a benchmark starts them.
+func (m Matrix) Runs() []Run {
+	runs := make([]Run, 0, len(m.Agents)*len(m.Tasks)*len(m.Seeds))
+	for _, a := range m.Agents {
+		for _, t := range m.Tasks {
+			for _, s := range m.Seeds {
+				runs = append(runs, Run{a, t, s, RunID(m.BenchmarkID, a, t, s)})
+			}
+		}
+	}
+	return runs
+}
+
 // Key is where a run's result is stored.
 func Key(runID string) string { return blob.RunPrefix(runID) + "result.json" }
 
-// Put stores a run's result (JSON), replacing an earlier one: an
-// evaluation retried in place stores the run's new result.
+// Put stores a run's result (JSON), replacing an earlier one: a run
+// that a resumed benchmark continues stores its new result.
 func Put(ctx context.Context, s blob.Store, runID string, result []byte) error {
 	if !json.Valid(result) {
 		return fmt.Errorf("result of %s is not JSON", runID)
@@ -58,43 +94,40 @@ func Get(ctx context.Context, s blob.Store, runID string, v any) error {
 	return nil
 }
 
-// GetAll reads the stored results of ids, a few at a time, calling done
-// after each (a heartbeat). Runs with no stored result are left out of
-// the map and listed in missing.
-func GetAll[T any](ctx context.Context, s blob.Store, ids []string, done func(n int)) (map[string]T, []string, error) {
-	out := make(map[string]T, len(ids))
-	var missing []string
+// GetAll reads the stored results of runs, a few at a time, calling
+// done after each (a heartbeat). The result of runs[i] is at [i]; nil
+// where a run has none stored.
+func GetAll[T any](ctx context.Context, s blob.Store, runs []Run, done func(n int)) ([]*T, error) {
+	out := make([]*T, len(runs))
 	var mu sync.Mutex
 	var first error
+	n := 0
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
-	for _, id := range ids {
+	for i, r := range runs {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			var v T
-			err := Get(ctx, s, id, &v)
+			err := Get(ctx, s, r.ID, &v)
+			if err == nil {
+				out[i] = &v
+			}
 			mu.Lock()
 			defer mu.Unlock()
-			switch {
-			case errors.Is(err, blob.ErrNotFound):
-				missing = append(missing, id)
-			case err != nil:
-				if first == nil {
-					first = err
-				}
-			default:
-				out[id] = v
+			if err != nil && !errors.Is(err, blob.ErrNotFound) && first == nil {
+				first = err
 			}
+			n++
 			if done != nil {
-				done(len(out) + len(missing))
+				done(n)
 			}
 		}()
 	}
 	wg.Wait()
 	if first != nil {
-		return nil, nil, first
+		return nil, first
 	}
-	return out, missing, nil
+	return out, nil
 }

@@ -2,7 +2,6 @@ package runresults
 
 import (
 	"context"
-	"slices"
 	"testing"
 
 	"github.com/mlrb/mlrb/internal/blob"
@@ -13,6 +12,10 @@ func TestPutGetAll(t *testing.T) {
 	s, err := blob.NewFS(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
+	}
+	runs := Matrix{BenchmarkID: "b", Agents: []string{"a"}, Tasks: []string{"t"}, Seeds: []int64{1, 2, 3}}.Runs()
+	if len(runs) != 3 || runs[2] != (Run{"a", "t", 3, "b/a/t/s3"}) {
+		t.Fatalf("runs = %+v", runs)
 	}
 	for _, id := range []string{"b/a/t/s1", "b/a/t/s2"} {
 		if err := Put(ctx, s, id, []byte(`{"run_id":"`+id+`","outcome":"scored"}`)); err != nil {
@@ -27,11 +30,11 @@ func TestPutGetAll(t *testing.T) {
 		Outcome string `json:"outcome"`
 	}
 	calls := 0
-	got, missing, err := GetAll[res](ctx, s, []string{"b/a/t/s1", "b/a/t/s2", "b/a/t/s3"}, func(int) { calls++ })
+	got, err := GetAll[res](ctx, s, runs, func(int) { calls++ })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got["b/a/t/s2"].Outcome != "scored" || !slices.Equal(missing, []string{"b/a/t/s3"}) || calls != 3 {
-		t.Fatalf("got %v, missing %v, %d calls", got, missing, calls)
+	if len(got) != 3 || got[0].RunID != "b/a/t/s1" || got[1].Outcome != "scored" || got[2] != nil || calls != 3 {
+		t.Fatalf("got %v, %d calls", got, calls)
 	}
 }
