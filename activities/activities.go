@@ -20,6 +20,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/gpu"
+	"github.com/mlrb/mlrb/internal/metrics"
 	"github.com/mlrb/mlrb/internal/provision"
 	"github.com/mlrb/mlrb/tasks"
 )
@@ -53,6 +54,9 @@ type Activities struct {
 	ProviderKind string
 	// QueueOf names a host's task queue.
 	QueueOf func(hostID string) string
+	// Metrics records checkpoints, evaluations and running attempts
+	// (nil: nothing is recorded).
+	Metrics *metrics.Metrics
 }
 
 // AgentImage is the agent that runs an MLRB agent image with its own

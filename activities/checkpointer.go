@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/internal/checkpoint"
+	"github.com/mlrb/mlrb/internal/metrics"
 )
 
 // checkpointer takes an attempt's checkpoints: periodic ones off the
@@ -28,7 +29,9 @@ type checkpointer struct {
 	running chan struct{}
 	failed  int // consecutive failures, touched by one save at a time
 	// fenced ends the attempt when a later one has taken the run over.
-	fenced func(error)
+	fenced  func(error)
+	metrics *metrics.Metrics
+	live    *metrics.Attempt // the attempt's last-checkpoint series
 }
 
 // wait waits for a periodic checkpoint in flight.
@@ -68,6 +71,20 @@ func (c *checkpointer) start(ctx context.Context, agentSeconds float64) {
 
 // save takes one checkpoint; end is how the agent ended, on the final one.
 func (c *checkpointer) save(ctx context.Context, agentSeconds float64, end *checkpoint.Ending) (*CheckpointRef, error) {
+	start := time.Now()
+	ref, err := c.commit(ctx, agentSeconds, end)
+	if err != nil {
+		c.metrics.Checkpoint(time.Since(start), end != nil, 0, 0, err)
+		return nil, err
+	}
+	c.metrics.Checkpoint(time.Since(start), end != nil, ref.Bytes, ref.NewBytes, nil)
+	c.live.Checkpointed(ref.At)
+	return ref, nil
+}
+
+// commit snapshots the workspace, prunes old checkpoints and announces
+// the new one to the run.
+func (c *checkpointer) commit(ctx context.Context, agentSeconds float64, end *checkpoint.Ending) (*CheckpointRef, error) {
 	final := end != nil
 	snap := func() (*checkpoint.Manifest, error) {
 		return c.ws.Snapshot(ctx, c.at, checkpoint.Meta{RunID: c.at.runID, Seq: c.seq, Attempt: c.at.n, AgentSeconds: agentSeconds, Final: final, Ending: end}, c.prev)

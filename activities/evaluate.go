@@ -30,7 +30,8 @@ import (
 // agent's), finds the model, checks the task's constraints, runs the
 // evaluator in the workspace (a process, or a fresh container) and reads
 // its lm-eval results.
-func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (*EvalResult, error) {
+func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (res *EvalResult, err error) {
+	defer func(start time.Time) { a.Metrics.Evaluation(in.Task.ID, time.Since(start), err) }(time.Now())
 	ctx, lv, err := a.live(ctx, in.Lease)
 	if err != nil {
 		return nil, err

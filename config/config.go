@@ -5,12 +5,14 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +35,7 @@ type Config struct {
 	Container  Container  `mapstructure:"container" yaml:"container"`
 	Provision  Provision  `mapstructure:"provision" yaml:"provision"`
 	Log        Log        `mapstructure:"log" yaml:"log"`
+	Metrics    Metrics    `mapstructure:"metrics" yaml:"metrics"`
 }
 
 // Provision says how runs obtain their GPU hosts.
@@ -212,6 +215,15 @@ type Tasks struct {
 // Log configures the worker's logger.
 type Log struct {
 	Level string `mapstructure:"level" yaml:"level"`
+}
+
+// Metrics configures the worker's Prometheus endpoint.
+type Metrics struct {
+	// Listen is the endpoint's host:port ("": no endpoint).
+	Listen string `mapstructure:"listen" yaml:"listen"`
+	// Fleet adds the run counts the Temporal server keeps (by phase and
+	// outcome): the same on every worker, so one worker is enough.
+	Fleet bool `mapstructure:"fleet" yaml:"fleet"`
 }
 
 // Error is a configuration problem; it names the key and the fix.
@@ -406,6 +418,16 @@ func checkDurations(v *viper.Viper) error {
 // and the worker must own the workspace to the same ids.
 var userSpec = regexp.MustCompile(`^[0-9]+(:[0-9]+)?$`)
 
+// validListen tells a host:port a server can listen on.
+func validListen(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n > 0 && n <= 65535
+}
+
 // Validate checks the values that decode but make no sense.
 func (c *Config) Validate() error {
 	bad := func(format string, a ...any) error { return &Error{Msg: fmt.Sprintf(format, a...)} }
@@ -454,6 +476,8 @@ func (c *Config) Validate() error {
 		return bad("provision.ec2.ami: must be set for provision.kind ec2 (an image with the worker and its config)")
 	case c.Host.Preemption != "none" && c.Host.Preemption != "ec2-spot":
 		return bad("host.preemption: %q is not supported (use none or ec2-spot)", c.Host.Preemption)
+	case c.Metrics.Listen != "" && !validListen(c.Metrics.Listen):
+		return bad("metrics.listen: %q is not host:port with a port (e.g. 127.0.0.1:9464 or :9464)", c.Metrics.Listen)
 	case c.Host.LeaseTTL < c.Agent.HeartbeatTimeout:
 		return bad("host.lease_ttl: %s is shorter than agent.heartbeat_timeout (%s); heartbeats renew leases, so make it at least that", c.Host.LeaseTTL, c.Agent.HeartbeatTimeout)
 	}

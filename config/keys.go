@@ -97,6 +97,8 @@ var Table = []Key{
 	{Name: "provision.ec2.spot", Default: false, Doc: "ask for spot capacity (one-time; an interruption hands the attempt back)"},
 	{Name: "provision.ec2.worker", Default: "/usr/local/bin/mlrb-worker", Doc: "the worker command on the image, started by the user data"},
 	{Name: "log.level", Default: "info", Flag: "log-level", Doc: "debug, info, warn or error"},
+	{Name: "metrics.listen", Default: "", Flag: "metrics-listen", Doc: "host:port where the worker serves Prometheus metrics at `/metrics` (\"\": none), e.g. `127.0.0.1:9464`"},
+	{Name: "metrics.fleet", Default: true, Doc: "also export the runs by phase and outcome, counted by the Temporal server (one visibility count per phase and outcome each scrape); turn off on all but one worker of a large fleet"},
 }
 
 func hostname() string {

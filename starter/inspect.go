@@ -24,12 +24,15 @@ import (
 // statusView is `status --json`: the query's state plus live figures the
 // workflow cannot compute without a clock.
 type statusView struct {
-	RunID              string            `json:"run_id"`
-	Task               string            `json:"task"`
-	Phase              workflows.Phase   `json:"phase"`
-	Attempt            int               `json:"attempt"`
-	Checkpoints        int               `json:"checkpoints"`
-	LastCheckpointAgeS *float64          `json:"last_checkpoint_age_s"`
+	RunID              string          `json:"run_id"`
+	Task               string          `json:"task"`
+	Phase              workflows.Phase `json:"phase"`
+	Attempt            int             `json:"attempt"`
+	Checkpoints        int             `json:"checkpoints"`
+	LastCheckpointAgeS *float64        `json:"last_checkpoint_age_s"`
+	// LastCheckpointAt is when the last checkpoint committed (absent
+	// before the first): the instant the age counts from.
+	LastCheckpointAt   *time.Time        `json:"last_checkpoint_at,omitempty"`
 	BudgetLeftS        float64           `json:"budget_left_s"`
 	Outcome            workflows.Outcome `json:"outcome,omitempty"`
 	Score              *float64          `json:"score,omitempty"`
@@ -53,6 +56,8 @@ func view(st workflows.Status, now time.Time) statusView {
 	if !st.LastCheckpointAt.IsZero() {
 		age := math.Round(now.Sub(st.LastCheckpointAt).Seconds()*10) / 10
 		v.LastCheckpointAgeS = &age
+		at := st.LastCheckpointAt
+		v.LastCheckpointAt = &at
 	}
 	if !st.LeasingSince.IsZero() {
 		// The wait in progress, which the ledger counts once it ends.

@@ -79,6 +79,7 @@ func main() {
 	f.Int("max-agents", 4, "agents this host runs at once")
 	f.String("log-level", "info", "debug, info, warn or error")
 	f.String("tasks-dir", "", "extra task catalog directory")
+	f.String("metrics-listen", "", "serve Prometheus metrics at http://HOST:PORT/metrics")
 	root.AddCommand(agentcmd.Commands()...)
 	cli.Execute(root)
 }

@@ -45,7 +45,10 @@ func (r *run) runAttempts(ctx workflow.Context) (*activities.AgentResult, error)
 			return nil, fmt.Errorf("no GPU lease for attempt %d: %s", attempt, errText(err))
 		}
 		r.st.LeasingSince = time.Time{}
-		r.st.Budget.Wait(workflow.Now(ctx).Sub(leaseStart).Seconds())
+		wait := workflow.Now(ctx).Sub(leaseStart)
+		r.st.Budget.Wait(wait.Seconds())
+		r.metrics(ctx).Timer(MetricLeaseWait).Record(wait)
+		r.metrics(ctx).Timer(MetricInfraWait).Record(wait)
 		leased := workflow.Now(ctx)
 
 		if r.st.CancelRequested {
@@ -81,7 +84,10 @@ func (r *run) runAttempts(ctx workflow.Context) (*activities.AgentResult, error)
 			return nil, fmt.Errorf("agent attempt %d: %s", attempt, errText(err))
 		}
 		wall := workflow.Now(ctx).Sub(started)
+		before := r.st.Budget
 		r.st.Budget.Crash(ranTo(err, base, wall, p.HeartbeatTimeout), wall.Seconds(), base)
+		r.metrics(ctx).Timer(MetricLost).Record(seconds(r.st.Budget.LostS - before.LostS))
+		r.metrics(ctx).Timer(MetricInfraWait).Record(seconds(r.st.Budget.InfraWaitS - before.InfraWaitS))
 		workflow.GetLogger(ctx).Warn("agent attempt lost; resuming from the last checkpoint",
 			"attempt", attempt, "error", errText(err), "lost_s", r.st.Budget.LostS)
 	}

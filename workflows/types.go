@@ -45,6 +45,16 @@ const (
 	PhaseDone              Phase = "done"
 )
 
+// Phases lists every phase, in a run's order.
+func Phases() []Phase {
+	return []Phase{PhaseResolving, PhaseLeasing, PhaseRunning, PhaseRecovering, PhaseEvaluating, PhaseAwaitingEvalRetry, PhaseDone}
+}
+
+// Outcomes lists every outcome.
+func Outcomes() []Outcome {
+	return []Outcome{OutcomeScored, OutcomeAgentFailed, OutcomeLimitReached, OutcomeInfraFailed, OutcomeEvaluationFailed, OutcomeCanceled}
+}
+
 // ChildState is where a benchmark's run is: queued, running, or ended
 // with its outcome.
 type ChildState string

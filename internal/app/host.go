@@ -25,6 +25,7 @@ import (
 	"github.com/mlrb/mlrb/internal/devserver"
 	"github.com/mlrb/mlrb/internal/gpu"
 	"github.com/mlrb/mlrb/internal/hosts"
+	"github.com/mlrb/mlrb/internal/metrics"
 	"github.com/mlrb/mlrb/internal/provision"
 	"github.com/mlrb/mlrb/internal/runtime"
 	"github.com/mlrb/mlrb/tasks"
@@ -78,7 +79,12 @@ func (e *ConnectError) Unwrap() error { return e.Err }
 
 // Dial connects to the configured Temporal frontend, failing fast.
 func Dial(ctx context.Context, cfg *config.Config, logger *zap.Logger) (client.Client, error) {
-	opts := client.Options{HostPort: cfg.Temporal.Address, Namespace: cfg.Temporal.Namespace, Logger: sdkLogger(logger)}
+	return dial(ctx, cfg, logger, nil)
+}
+
+// dial connects with the SDK's metrics going to mh (nil: nowhere).
+func dial(ctx context.Context, cfg *config.Config, logger *zap.Logger, mh client.MetricsHandler) (client.Client, error) {
+	opts := client.Options{HostPort: cfg.Temporal.Address, Namespace: cfg.Temporal.Namespace, Logger: sdkLogger(logger), MetricsHandler: mh}
 	if cfg.Temporal.APIKey != "" {
 		opts.Credentials = client.NewAPIKeyStaticCredentials(cfg.Temporal.APIKey)
 		opts.ConnectionOptions.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
@@ -111,7 +117,7 @@ func HostQueue(base, hostID string) string { return base + "-host-" + hostID }
 
 // StartWorker reaps what an earlier worker on this host left running, then
 // starts polling.
-func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logger *zap.Logger) (*Worker, error) {
+func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logger *zap.Logger, m *metrics.Metrics) (*Worker, error) {
 	catalog, err := tasks.Load(cfg.Tasks.Dir)
 	if err != nil {
 		return nil, err
@@ -161,6 +167,15 @@ func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logge
 		WorkDir: cfg.WorkDir(), Logger: logger.Named("activities"), EnvFile: cfg.Agent.EnvFile,
 		WorkspaceLimit: int64(cfg.Agent.WorkspaceLimitGB * (1 << 30)),
 		QueueOf:        func(id string) string { return HostQueue(cfg.Temporal.TaskQueue, id) },
+		Metrics:        m,
+	}
+	if err := m.Register(metrics.GPUs(pool.Usage)); err != nil {
+		return nil, err
+	}
+	if cfg.Metrics.Fleet {
+		if err := m.Register(fleetCounts(c, cfg.Temporal.Namespace)); err != nil {
+			return nil, err
+		}
 	}
 	if acts.Provider, err = openProvider(ctx, cfg); err != nil {
 		return nil, err

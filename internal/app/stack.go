@@ -8,6 +8,7 @@ import (
 
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/devserver"
+	"github.com/mlrb/mlrb/internal/metrics"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -17,6 +18,8 @@ type Stack struct {
 	Server *devserver.Server // nil without dev
 	Client client.Client     // nil without a worker
 	Worker *Worker
+	// stopMetrics closes the metrics endpoint (nil: none).
+	stopMetrics func()
 }
 
 // StartStack starts the embedded server when dev is set (and points cfg at
@@ -34,13 +37,25 @@ func StartStack(ctx context.Context, cfg *config.Config, logger *zap.Logger, dev
 	if serverOnly {
 		return s, nil
 	}
-	c, err := Dial(ctx, cfg, logger)
+	var m *metrics.Metrics
+	if cfg.Metrics.Listen != "" {
+		var err error
+		if m, err = metrics.New(); err != nil {
+			s.Stop()
+			return nil, err
+		}
+		if s.stopMetrics, err = m.Serve(cfg.Metrics.Listen, logger.Named("metrics")); err != nil {
+			s.Stop()
+			return nil, err
+		}
+	}
+	c, err := dial(ctx, cfg, logger, m.SDK())
 	if err != nil {
 		s.Stop()
 		return nil, err
 	}
 	s.Client = c
-	w, err := StartWorker(ctx, cfg, c, logger)
+	w, err := StartWorker(ctx, cfg, c, logger, m)
 	if err != nil {
 		s.Stop()
 		return nil, err
@@ -56,6 +71,9 @@ func (s *Stack) Stop() {
 	}
 	if s.Client != nil {
 		s.Client.Close()
+	}
+	if s.stopMetrics != nil {
+		s.stopMetrics()
 	}
 	if s.Server != nil {
 		s.Server.Stop()

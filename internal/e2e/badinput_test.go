@@ -48,6 +48,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown agent", nil, []string{"run", "--task", "mini_baby_lm", "--agent", "gpt-9"}, `unknown agent "gpt-9"`},
 		{"full task, reference agent", nil, append(run, "--task", "baby_lm"), "only does the mini suite"},
 		{"missing task flag", nil, []string{"run"}, `required flag(s) "task" not set`},
+		{"metrics endpoint without a port", []string{"MLRB_METRICS_LISTEN=localhost"}, append(run, "--task", "mini_baby_lm"), `metrics.listen: "localhost" is not host:port with a port`},
 		{"bad value in env", []string{"MLRB_HOST_MAX_AGENTS=0"}, append(run, "--task", "mini_baby_lm"), "host.max_agents: 0 must be at least 1"},
 		{"unknown run", nil, []string{"status", "no-such-run"}, `no run or benchmark "no-such-run"`},
 		{"mlrb agent without image", nil, []string{"run", "--task", "baby_lm", "--agent", "mlrb", "--provider", "openai"}, "--image: agent mlrb needs the agent image"},

@@ -1,0 +1,113 @@
+package metrics
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mlrb/mlrb/internal/gpu"
+)
+
+var (
+	descSlots = prometheus.NewDesc("mlrb_gpu_slots",
+		"This host's agent slots (one per lease, as `starter hosts` shows), by state (in_use or free).", []string{"state"}, nil)
+	descDevices = prometheus.NewDesc("mlrb_gpu_devices",
+		"This host's GPU devices, by state (in_use or free).", []string{"state"}, nil)
+)
+
+// GPUs exports a host's pool as it is at the scrape.
+func GPUs(usage func() gpu.Usage) prometheus.Collector { return gpus(usage) }
+
+type gpus func() gpu.Usage
+
+func (gpus) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descSlots
+	ch <- descDevices
+}
+
+func (g gpus) Collect(ch chan<- prometheus.Metric) {
+	u := g()
+	ch <- prometheus.MustNewConstMetric(descSlots, prometheus.GaugeValue, float64(u.SlotsInUse), "in_use")
+	ch <- prometheus.MustNewConstMetric(descSlots, prometheus.GaugeValue, float64(u.SlotsFree), "free")
+	ch <- prometheus.MustNewConstMetric(descDevices, prometheus.GaugeValue, float64(u.DevicesInUse), "in_use")
+	ch <- prometheus.MustNewConstMetric(descDevices, prometheus.GaugeValue, float64(u.DevicesFree), "free")
+}
+
+// Count is one figure of the fleet: how many runs a visibility query
+// finds, exported under its label value.
+type Count struct {
+	Value string // the phase or outcome
+	Query string
+}
+
+var (
+	descRuns = prometheus.NewDesc("mlrb_runs",
+		"Runs under way in the namespace, by phase (counted by the Temporal server's visibility store).", []string{"phase"}, nil)
+	descEnded = prometheus.NewDesc("mlrb_runs_ended",
+		"Runs ended within the namespace's retention, by outcome (counted by the Temporal server's visibility store).", []string{"outcome"}, nil)
+	descFleetUp = prometheus.NewDesc("mlrb_fleet_up",
+		"1 when the last count of runs by phase and outcome succeeded, 0 when the Temporal server did not answer it.", nil, nil)
+)
+
+// fleetTTL bounds the counts one worker asks for: scrapes closer than
+// this (two Prometheus servers, a dashboard refresh) share one count.
+const fleetTTL = 5 * time.Second
+
+// Fleet exports the run counts every worker would see alike: one
+// visibility count per phase and outcome, at most once per fleetTTL.
+type Fleet struct {
+	count          func(ctx context.Context, query string) (int64, error)
+	running, ended []Count
+
+	mu   sync.Mutex
+	at   time.Time
+	last []prometheus.Metric
+}
+
+// NewFleet counts with count (a CountWorkflow call).
+func NewFleet(count func(ctx context.Context, query string) (int64, error), running, ended []Count) *Fleet {
+	return &Fleet{count: count, running: running, ended: ended}
+}
+
+// Describe implements prometheus.Collector.
+func (*Fleet) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descRuns
+	ch <- descEnded
+	ch <- descFleetUp
+}
+
+// Collect implements prometheus.Collector.
+func (f *Fleet) Collect(ch chan<- prometheus.Metric) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if time.Since(f.at) > fleetTTL {
+		f.last, f.at = f.counts(), time.Now()
+	}
+	for _, m := range f.last {
+		ch <- m
+	}
+}
+
+// counts asks every count within one scrape's patience; a failed one
+// leaves out all the figures (a partial set would mislead a sum) and
+// says so in mlrb_fleet_up.
+func (f *Fleet) counts() []prometheus.Metric {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	var out []prometheus.Metric
+	for _, set := range []struct {
+		desc   *prometheus.Desc
+		counts []Count
+	}{{descRuns, f.running}, {descEnded, f.ended}} {
+		for _, c := range set.counts {
+			n, err := f.count(ctx, c.Query)
+			if err != nil {
+				return []prometheus.Metric{prometheus.MustNewConstMetric(descFleetUp, prometheus.GaugeValue, 0)}
+			}
+			out = append(out, prometheus.MustNewConstMetric(set.desc, prometheus.GaugeValue, float64(n), c.Value))
+		}
+	}
+	return append(out, prometheus.MustNewConstMetric(descFleetUp, prometheus.GaugeValue, 1))
+}
