@@ -1,0 +1,408 @@
+// Command load holds a thousand runs in flight on one embedded Temporal
+// server and one worker, each its own process (this binary run again in
+// another role), so that the CPU and peak memory of each can be read.
+//
+// It first times -seq runs one after another on the idle pair (the
+// orchestration overhead of one run: the no-op agent submits at once),
+// then starts -runs runs before the worker polls, so that all of them are
+// in flight at once, lets them finish and checks each was scored. Then it
+// times a mini benchmark of no-op agents, 7 tasks × -seeds seeds, -conc
+// at once. It prints wall times, per-run figures (p50, p99), the runs
+// lost, and each process's CPU seconds and peak resident memory.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mlrb/mlrb/config"
+	"github.com/mlrb/mlrb/internal/agentcmd"
+	"github.com/mlrb/mlrb/internal/app"
+	"github.com/mlrb/mlrb/internal/ports"
+	"github.com/mlrb/mlrb/internal/runresults"
+	"github.com/mlrb/mlrb/tasks"
+	"github.com/mlrb/mlrb/workflows"
+)
+
+// roleEnv tells a child process which part it plays.
+const roleEnv = "MLRB_LOAD_ROLE"
+
+func main() {
+	if agentcmd.RunIfAgent() {
+		return
+	}
+	if role := os.Getenv(roleEnv); role != "" {
+		if err := serve(role); err != nil {
+			fmt.Fprintln(os.Stderr, "load:", role+":", err)
+			os.Exit(1)
+		}
+		return
+	}
+	o := opts{}
+	flag.IntVar(&o.runs, "runs", 1000, "runs held in flight at once")
+	flag.IntVar(&o.seq, "seq", 30, "runs timed one after another first, on the idle server and worker")
+	flag.StringVar(&o.task, "task", "mini_baby_lm", "mini task of the runs")
+	flag.IntVar(&o.seeds, "seeds", 50, "then a mini benchmark of 7 tasks × this many seeds (0: skip)")
+	flag.IntVar(&o.conc, "conc", 16, "runs at once in the benchmark")
+	flag.IntVar(&o.starters, "starters", 32, "workflow starts in flight from the client")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "load:", err)
+		os.Exit(1)
+	}
+}
+
+type opts struct {
+	runs, seq, seeds, conc, starters int
+	task                             string
+}
+
+// serve runs one child: the embedded server alone, or the worker alone.
+func serve(role string) error {
+	cfg, err := config.Load("", nil, nil, nil)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	st, err := app.StartStack(ctx, cfg, zap.NewNop(), role == "server", role == "server")
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	st.Stop()
+	return nil
+}
+
+// child is a running server or worker process.
+type child struct {
+	name string
+	cmd  *exec.Cmd
+}
+
+func start(name string, env []string, log string) (*child, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Create(log)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(append(os.Environ(), env...), roleEnv+"="+name)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	return &child{name: name, cmd: cmd}, nil
+}
+
+// usage is a process's CPU seconds so far and its peak resident memory.
+func (c *child) usage() (cpu float64, peakMiB float64) {
+	pid := c.cmd.Process.Pid
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		// utime and stime are fields 14 and 15 of stat, in clock ticks (100 a second on Linux).
+		if len(f) > 12 {
+			u, _ := strconv.ParseFloat(f[11], 64)
+			s, _ := strconv.ParseFloat(f[12], 64)
+			cpu = (u + s) / 100
+		}
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "VmHWM:") {
+				kb, _ := strconv.ParseFloat(strings.Fields(l)[1], 64)
+				peakMiB = kb / 1024
+			}
+		}
+	}
+	return cpu, peakMiB
+}
+
+func (c *child) stop() {
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = c.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func run(o opts) error {
+	state, err := os.MkdirTemp("", "mlrb-load-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(state) }()
+	port, err := ports.Reserve("127.0.0.1")
+	if err != nil {
+		return err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port.Number)
+	env := []string{"MLRB_DEV_STATE_DIR=" + state, "MLRB_DEV_PORT=" + strconv.Itoa(port.Number), "MLRB_DEV_UI_PORT=0",
+		"MLRB_TEMPORAL_ADDRESS=" + addr, "MLRB_HOST_ID=load", "MLRB_HOST_MAX_AGENTS=" + strconv.Itoa(max(o.runs, 7*o.seeds, o.conc))}
+	for _, e := range env {
+		k, v, _ := strings.Cut(e, "=")
+		if err := os.Setenv(k, v); err != nil {
+			return err
+		}
+	}
+	cfg, err := config.Load("", nil, nil, nil)
+	if err != nil {
+		return err
+	}
+	port.Release() // the server binds it now
+	srv, err := start("server", nil, filepath.Join(state, "server.log"))
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	ctx := context.Background()
+	c, err := dialWithin(ctx, cfg, time.Minute)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	wrk, err := start("worker", nil, filepath.Join(state, "worker.log"))
+	if err != nil {
+		return err
+	}
+	defer func() { wrk.stop() }()
+	pol := app.Policy(cfg)
+	in := func(seed int64) workflows.RunInput {
+		return workflows.RunInput{Task: o.task, Agent: "noop", Seed: seed, Policy: pol}
+	}
+
+	// One after another on the idle pair.
+	var seq []time.Duration
+	for i := 0; i <= o.seq; i++ {
+		t0 := time.Now()
+		r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("seq-%d", i), TaskQueue: cfg.Temporal.TaskQueue}, workflows.RunWorkflowName, in(int64(i)))
+		if err != nil {
+			return err
+		}
+		var res workflows.RunResult
+		if err := r.Get(ctx, &res); err != nil {
+			return err
+		}
+		if res.Outcome != workflows.OutcomeScored {
+			return fmt.Errorf("run %s ended %s: %s", r.GetID(), res.Outcome, res.Reason)
+		}
+		if i > 0 { // the first warms the caches
+			seq = append(seq, time.Since(t0))
+		}
+	}
+	if len(seq) > 0 {
+		fmt.Printf("one run at a time, %d runs (%s, no-op agent): p50 %s  p99 %s  max %s\n", len(seq), o.task,
+			pct(seq, 0.5), pct(seq, 0.99), pct(seq, 1))
+	}
+
+	// A thousand at once: started while no worker polls, so that all are
+	// in flight together before the first is dispatched.
+	wrk.stop()
+	cpuW0 := 0.0
+	cpuS0, _ := srv.usage()
+	ids := make([]string, o.runs)
+	t0 := time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(o.starters)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("load-%d", i)
+		g.Go(func() error {
+			_, err := c.ExecuteWorkflow(gctx, client.StartWorkflowOptions{ID: ids[i], TaskQueue: cfg.Temporal.TaskQueue}, workflows.RunWorkflowName, in(int64(1000+i)))
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("start runs: %w", err)
+	}
+	started := time.Since(t0)
+	// Visibility is written after the start: wait until it counts them all.
+	var open int64
+	for deadline := time.Now().Add(time.Minute); open < int64(o.runs) && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if open, err = count(ctx, c, cfg.Temporal.Namespace, "WorkflowType = 'RunWorkflow' AND ExecutionStatus = 'Running'"); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("%d runs started in %s; %d in flight before the worker starts\n", o.runs, started.Round(time.Millisecond), open)
+	if wrk, err = start("worker", nil, filepath.Join(state, "worker-load.log")); err != nil {
+		return err
+	}
+	t1 := time.Now()
+	var peakW float64
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the worker's peak, sampled (VmHWM is read again at the end)
+		defer wg.Done()
+		for !done.Load() {
+			if _, m := wrk.usage(); m > peakW {
+				peakW = m
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}()
+	spans, lost, err := await(ctx, c, ids)
+	drained := time.Since(t1)
+	cpuW, memW := wrk.usage()
+	cpuS, memS := srv.usage()
+	done.Store(true)
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%d runs in flight, drained by one worker in %s (%.1f runs/s): %d lost\n", o.runs, drained.Round(time.Millisecond),
+		float64(o.runs)/drained.Seconds(), lost)
+	fmt.Printf("  per run, first workflow task to close: p50 %s  p99 %s  max %s\n", pct(spans, 0.5), pct(spans, 0.99), pct(spans, 1))
+	fmt.Printf("  server: %.1f CPU s, peak %.0f MiB resident; worker: %.1f CPU s, peak %.0f MiB resident\n",
+		cpuS-cpuS0, memS, cpuW-cpuW0, max(memW, peakW))
+	if lost > 0 {
+		return fmt.Errorf("%d runs lost", lost)
+	}
+	if o.seeds <= 0 {
+		return nil
+	}
+	return benchmark(ctx, c, cfg, pol, o)
+}
+
+// benchmark times a mini benchmark of no-op agents.
+func benchmark(ctx context.Context, c client.Client, cfg *config.Config, pol workflows.Policy, o opts) error {
+	cat, err := tasks.Load("")
+	if err != nil {
+		return err
+	}
+	in := workflows.BenchmarkInput{Tasks: cat.IDs("mini"), Agents: []string{"noop"}, Concurrency: o.conc, Run: workflows.RunInput{Provider: "none", Policy: pol}}
+	for s := 1; s <= o.seeds; s++ {
+		in.Seeds = append(in.Seeds, int64(s))
+	}
+	t0 := time.Now()
+	r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "load-benchmark", TaskQueue: cfg.Temporal.TaskQueue}, workflows.BenchmarkWorkflowName, in)
+	if err != nil {
+		return err
+	}
+	var res workflows.BenchmarkResult
+	if err := r.Get(ctx, &res); err != nil {
+		return err
+	}
+	wall := time.Since(t0)
+	e, err := app.OpenEngine(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	stored, err := runresults.GetAll[workflows.RunResult](ctx, e.Store, in.Matrix("load-benchmark").Runs(), nil)
+	if err != nil {
+		return err
+	}
+	scored := 0
+	for _, s := range stored {
+		if s != nil && s.Outcome == workflows.OutcomeScored {
+			scored++
+		}
+	}
+	fmt.Printf("mini benchmark, no-op agents, %d tasks × %d seeds, %d at once: %d of %d runs scored, wall time %s\n",
+		len(in.Tasks), o.seeds, o.conc, scored, len(stored), wall.Round(time.Millisecond))
+	if scored != len(in.Tasks)*o.seeds {
+		return fmt.Errorf("benchmark: %d of %d runs scored", scored, len(in.Tasks)*o.seeds)
+	}
+	return nil
+}
+
+// await waits for every run and returns each one's span from its first
+// workflow task to its close, and how many did not end scored.
+func await(ctx context.Context, c client.Client, ids []string) ([]time.Duration, int, error) {
+	spans := make([]time.Duration, len(ids))
+	var lost atomic.Int32
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(64)
+	for i, id := range ids {
+		g.Go(func() error {
+			var res workflows.RunResult
+			if err := c.GetWorkflow(gctx, id, "").Get(gctx, &res); err != nil || res.Outcome != workflows.OutcomeScored {
+				lost.Add(1)
+				return nil
+			}
+			s, err := span(gctx, c, id)
+			if err != nil {
+				return err
+			}
+			spans[i] = s
+			return nil
+		})
+	}
+	err := g.Wait()
+	return spans, int(lost.Load()), err
+}
+
+// span is a run's time from its first workflow task being picked up to
+// its close: what orchestration took, without the wait for a worker.
+func span(ctx context.Context, c client.Client, id string) (time.Duration, error) {
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var first, last time.Time
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return 0, fmt.Errorf("history of %s: %w", id, err)
+		}
+		if first.IsZero() && e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED {
+			first = e.GetEventTime().AsTime()
+		}
+		last = e.GetEventTime().AsTime()
+	}
+	if first.IsZero() {
+		return 0, errors.New("history of " + id + " has no workflow task")
+	}
+	return last.Sub(first), nil
+}
+
+func count(ctx context.Context, c client.Client, ns, q string) (int64, error) {
+	resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: ns, Query: q})
+	if err != nil {
+		return 0, fmt.Errorf("count: %w", err)
+	}
+	return resp.GetCount(), nil
+}
+
+func dialWithin(ctx context.Context, cfg *config.Config, within time.Duration) (client.Client, error) {
+	deadline := time.Now().Add(within)
+	for {
+		c, err := app.Dial(ctx, cfg, zap.NewNop())
+		if err == nil {
+			return c, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// pct is the p-th quantile of ds (1: the largest).
+func pct(ds []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[int(p*float64(len(s)-1))].Round(time.Millisecond)
+}
