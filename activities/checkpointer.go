@@ -29,9 +29,8 @@ type checkpointer struct {
 	running chan struct{}
 	failed  int // consecutive failures, touched by one save at a time
 	// fenced ends the attempt when a later one has taken the run over.
-	fenced  func(error)
-	metrics *metrics.Metrics
-	live    *metrics.Attempt // the attempt's last-checkpoint series
+	fenced func(error)
+	live   *metrics.Attempt // records each checkpoint (nil: nowhere)
 }
 
 // wait waits for a periodic checkpoint in flight.
@@ -74,11 +73,10 @@ func (c *checkpointer) save(ctx context.Context, agentSeconds float64, end *chec
 	start := time.Now()
 	ref, err := c.commit(ctx, agentSeconds, end)
 	if err != nil {
-		c.metrics.Checkpoint(time.Since(start), end != nil, 0, 0, err)
+		c.live.Checkpoint(time.Since(start), end != nil, time.Time{}, 0, 0, err)
 		return nil, err
 	}
-	c.metrics.Checkpoint(time.Since(start), end != nil, ref.Bytes, ref.NewBytes, nil)
-	c.live.Checkpointed(ref.At)
+	c.live.Checkpoint(time.Since(start), end != nil, ref.At, ref.Bytes, ref.NewBytes, nil)
 	return ref, nil
 }
 

@@ -8,7 +8,8 @@
 // in flight at once, lets them finish and checks each was scored. Then it
 // times a mini benchmark of no-op agents, 7 tasks × -seeds seeds, -conc
 // at once. It prints wall times, per-run figures (p50, p99), the runs
-// lost, and each process's CPU seconds and peak resident memory.
+// lost, and each process's CPU seconds and peak resident memory. Each
+// step is skipped when its flag is 0 (-runs 0: the overhead alone).
 package main
 
 import (
@@ -23,7 +24,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -175,7 +175,9 @@ func run(o opts) error {
 	if err != nil {
 		return err
 	}
-	port.Release() // the server binds it now
+	// Held until the end: the server child binds it, and no other mlrb
+	// process may pick it meanwhile.
+	defer port.Release()
 	srv, err := start("server", nil, filepath.Join(state, "server.log"))
 	if err != nil {
 		return err
@@ -199,7 +201,7 @@ func run(o opts) error {
 
 	// One after another on the idle pair.
 	var seq []time.Duration
-	for i := 0; i <= o.seq; i++ {
+	for i := 0; o.seq > 0 && i <= o.seq; i++ {
 		t0 := time.Now()
 		r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("seq-%d", i), TaskQueue: cfg.Temporal.TaskQueue}, workflows.RunWorkflowName, in(int64(i)))
 		if err != nil {
@@ -221,11 +223,30 @@ func run(o opts) error {
 			pct(seq, 0.5), pct(seq, 0.99), pct(seq, 1))
 	}
 
-	// A thousand at once: started while no worker polls, so that all are
-	// in flight together before the first is dispatched.
-	wrk.stop()
-	cpuW0 := 0.0
-	cpuS0, _ := srv.usage()
+	if o.runs > 0 {
+		// Started while no worker polls, so that all are in flight
+		// together before the first is dispatched.
+		wrk.stop()
+		cpuS0, _ := srv.usage()
+		ids, err := startAll(ctx, c, cfg, o, in)
+		if err != nil {
+			return err
+		}
+		if wrk, err = start("worker", nil, filepath.Join(state, "worker-load.log")); err != nil {
+			return err
+		}
+		if err := drain(ctx, c, ids, srv, wrk, cpuS0); err != nil {
+			return err
+		}
+	}
+	if o.seeds <= 0 {
+		return nil
+	}
+	return benchmark(ctx, c, cfg, pol, o)
+}
+
+// startAll starts o.runs runs and waits until visibility counts them.
+func startAll(ctx context.Context, c client.Client, cfg *config.Config, o opts, in func(int64) workflows.RunInput) ([]string, error) {
 	ids := make([]string, o.runs)
 	t0 := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
@@ -238,55 +259,44 @@ func run(o opts) error {
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return fmt.Errorf("start runs: %w", err)
+		return nil, fmt.Errorf("start runs: %w", err)
 	}
 	started := time.Since(t0)
 	// Visibility is written after the start: wait until it counts them all.
 	var open int64
 	for deadline := time.Now().Add(time.Minute); open < int64(o.runs) && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		var err error
 		if open, err = count(ctx, c, cfg.Temporal.Namespace, "WorkflowType = 'RunWorkflow' AND ExecutionStatus = 'Running'"); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	fmt.Printf("%d runs started in %s; %d in flight before the worker starts\n", o.runs, started.Round(time.Millisecond), open)
-	if wrk, err = start("worker", nil, filepath.Join(state, "worker-load.log")); err != nil {
-		return err
-	}
-	t1 := time.Now()
-	var peakW float64
-	var done atomic.Bool
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // the worker's peak, sampled (VmHWM is read again at the end)
-		defer wg.Done()
-		for !done.Load() {
-			if _, m := wrk.usage(); m > peakW {
-				peakW = m
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-	}()
+	return ids, nil
+}
+
+// drain waits for the runs and prints what they and the two processes
+// took (the server's CPU counted from cpuS0).
+func drain(ctx context.Context, c client.Client, ids []string, srv, wrk *child, cpuS0 float64) error {
+	t0 := time.Now()
 	spans, lost, err := await(ctx, c, ids)
-	drained := time.Since(t1)
+	drained := time.Since(t0)
+	// VmHWM is the peak since the process started: read once, at the end.
 	cpuW, memW := wrk.usage()
 	cpuS, memS := srv.usage()
-	done.Store(true)
-	wg.Wait()
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%d runs in flight, drained by one worker in %s (%.1f runs/s): %d lost\n", o.runs, drained.Round(time.Millisecond),
-		float64(o.runs)/drained.Seconds(), lost)
-	fmt.Printf("  per run, first workflow task to close: p50 %s  p99 %s  max %s\n", pct(spans, 0.5), pct(spans, 0.99), pct(spans, 1))
+	fmt.Printf("%d runs in flight, drained by one worker in %s (%.1f runs/s): %d lost\n", len(ids), drained.Round(time.Millisecond),
+		float64(len(ids))/drained.Seconds(), lost)
+	if len(spans) > 0 {
+		fmt.Printf("  per run, first workflow task to close: p50 %s  p99 %s  max %s\n", pct(spans, 0.5), pct(spans, 0.99), pct(spans, 1))
+	}
 	fmt.Printf("  server: %.1f CPU s, peak %.0f MiB resident; worker: %.1f CPU s, peak %.0f MiB resident\n",
-		cpuS-cpuS0, memS, cpuW-cpuW0, max(memW, peakW))
+		cpuS-cpuS0, memS, cpuW, memW)
 	if lost > 0 {
 		return fmt.Errorf("%d runs lost", lost)
 	}
-	if o.seeds <= 0 {
-		return nil
-	}
-	return benchmark(ctx, c, cfg, pol, o)
+	return nil
 }
 
 // benchmark times a mini benchmark of no-op agents.
@@ -331,8 +341,8 @@ func benchmark(ctx context.Context, c client.Client, cfg *config.Config, pol wor
 	return nil
 }
 
-// await waits for every run and returns each one's span from its first
-// workflow task to its close, and how many did not end scored.
+// await waits for every run and returns the span of each scored one from
+// its first workflow task to its close, and how many did not end scored.
 func await(ctx context.Context, c client.Client, ids []string) ([]time.Duration, int, error) {
 	spans := make([]time.Duration, len(ids))
 	var lost atomic.Int32
@@ -354,7 +364,14 @@ func await(ctx context.Context, c client.Client, ids []string) ([]time.Duration,
 		})
 	}
 	err := g.Wait()
-	return spans, int(lost.Load()), err
+	// A lost run has no span.
+	scored := spans[:0]
+	for _, s := range spans {
+		if s > 0 {
+			scored = append(scored, s)
+		}
+	}
+	return scored, int(lost.Load()), err
 }
 
 // span is a run's time from its first workflow task being picked up to

@@ -139,26 +139,6 @@ func (m *Metrics) Serve(addr string, log *zap.Logger) (stop func(), err error) {
 	}, nil
 }
 
-// Checkpoint records one checkpoint: its time, and its bytes if it
-// committed.
-func (m *Metrics) Checkpoint(d time.Duration, final bool, bytes, newBytes int64, err error) {
-	if m == nil {
-		return
-	}
-	kind := "periodic"
-	if final {
-		kind = "final"
-	}
-	if err != nil {
-		m.ckTotal.WithLabelValues("failed").Inc()
-		return
-	}
-	m.ckTotal.WithLabelValues("committed").Inc()
-	m.ckDuration.WithLabelValues(kind).Observe(d.Seconds())
-	m.ckBytes.Add(float64(bytes))
-	m.ckNew.Add(float64(newBytes))
-}
-
 // Evaluation records one evaluation activity.
 func (m *Metrics) Evaluation(task string, d time.Duration, err error) {
 	if m == nil {
@@ -194,16 +174,31 @@ func (m *Metrics) AttemptStarted(run, task, agent string, attempt int, last time
 	return a
 }
 
-// Checkpointed moves the attempt's last checkpoint to at.
-func (a *Attempt) Checkpointed(at time.Time) {
+// Checkpoint records one of the attempt's checkpoints, taken in d: a
+// committed one (err nil, at its commit time) counts its bytes and moves
+// the attempt's last checkpoint to at.
+func (a *Attempt) Checkpoint(d time.Duration, final bool, at time.Time, bytes, newBytes int64, err error) {
 	if a == nil {
 		return
 	}
-	a.m.mu.Lock()
+	m := a.m
+	if err != nil {
+		m.ckTotal.WithLabelValues("failed").Inc()
+		return
+	}
+	kind := "periodic"
+	if final {
+		kind = "final"
+	}
+	m.ckTotal.WithLabelValues("committed").Inc()
+	m.ckDuration.WithLabelValues(kind).Observe(d.Seconds())
+	m.ckBytes.Add(float64(bytes))
+	m.ckNew.Add(float64(newBytes))
+	m.mu.Lock()
 	if at.After(a.lastSave) {
 		a.lastSave = at
 	}
-	a.m.mu.Unlock()
+	m.mu.Unlock()
 }
 
 // Ended drops the attempt's series.

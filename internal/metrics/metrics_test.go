@@ -53,11 +53,9 @@ func TestExports(t *testing.T) {
 	last := time.Unix(1700000000, 500_000_000)
 	a := m.AttemptStarted("run-1", "mini_baby_lm", "reference", 2, last)
 	fresh := m.AttemptStarted("run-2", "mini_llm_merging", "noop", 1, time.Time{})
-	m.Checkpoint(3*time.Second, false, 1000, 400, nil)
-	m.Checkpoint(time.Second, true, 1500, 100, nil)
-	m.Checkpoint(time.Second, false, 0, 0, errors.New("store down"))
-	a.Checkpointed(last.Add(10 * time.Second))
-	a.Checkpointed(last) // an older one never moves it back
+	a.Checkpoint(3*time.Second, false, last.Add(10*time.Second), 1000, 400, nil)
+	a.Checkpoint(time.Second, true, last, 1500, 100, nil) // an older one never moves it back
+	fresh.Checkpoint(time.Second, false, time.Time{}, 0, 0, errors.New("store down"))
 	m.Evaluation("mini_baby_lm", 2*time.Second, nil)
 	m.Evaluation("mini_baby_lm", time.Second, errors.New("evaluator crashed"))
 	if err := m.Register(GPUs(func() gpu.Usage { return gpu.Usage{SlotsInUse: 1, SlotsFree: 3, DevicesInUse: 1, DevicesFree: 1} })); err != nil {
@@ -102,10 +100,9 @@ func TestExports(t *testing.T) {
 // *Metrics everywhere.
 func TestNilRecordsNothing(t *testing.T) {
 	var m *Metrics
-	m.Checkpoint(time.Second, true, 1, 1, nil)
 	m.Evaluation("t", time.Second, nil)
 	a := m.AttemptStarted("r", "t", "a", 1, time.Now())
-	a.Checkpointed(time.Now())
+	a.Checkpoint(time.Second, true, time.Now(), 1, 1, nil)
 	a.Ended()
 	if m.SDK() != nil || m.Register(GPUs(func() gpu.Usage { return gpu.Usage{} })) != nil {
 		t.Fatal("a nil Metrics hands out a handler or refuses a collector")
@@ -171,8 +168,8 @@ func TestDashboardNamesExported(t *testing.T) {
 	}
 	a := m.AttemptStarted("r", "t", "a", 1, time.Now())
 	defer a.Ended()
-	m.Checkpoint(time.Second, false, 1, 1, nil)
-	m.Checkpoint(time.Second, false, 1, 1, errors.New("x"))
+	a.Checkpoint(time.Second, false, time.Now(), 1, 1, nil)
+	a.Checkpoint(time.Second, false, time.Time{}, 1, 1, errors.New("x"))
 	m.Evaluation("t", time.Second, nil)
 	for _, name := range []string{"mlrb_lease_wait", "mlrb_infra_wait", "mlrb_attempt_lost"} {
 		m.SDK().Timer(name).Record(time.Second)
