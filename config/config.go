@@ -190,6 +190,9 @@ type Host struct {
 	MaxAgents int    `mapstructure:"max_agents" yaml:"max_agents"`
 	WorkDir   string `mapstructure:"work_dir" yaml:"work_dir"`
 	Runtime   string `mapstructure:"runtime" yaml:"runtime"`
+	// AgentBinary runs the built-in agents and the reference evaluator
+	// (host.runtime process); "" finds mlrb-agent beside this binary.
+	AgentBinary string `mapstructure:"agent_binary" yaml:"agent_binary"`
 }
 
 // Container configures host.runtime docker.

@@ -72,6 +72,7 @@ var Table = []Key{
 	{Name: "host.stop_timeout", Default: 2 * time.Minute, Doc: "on SIGTERM, time the worker gives running agents to be stopped and checkpointed"},
 	{Name: "host.work_dir", Default: "", ShownAs: "<state>/work", Doc: "workspaces"},
 	{Name: "host.runtime", Default: "process", Doc: "how agents run: `process` or `docker`"},
+	{Name: "host.agent_binary", Default: "", ShownAs: "`mlrb-agent` beside this binary, else this binary", Doc: "runs the built-in agents and the reference evaluator as processes (`process`); `mlrb-agent` (`task build`) starts in 1 ms, this binary, which embeds the Temporal server, in 30 ms of CPU"},
 	{Name: "container.agent_image", Default: "mlrb-reference:dev", Doc: "image of the built-in agents"},
 	{Name: "container.eval_image", Default: "mlrb-reference:dev", Doc: "evaluator image, unless a task names its own"},
 	{Name: "container.paths", Default: []string{"/app", "/root/.cache/huggingface"}, Doc: "checkpointed container paths"},

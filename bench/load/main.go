@@ -64,16 +64,19 @@ func main() {
 	flag.IntVar(&o.seeds, "seeds", 50, "then a mini benchmark of 7 tasks × this many seeds (0: skip)")
 	flag.IntVar(&o.conc, "conc", 16, "runs at once in the benchmark")
 	flag.IntVar(&o.starters, "starters", 32, "workflow starts in flight from the client")
+	flag.StringVar(&o.agentBin, "agent-binary", "build", "host.agent_binary of the worker: build (deploy/agent, with the go tool), self (this binary, which embeds the server), or a path")
 	flag.Parse()
+	t0 := time.Now()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		os.Exit(1)
 	}
+	fmt.Printf("wall time in all: %s\n", time.Since(t0).Round(time.Millisecond))
 }
 
 type opts struct {
 	runs, seq, seeds, conc, starters int
-	task                             string
+	task, agentBin                   string
 }
 
 // serve runs one child: the embedded server alone, or the worker alone.
@@ -163,7 +166,12 @@ func run(o opts) error {
 		return err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port.Number)
-	env := []string{"MLRB_DEV_STATE_DIR=" + state, "MLRB_DEV_PORT=" + strconv.Itoa(port.Number), "MLRB_DEV_UI_PORT=0",
+	agentBin, err := agentBinary(o.agentBin, state)
+	if err != nil {
+		return err
+	}
+	fmt.Println("agents and evaluators run from", agentBin)
+	env := []string{"MLRB_HOST_AGENT_BINARY=" + agentBin, "MLRB_DEV_STATE_DIR=" + state, "MLRB_DEV_PORT=" + strconv.Itoa(port.Number), "MLRB_DEV_UI_PORT=0",
 		"MLRB_TEMPORAL_ADDRESS=" + addr, "MLRB_HOST_ID=load", "MLRB_HOST_MAX_AGENTS=" + strconv.Itoa(max(o.runs, 7*o.seeds, o.conc))}
 	for _, e := range env {
 		k, v, _ := strings.Cut(e, "=")
@@ -243,6 +251,23 @@ func run(o opts) error {
 		return nil
 	}
 	return benchmark(ctx, c, cfg, pol, o)
+}
+
+// agentBinary is the binary the worker starts agents and evaluators with.
+func agentBinary(flagVal, dir string) (string, error) {
+	switch flagVal {
+	case "self":
+		return os.Executable()
+	case "build":
+		p := filepath.Join(dir, app.AgentBinaryName)
+		cmd := exec.Command("go", "build", "-o", p, "./deploy/agent")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("-agent-binary build: go build ./deploy/agent (run from the repository): %w", err)
+		}
+		return p, nil
+	}
+	return flagVal, nil
 }
 
 // startAll starts o.runs runs and waits until visibility counts them.

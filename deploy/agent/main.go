@@ -1,4 +1,6 @@
-// Command agent is the static binary inside the reference agent and
+// Command agent is mlrb-agent, the binary that runs the built-in agents
+// and the reference evaluator: beside the worker (host.runtime process),
+// and as the static binary inside the reference agent and
 // evaluator image (deploy/reference.Dockerfile): `/mlrb reference-agent`,
 // `/mlrb reference-eval …`, `/mlrb noop-agent`.
 package main

@@ -251,11 +251,11 @@ const releaseSlots = 4
 // openWorkspace assembles where attempts run, from host.runtime: the one
 // place that knows whether it is Docker.
 func openWorkspace(ctx context.Context, cfg *config.Config, engine *checkpoint.Engine) (activities.Workspace, *runtime.Docker, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, nil, fmt.Errorf("find own binary: %w", err)
-	}
 	if cfg.Host.Runtime != "docker" {
+		self, err := AgentBinary(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
 		p, err := runtime.NewProcess(filepath.Join(cfg.WorkDir(), "procs"))
 		if err != nil {
 			return nil, nil, err
@@ -300,3 +300,35 @@ func (z zapSDK) Debug(msg string, kv ...any) { z.l.Debugw(msg, kv...) }
 func (z zapSDK) Info(msg string, kv ...any)  { z.l.Infow(msg, kv...) }
 func (z zapSDK) Warn(msg string, kv ...any)  { z.l.Warnw(msg, kv...) }
 func (z zapSDK) Error(msg string, kv ...any) { z.l.Errorw(msg, kv...) }
+
+// AgentBinaryName is the small binary (deploy/agent) that the process
+// runtime prefers, beside the worker's, for the built-in agents and the
+// reference evaluator.
+const AgentBinaryName = "mlrb-agent"
+
+// AgentBinary is the binary the process runtime runs the built-in agents
+// and the reference evaluator with: host.agent_binary, else mlrb-agent
+// beside this binary, else this binary. This one embeds the Temporal
+// server, whose package initialisation costs each start about 30 ms of
+// CPU: at a benchmark's rate of short runs, more than the orchestration.
+func AgentBinary(cfg *config.Config) (string, error) {
+	if p := cfg.Host.AgentBinary; p != "" {
+		if !executable(p) {
+			return "", &config.Error{Msg: fmt.Sprintf("host.agent_binary: %s is not an executable file (build it with `task build`, or unset the key to use this binary)", p)}
+		}
+		return filepath.Abs(p)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find own binary: %w", err)
+	}
+	if sib := filepath.Join(filepath.Dir(self), AgentBinaryName); executable(sib) {
+		return sib, nil
+	}
+	return self, nil
+}
+
+func executable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}

@@ -121,8 +121,18 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	dyn := dynamicconfig.StaticClient{
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 1000,
 		dynamicconfig.FrontendMaxNamespaceRPSPerInstance.Key():           10000,
-		// Immediate visibility so `starter list` sees a run it just started.
-		dynamicconfig.HistoryCacheHostLevelMaxSize.Key(): 8192,
+		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                 8192,
+		// Every activity and workflow task goes to matching through the
+		// transfer queue, read at most this often: the default 20/s spaced
+		// each dispatch of back-to-back runs ~45 ms apart. The visibility
+		// queue likewise delays what list, status and metrics count.
+		dynamicconfig.TransferProcessorMaxPollRPS.Key():   1000,
+		dynamicconfig.VisibilityProcessorMaxPollRPS.Key(): 1000,
+		// The history service may drop a close notification to a waiting
+		// client (a one-slot channel, sent without blocking) when events
+		// come close together; the client then learns of the close only
+		// when its long poll expires. A short poll bounds that wait.
+		dynamicconfig.HistoryLongPollExpirationInterval.Key(): 2 * time.Second,
 	}
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(conf),

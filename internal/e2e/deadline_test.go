@@ -1,14 +1,18 @@
 package e2e
 
 import (
+	"path/filepath"
 	"testing"
 )
 
 // TestDeadline: an agent that would search far longer than its budget gets
 // SIGTERM at the deadline minus grace, keeps its best model, and the run
-// ends limit_reached with a score.
+// ends limit_reached with a score. The agent and the evaluator run from
+// the worker's own binary, as they do where no mlrb-agent is beside it
+// (`go run`).
 func TestDeadline(t *testing.T) {
-	e := newEnv(t, "MLRB_CHECKPOINT_INTERVAL=2s", "MLRB_AGENT_HEARTBEAT_TIMEOUT=5s", "MLRB_AGENT_GRACE=2s")
+	e := newEnv(t, "MLRB_CHECKPOINT_INTERVAL=2s", "MLRB_AGENT_HEARTBEAT_TIMEOUT=5s", "MLRB_AGENT_GRACE=2s",
+		"MLRB_HOST_AGENT_BINARY="+filepath.Join(bin, "worker"))
 	e.addTask("e2e_long", "mini_baby_lm", map[string]string{"trials: 24": "trials: 60", "trial_seconds: 0.4": "trial_seconds: 1"})
 	e.start("worker", "--dev")
 	e.waitServer()

@@ -31,9 +31,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = dir
-	// One build of each binary for the whole package.
-	for _, b := range []string{"worker", "starter"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b), "github.com/mlrb/mlrb/"+b)
+	// One build of each binary for the whole package; mlrb-agent beside
+	// them runs the built-in agents, as `task build` lays them out.
+	for b, pkg := range map[string]string{"worker": "worker", "starter": "starter", "mlrb-agent": "deploy/agent"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b), "github.com/mlrb/mlrb/"+pkg)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "build", b, err)
