@@ -20,7 +20,7 @@ func main() {
 	pf.String("namespace", "", "Temporal namespace (config temporal.namespace)")
 	pf.String("tasks-dir", "", "extra task catalog directory (config tasks.dir)")
 	pf.String("state-dir", "", "state directory: the store checkpoints, logs and results are read from, and demo's embedded server (config dev.state_dir)")
-	root.AddCommand(runCmd(), statusCmd(), listCmd(), resultCmd(), demoCmd(), tasksCmd(), configCmd(), checkpointCmd(), storageCmd(), logsCmd(), retryEvalCmd(), benchmarkCmd(), resultsCmd(), forkCmd(), cancelCmd(), extendCmd(), watchCmd(), hostsCmd())
+	root.AddCommand(runCmd(), statusCmd(), listCmd(), resultCmd(), demoCmd(), tasksCmd(), configCmd(), checkpointCmd(), storageCmd(), logsCmd(), retryEvalCmd(), benchmarkCmd(), resultsCmd(), forkCmd(), cancelCmd(), extendCmd(), watchCmd(), hostsCmd(), replayCmd())
 	root.AddCommand(agentcmd.Commands()...)
 	cli.Execute(root)
 }

@@ -3,40 +3,74 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 )
 
-// ReplayHistoryFile replays a history exported as JSON (the temporal CLI's
-// `workflow show --output json`, or the e2e recorder) through the current
-// workflow code: it fails when the code would not reproduce the commands
-// the history holds. A file FILE.id beside it names the workflow id, which
-// a benchmark's child ids derive from.
-func ReplayHistoryFile(file string) error {
+// History is an exported history and the workflow id it ran under.
+type History struct {
+	File string
+	// WorkflowID: a benchmark's child ids derive from it ("": unknown).
+	WorkflowID string
+	events     *historypb.History
+}
+
+// LoadHistory reads a history exported as JSON (the temporal CLI's
+// `workflow show --output json`) and the workflow id in FILE.id beside
+// it, if any.
+func LoadHistory(file string) (*History, error) {
 	f, err := os.Open(file)
 	if err != nil {
-		return fmt.Errorf("history: %w", err)
+		return nil, fmt.Errorf("history: %w", err)
 	}
 	defer f.Close()
 	hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
 	if err != nil {
-		return fmt.Errorf("history %s: %w", file, err)
+		return nil, fmt.Errorf("history %s: %w", file, err)
 	}
-	var opts worker.ReplayWorkflowHistoryOptions
+	if len(hist.GetEvents()) == 0 {
+		return nil, fmt.Errorf("history %s: no events", file)
+	}
+	h := &History{File: file, events: hist}
 	switch id, err := os.ReadFile(file + ".id"); {
 	case err == nil:
-		opts.OriginalExecution = workflow.Execution{ID: strings.TrimSpace(string(id)), RunID: "replayed"}
+		h.WorkflowID = strings.TrimSpace(string(id))
 	case !errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("workflow id of %s: %w", file, err)
+		return nil, fmt.Errorf("workflow id of %s: %w", file, err)
+	}
+	return h, nil
+}
+
+// Replay replays the history through the current workflow code: it fails
+// when the code would not reproduce the commands the history holds.
+func (h *History) Replay() error {
+	var opts worker.ReplayWorkflowHistoryOptions
+	if h.WorkflowID != "" {
+		opts.OriginalExecution = workflow.Execution{ID: h.WorkflowID, RunID: "replayed"}
 	}
 	r := worker.NewWorkflowReplayer()
 	RegisterWorkflows(r)
-	if err := r.ReplayWorkflowHistoryWithOptions(nil, hist, opts); err != nil {
-		return fmt.Errorf("replay of %s: %w", file, err)
+	// The returned error names the mismatch; the replayer's own log of
+	// it (a stack trace) would only bury it.
+	quiet := log.NewStructuredLogger(slog.New(slog.DiscardHandler))
+	if err := r.ReplayWorkflowHistoryWithOptions(quiet, h.events, opts); err != nil {
+		return fmt.Errorf("replay of %s: %w", h.File, err)
 	}
 	return nil
+}
+
+// ReplayHistoryFile loads a history and replays it.
+func ReplayHistoryFile(file string) error {
+	h, err := LoadHistory(file)
+	if err != nil {
+		return err
+	}
+	return h.Replay()
 }

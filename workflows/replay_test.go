@@ -1,8 +1,10 @@
 package workflows
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -34,5 +36,31 @@ func TestReplayRecordedHistories(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestReplayFailsOnAnotherCommand: a history whose commands the code
+// would not reproduce (its first activity renamed) fails to replay, so
+// the corpus test can fail.
+func TestReplayFailsOnAnotherCommand(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "fork.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(string(b), `"name": "ResolveTask"`, `"name": "ResolveTaskV2"`, 1)
+	if changed == string(b) {
+		t.Fatal("fork.json schedules no ResolveTask")
+	}
+	f := filepath.Join(t.TempDir(), "changed.json")
+	if err := os.WriteFile(f, []byte(changed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := LoadHistory(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.WorkflowID = "fork-1"
+	if err := h.Replay(); err == nil || !strings.Contains(err.Error(), "TMPRL1100") {
+		t.Fatalf("replay of a history with another activity: %v, want a nondeterminism error", err)
 	}
 }

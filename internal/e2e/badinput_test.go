@@ -68,6 +68,8 @@ func TestBadInput(t *testing.T) {
 		{"a benchmark of agent images", nil, []string{"benchmark", "--agents", "mlrb", "--tasks", "baby_lm"}, "--agents: agent mlrb runs an agent image"},
 		{"a secret value for a built-in agent", nil, append(run, "--task", "mini_baby_lm", "--secret", "OPENAI_API_KEY=sk-live-123"), "--secret #1 is not an environment variable name"},
 		{"demo with an unknown agent", nil, []string{"demo", "--agent", "bogus"}, `unknown agent "bogus"`},
+		{"replay a missing history", nil, []string{"replay", "/nonexistent/run.json"}, "replay: history: open /nonexistent/run.json: no such file or directory"},
+		{"replay a file that is not a history", nil, []string{"replay", badYAML}, "replay: history " + badYAML + ": temporalproto: syntax error"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

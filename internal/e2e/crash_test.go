@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/mlrb/mlrb/internal/testenv"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -184,16 +185,25 @@ func replayHistory(t *testing.T, e *env, runID, name string) {
 }
 
 // replayExecution is replayHistory for one execution (execution "" is
-// the latest) of a workflow that continues as new.
+// the latest) of a workflow that continues as new. The history is
+// exported by the official temporal CLI (`workflow show --output json`),
+// as an operator would export a live run's; a recording needs it, and so
+// does CI; elsewhere, without it, the SDK exports the same history.
 func replayExecution(t *testing.T, e *env, id, execution, name string) {
 	t.Helper()
-	b, err := protojson.Marshal(e.historyOf(id, execution))
-	if err != nil {
-		t.Fatal(err)
-	}
 	file := filepath.Join(t.TempDir(), name)
-	if os.Getenv("MLRB_RECORD_HISTORY") == "1" {
+	recording := os.Getenv("MLRB_RECORD_HISTORY") == "1"
+	if recording {
 		file = filepath.Join("..", "..", "workflows", "testdata", name)
+	}
+	var b []byte
+	if testenv.Find("temporal") != "" || recording || os.Getenv("CI") != "" {
+		b = e.exportHistory(testenv.Tool(t, "temporal", installTemporal), id, execution)
+	} else {
+		var err error
+		if b, err = protojson.Marshal(e.historyOf(id, execution)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := os.WriteFile(file, b, 0o644); err != nil {
 		t.Fatal(err)
@@ -201,8 +211,8 @@ func replayExecution(t *testing.T, e *env, id, execution, name string) {
 	if err := os.WriteFile(file+".id", []byte(id+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := workflows.ReplayHistoryFile(file); err != nil {
-		t.Fatal(err)
+	if out, errs, code := e.starter("replay", file); code != 0 || !strings.Contains(out, "ok    "+file) {
+		t.Fatalf("starter replay %s: exit %d\n%s%s", file, code, out, errs)
 	}
 }
 

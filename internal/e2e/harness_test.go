@@ -333,8 +333,31 @@ func (e *env) history(runID string) *historypb.History {
 	return e.historyOf(runID, "")
 }
 
-// historyOf exports the history of one execution of a workflow ("": the
-// latest).
+// installTemporal is how to get the official temporal CLI.
+const installTemporal = "go install github.com/temporalio/cli/cmd/temporal@v1.5.1"
+
+// exportHistory is an execution's history as the temporal CLI exports it
+// for replay (`workflow show --output json`).
+func (e *env) exportHistory(temporal, id, execution string) []byte {
+	e.t.Helper()
+	args := []string{"workflow", "show", "--workflow-id", id, "--address", "127.0.0.1:" + strconv.Itoa(e.port), "--namespace", "default", "--output", "json"}
+	if execution != "" {
+		args = append(args, "--run-id", execution)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stderr strings.Builder
+	cmd := exec.CommandContext(ctx, temporal, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		e.t.Fatalf("temporal %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return out
+}
+
+// historyOf reads the history of one execution of a workflow ("": the
+// latest) through the SDK.
 func (e *env) historyOf(id, execution string) *historypb.History {
 	e.t.Helper()
 	it := e.client().GetWorkflowHistory(context.Background(), id, execution, false, 0)

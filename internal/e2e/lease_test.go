@@ -39,7 +39,7 @@ func (e *env) hosts() []hostRow {
 // would: its agent stops, its lease is gone within one lease TTL, and the
 // waiting run gets the slot.
 func TestTerminatedRunFreesItsSlot(t *testing.T) {
-	temporal := testenv.Tool(t, "temporal", "go install github.com/temporalio/cli/cmd/temporal@v1.5.1")
+	temporal := testenv.Tool(t, "temporal", installTemporal)
 	e := newEnv(t, "MLRB_CHECKPOINT_INTERVAL=2s", "MLRB_AGENT_HEARTBEAT_TIMEOUT=4s", "MLRB_HOST_MAX_AGENTS=1",
 		"MLRB_HOST_LEASE_TTL="+leaseTTL.String())
 	e.addTask("e2e_long", "mini_baby_lm", map[string]string{"trials: 24": "trials: 100", "trial_seconds: 0.4": "trial_seconds: 0.8"})

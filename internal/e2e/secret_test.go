@@ -70,7 +70,7 @@ func TestSecretsStayOnTheWorker(t *testing.T) {
 		t.Fatal("the history should name the secret")
 	}
 	leaks := map[string][]byte{"history": exported, "agent log": []byte(logs)}
-	temporal := testenv.Tool(t, "temporal", "go install github.com/temporalio/cli/cmd/temporal@v1.5.1")
+	temporal := testenv.Tool(t, "temporal", installTemporal)
 	cliExport, err := exec.Command(temporal, "workflow", "show", "--workflow-id", res.RunID, "-o", "json",
 		"--address", "127.0.0.1:"+strconv.Itoa(e.port), "--namespace", "default").Output()
 	if err != nil {

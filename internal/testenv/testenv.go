@@ -30,6 +30,15 @@ func Missing(t T, what string) {
 // it); without it the test is Missing, naming how to install it.
 func Tool(t T, name, install string) string {
 	t.Helper()
+	if p := Find(name); p != "" {
+		return p
+	}
+	Missing(t, name+" is not installed ("+install+")")
+	return ""
+}
+
+// Find is the path of a program on PATH or in GOPATH/bin, or "".
+func Find(name string) string {
 	if p, err := exec.LookPath(name); err == nil {
 		return p
 	}
@@ -43,6 +52,5 @@ func Tool(t T, name, install string) string {
 	if _, err := os.Stat(p); err == nil {
 		return p
 	}
-	Missing(t, name+" is not installed ("+install+")")
 	return ""
 }
