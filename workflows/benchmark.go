@@ -122,9 +122,6 @@ const (
 	MaxProgressPage     = 1000
 )
 
-// ChildID is a child run's deterministic id (see runresults.RunID).
-var ChildID = runresults.RunID
-
 // ChildRun is one run of a benchmark.
 type ChildRun = runresults.Run
 
@@ -191,7 +188,7 @@ func newBench(ctx workflow.Context, in BenchmarkInput) (*bench, error) {
 	b := &bench{id: id, in: in, jobs: in.ChildRuns(id), perKey: map[string]int{}, running: map[string]ChildRun{},
 		started: map[string]workflow.ChildWorkflowFuture{}, sel: workflow.NewSelector(ctx), planFrom: -1}
 	for _, j := range b.jobs {
-		b.perKey[j.Task+"/"+j.Agent]++
+		b.perKey[j.Pair()]++
 	}
 	if in.State != nil {
 		b.st = *in.State
@@ -338,7 +335,7 @@ func (b *bench) ended(id string, o Outcome) {
 }
 
 func (b *bench) count(j ChildRun, o Outcome) {
-	k := j.Task + "/" + j.Agent
+	k := j.Pair()
 	if b.st.Ended[k] == nil {
 		b.st.Ended[k] = map[ChildState]int{}
 	}
@@ -410,9 +407,8 @@ func (b *bench) progress(page ProgressPage) Progress {
 		p.PerTask[k][ChildQueued] = n
 	}
 	for _, j := range b.running {
-		k := j.Task + "/" + j.Agent
-		p.PerTask[k][ChildRunning]++
-		p.PerTask[k][ChildQueued]--
+		p.PerTask[j.Pair()][ChildRunning]++
+		p.PerTask[j.Pair()][ChildQueued]--
 	}
 	ids := sortedIDs(b.running)
 	if page.Offset < len(ids) {

@@ -16,6 +16,7 @@ import (
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/leaderboard"
+	"github.com/mlrb/mlrb/internal/runresults"
 )
 
 func TestBenchmarkFansOut(t *testing.T) {
@@ -55,7 +56,7 @@ func TestBenchmarkFansOut(t *testing.T) {
 	if r.Setup.Policy.MaxInfraAttempts != 3 {
 		t.Fatalf("the leaderboard's setup = %+v", r.Setup)
 	}
-	if _, ok := res[ChildID(r.BenchmarkID, "reference", "mini_baby_lm_b", 3)]; !ok {
+	if _, ok := res[runresults.RunID(r.BenchmarkID, "reference", "mini_baby_lm_b", 3)]; !ok {
 		t.Fatalf("child ids are not deterministic: %v", res)
 	}
 }
@@ -188,10 +189,10 @@ func testBenchmarkResume(t *testing.T, inStore bool) {
 	const id = "default-test-workflow-id"
 	kept := map[string]RunResult{}
 	for _, s := range []int64{1, 2} {
-		rid := ChildID(id, "reference", "a", s)
+		rid := runresults.RunID(id, "reference", "a", s)
 		kept[rid] = RunResult{RunID: rid, Task: "a", Agent: "reference", Seed: s, Outcome: OutcomeScored, Score: ptr(0.9)}
 	}
-	ended := ChildID(id, "reference", "b", 1)
+	ended := runresults.RunID(id, "reference", "b", 1)
 	env.OnActivity(activities.LoadCheckpointName, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, src activities.CheckpointSource) (*activities.CheckpointRef, error) {
 			switch {
@@ -200,7 +201,7 @@ func testBenchmarkResume(t *testing.T, inStore bool) {
 			case src.RunID == ended:
 				return &activities.CheckpointRef{RunID: src.RunID, Seq: 5, Attempt: 1, AgentSeconds: 20, Final: true,
 					Ending: &checkpoint.Ending{StoppedBy: string(activities.StopDeadline)}}, nil
-			case src.RunID == ChildID(id, "reference", "b", 2):
+			case src.RunID == runresults.RunID(id, "reference", "b", 2):
 				return &activities.CheckpointRef{RunID: src.RunID, Seq: 3, Attempt: 2, AgentSeconds: 10}, nil
 			}
 			return nil, nil
@@ -217,7 +218,7 @@ func testBenchmarkResume(t *testing.T, inStore bool) {
 	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.5), nil)
 	env.OnActivity(activities.AggregateResultsName, mock.Anything, mock.Anything).Return(&activities.AggregateResult{Keys: []string{"x"}}, nil)
 	// The plan is read from the store a window at a time, never passed in.
-	plan := activities.ResumePlan{ChildID(id, "reference", "b", 2): {Carried: &Ledger{LostS: 1.5, InfraWaitS: 2, ExtendedS: 60}}}
+	plan := activities.ResumePlan{runresults.RunID(id, "reference", "b", 2): {Carried: &Ledger{LostS: 1.5, InfraWaitS: 2, ExtendedS: 60}}}
 	for rid, res := range kept {
 		plan[rid] = activities.PlanEntry{Outcome: string(res.Outcome)}
 	}
@@ -237,7 +238,7 @@ func testBenchmarkResume(t *testing.T, inStore bool) {
 	in := BenchmarkInput{Tasks: []string{"a", "b", "c"}, Seeds: []int64{1, 2}, Agents: []string{"reference"}, Concurrency: 2,
 		Run: RunInput{Policy: testPolicy}, Resumed: true, Plan: "benchmarks/x/resume/1.json"}
 	if !inStore {
-		in.Plan, in.Kept, in.Carried = "", kept, map[string]Ledger{ChildID(id, "reference", "b", 2): *plan[ChildID(id, "reference", "b", 2)].Carried}
+		in.Plan, in.Kept, in.Carried = "", kept, map[string]Ledger{runresults.RunID(id, "reference", "b", 2): *plan[runresults.RunID(id, "reference", "b", 2)].Carried}
 	}
 	env.ExecuteWorkflow(BenchmarkWorkflow, in)
 	var r BenchmarkResult
@@ -254,7 +255,7 @@ func testBenchmarkResume(t *testing.T, inStore bool) {
 	if len(agents) != 3 {
 		t.Fatalf("the agent ran for %d runs, want 3 (2 kept, 1 only evaluated): %v", len(agents), agents)
 	}
-	cont := agents[ChildID(id, "reference", "b", 2)]
+	cont := agents[runresults.RunID(id, "reference", "b", 2)]
 	if cont.Resume == nil || cont.Resume.Seq != 3 || cont.Attempt != 3 || cont.Budget.UsedS != 10 || cont.NextSeq != 4 {
 		t.Fatalf("the continued run must resume checkpoint 3 as attempt 3 with 10 s used: %+v", cont)
 	}
@@ -262,7 +263,7 @@ func testBenchmarkResume(t *testing.T, inStore bool) {
 	if cont.Budget.GrantedS() != 90 {
 		t.Fatalf("the continued run's agent was granted %v s, want 90 (the extension carried across the resume)", cont.Budget.GrantedS())
 	}
-	if fresh := agents[ChildID(id, "reference", "c", 1)]; fresh.Resume != nil || fresh.Attempt != 1 {
+	if fresh := agents[runresults.RunID(id, "reference", "c", 1)]; fresh.Resume != nil || fresh.Attempt != 1 {
 		t.Fatalf("a run without checkpoints starts afresh: %+v", fresh)
 	}
 	for _, run := range results {
@@ -271,7 +272,7 @@ func testBenchmarkResume(t *testing.T, inStore bool) {
 			if *run.Score != 0.9 {
 				t.Errorf("kept run %s was replaced: %+v", run.RunID, run)
 			}
-		case run.RunID == ChildID(id, "reference", "b", 2):
+		case run.RunID == runresults.RunID(id, "reference", "b", 2):
 			if run.Budget.LostS != 1.5 || run.Budget.InfraWaitS < 2 || run.Budget.UsedS != 25 || run.Budget.ExtendedS != 60 {
 				t.Errorf("the continued run's ledger must carry what it lost before: %+v", run.Budget)
 			}

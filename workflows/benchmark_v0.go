@@ -29,7 +29,7 @@ func (p progressV0) withCounts(jobs []ChildRun) progressV0 {
 	p.Done = len(p.Finished)
 	p.PerTask = map[string]map[ChildState]int{}
 	for _, j := range jobs {
-		k := j.Task + "/" + j.Agent
+		k := j.Pair()
 		if p.PerTask[k] == nil {
 			p.PerTask[k] = map[ChildState]int{}
 		}

@@ -14,6 +14,8 @@ import (
 	"io"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/mlrb/mlrb/internal/blob"
 )
 
@@ -39,6 +41,9 @@ type Run struct {
 	Seed        int64
 	ID          string
 }
+
+// Pair is the run's "task/agent": what a benchmark counts its runs by.
+func (r Run) Pair() string { return r.Task + "/" + r.Agent }
 
 // RunID is a benchmark run's deterministic id: starting the same
 // benchmark twice never duplicates a run.
@@ -100,34 +105,29 @@ func Get(ctx context.Context, s blob.Store, runID string, v any) error {
 func GetAll[T any](ctx context.Context, s blob.Store, runs []Run, done func(n int)) ([]*T, error) {
 	out := make([]*T, len(runs))
 	var mu sync.Mutex
-	var first error
 	n := 0
-	sem := make(chan struct{}, parallel)
-	var wg sync.WaitGroup
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallel)
 	for i, r := range runs {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			var v T
-			err := Get(ctx, s, r.ID, &v)
-			if err == nil {
+			switch err := Get(gctx, s, r.ID, &v); {
+			case err == nil:
 				out[i] = &v
+			case !errors.Is(err, blob.ErrNotFound):
+				return err
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil && !errors.Is(err, blob.ErrNotFound) && first == nil {
-				first = err
-			}
-			n++
 			if done != nil {
+				mu.Lock()
+				n++
 				done(n)
+				mu.Unlock()
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	if first != nil {
-		return nil, first
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package runresults
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/mlrb/mlrb/internal/blob"
@@ -36,5 +37,15 @@ func TestPutGetAll(t *testing.T) {
 	}
 	if len(got) != 3 || got[0].RunID != "b/a/t/s1" || got[1].Outcome != "scored" || got[2] != nil || calls != 3 {
 		t.Fatalf("got %v, %d calls", got, calls)
+	}
+	if runs[0].Pair() != "t/a" {
+		t.Errorf("pair = %q", runs[0].Pair())
+	}
+	// A stored result that is not one fails the read, naming the run.
+	if err := Put(ctx, s, "b/a/t/s3", []byte(`[1]`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := GetAll[res](ctx, s, runs, nil); err == nil || !strings.Contains(err.Error(), "decode result of b/a/t/s3") {
+		t.Fatalf("a result that is not one: %v", err)
 	}
 }
