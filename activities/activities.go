@@ -68,6 +68,7 @@ const AgentImage = "mlrb"
 var agentCommands = map[string][]string{
 	"reference": {"{self}", "reference-agent"},
 	"noop":      {"{self}", "noop-agent"},
+	"idle":      {"{self}", "idle-agent"},
 	AgentImage:  nil,
 }
 

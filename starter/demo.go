@@ -35,7 +35,7 @@ func demoCmd() *cobra.Command {
 				return err
 			}
 			if agent == activities.AgentImage {
-				return cli.Usagef("--agent: the demo runs a built-in agent (reference or noop), not an agent image")
+				return cli.Usagef("--agent: the demo runs a built-in agent (reference, noop or idle), not an agent image")
 			}
 			for _, t := range cat.IDs("mini") {
 				if _, err := checkRun(cat, app.Policy(cfg), t, agent, 0, 0); err != nil {
@@ -102,7 +102,7 @@ func demoCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.IntVar(&seeds, "seeds", 3, "seeds per task")
 	f.IntVar(&concurrency, "concurrency", 4, "runs at once")
-	f.StringVar(&agent, "agent", "reference", "agent: reference or noop")
+	f.StringVar(&agent, "agent", "reference", "agent: reference, noop or idle")
 	f.BoolVar(&exit, "exit", false, "stop when the benchmark is done")
 	f.Int("port", 7233, "embedded Temporal port")
 	f.Int("ui-port", 8233, "embedded Web UI port")

@@ -187,7 +187,7 @@ func runCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&task, "task", "", "task id (see `starter tasks list`)")
-	f.StringVar(&agent, "agent", "reference", "agent: reference, noop, or mlrb (an MLRB agent image)")
+	f.StringVar(&agent, "agent", "reference", "agent: reference, noop, idle, or mlrb (an MLRB agent image)")
 	f.StringVar(&image, "image", "", "agent image (agent mlrb)")
 	f.StringSliceVar(&secrets, "secret", nil, "name of a worker-side secret to pass to the agent (repeatable; values stay on the worker)")
 	f.Int64Var(&seed, "seed", 0, "seed (0 or more)")

@@ -1,5 +1,5 @@
 // Package agentcmd holds the hidden subcommands through which the worker
-// binary runs the reference agent, the no-op agent and the reference
+// binary runs the reference agent, the no-op and idle agents and the reference
 // evaluator as separate processes under the agent contract.
 package agentcmd
 
@@ -77,6 +77,19 @@ func Commands() []*cobra.Command {
 			return reference.Noop(spec, env)
 		},
 	}
+	idle := &cobra.Command{
+		Use: "idle-agent", Hidden: true, SilenceUsage: true,
+		Short: "submit an untrained model at once, then wait for the soft deadline (SIGTERM)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env, spec, err := readContract()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			return reference.Idle(ctx, spec, env)
+		},
+	}
 	var task, model, output string
 	var seed uint64
 	eval := &cobra.Command{
@@ -99,7 +112,7 @@ func Commands() []*cobra.Command {
 	eval.Flags().Uint64Var(&seed, "seed", 0, "seed of the run")
 	eval.Flags().StringVar(&model, "model", "", "model directory")
 	eval.Flags().StringVar(&output, "output_path", "", "results directory")
-	return []*cobra.Command{agent, noop, eval}
+	return []*cobra.Command{agent, noop, idle, eval}
 }
 
 // RunIfAgent runs a hidden subcommand when the process was started as one

@@ -21,17 +21,18 @@ import (
 func TestBenchmarkContinuesAsNew(t *testing.T) {
 	e := newEnv(t)
 	e.vars = append(e.vars, "MLRB_CHECKPOINT_INTERVAL=2s")
-	// Paced reference runs (two trials of 2 s each) rather than no-op ones,
-	// which end in under 0.1 s: the benchmark's five waves of two runs then
-	// take at least 20 s, so it is still under way, whatever the machine's
-	// speed, when its second execution is seen and it is stopped.
+	// The idle agent (the no-op agent that keeps its budget) on tasks of
+	// 4 s: plain no-op runs end in under 0.1 s, so the whole benchmark
+	// could end before its second execution is seen. Five waves of two
+	// runs take at least 20 s, so it is still under way, whatever the
+	// machine's speed, when it is stopped.
 	tasks := []string{"e2e_can_lm", "e2e_can_eff"}
-	e.addTask(tasks[0], "mini_baby_lm", map[string]string{"trials: 24": "trials: 2", "trial_seconds: 0.4": "trial_seconds: 2"})
-	e.addTask(tasks[1], "mini_llm_efficiency", map[string]string{"trials: 24": "trials: 2", "trial_seconds: 0.4": "trial_seconds: 2"})
+	e.addTask(tasks[0], "mini_baby_lm", map[string]string{"time_limit: 30s": "time_limit: 4s"})
+	e.addTask(tasks[1], "mini_llm_efficiency", map[string]string{"time_limit: 30s": "time_limit: 4s"})
 	e.start("worker", "--dev")
 	e.waitServer()
 	const bench = "bench-campaign"
-	if _, errs, code := e.starter("benchmark", "--agents", "reference", "--tasks", strings.Join(tasks, ","), "--seeds", "5",
+	if _, errs, code := e.starter("benchmark", "--agents", "idle", "--tasks", strings.Join(tasks, ","), "--seeds", "5",
 		"--concurrency", "2", "--continue-after", "3", "--id", bench); code != 0 {
 		t.Fatalf("benchmark: %s", errs)
 	}
@@ -57,7 +58,7 @@ func TestBenchmarkContinuesAsNew(t *testing.T) {
 	// (runs outlive their benchmark, being abandoned).
 	for _, task := range tasks {
 		for seed := 1; seed <= 5; seed++ {
-			rid := fmt.Sprintf("%s/reference/%s/s%d", bench, task, seed)
+			rid := fmt.Sprintf("%s/idle/%s/s%d", bench, task, seed)
 			d, err := c.DescribeWorkflowExecution(ctx, rid, "")
 			if err == nil && d.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 				if err := c.TerminateWorkflow(ctx, rid, "", "e2e: stopped with its benchmark"); err != nil {

@@ -342,3 +342,16 @@ func Noop(spec *tasks.Spec, env contract.Env) error {
 	}
 	return writeJSON(filepath.Join(env.OutputDir(), contract.SubmissionFile), contract.Submission{ModelPath: contract.OutputDir + "/model"})
 }
+
+// Idle is the no-op agent that keeps its whole budget: it submits an
+// untrained model at once, then does nothing until ctx ends (the soft
+// deadline's SIGTERM), so that its run lasts the task's time limit
+// whatever the machine's speed. It holds runs in flight for load and
+// campaign tests.
+func Idle(ctx context.Context, spec *tasks.Spec, env contract.Env) error {
+	if err := Noop(spec, env); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
+}

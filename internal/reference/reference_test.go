@@ -2,6 +2,7 @@ package reference
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -97,4 +98,43 @@ func TestResumeContinuesTrials(t *testing.T) {
 	if len(done) != spec.Reference.Trials || done[4].Attempt != 1 || done[5].Attempt != 2 {
 		t.Fatalf("trials after resume: %d, attempts %d/%d", len(done), done[4].Attempt, done[5].Attempt)
 	}
+}
+
+// TestIdleHoldsItsBudget: the idle agent submits at once and returns only
+// when its context ends (the soft deadline's SIGTERM).
+func TestIdleHoldsItsBudget(t *testing.T) {
+	cat, _ := tasks.Load("")
+	spec, _ := cat.Get("mini_baby_lm")
+	dir := t.TempDir()
+	env := contract.Env{Task: spec.ID, Seed: 1, Workdir: dir, Deadline: time.Now().Add(time.Hour), Attempt: 1}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Idle(ctx, spec, env) }()
+	sub := filepath.Join(env.OutputDir(), contract.SubmissionFile)
+	for !exists(sub) {
+		select {
+		case err := <-done:
+			t.Fatalf("idle returned before its deadline: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	// A correct agent never returns here; a broken one would, at once.
+	select {
+	case err := <-done:
+		t.Fatalf("idle returned after submitting, before its deadline: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	res, err := Evaluate(spec, 1, filepath.Join(env.OutputDir(), "model"), t.TempDir())
+	if err != nil || res == "" {
+		t.Fatalf("its submission does not evaluate: %q %v", res, err)
+	}
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
