@@ -23,9 +23,10 @@ func TestBenchmarkContinuesAsNew(t *testing.T) {
 	e.vars = append(e.vars, "MLRB_CHECKPOINT_INTERVAL=2s")
 	// The idle agent (the no-op agent that keeps its budget) on tasks of
 	// 4 s: plain no-op runs end in under 0.1 s, so the whole benchmark
-	// could end before its second execution is seen. Five waves of two
-	// runs take at least 20 s, so it is still under way, whatever the
-	// machine's speed, when it is stopped.
+	// could end before its second execution is seen. An idle run lasts
+	// until its soft deadline (3 s: the grace is at most a quarter of the
+	// budget), so five waves of two take at least 15 s and the benchmark
+	// is still under way, whatever the machine's speed, when it is stopped.
 	tasks := []string{"e2e_can_lm", "e2e_can_eff"}
 	e.addTask(tasks[0], "mini_baby_lm", map[string]string{"time_limit: 30s": "time_limit: 4s"})
 	e.addTask(tasks[1], "mini_llm_efficiency", map[string]string{"time_limit: 30s": "time_limit: 4s"})

@@ -345,7 +345,7 @@ func Noop(spec *tasks.Spec, env contract.Env) error {
 
 // Idle is the no-op agent that keeps its whole budget: it submits an
 // untrained model at once, then does nothing until ctx ends (the soft
-// deadline's SIGTERM), so that its run lasts the task's time limit
+// deadline's SIGTERM), so that its run lasts its budget, less the grace,
 // whatever the machine's speed. It holds runs in flight for load and
 // campaign tests.
 func Idle(ctx context.Context, spec *tasks.Spec, env contract.Env) error {
