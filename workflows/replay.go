@@ -65,12 +65,3 @@ func (h *History) Replay() error {
 	}
 	return nil
 }
-
-// ReplayHistoryFile loads a history and replays it.
-func ReplayHistoryFile(file string) error {
-	h, err := LoadHistory(file)
-	if err != nil {
-		return err
-	}
-	return h.Replay()
-}

@@ -32,7 +32,11 @@ func TestReplayRecordedHistories(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			if err := ReplayHistoryFile(f); err != nil {
+			h, err := LoadHistory(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := h.Replay(); err != nil {
 				t.Fatal(err)
 			}
 		})

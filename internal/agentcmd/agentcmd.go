@@ -4,6 +4,7 @@
 package agentcmd
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -49,47 +50,34 @@ func readContract() (contract.Env, *tasks.Spec, error) {
 	return env, spec, err
 }
 
+// agentCommand is a hidden subcommand that runs an agent under the agent
+// contract; its context ends at SIGTERM, which means the soft deadline.
+func agentCommand(use, short string, run func(ctx context.Context, spec *tasks.Spec, env contract.Env) error) *cobra.Command {
+	return &cobra.Command{
+		Use: use, Hidden: true, SilenceUsage: true, Short: short,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env, spec, err := readContract()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			return run(ctx, spec, env)
+		},
+	}
+}
+
 // Commands returns the hidden subcommands.
 func Commands() []*cobra.Command {
-	agent := &cobra.Command{
-		Use: "reference-agent", Hidden: true, SilenceUsage: true,
-		Short: "run the reference agent under the agent contract (MLRB_* env)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			env, spec, err := readContract()
-			if err != nil {
-				return err
-			}
-			// SIGTERM means the soft deadline: stop searching, keep the best.
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
-			defer stop()
+	agent := agentCommand("reference-agent", "run the reference agent under the agent contract (MLRB_* env)",
+		func(ctx context.Context, spec *tasks.Spec, env contract.Env) error {
+			// At the soft deadline it stops searching and keeps the best.
 			a := &reference.Agent{Spec: spec, Env: env, Log: os.Stdout}
 			return a.Run(ctx)
-		},
-	}
-	noop := &cobra.Command{
-		Use: "noop-agent", Hidden: true, SilenceUsage: true,
-		Short: "submit an untrained model at once (to measure orchestration overhead)",
-		RunE: func(*cobra.Command, []string) error {
-			env, spec, err := readContract()
-			if err != nil {
-				return err
-			}
-			return reference.Noop(spec, env)
-		},
-	}
-	idle := &cobra.Command{
-		Use: "idle-agent", Hidden: true, SilenceUsage: true,
-		Short: "submit an untrained model at once, then wait for the soft deadline (SIGTERM)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			env, spec, err := readContract()
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
-			defer stop()
-			return reference.Idle(ctx, spec, env)
-		},
-	}
+		})
+	noop := agentCommand("noop-agent", "submit an untrained model at once (to measure orchestration overhead)",
+		func(_ context.Context, spec *tasks.Spec, env contract.Env) error { return reference.Noop(spec, env) })
+	idle := agentCommand("idle-agent", "submit an untrained model at once, then wait for the soft deadline (SIGTERM)", reference.Idle)
 	var task, model, output string
 	var seed uint64
 	eval := &cobra.Command{

@@ -49,6 +49,11 @@ func TestWorkerKilledMidRun(t *testing.T) {
 	if len(pids) != 1 {
 		t.Fatalf("want one agent process before the crash, got %v", pids)
 	}
+	// The agent runs from mlrb-agent beside the worker, as `task build`
+	// lays them out.
+	if exe, want := e.agentExe(), realPath(t, filepath.Join(bin, "mlrb-agent")); exe != want {
+		t.Fatalf("the agent runs %s, not %s", exe, want)
+	}
 	w.kill(t)
 	// The agent dies with its worker (parent-death signal).
 	deadline := time.Now().Add(5 * time.Second)

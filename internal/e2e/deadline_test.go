@@ -16,8 +16,13 @@ func TestDeadline(t *testing.T) {
 	e.addTask("e2e_long", "mini_baby_lm", map[string]string{"trials: 24": "trials: 60", "trial_seconds: 0.4": "trial_seconds: 1"})
 	e.start("worker", "--dev")
 	e.waitServer()
+	id := e.startRun("--task", "e2e_long", "--agent", "reference", "--seed", "2", "--time-limit", "8s")
+	// Its agent searches until SIGTERM, 6 s after it starts.
+	if exe, want := e.agentExe(), realPath(t, filepath.Join(bin, "worker")); exe != want {
+		t.Fatalf("the agent runs %s, not host.agent_binary %s", exe, want)
+	}
 	var res result
-	e.starterJSON(&res, "run", "--task", "e2e_long", "--agent", "reference", "--seed", "2", "--time-limit", "8s", "--wait", "--json")
+	e.starterJSON(&res, "result", id, "--wait", "--json")
 	if res.Outcome != "limit_reached" || res.Score == nil || res.Attempts != 1 {
 		e.dumpLogs()
 		t.Fatalf("result = %+v", res)

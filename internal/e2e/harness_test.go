@@ -296,6 +296,31 @@ func alive(pid int) bool {
 // agentPIDs lists live reference-agent processes started from this env.
 func (e *env) agentPIDs() []int { return agentPIDsUnder(e.state) }
 
+// agentExe is the binary a live agent of this env runs, waiting up to
+// 30 s for one to start.
+func (e *env) agentExe() string {
+	e.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		for _, pid := range e.agentPIDs() {
+			if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil {
+				return exe
+			}
+		}
+	}
+	e.t.Fatal("no agent process started in 30 s")
+	return ""
+}
+
+// realPath is p with its symbolic links resolved, as /proc/PID/exe has it.
+func realPath(t *testing.T, p string) string {
+	t.Helper()
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // agentPIDsUnder lists live agent processes whose workdir is under dir.
 func agentPIDsUnder(dir string) []int {
 	var pids []int

@@ -15,6 +15,21 @@ import (
 
 func noSleep(context.Context, time.Duration) error { return nil }
 
+// babyLM is mini_baby_lm's spec and a first attempt's contract in a fresh
+// workdir, an hour from its deadline.
+func babyLM(t *testing.T, seed int64) (*tasks.Spec, contract.Env) {
+	t.Helper()
+	cat, err := tasks.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := cat.Get("mini_baby_lm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec, contract.Env{Task: spec.ID, Seed: seed, Workdir: t.TempDir(), Deadline: time.Now().Add(time.Hour), Attempt: 1}
+}
+
 // TestMiniSuite runs the agent and the evaluator on every mini task and
 // two seeds: every task is solvable above chance and seeds differ.
 func TestMiniSuite(t *testing.T) {
@@ -68,10 +83,8 @@ func TestMiniSuite(t *testing.T) {
 // TestResumeContinuesTrials: a second start finds the first start's trials
 // and only runs the rest.
 func TestResumeContinuesTrials(t *testing.T) {
-	cat, _ := tasks.Load("")
-	spec, _ := cat.Get("mini_baby_lm")
-	dir := t.TempDir()
-	env := contract.Env{Task: spec.ID, Seed: 3, Workdir: dir, Deadline: time.Now().Add(time.Hour), Attempt: 1}
+	spec, env := babyLM(t, 3)
+	dir := env.Workdir
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 0
 	a := &Agent{Spec: spec, Env: env, Sleep: func(context.Context, time.Duration) error {
@@ -103,10 +116,7 @@ func TestResumeContinuesTrials(t *testing.T) {
 // TestIdleHoldsItsBudget: the idle agent submits at once and returns only
 // when its context ends (the soft deadline's SIGTERM).
 func TestIdleHoldsItsBudget(t *testing.T) {
-	cat, _ := tasks.Load("")
-	spec, _ := cat.Get("mini_baby_lm")
-	dir := t.TempDir()
-	env := contract.Env{Task: spec.ID, Seed: 1, Workdir: dir, Deadline: time.Now().Add(time.Hour), Attempt: 1}
+	spec, env := babyLM(t, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Idle(ctx, spec, env) }()
