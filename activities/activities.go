@@ -2,6 +2,8 @@ package activities
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +21,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/internal/checkpoint"
+	"github.com/mlrb/mlrb/internal/contract"
+	"github.com/mlrb/mlrb/internal/gateway"
 	"github.com/mlrb/mlrb/internal/gpu"
 	"github.com/mlrb/mlrb/internal/metrics"
 	"github.com/mlrb/mlrb/internal/provision"
@@ -43,11 +47,16 @@ type Activities struct {
 	// Keep is how many checkpoints per run retention keeps (plus finals).
 	Keep   int
 	Logger *zap.Logger
-	// EnvFile holds worker-side secrets (KEY=value lines) that runs name.
-	EnvFile string
+	// EnvFile holds worker-side secrets (KEY=value lines) that runs name;
+	// SecretNames, when set, are the only names runs may ask for.
+	EnvFile     string
+	SecretNames []string
 	// WorkspaceLimit bounds an attempt's workspace on disk, in bytes (0:
 	// none): an agent that outgrows it fails the run, naming the limit.
 	WorkspaceLimit int64
+	// LogLimit bounds what is kept of an agent's or evaluator's output,
+	// in bytes (0: none).
+	LogLimit int64
 	// Provider obtains hosts (nil: provision.kind static); ProviderKind
 	// names it.
 	Provider     provision.Provider
@@ -57,6 +66,9 @@ type Activities struct {
 	// Metrics records checkpoints, evaluations and running attempts
 	// (nil: nothing is recorded).
 	Metrics *metrics.Metrics
+	// Egress is where an agent's door lets it connect (agent.egress, and
+	// never anything of ours).
+	Egress *gateway.Policy
 }
 
 // AgentImage is the agent that runs an MLRB agent image with its own
@@ -167,7 +179,7 @@ func (a *Activities) ReleaseLease(_ context.Context, l Lease) error {
 // tasks are reaped, none of it belongs to anything live, and the runs
 // resume from their checkpoints.
 func (a *Activities) Sweep() error {
-	for _, d := range []string{"runs", "eval"} {
+	for _, d := range []string{"runs", "eval", "doors"} {
 		if err := os.RemoveAll(filepath.Join(a.WorkDir, d)); err != nil {
 			return fmt.Errorf("sweep %s: %w", d, err)
 		}
@@ -178,7 +190,16 @@ func (a *Activities) Sweep() error {
 func runKey(runID string) string { return url.PathEscape(runID) }
 
 func (a *Activities) attempt(runID string, n int) *attempt {
-	return &attempt{runID: runID, n: n, dir: filepath.Join(a.WorkDir, "runs", runKey(runID), fmt.Sprintf("attempt-%d", n))}
+	return &attempt{runID: runID, n: n, dir: filepath.Join(a.WorkDir, "runs", runKey(runID), fmt.Sprintf("attempt-%d", n)),
+		door: a.doorDir(fmt.Sprintf("%s#%d", runID, n))}
+}
+
+// doorDir holds the gateway socket of one task (an attempt, an
+// evaluation), mounted into its door container: <work>/doors/<hash>,
+// short for a unix socket's 107-byte path limit whatever the run id.
+func (a *Activities) doorDir(task string) string {
+	sum := sha256.Sum256([]byte(task))
+	return filepath.Join(a.WorkDir, "doors", hex.EncodeToString(sum[:8]))
 }
 
 func writeJSONFile(path string, v any) error {
@@ -237,26 +258,38 @@ func (a *Activities) digest(ctx context.Context, image string) string {
 	return d
 }
 
-// secretValues looks up the named secrets in the worker's env file, then
-// its environment. Names travel through Temporal; values only from here
-// to the agent.
+// secretValues looks up the named secrets in the worker's env file, and
+// nowhere else: the worker's own environment holds its store, Temporal
+// and cloud credentials. A name of the worker's own (MLRB_*, AWS_*,
+// TEMPORAL_*) or one outside SecretNames (when set) is refused. Names
+// travel through Temporal; values only from here to the agent.
 func (a *Activities) secretValues(names []string) (map[string]string, error) {
-	file := map[string]string{}
-	if a.EnvFile != "" {
-		f, err := gotenv.Read(a.EnvFile)
-		if err != nil {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("agent.env_file %s: %s", a.EnvFile, envFileProblem(a.EnvFile)), ErrBadTask, nil)
+	refuse := func(format string, args ...any) error {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrBadTask, nil)
+	}
+	for _, n := range names {
+		if err := contract.CheckSecretName(n); err != nil {
+			return nil, refuse("secret %v", err)
 		}
-		file = f
+		if len(a.SecretNames) > 0 && !slices.Contains(a.SecretNames, n) {
+			return nil, refuse("secret %s is not in this worker's agent.secret_names (%s)", n, strings.Join(a.SecretNames, ", "))
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	if a.EnvFile == "" {
+		return nil, refuse("secret %s: this worker has no agent.env_file; secrets come only from there, never from the worker's environment", names[0])
+	}
+	file, err := gotenv.Read(a.EnvFile)
+	if err != nil {
+		return nil, refuse("agent.env_file %s: %s", a.EnvFile, envFileProblem(a.EnvFile))
 	}
 	out := map[string]string{}
 	for _, n := range names {
 		v, ok := file[n]
-		if !ok {
-			v, ok = os.LookupEnv(n)
-		}
 		if !ok || v == "" {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("secret %s is in neither agent.env_file nor the worker's environment", n), ErrBadTask, nil)
+			return nil, refuse("secret %s is not in agent.env_file %s (secrets come only from there, never from the worker's environment)", n, a.EnvFile)
 		}
 		out[n] = v
 	}

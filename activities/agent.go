@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -46,10 +47,11 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 		return nil, err
 	}
 	lv.step(stepStarting, 0)
-	h, err := a.Workspace.Start(ctx, spec)
+	h, closeDoor, err := a.start(ctx, spec, at.door, log)
 	if err != nil {
 		return nil, fmt.Errorf("start agent: %w", err)
 	}
+	defer closeDoor()
 	lv.step(stepRunning, 0)
 	log.Info("agent started", zap.Time("deadline", dl.Hard), zap.Bool("resumed", prev != nil))
 	var last time.Time
@@ -83,9 +85,6 @@ func (a *Activities) conclude(ctx context.Context, sv *supervisor, end ending, h
 	hk.ck.wait()
 	if end.kind == abandoned {
 		cause := context.Cause(ctx)
-		if errors.Is(cause, ErrFenced) {
-			hk.log.Warn("attempt fenced: its agent is stopped and it commits nothing", zap.Error(cause))
-		}
 		// The run is done with this attempt: its slot is free now rather
 		// than one lease TTL later.
 		a.releaseOwn(hk.lease)
@@ -160,6 +159,13 @@ func (a *Activities) prepare(ctx context.Context, in *AgentInput, at *attempt, l
 	if err := a.Engine.Fence(ctx, in.RunID, in.Attempt, in.NextSeq-1); err != nil {
 		return nil, nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrFencedAttempt, err)
 	}
+	// Its numbers come after every manifest in the store: a superseded
+	// attempt's are never the run's, and their numbers are taken.
+	last, err := a.Engine.LastSeq(ctx, in.RunID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("checkpoint numbers: %w", err)
+	}
+	in.NextSeq = max(in.NextSeq, last+1)
 	image := agentImage(*in)
 	if in.Resume == nil {
 		return nil, nil, a.Workspace.Prepare(ctx, at, image, nil)
@@ -251,12 +257,16 @@ func (a *Activities) agentTask(in AgentInput, at *attempt, dl budget.Deadlines, 
 	if err != nil {
 		return spec, err
 	}
-	spec.Env = env.Environ()
+	if spec.Env == nil {
+		spec.Env = map[string]string{}
+	}
+	maps.Copy(spec.Env, env.Environ())
 	for k, v := range secrets {
 		spec.Env[k] = v
 		spec.Redact = append(spec.Redact, v)
 	}
 	spec.Labels, spec.Devices = at.Labels(in.Lease.Token, in.Task.ID), in.Lease.Devices
+	a.bound(&spec, &in.Task)
 	return spec, nil
 }
 

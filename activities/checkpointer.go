@@ -88,15 +88,18 @@ func (c *checkpointer) commit(ctx context.Context, agentSeconds float64, end *ch
 		return c.ws.Snapshot(ctx, c.at, checkpoint.Meta{RunID: c.at.runID, Seq: c.seq, Attempt: c.at.n, AgentSeconds: agentSeconds, Final: final, Ending: end}, c.prev)
 	}
 	m, err := snap()
+	// Another attempt took the number (a zombie whose commit landed after
+	// this attempt's fence): number on past every manifest in the store,
+	// superseded ones included. A zombie commits at most once more after
+	// a fence, so a few tries settle it.
 	var taken *checkpoint.SeqTakenError
-	if errors.As(err, &taken) {
-		// Another attempt got there first: number on after the latest.
-		latest, lerr := c.engine.Latest(ctx, c.at.runID)
+	for try := 0; try < 3 && errors.As(err, &taken); try++ {
+		last, lerr := c.engine.LastSeq(ctx, c.at.runID)
 		if lerr != nil {
-			return nil, fmt.Errorf("%w (and the latest: %v)", err, lerr)
+			return nil, fmt.Errorf("%w (and the last number: %v)", err, lerr)
 		}
-		c.log.Warn("sequence number taken by another attempt; numbering on", zap.Int("seq", c.seq), zap.Int("by_attempt", taken.Attempt), zap.Int("next", latest.Seq+1))
-		c.seq = latest.Seq + 1
+		c.log.Warn("sequence number taken by another attempt; numbering on", zap.Int("seq", c.seq), zap.Int("by_attempt", taken.Attempt), zap.Int("next", last+1))
+		c.seq = max(c.seq, last) + 1
 		m, err = snap()
 	}
 	if err != nil {

@@ -1,11 +1,11 @@
 package activities
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -20,10 +20,9 @@ import (
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/lmeval"
+	"github.com/mlrb/mlrb/internal/model"
 	"github.com/mlrb/mlrb/internal/runtime"
 	"github.com/mlrb/mlrb/internal/safefs"
-	"github.com/mlrb/mlrb/internal/safetensors"
-	"github.com/mlrb/mlrb/tasks"
 )
 
 // Evaluate restores the final checkpoint into a fresh directory (never the
@@ -43,26 +42,17 @@ func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (res *EvalResul
 	}
 	// The evaluation's files go with it; the checkpoint stays in the store.
 	defer a.removeEvaluation(ev)
-	params, violations := CheckConstraints(ev.model, in.Task.Constraints)
+	params, violations, err := model.CheckConstraints(ev.model, &in.Task)
+	if err != nil {
+		// The model cannot be loaded safely: the agent's failure, and
+		// no evaluator ever runs it.
+		return nil, temporal.NewNonRetryableApplicationError("model refused: "+err.Error(), ErrNoModel, err)
+	}
 	image := in.Task.Evaluation.Image
 	if in.Image != "" {
 		image = in.Image
 	}
-	spec := a.Workspace.EvalTask(ev, in.Task.Evaluation.Command, image)
-	spec.Labels = map[string]string{runtime.LabelRun: in.RunID, runtime.LabelRole: "evaluator"}
-	if in.Lease != nil {
-		spec.Devices = in.Lease.Devices
-	}
-	lv.step(stepEvaluating, 0)
-	if err := a.runEvaluator(ctx, spec, in.Task.Evaluation.Timeout.D()); err != nil {
-		return nil, err
-	}
-	lv.step(stepReadResults, 0)
-	file, err := lmeval.Find(ev.results)
-	if err != nil {
-		return nil, err
-	}
-	r, err := lmeval.Read(file)
+	spec, r, name, body, err := a.evaluate(ctx, in, ev, image, lv)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +60,7 @@ func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (res *EvalResul
 	if err != nil {
 		return nil, err
 	}
-	kept, err := a.keepResults(ctx, in.RunID, ev, file)
+	kept, err := a.keepResults(ctx, in.RunID, ev, name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +76,51 @@ func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (res *EvalResul
 	rel, _ := filepath.Rel(root.dir, ev.model)
 	return &EvalResult{Score: score, Metrics: metrics, ModelPath: filepath.ToSlash(rel), Params: params, Violations: violations, ResultsFile: kept,
 		Image: a.digest(ctx, spec.Image), Usage: readUsage(root)}, nil
+}
+
+// evaluate runs the evaluator over ev (and each output's check, if the
+// task has one, within the same evaluation timeout) and reads the results
+// it wrote, with the checks' rate written in; it returns them as parsed
+// and as stored, and the evaluator's task.
+func (a *Activities) evaluate(ctx context.Context, in EvalInput, ev *evalDirs, image string, lv *liveness) (runtime.TaskSpec, *lmeval.Results, string, []byte, error) {
+	spec := a.Workspace.EvalTask(ev, in.Task.Evaluation.Command, image)
+	a.bound(&spec, &in.Task)
+	spec.Labels = map[string]string{runtime.LabelRun: in.RunID, runtime.LabelRole: "evaluator"}
+	if in.Lease != nil {
+		spec.Devices = in.Lease.Devices
+	}
+	lv.step(stepEvaluating, 0)
+	timeout := in.Task.Evaluation.Timeout.D()
+	deadline := time.Now().Add(timeout)
+	log := a.Logger.With(zap.String("run", in.RunID), zap.String("role", "evaluator"))
+	if err := a.runEvaluator(ctx, spec, ev.door, timeout, log); err != nil {
+		return spec, nil, "", nil, err
+	}
+	lv.step(stepReadResults, 0)
+	name, body, err := readResults(ev, in.Task.Evaluation.Command)
+	if err != nil {
+		return spec, nil, "", nil, err
+	}
+	r, err := lmeval.Parse(body, name)
+	if err != nil {
+		return spec, nil, "", nil, err
+	}
+	c := in.Task.Evaluation.Check
+	if c == nil {
+		return spec, r, name, body, nil
+	}
+	lv.step(stepChecking, 0)
+	cctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	rate, sem, err := a.runChecks(cctx, ev, &in.Task, image)
+	if err != nil {
+		return spec, nil, "", nil, err
+	}
+	setRate(r, c, rate, sem)
+	if body, err = json.MarshalIndent(r, "", "  "); err != nil {
+		return spec, nil, "", nil, fmt.Errorf("results with the checks: %w", err)
+	}
+	return spec, r, name, body, nil
 }
 
 // snapshot is a restored checkpoint: its root and the agent's work dir in it.
@@ -113,18 +148,19 @@ func (a *Activities) prepareEvaluation(ctx context.Context, in EvalInput, lv *li
 	}
 	lv.step(stepFindModel, 0)
 	root.workdir = filepath.Join(root.dir, filepath.FromSlash(m.Workdir))
-	model, err := FindModel(root.dir, root.workdir)
+	modelDir, err := model.FindModel(root.dir, root.workdir)
 	if err == nil {
 		// The evaluator reads the model dir: no link in it may lead out.
-		err = safefs.CheckLinks(root.dir, model)
+		err = safefs.CheckLinks(root.dir, modelDir)
 	}
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, root, temporal.NewNonRetryableApplicationError(err.Error(), ErrNoModel, err)
 	}
-	ev := &evalDirs{name: fmt.Sprintf("eval-%s-%d", runKey(in.RunID), try), dir: dir, model: model, results: filepath.Join(dir, "results"),
-		spec: filepath.Join(dir, "task.json"), task: in.Task.ID, seed: in.Seed}
-	for _, d := range []string{ev.results, filepath.Join(dir, "run")} {
+	ev := &evalDirs{name: fmt.Sprintf("eval-%s-%d", runKey(in.RunID), try), dir: dir, model: modelDir, results: filepath.Join(dir, "results"),
+		outputs: filepath.Join(dir, "outputs"), resultsName: resultsName(), spec: filepath.Join(dir, "task.json"), task: in.Task.ID, seed: in.Seed,
+		door: a.doorDir(fmt.Sprintf("%s#eval%d", in.RunID, try))}
+	for _, d := range []string{ev.results, ev.outputs, filepath.Join(dir, "run")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, root, fmt.Errorf("eval dir: %w", err)
 		}
@@ -136,47 +172,72 @@ func (a *Activities) prepareEvaluation(ctx context.Context, in EvalInput, lv *li
 }
 
 // runEvaluator runs the evaluator to its end, its timeout, or the
-// activity's cancellation.
-func (a *Activities) runEvaluator(ctx context.Context, spec runtime.TaskSpec, timeout time.Duration) error {
-	h, err := a.Workspace.Start(ctx, spec)
-	if err != nil {
+// activity's cancellation; anything but a clean exit is an error.
+func (a *Activities) runEvaluator(ctx context.Context, spec runtime.TaskSpec, doorDir string, timeout time.Duration, log *zap.Logger) error {
+	res, timedOut, err := a.runToEnd(ctx, spec, doorDir, timeout, log)
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil:
 		return fmt.Errorf("start evaluator %q: %w", spec.Command, err)
+	case timedOut:
+		return fmt.Errorf("evaluator ran past its %s timeout", timeout)
+	case !res.Successful():
+		return fmt.Errorf("evaluator %s: %s (log: %s)", res, tail(spec.LogPath), spec.LogPath)
 	}
-	defer func() { _ = h.Destroy() }()
-	limit := time.NewTimer(timeout)
-	defer limit.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			_ = h.Kill()
-			<-h.Wait()
-			return ctx.Err()
-		case <-limit.C:
-			_ = h.Kill()
-			<-h.Wait()
-			return fmt.Errorf("evaluator ran past its %s timeout", timeout)
-		case res := <-h.Wait():
-			if !res.Successful() {
-				return fmt.Errorf("evaluator %s: %s (log: %s)", res, tail(spec.LogPath), spec.LogPath)
-			}
-			return nil
-		}
-	}
+	return nil
 }
 
-// keepResults stores the evaluator's results file in the blob store (the
-// evaluation's directory goes) and returns its key.
-func (a *Activities) keepResults(ctx context.Context, runID string, ev *evalDirs, file string) (string, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return "", fmt.Errorf("results: %w", err)
-	}
-	defer func() { _ = f.Close() }()
-	key := blob.RunPrefix(runID) + path.Join("evaluations", filepath.Base(ev.dir), filepath.Base(file))
-	if err := a.Engine.Store.Put(ctx, key, f); err != nil {
+// keepResults stores the results the score was read from in the blob
+// store (the evaluation's directory goes) and returns its key.
+func (a *Activities) keepResults(ctx context.Context, runID string, ev *evalDirs, name string, body []byte) (string, error) {
+	key := blob.RunPrefix(runID) + path.Join("evaluations", filepath.Base(ev.dir), path.Base(name))
+	if err := a.Engine.Store.Put(ctx, key, bytes.NewReader(body)); err != nil {
 		return "", fmt.Errorf("keep results: %w", err)
 	}
 	return key, nil
+}
+
+// readResults reads the results this evaluation wrote, and no other
+// file: the one its command named {results} (a name the worker chose for
+// this evaluation), or, for a command that names none, the one
+// results*.json under {output}; more than one is refused, since which
+// of them the evaluator wrote cannot be told. What an evaluator leaves
+// is read like an agent's tree: from descriptors, never through a link,
+// capped at lmeval.MaxBytes.
+func readResults(ev *evalDirs, command []string) (string, []byte, error) {
+	if slices.ContainsFunc(command, func(a string) bool { return strings.Contains(a, "{results}") }) {
+		b, err := safefs.ReadFile(ev.results, ev.resultsName, lmeval.MaxBytes)
+		if err != nil {
+			return "", nil, fmt.Errorf("the evaluator's results %s: %w", ev.resultsName, err)
+		}
+		return ev.resultsName, b, nil
+	}
+	d, err := safefs.OpenDir(ev.results)
+	if err != nil {
+		return "", nil, err
+	}
+	defer func() { _ = d.Close() }()
+	var found []string
+	err = d.Walk(func(e safefs.Entry) error {
+		if e.Mode().IsRegular() && strings.HasPrefix(e.Name, "results") && strings.HasSuffix(e.Name, ".json") {
+			found = append(found, e.Rel)
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return "", nil, fmt.Errorf("find the evaluator's results: %w", err)
+	case len(found) == 0:
+		return "", nil, errors.New("the evaluator wrote no results_*.json")
+	case len(found) > 1:
+		return "", nil, fmt.Errorf("the evaluator left %d results files (%s): which one it wrote cannot be told; name the file as {results} in evaluation.command", len(found), strings.Join(found, ", "))
+	}
+	b, err := safefs.ReadFile(ev.results, found[0], lmeval.MaxBytes)
+	if err != nil {
+		return "", nil, fmt.Errorf("the evaluator's results: %w", err)
+	}
+	return found[0], b, nil
 }
 
 // removeEvaluation removes an evaluation's files, and the run's
@@ -194,151 +255,35 @@ func readUsage(root snapshot) *contract.Usage {
 	if err != nil {
 		return nil
 	}
-	b, err := safefs.ReadFile(root.dir, filepath.Join(wrel, contract.OutputDir, contract.UsageFile), maxReport)
+	b, err := safefs.ReadFile(root.dir, filepath.Join(wrel, contract.OutputDir, contract.UsageFile), model.MaxReport)
 	if err != nil {
 		return nil
 	}
 	var u contract.Usage
-	if json.Unmarshal(b, &u) != nil {
-		return nil
+	if json.Unmarshal(b, &u) != nil || u.Check() != nil {
+		return nil // the agent's own report: unusable, so not reported
 	}
 	return &u
 }
 
+// tail is the end of a log, for an error: only its last bytes are read.
 func tail(path string) string {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return ""
 	}
-	s := strings.TrimSpace(string(b))
-	if len(s) > 400 {
-		s = "…" + s[len(s)-400:]
+	defer func() { _ = f.Close() }()
+	const keep = 400
+	st, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(0, st.Size()-keep-64)
+	b := make([]byte, st.Size()-off)
+	n, _ := f.ReadAt(b, off)
+	s := strings.TrimSpace(string(b[:n]))
+	if len(s) > keep || off > 0 {
+		s = "…" + s[max(0, len(s)-keep):]
 	}
 	return s
-}
-
-// maxReport caps what is read of the small files an agent leaves for the
-// worker (submission.json, usage.json, config.json).
-const maxReport = 1 << 20
-
-// FindModel returns the model dir in a restored snapshot: the path the
-// agent reported in <workdir>/output/submission.json (relative to the
-// work dir, or absolute in the agent's own view of the snapshot, as
-// /app/<id>/model in a container), else the newest directory anywhere in
-// the snapshot holding a config.json (a Hugging Face model dir; MLRB's
-// agents save under /app/<id>/, outside MLRB_WORKDIR). What the agent
-// left is data: a path is resolved inside root, never through a symlink,
-// or refused with the reason.
-func FindModel(root, workdir string) (string, error) {
-	wrel, err := filepath.Rel(root, workdir)
-	if err != nil {
-		return "", fmt.Errorf("work dir %s is not in %s", workdir, root)
-	}
-	b, err := safefs.ReadFile(root, filepath.Join(wrel, contract.OutputDir, contract.SubmissionFile), maxReport)
-	switch {
-	case errors.Is(err, safefs.ErrRefused):
-		return "", err
-	case err == nil:
-		var sub contract.Submission
-		if json.Unmarshal(b, &sub) == nil && sub.ModelPath != "" {
-			rel := filepath.Join(wrel, filepath.FromSlash(sub.ModelPath))
-			if strings.HasPrefix(sub.ModelPath, "/") {
-				rel = strings.TrimPrefix(filepath.Clean(filepath.FromSlash(sub.ModelPath)), string(filepath.Separator))
-			}
-			// A path out of the workspace is ignored (the search below
-			// may find the model); one through a symlink is refused.
-			p, err := safefs.Dir(root, rel)
-			if errors.Is(err, safefs.ErrRefused) && !errors.Is(err, safefs.ErrOutside) {
-				return "", fmt.Errorf("model_path %q: %w", sub.ModelPath, err)
-			}
-			if err == nil {
-				return p, nil
-			}
-		}
-	}
-	var best string
-	var bestTime time.Time
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() || d.Name() != "config.json" {
-			return err
-		}
-		st, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if best == "" || st.ModTime().After(bestTime) {
-			best, bestTime = filepath.Dir(p), st.ModTime()
-		}
-		return nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("search for a model: %w", err)
-	}
-	if best == "" {
-		return "", errors.New("no model: no output/submission.json and no directory with a config.json in the workspace")
-	}
-	return best, nil
-}
-
-// CheckConstraints reads the model's size and dtypes from its files (the
-// safetensors headers, else the config.json of a mini-task model) and
-// lists every constraint it breaks.
-func CheckConstraints(model string, c tasks.Constraints) (int64, []string) {
-	var v []string
-	params, bytes := int64(0), int64(0)
-	dtypes := map[string]int64{}
-	if s, err := safetensors.Summarise(model); err == nil {
-		params, bytes, dtypes = s.Params, s.Bytes, s.DTypes
-	} else if errors.Is(err, safetensors.ErrNoFiles) {
-		var cfg struct {
-			NumParameters int64  `json:"num_parameters"`
-			TorchDtype    string `json:"torch_dtype"`
-		}
-		b, err := safefs.ReadFile(model, "config.json", maxReport)
-		if errors.Is(err, safefs.ErrRefused) {
-			return 0, []string{"unreadable config.json: " + err.Error()}
-		}
-		if err == nil {
-			_ = json.Unmarshal(b, &cfg)
-		}
-		params = cfg.NumParameters
-		if cfg.TorchDtype != "" {
-			dtypes[cfg.TorchDtype] = params
-		}
-		bytes = dirBytes(model)
-	} else {
-		return 0, []string{"unreadable weights: " + err.Error()}
-	}
-	if c.MaxParams > 0 && params > c.MaxParams {
-		v = append(v, fmt.Sprintf("%d parameters exceed the limit of %d", params, c.MaxParams))
-	}
-	if len(c.AllowedDtypes) > 0 {
-		names := make([]string, 0, len(dtypes))
-		for d := range dtypes {
-			names = append(names, d)
-		}
-		slices.Sort(names)
-		for _, d := range names {
-			if !slices.Contains(c.AllowedDtypes, d) {
-				v = append(v, fmt.Sprintf("%d parameters are %s; allowed: %s", dtypes[d], d, strings.Join(c.AllowedDtypes, ", ")))
-			}
-		}
-	}
-	if c.MaxModelBytes > 0 && bytes > c.MaxModelBytes {
-		v = append(v, fmt.Sprintf("weights take %d bytes, over the %d byte memory limit", bytes, c.MaxModelBytes))
-	}
-	return params, v
-}
-
-func dirBytes(dir string) int64 {
-	var total int64
-	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if st, err := d.Info(); err == nil {
-				total += st.Size()
-			}
-		}
-		return nil
-	})
-	return total
 }

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/internal/checkpoint"
 )
@@ -34,6 +35,7 @@ type liveness struct {
 	stopped chan struct{}
 	dir     string
 	cancel  context.CancelCauseFunc
+	log     *zap.Logger
 	// renew keeps the attempt's GPU lease alive (nil: no lease held).
 	renew func()
 }
@@ -63,6 +65,7 @@ func (a *Activities) live(ctx context.Context, lease *Lease) (context.Context, *
 	}
 	l.p.Host = a.HostID
 	info := activity.GetInfo(ctx)
+	l.log = a.Logger.With(zap.String("run", info.WorkflowExecution.ID), zap.String("activity", info.ActivityType.Name), zap.Int32("try", info.Attempt))
 	send := a.heartbeat(info)
 	go func() {
 		defer close(l.stopped)
@@ -116,12 +119,12 @@ func (l *liveness) run(ctx context.Context, send beat, timeout, every time.Durat
 			l.cancel(context.Canceled) // the run canceled the activity
 			return
 		case errors.As(err, &notFound):
-			l.cancel(fmt.Errorf("%w: the server no longer knows this attempt (%v)", ErrFenced, err))
+			l.fenced(fmt.Errorf("the server no longer knows this attempt (%w)", err))
 			return
 		case ctx.Err() != nil:
 			return
 		case timeout > 0 && t.Sub(lastOK) >= timeout:
-			l.cancel(fmt.Errorf("%w: no heartbeat reached the server for %s (the heartbeat timeout): %v", ErrFenced, t.Sub(lastOK).Round(time.Second), err))
+			l.fenced(fmt.Errorf("no heartbeat reached the server for %s (the heartbeat timeout): %w", t.Sub(lastOK).Round(time.Second), err))
 			return
 		}
 		select {
@@ -135,7 +138,14 @@ func (l *liveness) run(ctx context.Context, send beat, timeout, every time.Durat
 }
 
 // fence ends the attempt: a later one owns the run.
-func (l *liveness) fence(err error) { l.cancel(fmt.Errorf("%w: %v", ErrFenced, err)) }
+func (l *liveness) fence(err error) { l.fenced(err) }
+
+// fenced says so before it stops anything, so that whoever sees the agent
+// stopped finds the reason already in the log.
+func (l *liveness) fenced(why error) {
+	l.log.Warn("attempt fenced: its agent is stopped and it commits nothing", zap.Error(why))
+	l.cancel(fmt.Errorf("%w: %v", ErrFenced, why))
+}
 
 // step names what the activity does now; total is the bytes it will move
 // (0: not a transfer).
@@ -203,4 +213,5 @@ const (
 	stepFindModel   = "checking the model"
 	stepEvaluating  = "evaluating"
 	stepReadResults = "reading results"
+	stepChecking    = "checking outputs"
 )

@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
 )
 
 // fakeClock advances by a step on each reading.
@@ -47,7 +48,7 @@ func TestLivenessFences(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancelCause(context.Background())
 			defer cancel(nil)
-			l := &liveness{stop: make(chan struct{}), stopped: make(chan struct{}), dir: t.TempDir(), cancel: cancel}
+			l := &liveness{stop: make(chan struct{}), stopped: make(chan struct{}), dir: t.TempDir(), cancel: cancel, log: zap.NewNop()}
 			var mu sync.Mutex
 			sent := 0
 			send := func(context.Context, Progress) error {

@@ -22,3 +22,40 @@ func TestEnvFileErrorHidesTheLine(t *testing.T) {
 		t.Fatalf("err = %v; want line 2 named and its text left out", err)
 	}
 }
+
+// TestSecretNeverFromTheWorkersEnvironment is audit #6: a run naming a
+// worker credential got the worker's value (secretValues fell back to
+// its environment). Values come from agent.env_file only, the worker's
+// own names are refused even there, and agent.secret_names narrows the
+// rest.
+func TestSecretNeverFromTheWorkersEnvironment(t *testing.T) {
+	t.Setenv("MLRB_STORAGE_S3_SECRET_ACCESS_KEY", "worker-s3-secret")
+	t.Setenv("ONLY_IN_ENV", "worker-env-value")
+	path := filepath.Join(t.TempDir(), "agent.env")
+	if err := os.WriteFile(path, []byte("OPENAI_API_KEY=sk-fine\nAWS_SECRET_ACCESS_KEY=in-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := &Activities{EnvFile: path, Logger: zap.NewNop()}
+	for name, want := range map[string]string{
+		"MLRB_STORAGE_S3_SECRET_ACCESS_KEY": "the worker's own credentials",
+		"AWS_SECRET_ACCESS_KEY":             "the worker's own credentials",
+		"temporal_api_key":                  "the worker's own credentials",
+		"ONLY_IN_ENV":                       "not in agent.env_file",
+	} {
+		got, err := a.secretValues([]string{name})
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "worker-") {
+			t.Errorf("%s: %v, %v; want refused (%s)", name, got, err, want)
+		}
+	}
+	got, err := a.secretValues([]string{"OPENAI_API_KEY"})
+	if err != nil || got["OPENAI_API_KEY"] != "sk-fine" {
+		t.Fatalf("a secret of the env file: %v, %v", got, err)
+	}
+	a.SecretNames = []string{"HUGGINGFACE_TOKEN"}
+	if _, err := a.secretValues([]string{"OPENAI_API_KEY"}); err == nil || !strings.Contains(err.Error(), "agent.secret_names") {
+		t.Fatalf("a name outside the allow-list: %v", err)
+	}
+	if _, err := (&Activities{}).secretValues([]string{"ONLY_IN_ENV"}); err == nil {
+		t.Fatal("no env file: the worker's environment must not answer")
+	}
+}

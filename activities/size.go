@@ -3,13 +3,14 @@ package activities
 import (
 	"context"
 	"fmt"
-	"io/fs"
-	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/mlrb/mlrb/internal/every"
+	"github.com/mlrb/mlrb/internal/safefs"
 )
 
 // sizeEvery paces the workspace measurement: a walk costs a stat per
@@ -27,28 +28,20 @@ type sizeWatch struct {
 // watchSize starts measuring root every sizeEvery.
 func watchSize(ctx context.Context, root string, limit int64, log *zap.Logger) *sizeWatch {
 	w := &sizeWatch{limit: limit}
-	go func() {
-		t := time.NewTicker(sizeEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			used, err := diskUsage(root)
-			if err != nil {
-				log.Debug("workspace size", zap.Error(err))
-				continue
-			}
-			if used > limit {
-				w.mu.Lock()
-				w.why = fmt.Sprintf("workspace reached %.2f GiB, over its limit agent.workspace_limit_gb = %.2f GiB", gib(used), gib(limit))
-				w.mu.Unlock()
-				return
-			}
+	go every.Tick(ctx, sizeEvery, func() bool {
+		used, err := diskUsage(root)
+		if err != nil {
+			log.Debug("workspace size", zap.Error(err))
+			return true
 		}
-	}()
+		if used <= limit {
+			return true
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.why = fmt.Sprintf("workspace reached %.2f GiB, over its limit agent.workspace_limit_gb = %.2f GiB", gib(used), gib(limit))
+		return false
+	})
 	return w
 }
 
@@ -58,33 +51,35 @@ func (w *sizeWatch) over() string {
 	return w.why
 }
 
-// diskUsage is what root's files take on disk (allocated blocks, as du
-// counts them: a sparse file costs what it holds; a file hardlinked
-// twice counts once).
+// minEntryBytes is what any entry is charged at least: an empty file
+// takes no blocks but an inode and a directory entry, and a checkpoint
+// lists it. A million empty files count 4 GiB against the limit.
+const minEntryBytes = 4 << 10
+
+// diskUsage is what root's entries cost against the workspace limit: a
+// file's allocated blocks (as du counts them) or its apparent size,
+// whichever is larger (a sparse file is read whole by a checkpoint),
+// and never less than minEntryBytes; a file hardlinked twice counts
+// once. The agent may be changing the tree: it is walked from
+// descriptors (safefs.Dir.Walk), never through a link.
 func diskUsage(root string) (int64, error) {
+	d, err := safefs.OpenDir(root)
+	if err != nil {
+		return 0, fmt.Errorf("measure %s: %w", root, err)
+	}
+	defer func() { _ = d.Close() }()
 	var total int64
 	seen := map[[2]uint64]bool{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // a file the agent removed meanwhile
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		st, ok := info.Sys().(*syscall.Stat_t)
-		if !ok {
-			total += info.Size()
-			return nil
-		}
-		if st.Nlink > 1 {
+	err = d.Walk(func(e safefs.Entry) error {
+		st := e.Stat
+		if st.Nlink > 1 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			id := [2]uint64{st.Dev, st.Ino}
 			if seen[id] {
 				return nil
 			}
 			seen[id] = true
 		}
-		total += st.Blocks * 512
+		total += max(st.Blocks*512, st.Size, minEntryBytes)
 		return nil
 	})
 	if err != nil {

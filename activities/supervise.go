@@ -161,13 +161,21 @@ func (s *supervisor) runGone() ending {
 	return ending{kind: abandoned}
 }
 
-// agentExit: the agent ended. Killed, not by us and not for memory, it
-// was taken from under the attempt (docker kill, a host agent): its work
-// is kept and the run runs another attempt.
+// agentExit: the agent ended. Killed by a signal nobody here sent (an
+// operator's docker kill, the daemon stopping it), or lost by the runtime
+// (the daemon gone), it was taken from under the attempt: its work is
+// kept and the run runs another attempt. Anything else is the agent's own
+// ending, failures included: an exit code it chose (137 too), its own
+// signal, an OOM kill under its own memory limit.
 func (s *supervisor) agentExit(res runtime.ExitResult) ending {
 	used := s.agentSeconds()
-	if s.stopped == StopExited && res.Signal == int(syscall.SIGKILL) && !res.OOMKilled && s.failure == "" {
-		return ending{kind: handedBack, exit: res, used: used, reason: fmt.Sprintf("agent was killed from outside (%s)", res)}
+	if s.stopped == StopExited && s.failure == "" && !res.OOMKilled {
+		switch {
+		case res.KilledOutside:
+			return ending{kind: handedBack, exit: res, used: used, reason: fmt.Sprintf("agent was killed from outside (%s)", res)}
+		case res.Err != nil:
+			return ending{kind: handedBack, exit: res, used: used, reason: fmt.Sprintf("the runtime lost the agent (%s)", res)}
+		}
 	}
 	return ending{kind: agentEnded, exit: res, used: used}
 }

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"syscall"
 	"testing"
@@ -69,7 +70,10 @@ type event struct {
 var (
 	t0      = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	killed  = runtime.ExitResult{Signal: int(syscall.SIGKILL)}
-	oomKill = runtime.ExitResult{Signal: int(syscall.SIGKILL), OOMKilled: true}
+	outside = runtime.ExitResult{ExitCode: 137, Signal: int(syscall.SIGKILL), KilledOutside: true}
+	exit137 = runtime.ExitResult{ExitCode: 137}
+	lost    = runtime.ExitResult{ExitCode: -1, Err: errors.New("daemon gone")}
+	oomKill = runtime.ExitResult{ExitCode: 137, Signal: int(syscall.SIGKILL), OOMKilled: true}
 )
 
 const (
@@ -111,7 +115,13 @@ func TestSupervisorEvents(t *testing.T) {
 			[]syscall.Signal{sigTERM}, StopCanceled, agentEnded, 15 * time.Second, 1},
 		{"canceled after the soft deadline", []event{{at: 25 * time.Second, kind: "soft"}, {at: 26 * time.Second, kind: "poll", steer: steerAnswer{granted: 30, cancel: true, ok: true}}, {at: 27 * time.Second, kind: "exit"}},
 			[]syscall.Signal{sigTERM, sigTERM}, StopCanceled, agentEnded, 30 * time.Second, 0},
-		{"killed from outside: handed back", []event{{at: 8 * time.Second, kind: "exit", exit: killed}},
+		{"killed from outside: handed back", []event{{at: 8 * time.Second, kind: "exit", exit: outside}},
+			nil, StopExited, handedBack, 30 * time.Second, 0},
+		{"exit 137 of its own: the agent's failure (audit #7)", []event{{at: 8 * time.Second, kind: "exit", exit: exit137}},
+			nil, StopExited, agentEnded, 30 * time.Second, 0},
+		{"a SIGKILL nobody here saw sent: the agent's own", []event{{at: 8 * time.Second, kind: "exit", exit: killed}},
+			nil, StopExited, agentEnded, 30 * time.Second, 0},
+		{"lost by the runtime: handed back", []event{{at: 8 * time.Second, kind: "exit", exit: lost}},
 			nil, StopExited, handedBack, 30 * time.Second, 0},
 		{"OOM-killed: the agent's failure, not handed back", []event{{at: 8 * time.Second, kind: "exit", exit: oomKill}},
 			nil, StopExited, agentEnded, 30 * time.Second, 0},

@@ -4,9 +4,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/mlrb/mlrb/internal/contract"
+	"github.com/mlrb/mlrb/internal/model"
+	"github.com/mlrb/mlrb/internal/runtime"
 	"github.com/mlrb/mlrb/internal/safefs"
 	"github.com/mlrb/mlrb/tasks"
 )
@@ -53,7 +57,7 @@ func TestSubmissionAsASymlinkIsRefused(t *testing.T) {
 			root, host := attackWorkspace(t)
 			modelDir(t, filepath.Join(root, "output", "model"))
 			symlink(t, strings.Replace(target, "HOST", host, 1), filepath.Join(root, "output", "submission.json"))
-			_, err := FindModel(root, root)
+			_, err := model.FindModel(root, root)
 			if !errors.Is(err, safefs.ErrRefused) || !strings.Contains(err.Error(), "symlink") {
 				t.Fatalf("FindModel = %v; want a refusal naming the symlink", err)
 			}
@@ -68,14 +72,14 @@ func TestModelDirAsASymlinkToTheHostIsRefused(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "output", "submission.json"), []byte(`{"model_path":"output/model"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := FindModel(root, root); !errors.Is(err, safefs.ErrRefused) {
+	if got, err := model.FindModel(root, root); !errors.Is(err, safefs.ErrRefused) {
 		t.Fatalf("FindModel = %q, %v; want a refusal", got, err)
 	}
 	// Unreported, the search never descends into it either.
 	if err := os.Remove(filepath.Join(root, "output", "submission.json")); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := FindModel(root, root); err == nil {
+	if got, err := model.FindModel(root, root); err == nil {
 		t.Fatalf("the search took %q through a symlink", got)
 	}
 }
@@ -87,16 +91,16 @@ func TestConfigAsASymlinkIsNeverRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	symlink(t, "/dev/zero", filepath.Join(dir, "config.json"))
-	if got, err := FindModel(root, root); err == nil {
+	if got, err := model.FindModel(root, root); err == nil {
 		t.Fatalf("a config.json symlink made %q a model", got)
 	}
 	if err := os.Remove(filepath.Join(dir, "config.json")); err != nil {
 		t.Fatal(err)
 	}
 	symlink(t, filepath.Join(host, "secret"), filepath.Join(dir, "config.json"))
-	params, violations := CheckConstraints(dir, tasks.Constraints{})
-	if params != 0 || len(violations) == 0 {
-		t.Fatalf("params %d, violations %v: the host file must not be read as the model's config", params, violations)
+	params, _, err := model.CheckConstraints(dir, &tasks.Spec{Suite: "mini"})
+	if params != 0 || !errors.Is(err, safefs.ErrRefused) {
+		t.Fatalf("params %d, %v: the host file must not be read as the model's config", params, err)
 	}
 }
 
@@ -105,9 +109,8 @@ func TestWeightsAsASymlinkAreRefused(t *testing.T) {
 	dir := filepath.Join(root, "output", "model")
 	modelDir(t, dir)
 	symlink(t, filepath.Join(host, "secret"), filepath.Join(dir, "model.safetensors"))
-	_, violations := CheckConstraints(dir, tasks.Constraints{})
-	if len(violations) != 1 || !strings.Contains(violations[0], "refused") {
-		t.Fatalf("violations %v: want the symlinked weights refused", violations)
+	if _, _, err := model.CheckConstraints(dir, &tasks.Spec{}); !errors.Is(err, safefs.ErrRefused) {
+		t.Fatalf("%v: want the symlinked weights refused", err)
 	}
 }
 
@@ -139,5 +142,96 @@ func TestALinkOutOfTheModelDirIsRefused(t *testing.T) {
 				t.Fatalf("CheckLinks = %v; want a refusal", err)
 			}
 		})
+	}
+}
+
+// TestPrepareNeverMakesDirectoriesThroughALink is audit #17: a restored
+// /app/work -> <host dir> must not make the worker (root) create
+// <host dir>/output.
+func TestPrepareNeverMakesDirectoriesThroughALink(t *testing.T) {
+	_, host := attackWorkspace(t)
+	w := &DirWorkspace{}
+	at := &attempt{runID: "r", n: 1, dir: t.TempDir()}
+	symlink(t, host, filepath.Join(at.Workdir(), "output"))
+	if err := w.Prepare(t.Context(), at, "", nil); err != nil {
+		t.Fatal(err) // a fresh start: the old tree is removed first
+	}
+	root := t.TempDir()
+	symlink(t, host, filepath.Join(root, "app", "work"))
+	cw := &ContainerWorkspace{Workdir: "/app/work"}
+	if err := cw.mkdirs(root); !errors.Is(err, safefs.ErrRefused) {
+		t.Fatalf("mkdirs through /app/work -> host: %v; want a refusal", err)
+	}
+	if _, err := os.Stat(filepath.Join(host, "output")); !os.IsNotExist(err) {
+		t.Fatalf("the worker made a directory on the host: %v", err)
+	}
+}
+
+// TestEmptyFilesCountAgainstTheWorkspaceLimit: a file-count bomb (empty
+// files take no blocks) still costs its entries, and a sparse file its
+// apparent size (a checkpoint reads it whole).
+func TestEmptyFilesCountAgainstTheWorkspaceLimit(t *testing.T) {
+	root := t.TempDir()
+	for i := 0; i < 1000; i++ {
+		if err := os.WriteFile(filepath.Join(root, "e"+strconv.Itoa(i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.Create(filepath.Join(root, "sparse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(1 << 30); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	used, err := diskUsage(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(1000*minEntryBytes + 1<<30); used < want {
+		t.Fatalf("usage %d; want at least %d", used, want)
+	}
+}
+
+// TestUsageOutOfRangeIsNotReported: usage.json is the agent's; infinite,
+// negative or absurd figures are dropped, never carried into the run's
+// cost (audit #15).
+func TestUsageOutOfRangeIsNotReported(t *testing.T) {
+	for body, ok := range map[string]bool{
+		`{"input_tokens": 1200, "output_tokens": 300, "cost_usd": 2.5}`: true,
+		`{"cost_usd": 1e308}`:     false,
+		`{"cost_usd": -1000000}`:  false,
+		`{"input_tokens": -5}`:    false,
+		`{"output_tokens": 1e30}`: false,
+	} {
+		root := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(root, "output"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, "output", "usage.json"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if u := readUsage(snapshot{dir: root, workdir: root}); (u != nil) != ok {
+			t.Errorf("%s: usage %+v; want reported %v", body, u, ok)
+		}
+	}
+}
+
+// TestContainersGetADoorNotANetwork: agents and evaluators share a door's
+// network (nothing but loopback, the relay to the worker's gateway) and
+// are told it as their proxy; a check gets no network at all.
+func TestContainersGetADoorNotANetwork(t *testing.T) {
+	w := &ContainerWorkspace{AgentImage: "agent:img", EvalImage: "eval:img", Self: "/mlrb", Workdir: "/app/work"}
+	at := &attempt{runID: "r", n: 1, dir: t.TempDir(), door: filepath.Join(t.TempDir(), "door-a")}
+	ev := &evalDirs{dir: t.TempDir(), door: filepath.Join(t.TempDir(), "door-e"), resultsName: resultsName()}
+	env := contract.Env{}
+	for name, spec := range map[string]runtime.TaskSpec{"agent": w.AgentTask(at, nil, "", &env), "evaluator": w.EvalTask(ev, []string{"e"}, "")} {
+		if spec.Door == nil || spec.Door.Image != "agent:img" || spec.Env["HTTPS_PROXY"] != "http://"+doorAddr || spec.Network != "" {
+			t.Errorf("%s: door %+v, proxy %q, network %q", name, spec.Door, spec.Env["HTTPS_PROXY"], spec.Network)
+		}
+	}
+	if c := w.CheckTask(ev, "/x/0.lean", "0.lean", []string{"check", "{item}"}, ""); c.Network != runtime.NetworkNone || c.Door != nil || len(c.Binds) != 1 {
+		t.Errorf("check: network %q, door %+v, binds %v", c.Network, c.Door, c.Binds)
 	}
 }

@@ -2,7 +2,10 @@ package activities
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -46,6 +49,10 @@ type Workspace interface {
 	// EvalTask describes an evaluator's task over a model and a results
 	// dir on this host; image overrides the configured evaluator image.
 	EvalTask(ev *evalDirs, command []string, image string) runtime.TaskSpec
+	// CheckTask describes the check of one output (item, a file of this
+	// host named name) where it can reach nothing: no network, nothing
+	// but the item mounted (tasks.Check); image as for EvalTask.
+	CheckTask(ev *evalDirs, item, name string, command []string, image string) runtime.TaskSpec
 	// Digest is what an image really is, recorded as provenance; "" where
 	// no image runs. An error means this workspace cannot run it.
 	Digest(ctx context.Context, image string) (string, error)
@@ -56,7 +63,12 @@ type attempt struct {
 	runID string
 	n     int
 	dir   string // <work>/runs/<run>/attempt-<n>
+	// door holds the socket of the attempt's gateway (doorDir).
+	door string
 }
+
+// doorSocket is a gateway socket's name in its door dir.
+const doorSocket = "door.sock"
 
 // Task is the attempt's runtime task name, deterministic from run and
 // attempt.
@@ -89,9 +101,24 @@ type evalDirs struct {
 	dir     string
 	model   string // the model dir found in the restored checkpoint
 	results string
-	spec    string
-	task    string
-	seed    int64
+	// resultsName is the results file the evaluator is told to write
+	// ({results}) and the one the worker reads: chosen per evaluation.
+	resultsName string
+	// outputs holds what the evaluator leaves for Check.
+	outputs string
+	// door holds the socket of the evaluator's gateway (doorDir).
+	door string
+	spec string
+	task string
+	seed int64
+}
+
+// resultsName is a results file name nobody can know before the
+// evaluation starts.
+func resultsName() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "results_mlrb_" + hex.EncodeToString(b[:]) + ".json"
 }
 
 func (e *evalDirs) Log() string { return filepath.Join(e.dir, "evaluator.log") }
@@ -111,7 +138,9 @@ func expand(tmpl []string, vars map[string]string) []string {
 	return out
 }
 
-// evalVars are the placeholders of a task's evaluation command.
-func evalVars(self, model, output string, ev *evalDirs) map[string]string {
-	return map[string]string{"self": self, "model": model, "output": output, "task": ev.task, "seed": strconv.FormatInt(ev.seed, 10)}
+// evalVars are the placeholders of a task's evaluation command, given
+// where the evaluator sees the model, results and outputs dirs.
+func evalVars(self, model, output, outputs string, ev *evalDirs) map[string]string {
+	return map[string]string{"self": self, "model": model, "output": output, "results": path.Join(filepath.ToSlash(output), ev.resultsName),
+		"outputs": outputs, "task": ev.task, "seed": strconv.FormatInt(ev.seed, 10)}
 }

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/runtime"
+	"github.com/mlrb/mlrb/internal/safefs"
 )
 
 // Paths inside the containers.
@@ -19,6 +21,8 @@ const (
 	containerControlDir = "/mlrb-control"
 	containerModel      = "/model"
 	containerResults    = "/results"
+	containerOutputs    = "/outputs"
+	containerItem       = "/item"
 )
 
 // ContainerWorkspace runs agents and evaluators as Docker containers. The
@@ -67,11 +71,28 @@ func (w *ContainerWorkspace) Prepare(ctx context.Context, at *attempt, image str
 	if err != nil {
 		return err
 	}
-	// Every mount needs its source, and the agent its output dir.
+	return w.mkdirs(at.Root())
+}
+
+// mkdirs makes what every mount needs, its source, and the agent its
+// output dir, under the restored root. The tree is the agent's: a link it
+// left (/app/work -> /etc) is refused, never followed to make directories
+// on the host.
+func (w *ContainerWorkspace) mkdirs(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	root, err := safefs.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = root.Close() }()
 	for _, p := range append(slices.Clone(w.Paths), path.Join(w.Workdir, contract.OutputDir)) {
-		if err := os.MkdirAll(w.onHost(at, p), 0o755); err != nil {
-			return err
+		d, err := root.MkdirAll(strings.TrimPrefix(path.Clean(p), "/"), 0o755)
+		if err != nil {
+			return fmt.Errorf("workspace %s: %w", p, err)
 		}
+		_ = d.Close()
 	}
 	return nil
 }
@@ -99,8 +120,29 @@ func (w *ContainerWorkspace) AgentTask(at *attempt, command []string, image stri
 	if image != "" {
 		t.Image, t.Dir = image, "" // the image's own working dir
 	}
+	w.door(at.door, &t)
 	w.limit(&t)
 	return t
+}
+
+// Where an agent's door listens, in the network it shares with it.
+const doorAddr = "127.0.0.1:3128"
+
+// door gives a container its one way out: it shares the network of a
+// relay container (the agent image's mlrb binary: `door`) that has
+// nothing but loopback and carries each connection to the worker's
+// gateway socket in dir. The task is told the door as its HTTP(S) proxy.
+// Agents and evaluators (which load what an agent made) get one each.
+func (w *ContainerWorkspace) door(dir string, t *runtime.TaskSpec) {
+	t.Door = &runtime.Door{Image: w.AgentImage, Binds: []string{dir + ":/door"}, Ready: filepath.Join(dir, "ready"),
+		Command: []string{w.Self, "door", "--listen", doorAddr, "--socket", "/door/door.sock", "--ready", "/door/ready"}}
+	proxy := "http://" + doorAddr
+	if t.Env == nil {
+		t.Env = map[string]string{}
+	}
+	for _, k := range []string{"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"} {
+		t.Env[k] = proxy
+	}
 }
 
 // Snapshot reads the container's paths where they live, on this host.
@@ -111,13 +153,31 @@ func (w *ContainerWorkspace) Snapshot(ctx context.Context, at *attempt, meta che
 
 // EvalTask runs the evaluator in a fresh container that never shared a
 // filesystem with the agent: the model read-only, the results writable,
-// nothing else.
+// nothing else; its network is a door as an agent's (it fetches datasets
+// from the hub, and loads what an agent made).
 func (w *ContainerWorkspace) EvalTask(ev *evalDirs, command []string, image string) runtime.TaskSpec {
 	spec := path.Join(containerRunDir, "task.json")
 	t := runtime.TaskSpec{Name: ev.name, LogPath: ev.Log(), Image: w.EvalImage, Dir: "/",
-		Command: expand(command, evalVars(w.Self, containerModel, containerResults, ev)),
+		Command: expand(command, evalVars(w.Self, containerModel, containerResults, containerOutputs, ev)),
 		Env:     map[string]string{contract.EnvTaskSpec: spec, contract.EnvTask: ev.task},
-		Binds:   []string{ev.model + ":" + containerModel + ":ro", ev.results + ":" + containerResults, ev.spec + ":" + spec + ":ro"}}
+		Binds: []string{ev.model + ":" + containerModel + ":ro", ev.results + ":" + containerResults, ev.outputs + ":" + containerOutputs,
+			ev.spec + ":" + spec + ":ro"}}
+	if image != "" {
+		t.Image = image
+	}
+	w.door(ev.door, &t)
+	w.limit(&t)
+	return t
+}
+
+// CheckTask runs a check with no network and one mount, the output
+// read-only: whatever the output makes the checker run reaches neither
+// the results nor anything else, and its verdict is the exit status.
+func (w *ContainerWorkspace) CheckTask(ev *evalDirs, item, name string, command []string, image string) runtime.TaskSpec {
+	in := path.Join(containerItem, name)
+	t := runtime.TaskSpec{LogPath: ev.Log(), Image: w.EvalImage, Dir: "/", Network: runtime.NetworkNone,
+		Command: expand(command, map[string]string{"item": in, "task": ev.task, "self": w.Self}),
+		Binds:   []string{item + ":" + in + ":ro"}}
 	if image != "" {
 		t.Image = image
 	}

@@ -3,12 +3,14 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/runtime"
+	"github.com/mlrb/mlrb/internal/safefs"
 )
 
 // DirWorkspace runs agents and evaluators as local processes; the agent
@@ -30,7 +32,21 @@ func (w *DirWorkspace) Prepare(ctx context.Context, at *attempt, _ string, m *ch
 			return err
 		}
 	}
-	return os.MkdirAll(filepath.Join(at.Workdir(), contract.OutputDir), 0o755)
+	if err := os.MkdirAll(at.Workdir(), 0o755); err != nil {
+		return err
+	}
+	// The restored tree is the agent's: a link it left is refused, never
+	// followed to make a directory elsewhere.
+	root, err := safefs.OpenDir(at.Workdir())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = root.Close() }()
+	d, err := root.MkdirAll(contract.OutputDir, 0o755)
+	if err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	return d.Close()
 }
 
 // AgentTask runs the agent command in the work dir.
@@ -49,8 +65,16 @@ func (w *DirWorkspace) Snapshot(ctx context.Context, at *attempt, meta checkpoin
 func (w *DirWorkspace) EvalTask(ev *evalDirs, command []string, _ string) runtime.TaskSpec {
 	run := filepath.Join(ev.dir, "run")
 	return runtime.TaskSpec{Name: ev.name, Dir: run, LogPath: ev.Log(),
-		Command: expand(command, evalVars(w.Self, ev.model, ev.results, ev)),
+		Command: expand(command, evalVars(w.Self, ev.model, ev.results, ev.outputs, ev)),
 		Env:     map[string]string{contract.EnvTaskSpec: ev.spec, contract.EnvTask: ev.task}}
+}
+
+// CheckTask runs a check as a process on the item where it lies. A
+// process is not sandboxed: checks that run what a model wrote (Lean's
+// meta code) belong under host.runtime docker.
+func (w *DirWorkspace) CheckTask(ev *evalDirs, item, _ string, command []string, _ string) runtime.TaskSpec {
+	return runtime.TaskSpec{Dir: filepath.Dir(item), LogPath: ev.Log(),
+		Command: expand(command, map[string]string{"item": item, "task": ev.task, "self": w.Self})}
 }
 
 // Digest: processes run no image.

@@ -20,7 +20,16 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 	"gopkg.in/yaml.v3"
+
+	"github.com/mlrb/mlrb/internal/contract"
+	"github.com/mlrb/mlrb/internal/gateway"
 )
+
+// DefaultEgress is where an agent may connect unless agent.egress says
+// otherwise: what MLRB's tasks fetch from (the Hugging Face hub and its
+// CDNs, PyPI, GitHub).
+var DefaultEgress = []string{"huggingface.co:443", "*.huggingface.co:443", "*.hf.co:443", "pypi.org:443", "files.pythonhosted.org:443",
+	"github.com:443", "*.github.com:443", "*.githubusercontent.com:443"}
 
 // Config is everything the starter and the worker can be told.
 type Config struct {
@@ -40,11 +49,14 @@ type Config struct {
 
 // Provision says how runs obtain their GPU hosts.
 type Provision struct {
-	// Kind is static (workers someone started) or slurm (a batch job per
-	// attempt and per evaluation, each running a worker for it).
-	Kind string `mapstructure:"kind" yaml:"kind"`
+	// Kind is static (workers someone started), slurm (a batch job per
+	// attempt and per evaluation, each running a worker for it) or ec2 (an
+	// instance likewise).
+	Kind ProvisionKind `mapstructure:"kind" yaml:"kind"`
 	// Margin is added to the budget left in a job's time limit.
 	Margin time.Duration `mapstructure:"margin" yaml:"margin"`
+	// BootTimeout bounds a provisioned host's boot (workflows.Policy).
+	BootTimeout time.Duration `mapstructure:"boot_timeout" yaml:"boot_timeout"`
 	// ReapInterval paces the reaper of jobs whose run has ended.
 	ReapInterval time.Duration `mapstructure:"reap_interval" yaml:"reap_interval"`
 	Slurm        Slurm         `mapstructure:"slurm" yaml:"slurm"`
@@ -105,9 +117,9 @@ type Dev struct {
 
 // Storage selects the blob store that holds checkpoints and results.
 type Storage struct {
-	Kind   string `mapstructure:"kind" yaml:"kind"`
-	FSRoot string `mapstructure:"fs_root" yaml:"fs_root"`
-	S3     S3     `mapstructure:"s3" yaml:"s3"`
+	Kind   StorageKind `mapstructure:"kind" yaml:"kind"`
+	FSRoot string      `mapstructure:"fs_root" yaml:"fs_root"`
+	S3     S3          `mapstructure:"s3" yaml:"s3"`
 	// Parallel bounds chunk uploads and downloads in flight.
 	Parallel int `mapstructure:"parallel" yaml:"parallel"`
 }
@@ -150,8 +162,14 @@ type Agent struct {
 	Provider     string        `mapstructure:"provider" yaml:"provider"`
 	// EnvFile holds secrets (KEY=value) on the worker; runs name the keys.
 	EnvFile string `mapstructure:"env_file" yaml:"env_file"`
+	// SecretNames, if set, are the only secret names runs may ask for.
+	SecretNames []string `mapstructure:"secret_names" yaml:"secret_names"`
+	// Egress is where agent containers may connect (gateway.Policy).
+	Egress []string `mapstructure:"egress" yaml:"egress"`
 	// WorkspaceLimitGB bounds an attempt's workspace on disk (0: none).
 	WorkspaceLimitGB float64 `mapstructure:"workspace_limit_gb" yaml:"workspace_limit_gb"`
+	// LogLimitMB bounds what is kept of an attempt's output (0: none).
+	LogLimitMB int64 `mapstructure:"log_limit_mb" yaml:"log_limit_mb"`
 }
 
 // Eval tunes the evaluation activity.
@@ -180,16 +198,16 @@ type Host struct {
 	LeaseTTL time.Duration `mapstructure:"lease_ttl" yaml:"lease_ttl"`
 	// Preemption is what warns this host before it is taken back:
 	// "none", or "ec2-spot" (the instance metadata service's notices).
-	Preemption string `mapstructure:"preemption" yaml:"preemption"`
+	Preemption Preemption `mapstructure:"preemption" yaml:"preemption"`
 	// IMDSEndpoint overrides the instance metadata service's address.
 	IMDSEndpoint string `mapstructure:"imds_endpoint" yaml:"imds_endpoint"`
 	// Dedicated: the worker serves only its host queue (a provisioned
 	// host, started for one attempt).
 	Dedicated bool `mapstructure:"dedicated" yaml:"dedicated"`
 	// MaxAgents bounds the agents running at once on this host.
-	MaxAgents int    `mapstructure:"max_agents" yaml:"max_agents"`
-	WorkDir   string `mapstructure:"work_dir" yaml:"work_dir"`
-	Runtime   string `mapstructure:"runtime" yaml:"runtime"`
+	MaxAgents int     `mapstructure:"max_agents" yaml:"max_agents"`
+	WorkDir   string  `mapstructure:"work_dir" yaml:"work_dir"`
+	Runtime   Runtime `mapstructure:"runtime" yaml:"runtime"`
 	// AgentBinary runs the built-in agents and the reference evaluator
 	// (host.runtime process); "" finds mlrb-agent beside this binary.
 	AgentBinary string `mapstructure:"agent_binary" yaml:"agent_binary"`
@@ -445,9 +463,9 @@ func (c *Config) Validate() error {
 		return bad("dev.port: %d is not a TCP port (1-65535)", c.Dev.Port)
 	case c.Dev.UIPort < 0 || c.Dev.UIPort > 65535:
 		return bad("dev.ui_port: %d is not a TCP port (0 disables the UI)", c.Dev.UIPort)
-	case c.Storage.Kind != "fs" && c.Storage.Kind != "s3":
-		return bad("storage.kind: %q is not supported (use fs or s3)", c.Storage.Kind)
-	case c.Storage.Kind == "s3" && c.Storage.S3.Bucket == "":
+	case oneOf("storage.kind", c.Storage.Kind, StorageKinds) != nil:
+		return &Error{Msg: oneOf("storage.kind", c.Storage.Kind, StorageKinds).Error()}
+	case c.Storage.Kind == StorageS3 && c.Storage.S3.Bucket == "":
 		return bad("storage.s3.bucket: must be set when storage.kind is s3 (env MLRB_STORAGE_S3_BUCKET)")
 	case c.Storage.Parallel < 1 || c.Storage.Parallel > 256:
 		return bad("storage.parallel: %d is out of range (1 to 256)", c.Storage.Parallel)
@@ -461,28 +479,40 @@ func (c *Config) Validate() error {
 		return bad("agent.max_infra_attempts: %d must be at least 1", c.Agent.MaxInfraAttempts)
 	case c.Eval.Attempts < 1:
 		return bad("eval.attempts: %d must be at least 1", c.Eval.Attempts)
-	case c.Host.Runtime != "process" && c.Host.Runtime != "docker":
-		return bad("host.runtime: %q is not supported (use process or docker)", c.Host.Runtime)
-	case c.Host.Runtime == "docker" && (c.Container.AgentImage == "" || c.Container.EvalImage == ""):
+	case oneOf("host.runtime", c.Host.Runtime, Runtimes) != nil:
+		return &Error{Msg: oneOf("host.runtime", c.Host.Runtime, Runtimes).Error()}
+	case c.Host.Runtime == RuntimeDocker && (c.Container.AgentImage == "" || c.Container.EvalImage == ""):
 		return bad("container.agent_image and container.eval_image: must be set for host.runtime docker")
 	case c.Host.MaxAgents < 1:
 		return bad("host.max_agents: %d must be at least 1", c.Host.MaxAgents)
 	case c.Host.ID == "":
 		return bad("host.id: must not be empty (set MLRB_HOST_ID)")
+	case c.Agent.LogLimitMB < 0:
+		return bad("agent.log_limit_mb: %d must be 0 (no limit) or more", c.Agent.LogLimitMB)
 	case c.Agent.WorkspaceLimitGB < 0:
 		return bad("agent.workspace_limit_gb: %g must be 0 (no limit) or more", c.Agent.WorkspaceLimitGB)
 	case c.Container.User != "" && !userSpec.MatchString(c.Container.User):
 		return bad("container.user: %q is not uid or uid:gid (numbers, e.g. 1000:1000)", c.Container.User)
-	case c.Provision.Kind != "static" && c.Provision.Kind != "slurm" && c.Provision.Kind != "ec2":
-		return bad("provision.kind: %q is not supported (use static, slurm or ec2)", c.Provision.Kind)
-	case c.Provision.Kind == "ec2" && c.Provision.EC2.AMI == "":
+	case oneOf("provision.kind", c.Provision.Kind, ProvisionKinds) != nil:
+		return &Error{Msg: oneOf("provision.kind", c.Provision.Kind, ProvisionKinds).Error()}
+	case c.Provision.Kind == ProvisionEC2 && c.Provision.EC2.AMI == "":
 		return bad("provision.ec2.ami: must be set for provision.kind ec2 (an image with the worker and its config)")
-	case c.Host.Preemption != "none" && c.Host.Preemption != "ec2-spot":
-		return bad("host.preemption: %q is not supported (use none or ec2-spot)", c.Host.Preemption)
+	case oneOf("host.preemption", c.Host.Preemption, Preemptions) != nil:
+		return &Error{Msg: oneOf("host.preemption", c.Host.Preemption, Preemptions).Error()}
 	case c.Metrics.Listen != "" && !validListen(c.Metrics.Listen):
 		return bad("metrics.listen: %q is not host:port with a port (e.g. 127.0.0.1:9464 or :9464)", c.Metrics.Listen)
 	case c.Host.LeaseTTL < c.Agent.HeartbeatTimeout:
 		return bad("host.lease_ttl: %s is shorter than agent.heartbeat_timeout (%s); heartbeats renew leases, so make it at least that", c.Host.LeaseTTL, c.Agent.HeartbeatTimeout)
+	}
+	for _, p := range c.Agent.Egress {
+		if err := gateway.CheckPattern(p); err != nil {
+			return bad("agent.egress: %v", err)
+		}
+	}
+	for _, n := range c.Agent.SecretNames {
+		if err := contract.CheckSecretName(n); err != nil {
+			return bad("agent.secret_names: %v", err)
+		}
 	}
 	for _, g := range c.Checkpoint.Exclude {
 		if _, err := path.Match(g, ""); err != nil || strings.HasPrefix(g, "/") {

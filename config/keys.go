@@ -34,7 +34,7 @@ var Table = []Key{
 	{Name: "dev.state_dir", Default: defaultStateDir(), ShownAs: "~/.local/state/mlrb", Flag: "state-dir", Doc: "embedded server's SQLite, blobs, workspaces; the starter reads checkpoints and results from here too"},
 	{Name: "dev.port", Default: 7233, Flag: "port", Doc: "embedded server's frontend port"},
 	{Name: "dev.ui_port", Default: 8233, Flag: "ui-port", Doc: "embedded Web UI port (0: no UI)"},
-	{Name: "storage.kind", Default: "fs", Doc: "blob store for checkpoints and results: `fs` or `s3`"},
+	{Name: "storage.kind", Default: string(StorageFS), Doc: "blob store for checkpoints and results: `fs` or `s3`"},
 	{Name: "storage.fs_root", Default: "", ShownAs: "<state>/blobs", Doc: "root of the `fs` store"},
 	{Name: "storage.parallel", Default: 8, Doc: "chunk transfers in flight"},
 	{Name: "storage.s3.bucket", Default: "", Doc: "S3 bucket"},
@@ -56,8 +56,11 @@ var Table = []Key{
 	{Name: "agent.max_infra_attempts", Default: 5, Flag: "infra-tries", Doc: "attempts before `infra_failed`"},
 	{Name: "agent.lease_timeout", Default: 24 * time.Hour, Doc: "wait for a free slot before `infra_failed`"},
 	{Name: "agent.provider", Default: "none", Flag: "provider", Doc: "LLM provider the agent is told (`PROVIDER`); agent mlrb: openai or anthropic"},
-	{Name: "agent.workspace_limit_gb", Default: 0.0, Doc: "an attempt's workspace on disk may not outgrow this (0: no limit); over it, the agent is killed and the run ends `agent_failed` naming the limit"},
-	{Name: "agent.env_file", Default: "", Doc: "worker-side secrets (`KEY=value`) that runs name with `--secret`"},
+	{Name: "agent.workspace_limit_gb", Default: 0.0, Doc: "an attempt's workspace on disk may not outgrow this (0: no limit); over it, the agent is killed and the run ends `agent_failed` naming the limit; every file counts at least 4 KiB and a sparse file its apparent size"},
+	{Name: "agent.log_limit_mb", Default: int64(1024), Doc: "what is kept of an attempt's (or an evaluation's) output, in MiB; past it the rest is dropped with a line saying so (0: no limit)"},
+	{Name: "agent.env_file", Default: "", Doc: "worker-side secrets (`KEY=value`) that runs name with `--secret`: the only place secret values come from (never the worker's environment; `MLRB_*`, `AWS_*` and `TEMPORAL_*` names are refused)"},
+	{Name: "agent.egress", Default: DefaultEgress, Doc: "where an agent container may connect, through its door (an HTTPS proxy, `HTTPS_PROXY`): `host:port` patterns (`*.hf.co:443`), literal IPs or CIDRs (`10.0.0.0/24:443`); never loopback, link-local (the metadata service), this host's addresses or this deployment's endpoints (temporal, store, metrics); `[]`: nowhere"},
+	{Name: "agent.secret_names", Default: []string{}, Doc: "if set, the only secret names runs may ask for (an allow-list over `agent.env_file`)"},
 	{Name: "eval.attempts", Default: 3, Flag: "eval-tries", Doc: "evaluation tries before the run waits for `retry-eval` (each bounded by the task's `evaluation.timeout`)"},
 	{Name: "eval.wait_limit", Default: 72 * time.Hour, Doc: "how long it waits before ending `evaluation_failed`"},
 	{Name: "host.id", Default: hostname(), ShownAs: "hostname", Flag: "host-id", Doc: "this host's id"},
@@ -66,25 +69,26 @@ var Table = []Key{
 	{Name: "host.max_agents", Default: 4, Flag: "max-agents", Doc: "agents at once on this host"},
 	{Name: "host.fence_interval", Default: time.Minute, Doc: "how often containers are checked against live attempts (`docker`)"},
 	{Name: "host.lease_ttl", Default: 2 * time.Minute, Doc: "a slot whose holder stopped heartbeating (its run terminated, reset, lost) is free again after this; at least `agent.heartbeat_timeout`"},
-	{Name: "host.preemption", Default: "none", Doc: "what warns of this host being taken back: `none`, or `ec2-spot` (a spot interruption notice or rebalance recommendation from the instance metadata service hands the attempts back, as SIGTERM does)"},
+	{Name: "host.preemption", Default: string(PreemptionNone), Doc: "what warns of this host being taken back: `none`, or `ec2-spot` (a spot interruption notice or rebalance recommendation from the instance metadata service hands the attempts back, as SIGTERM does)"},
 	{Name: "host.imds_endpoint", Default: "", ShownAs: "the instance's", Doc: "instance metadata service address for `ec2-spot` (e.g. a simulator's `http://127.0.0.1:1338`)"},
 	{Name: "host.dedicated", Default: false, Doc: "serve only this host's queue (set on the workers that provisioned jobs start)"},
 	{Name: "host.stop_timeout", Default: 2 * time.Minute, Doc: "on SIGTERM, time the worker gives running agents to be stopped and checkpointed"},
 	{Name: "host.work_dir", Default: "", ShownAs: "<state>/work", Doc: "workspaces"},
-	{Name: "host.runtime", Default: "process", Doc: "how agents run: `process` or `docker`"},
+	{Name: "host.runtime", Default: string(RuntimeProcess), Doc: "how agents run: `process` or `docker`"},
 	{Name: "host.agent_binary", Default: "", ShownAs: "`mlrb-agent` beside this binary, else this binary", Doc: "runs the built-in agents and the reference evaluator as processes (`process`); `mlrb-agent` (`task build`) starts in 1 ms, this binary, which embeds the Temporal server, in 30 ms of CPU"},
 	{Name: "container.agent_image", Default: "mlrb-reference:dev", Doc: "image of the built-in agents"},
 	{Name: "container.eval_image", Default: "mlrb-reference:dev", Doc: "evaluator image, unless a task names its own"},
 	{Name: "container.paths", Default: []string{"/app", "/root/.cache/huggingface"}, Doc: "checkpointed container paths"},
 	{Name: "container.workdir", Default: "/app/work", Doc: "`MLRB_WORKDIR` in the container"},
 	{Name: "container.self", Default: "/mlrb", Doc: "the mlrb binary inside the images"},
-	{Name: "container.memory_mb", Default: 0, Doc: "memory limit (0: none)"},
+	{Name: "container.memory_mb", Default: 0, Doc: "memory limit (0: the task's `resources.memory_gb`)"},
 	{Name: "container.cpus", Default: 0, Doc: "CPU limit (0: none)"},
 	{Name: "container.pids_limit", Default: 4096, Doc: "process limit (0: none)"},
 	{Name: "container.user", Default: "", Doc: "run agents and evaluators as `uid[:gid]` (numbers) instead of the image's user; the workspace is owned to it"},
 	{Name: "tasks.dir", Default: "", Flag: "tasks-dir", Doc: "extra task files, merged over the embedded catalog"},
-	{Name: "provision.kind", Default: "static", Doc: "how runs get GPU hosts: `static` (workers started by an operator) or `slurm` (a batch job per attempt and per evaluation, running a worker for it; cancelled when it ends)"},
+	{Name: "provision.kind", Default: string(ProvisionStatic), Doc: "how runs get GPU hosts: `static` (workers started by an operator), `slurm` (a batch job per attempt and per evaluation, running a worker for it; cancelled when it ends) or `ec2` (an instance likewise)"},
 	{Name: "provision.margin", Default: 30 * time.Minute, Doc: "added to the budget left in a job's time limit (restore, final checkpoint)"},
+	{Name: "provision.boot_timeout", Default: 20 * time.Minute, Doc: "a provisioned job or instance whose worker does not serve its lease within this is given back and another provisioned (an infra loss); a failed launch is retried with backoff up to `agent.lease_timeout`"},
 	{Name: "provision.reap_interval", Default: time.Minute, Doc: "how often a worker cancels the jobs of runs that have ended"},
 	{Name: "provision.slurm.worker", Default: []string{}, ShownAs: "this worker's binary", Doc: "the command a job runs; it inherits the submitting worker's environment"},
 	{Name: "provision.slurm.partition", Default: "", Doc: "partition the jobs go to (\"\": the default)"},
@@ -116,13 +120,9 @@ func defaults() map[string]any {
 }
 
 func durationKey(name string) bool {
-	for _, k := range Table {
-		if k.Name == name {
-			_, ok := k.Default.(time.Duration)
-			return ok
-		}
-	}
-	return false
+	k, _ := Lookup(name)
+	_, ok := k.Default.(time.Duration)
+	return ok
 }
 
 // FlagKeys maps command-line flags to the keys they set.

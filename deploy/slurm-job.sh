@@ -5,9 +5,23 @@
 # mlrb:<run>:a<attempt>. It runs a worker for this job alone: its host id
 # is known before the job starts (the run leases on its queue meanwhile),
 # its devices are the ones Slurm gave the job, it serves only its own
-# queue and provisions nothing. The job inherits the submitting worker's
-# environment (MLRB_* config: temporal.address, storage). scancel sends
-# SIGTERM, on which the worker hands its attempt back with a checkpoint.
-exec env MLRB_HOST_ID={{q .HostID}} MLRB_HOST_GPU_DEVICES="${CUDA_VISIBLE_DEVICES:-}" MLRB_HOST_GPU_TYPE={{q .GPUType}} \
+# queue and provisions nothing. sbatch exports the submitting worker's
+# MLRB_* settings by name (temporal.address, storage), never ALL; its
+# credentials come from a file only this user reads, removed as soon as
+# they are read, so that no Slurm record holds them. scancel sends
+# SIGTERM, on which the worker hands its attempt back with a checkpoint;
+# the job's work dir (a restored workspace) goes with the job.
+set -a
+. {{q .Credentials}}
+set +a
+rm -f {{q .Credentials}}
+trap 'rm -rf {{q .WorkDir}}' EXIT
+trap 'kill -TERM "$worker" 2>/dev/null' TERM INT
+env MLRB_HOST_ID={{q .HostID}} MLRB_HOST_GPU_DEVICES="${CUDA_VISIBLE_DEVICES:-}" MLRB_HOST_GPU_TYPE={{q .GPUType}} \
   MLRB_HOST_MAX_AGENTS=1 MLRB_HOST_WORK_DIR={{q .WorkDir}} MLRB_HOST_DEDICATED=true MLRB_PROVISION_KIND=static \
-  {{.Worker}}
+  {{.Worker}} &
+worker=$!
+# wait returns early when a trapped signal arrives: wait again for the
+# worker's own exit (its hand-back).
+wait "$worker"
+wait "$worker"

@@ -78,18 +78,14 @@ func benchmarkCmd() *cobra.Command {
 			} else if err := checkID(id); err != nil {
 				return err
 			}
-			var ss []int64
-			for i := 1; i <= seeds; i++ {
-				ss = append(ss, int64(i))
-			}
 			ctx := cmd.Context()
 			c, err := app.Dial(ctx, cfg, zap.NewNop())
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			in := workflows.BenchmarkInput{Tasks: ids, Seeds: ss, Agents: agents, Concurrency: concurrency, ContinueAfter: continueAfter,
-				Run: workflows.RunInput{Provider: cfg.Agent.Provider, Policy: app.Policy(cfg)}}
+			in := workflows.NewBenchmarkInput(ids, agents, seeds, concurrency, workflows.RunInput{Provider: cfg.Agent.Provider, Policy: app.Policy(cfg)})
+			in.ContinueAfter = continueAfter
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: cfg.Temporal.TaskQueue,
 				WorkflowExecutionErrorWhenAlreadyStarted: true,
 				// A benchmark id names one set of runs: never start it twice.
@@ -114,11 +110,12 @@ func benchmarkCmd() *cobra.Command {
 	f.StringSliceVar(&agents, "agents", []string{"reference"}, "agents to compare")
 	f.StringSliceVar(&only, "tasks", nil, "only these tasks (default: the whole suite)")
 	f.IntVar(&seeds, "seeds", 5, "seeds per task and agent")
-	f.IntVar(&concurrency, "concurrency", 4, "runs at once")
+	f.IntVar(&concurrency, "concurrency", workflows.DefaultConcurrency, "runs at once")
 	f.IntVar(&continueAfter, "continue-after", workflows.DefaultContinueAfter, "runs one execution of the benchmark starts before it continues as new (bounds its history)")
 	f.StringVar(&id, "id", "", "benchmark id (default: generated)")
 	f.BoolVar(&wait, "wait", false, "wait and print the leaderboard")
 	f.StringVar(&format, "format", "table", "with --wait: table, md, csv, json or svg")
+	config.AddFlags(f, cli.PolicyKeys...)
 	cmd.AddCommand(benchmarkResumeCmd())
 	return cmd
 }

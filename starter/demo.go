@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/workflows"
@@ -57,12 +58,8 @@ func demoCmd() *cobra.Command {
 			fmt.Printf("Temporal %s   Web UI %s   state %s\n", srv.Address(), srv.UIAddress(), cfg.Dev.StateDir)
 
 			ids := cat.IDs("mini")
-			var ss []int64
-			for i := 1; i <= seeds; i++ {
-				ss = append(ss, int64(i))
-			}
 			benchID := "demo-" + time.Now().UTC().Format("20060102-150405")
-			in := workflows.BenchmarkInput{Tasks: ids, Seeds: ss, Agents: []string{agent}, Concurrency: concurrency, Run: workflows.RunInput{Provider: cfg.Agent.Provider, Policy: app.Policy(cfg)}}
+			in := workflows.NewBenchmarkInput(ids, []string{agent}, seeds, concurrency, workflows.RunInput{Provider: cfg.Agent.Provider, Policy: app.Policy(cfg)})
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: benchID, TaskQueue: cfg.Temporal.TaskQueue}, workflows.BenchmarkWorkflowName, in)
 			if err != nil {
 				return fmt.Errorf("start demo benchmark: %w", err)
@@ -101,13 +98,12 @@ func demoCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.IntVar(&seeds, "seeds", 3, "seeds per task")
-	f.IntVar(&concurrency, "concurrency", 4, "runs at once")
+	f.IntVar(&concurrency, "concurrency", workflows.DefaultConcurrency, "runs at once")
 	f.StringVar(&agent, "agent", "reference", "agent: reference, noop or idle")
 	f.BoolVar(&exit, "exit", false, "stop when the benchmark is done")
-	f.Int("port", 7233, "embedded Temporal port")
-	f.Int("ui-port", 8233, "embedded Web UI port")
+	config.AddFlags(f, append([]string{"dev.port", "dev.ui_port"}, cli.PolicyKeys...)...)
 	// Mini tasks last seconds: checkpoint often enough to see it.
-	f.String("interval", "3s", "checkpoint interval (config checkpoint.interval)")
+	cli.SetDefault(cmd, "checkpoint.interval", "3s")
 	return cmd
 }
 

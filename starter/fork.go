@@ -31,13 +31,13 @@ func forkCmd() *cobra.Command {
 		},
 		RunE: withClient(func(ctx context.Context, c client.Client, cfg *config.Config, args []string) error {
 			store, err := runStore(ctx, cfg, args[0], func(s blob.Store) (bool, error) {
-				_, err := checkpoint.New(s, cfg.Checkpoint.ChunkSize).Load(ctx, args[0], seq)
+				_, err := checkpoint.New(s, checkpoint.Options{ChunkSize: cfg.Checkpoint.ChunkSize}).Load(ctx, args[0], seq)
 				return err == nil, nil
 			})
 			if err != nil {
 				return err
 			}
-			if _, err := checkpoint.New(store, cfg.Checkpoint.ChunkSize).Load(ctx, args[0], seq); err != nil {
+			if _, err := checkpoint.New(store, checkpoint.Options{ChunkSize: cfg.Checkpoint.ChunkSize}).Load(ctx, args[0], seq); err != nil {
 				return cli.Usagef("--from-checkpoint: %v (see `starter checkpoint list %s`)", err, args[0])
 			}
 			// The fork runs what the source ran: its agent, image, provider

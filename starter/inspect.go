@@ -127,7 +127,7 @@ func statusCmd() *cobra.Command {
 				if v.CheckpointStale {
 					stale = "STALE: "
 				}
-				fmt.Printf("checkpoint   %s%d failed in a row: %s\n", stale, v.CheckpointFailures, v.CheckpointError)
+				fmt.Printf("checkpoint   %s%d failed in a row: %s\n", stale, v.CheckpointFailures, cli.Printable(v.CheckpointError))
 			}
 			if v.Outcome != "" {
 				fmt.Printf("outcome      %s\n", v.Outcome)

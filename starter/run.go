@@ -20,6 +20,7 @@ import (
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/tasks"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -59,10 +60,6 @@ func randomSuffix() string {
 	return hex.EncodeToString(b)
 }
 
-// checkRun validates a run request against the local catalog before
-// anything is started.
-var secretName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 // providerKeys are the secrets an MLRB agent needs for its LLM provider.
 var providerKeys = map[string]string{"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
@@ -74,8 +71,8 @@ func checkAgentFlags(agent, image, provider string, secrets []string) ([]string,
 	// through Temporal into the run's history.
 	// The bad value is never echoed: it may be the secret itself.
 	for i, s := range secrets {
-		if !secretName.MatchString(s) {
-			return nil, cli.Usagef("--secret #%d is not an environment variable name: pass the name of a variable in the worker's agent.env_file, never its value", i+1)
+		if err := contract.CheckSecretName(s); err != nil {
+			return nil, cli.Usagef("--secret #%d %v", i+1, err)
 		}
 	}
 	if agent != activities.AgentImage {
@@ -193,7 +190,7 @@ func runCmd() *cobra.Command {
 	f.Int64Var(&seed, "seed", 0, "seed (0 or more)")
 	f.DurationVar(&limit, "time-limit", 0, "agent time budget (default: the task's)")
 	f.StringVar(&id, "id", "", "run id (default: generated)")
-	f.String("provider", "", "LLM provider the agent uses, passed as PROVIDER (agent mlrb: openai or anthropic; config agent.provider)")
+	config.AddFlags(f, append([]string{"agent.provider"}, cli.PolicyKeys...)...)
 	f.BoolVar(&wait, "wait", false, "wait for the result")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	_ = cmd.MarkFlagRequired("task")
@@ -216,7 +213,7 @@ func printResult(r *workflows.RunResult, asJSON bool) error {
 	}
 	fmt.Printf("run        %s\ntask       %s (agent %s, seed %d)\noutcome    %s\nscore      %s\n", r.RunID, r.Task, r.Agent, r.Seed, r.Outcome, score)
 	if r.Reason != "" {
-		fmt.Printf("reason     %s\n", r.Reason)
+		fmt.Printf("reason     %s\n", cli.Printable(r.Reason))
 	}
 	fmt.Printf("attempts   %d\ncheckpoints %d\nbudget     granted %.0fs, used %.1fs, lost %.1fs (refunded), infra wait %.1fs\nspec       %s\n",
 		r.Attempts, r.Checkpoints, r.Budget.GrantedS(), r.Budget.UsedS, r.Budget.LostS, r.Budget.InfraWaitS, r.SpecHash)

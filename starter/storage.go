@@ -30,7 +30,7 @@ func runEngine(cmd *cobra.Command, runID string) (*checkpoint.Engine, error) {
 		return nil, err
 	}
 	store, err := runStore(cmd.Context(), cfg, runID, func(s blob.Store) (bool, error) {
-		_, err := checkpoint.New(s, cfg.Checkpoint.ChunkSize).Latest(cmd.Context(), runID)
+		_, err := checkpoint.New(s, checkpoint.Options{ChunkSize: cfg.Checkpoint.ChunkSize}).Latest(cmd.Context(), runID)
 		if errors.Is(err, checkpoint.ErrNoCheckpoint) {
 			return false, nil
 		}
@@ -39,8 +39,7 @@ func runEngine(cmd *cobra.Command, runID string) (*checkpoint.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := checkpoint.New(store, cfg.Checkpoint.ChunkSize)
-	e.Parallel = cfg.Storage.Parallel
+	e := checkpoint.New(store, checkpoint.Options{ChunkSize: cfg.Checkpoint.ChunkSize, Parallel: cfg.Storage.Parallel})
 	return e, nil
 }
 
@@ -216,8 +215,9 @@ func logsCmd() *cobra.Command {
 				defer c.Close()
 			}
 			var off int64
+			out := cli.ForTerminal(os.Stdout)
 			for {
-				if off, err = logstore.Copy(ctx, store, args[0], attempt, off, os.Stdout); err != nil {
+				if off, err = logstore.Copy(ctx, store, args[0], attempt, off, out); err != nil {
 					return err
 				}
 				if !follow {
@@ -228,7 +228,7 @@ func logsCmd() *cobra.Command {
 					return err
 				}
 				if !busy {
-					_, err := logstore.Copy(ctx, store, args[0], attempt, off, os.Stdout)
+					_, err := logstore.Copy(ctx, store, args[0], attempt, off, out)
 					return err
 				}
 				select {

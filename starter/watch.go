@@ -26,7 +26,7 @@ func watchCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		PreRunE: func(*cobra.Command, []string) error {
 			if every <= 0 {
-				return cli.Usagef("--interval: %s must be positive", every)
+				return cli.Usagef("--refresh: %s must be positive", every)
 			}
 			return nil
 		},
@@ -41,7 +41,7 @@ func watchCmd() *cobra.Command {
 			if bench {
 				frame = benchmarkFrame
 			}
-			tty := isTerminal(os.Stdout)
+			tty := cli.IsTerminal(os.Stdout)
 			for {
 				busy, st, err := running(ctx, c, id)
 				if err != nil {
@@ -83,13 +83,8 @@ func watchCmd() *cobra.Command {
 			return awaitLeaderboard(ctx, c, cfg, c.GetWorkflow(ctx, id, ""), "table")
 		}),
 	}
-	cmd.Flags().DurationVar(&every, "interval", time.Second, "refresh interval")
+	cmd.Flags().DurationVar(&every, "refresh", time.Second, "how often the view is redrawn")
 	return cmd
-}
-
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // benchSnapshot is a running benchmark as the watch and partial results

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"text/template"
@@ -88,12 +89,41 @@ type Constraints struct {
 // the model dir, {output} the results dir, {task} the task id and {seed}
 // the seed; a leading {self} is the mlrb binary itself.
 type Evaluation struct {
+	// Command runs the evaluator. Its placeholders: {model} (the model
+	// dir, read-only), {results} (the one results file the worker reads:
+	// a name it chose for this evaluation, in lm-eval's shape), {outputs}
+	// (a dir for outputs Check checks), {output} (a dir, for commands that
+	// name no {results}: it must then hold exactly one results*.json),
+	// {task}, {seed}, {self}.
 	Command []string `yaml:"command" json:"command"`
 	Timeout Duration `yaml:"timeout" json:"timeout"`
 	// Image is this task's evaluator image under the container runtime;
 	// empty means container.eval_image. Tasks differ in their harness
 	// (lm-eval, agent-eval), so one task's evaluator can be fixed alone.
 	Image string `yaml:"image,omitempty" json:"image,omitempty"`
+	// Check, if set, checks every output the evaluator left in {outputs}
+	// where running it cannot touch the score.
+	Check *Check `yaml:"check,omitempty" json:"check,omitempty"`
+}
+
+// Check runs each output of a model that is itself code (a Lean proof,
+// whose meta code runs at compile time) in a container of its own: no
+// network, no mount but the one output (read-only), nothing the worker
+// reads afterwards. Its verdict is the exit status alone (0: passed),
+// and the worker writes the pass rate into the results as
+// results.<task>.<field>, with its standard error beside it.
+type Check struct {
+	// Image runs the check; empty means the evaluation's image.
+	Image string `yaml:"image,omitempty" json:"image,omitempty"`
+	// Command checks one output, {item} its path in the container.
+	Command []string `yaml:"command" json:"command"`
+	// Timeout bounds one output's check; past it, the output fails.
+	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// Task and Field name the rate in the results (compile_rate,none).
+	Task  string `yaml:"task" json:"task"`
+	Field string `yaml:"field" json:"field"`
+	// Parallel is how many outputs are checked at once (0: 4).
+	Parallel int `yaml:"parallel,omitempty" json:"parallel,omitempty"`
 }
 
 // Reference parameterises the reference agent and evaluator on mini tasks.
@@ -295,6 +325,12 @@ func (s *Spec) validate() error {
 		return missing("evaluation.command")
 	case s.Evaluation.Timeout <= 0:
 		return missing("evaluation.timeout")
+	case s.Evaluation.Check != nil && !slices.ContainsFunc(s.Evaluation.Check.Command, func(a string) bool { return strings.Contains(a, "{item}") }):
+		return fmt.Errorf("evaluation.check.command must name the output it checks as {item}")
+	case s.Evaluation.Check != nil && s.Evaluation.Check.Timeout <= 0:
+		return missing("evaluation.check.timeout")
+	case s.Evaluation.Check != nil && (s.Evaluation.Check.Task == "" || s.Evaluation.Check.Field == ""):
+		return missing("evaluation.check.task and evaluation.check.field")
 	case s.Prompt == "":
 		return missing("prompt")
 	case s.Resources.CPUs <= 0:

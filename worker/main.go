@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/agentcmd"
 	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/cli"
@@ -23,7 +24,10 @@ import (
 // ahead, a hand-back takes seconds.
 const preemptPoll = 2 * time.Second
 
-func main() {
+func main() { cli.Execute(newRoot()) }
+
+// newRoot is the worker's command.
+func newRoot() *cobra.Command {
 	var dev, serverOnly bool
 	root := &cobra.Command{
 		Use:   "worker",
@@ -55,7 +59,7 @@ func main() {
 			}
 			if st.Worker != nil {
 				logger.Info("worker polling", zap.String("task_queue", cfg.Temporal.TaskQueue), zap.String("host_queue", st.Worker.HostQueue))
-				if cfg.Host.Preemption == "ec2-spot" {
+				if cfg.Host.Preemption == config.PreemptionEC2Spot {
 					// A notice stops the worker as SIGTERM does: every
 					// attempt is checkpointed and handed back to its run.
 					go preempt.WatchEC2(ctx, cfg.Host.IMDSEndpoint, preemptPoll, logger.Named("preempt"), func(string) { stop() })
@@ -70,16 +74,7 @@ func main() {
 	f.String("config", "", "config file (default $MLRB_CONFIG, else ./mlrb.yaml)")
 	f.BoolVar(&dev, "dev", false, "embed a Temporal server with its Web UI (state under --state-dir)")
 	f.BoolVar(&serverOnly, "server-only", false, "with --dev: run only the embedded server, no worker")
-	f.String("state-dir", "", "state directory of the embedded server, blob store and workspaces")
-	f.Int("port", 7233, "embedded Temporal frontend port")
-	f.Int("ui-port", 8233, "embedded Web UI port (0 disables it)")
-	f.String("address", "", "Temporal frontend host:port (without --dev)")
-	f.String("namespace", "", "Temporal namespace")
-	f.String("host-id", "", "this host's id (its task queue is <task_queue>-host-<id>)")
-	f.Int("max-agents", 4, "agents this host runs at once")
-	f.String("log-level", "info", "debug, info, warn or error")
-	f.String("tasks-dir", "", "extra task catalog directory")
-	f.String("metrics-listen", "", "serve Prometheus metrics at http://HOST:PORT/metrics")
+	config.AddFlags(f, cli.WorkerKeys...)
 	root.AddCommand(agentcmd.Commands()...)
-	cli.Execute(root)
+	return root
 }

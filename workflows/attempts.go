@@ -31,67 +31,107 @@ func (r *run) runAttempts(ctx workflow.Context) (*activities.AgentResult, error)
 		if attempt > 1 {
 			r.setPhase(ctx, PhaseRecovering)
 		}
-		r.setPhase(ctx, PhaseLeasing)
-		leaseStart := workflow.Now(ctx)
-		r.st.LeasingSince = leaseStart
-		lctx, err := r.provision(ctx, "", attempt)
+		lease, again, err := r.leaseFor(ctx, attempt)
 		if err != nil {
-			return nil, fmt.Errorf("no host for attempt %d: %s", attempt, errText(err))
+			return nil, err
 		}
-		var lease activities.Lease
-		req := activities.LeaseRequest{RunID: r.st.RunID, Attempt: attempt, GPUCount: r.spec.Spec.Resources.GPUCount, GPUType: r.spec.Spec.Resources.GPUType}
-		if err := workflow.ExecuteActivity(lctx, activities.AcquireLeaseName, req).Get(ctx, &lease); err != nil {
-			r.releaseHost(ctx)
-			return nil, fmt.Errorf("no GPU lease for attempt %d: %s", attempt, errText(err))
+		if again {
+			continue
 		}
-		r.st.LeasingSince = time.Time{}
-		wait := workflow.Now(ctx).Sub(leaseStart)
-		r.st.Budget.Wait(wait.Seconds())
-		r.metrics(ctx).Timer(MetricLeaseWait).Record(wait)
-		r.metrics(ctx).Timer(MetricInfraWait).Record(wait)
 		leased := workflow.Now(ctx)
-
 		if r.st.CancelRequested {
 			r.release(ctx, lease)
 			r.held(ctx, leased)
 			r.releaseHost(ctx)
 			return &activities.AgentResult{StoppedBy: activities.StopCanceled}, nil
 		}
-		r.setPhase(ctx, PhaseRunning)
-		started := workflow.Now(ctx)
-		r.st.AttemptStartedAt = started
-		base := r.st.Budget.UsedS
-		in := activities.AgentInput{
-			RunID: r.st.RunID, Attempt: attempt, Task: r.spec.Spec, Agent: r.in.Agent, Seed: r.in.Seed,
-			Provider: r.in.Provider, Image: r.in.Image, Secrets: r.in.Secrets, Lease: lease, Budget: r.st.Budget,
-			Resume: r.last, NextSeq: r.nextSeq(), Interval: p.CheckpointInterval, Grace: p.Grace,
+		res, lost, err := r.runAgent(ctx, attempt, lease, leased)
+		if !lost {
+			return res, err
 		}
-		var res activities.AgentResult
-		err = workflow.ExecuteActivity(agentOptions(ctx, p, lease, r.st.Budget), activities.RunAgentName, in).Get(ctx, &res)
-		r.drainCheckpoints(ctx)
-		if !(hostSilent(err) || released(err, res)) || workflow.GetVersion(ctx, versionLeaseExpires, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-			r.release(ctx, lease)
-		}
-		r.held(ctx, leased)
-		r.releaseHost(ctx)
-		if err == nil {
-			// A completed attempt ends on its final checkpoint: all its time counts.
-			r.st.Budget.Preserve(res.AgentSeconds)
-			r.agentImage = res.Image
-			return &res, nil
-		}
-		if !isInfraLoss(err) {
-			return nil, fmt.Errorf("agent attempt %d: %s", attempt, errText(err))
-		}
-		wall := workflow.Now(ctx).Sub(started)
-		before := r.st.Budget
-		r.st.Budget.Crash(ranTo(err, base, wall, p.HeartbeatTimeout), wall.Seconds(), base)
-		r.metrics(ctx).Timer(MetricLost).Record(seconds(r.st.Budget.LostS - before.LostS))
-		r.metrics(ctx).Timer(MetricInfraWait).Record(seconds(r.st.Budget.InfraWaitS - before.InfraWaitS))
-		workflow.GetLogger(ctx).Warn("agent attempt lost; resuming from the last checkpoint",
-			"attempt", attempt, "error", errText(err), "lost_s", r.st.Budget.LostS)
 	}
 	return nil, fmt.Errorf("gave up after %d infra attempts", p.MaxInfraAttempts)
+}
+
+// leaseFor provisions a host (if the run is provisioned) and leases a slot
+// on it for attempt; the wait is booked as infra time. again: the
+// provisioned host never served its lease and was given back, and the
+// next attempt provisions another.
+func (r *run) leaseFor(ctx workflow.Context, attempt int) (lease activities.Lease, again bool, err error) {
+	r.setPhase(ctx, PhaseLeasing)
+	leaseStart := workflow.Now(ctx)
+	r.st.LeasingSince = leaseStart
+	lctx, err := r.provision(ctx, "", attempt)
+	if err != nil {
+		return lease, false, fmt.Errorf("no host for attempt %d: %s", attempt, errText(err))
+	}
+	req := activities.LeaseRequest{RunID: r.st.RunID, Attempt: attempt, GPUCount: r.spec.Spec.Resources.GPUCount, GPUType: r.spec.Spec.Resources.GPUType}
+	if err := workflow.ExecuteActivity(lctx, activities.AcquireLeaseName, req).Get(ctx, &lease); err != nil {
+		provisioned := r.st.Host != nil
+		r.releaseHost(ctx)
+		// A provisioned host that never served its lease (it did not
+		// boot, its worker died) is an infra loss: another is
+		// provisioned, up to the attempt limit.
+		if provisioned && workflow.GetVersion(ctx, versionReprovision, workflow.DefaultVersion, 1) == 1 {
+			r.st.LeasingSince = time.Time{}
+			r.st.Budget.Wait(workflow.Now(ctx).Sub(leaseStart).Seconds())
+			workflow.GetLogger(ctx).Warn("the provisioned host never served its lease; provisioning another", "attempt", attempt, "error", errText(err))
+			return lease, true, nil
+		}
+		return lease, false, fmt.Errorf("no GPU lease for attempt %d: %s", attempt, errText(err))
+	}
+	r.st.LeasingSince = time.Time{}
+	wait := workflow.Now(ctx).Sub(leaseStart)
+	r.st.Budget.Wait(wait.Seconds())
+	r.metrics(ctx).Timer(MetricLeaseWait).Record(wait)
+	r.metrics(ctx).Timer(MetricInfraWait).Record(wait)
+	return lease, false, nil
+}
+
+// runAgent runs one attempt of the agent on its lease and gives the lease
+// and the host back. An attempt lost to the infrastructure books its time
+// (refunding what ran past the last checkpoint) and says so (lost): the
+// next attempt resumes; any error ends the run.
+func (r *run) runAgent(ctx workflow.Context, attempt int, lease activities.Lease, leased time.Time) (res *activities.AgentResult, lost bool, err error) {
+	p := r.pol
+	r.setPhase(ctx, PhaseRunning)
+	started := workflow.Now(ctx)
+	r.st.AttemptStartedAt = started
+	base := r.st.Budget.UsedS
+	in := activities.AgentInput{
+		RunID: r.st.RunID, Attempt: attempt, Task: r.spec.Spec, Agent: r.in.Agent, Seed: r.in.Seed,
+		Provider: r.in.Provider, Image: r.in.Image, Secrets: r.in.Secrets, Lease: lease, Budget: r.st.Budget,
+		Resume: r.last, NextSeq: r.nextSeq(), Interval: p.CheckpointInterval, Grace: p.Grace,
+	}
+	var out activities.AgentResult
+	var bytes int64
+	if r.last != nil {
+		bytes = r.last.Bytes // to restore, and about as much to save
+	}
+	err = workflow.ExecuteActivity(agentOptions(ctx, p, lease, r.st.Budget, bytes), activities.RunAgentName, in).Get(ctx, &out)
+	r.drainCheckpoints(ctx)
+	if !(hostSilent(err) || released(err, out)) || workflow.GetVersion(ctx, versionLeaseExpires, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		r.release(ctx, lease)
+	}
+	r.held(ctx, leased)
+	r.releaseHost(ctx)
+	if err == nil {
+		// A completed attempt ends on its final checkpoint: all its time counts.
+		r.st.Budget.Preserve(out.AgentSeconds)
+		r.agentImage = out.Image
+		return &out, false, nil
+	}
+	if !isInfraLoss(err) {
+		return nil, false, fmt.Errorf("agent attempt %d: %s", attempt, errText(err))
+	}
+	wall := workflow.Now(ctx).Sub(started)
+	before := r.st.Budget
+	r.st.Budget.Crash(ranTo(err, base, wall, p.HeartbeatTimeout), wall.Seconds(), base)
+	r.metrics(ctx).Timer(MetricLost).Record(seconds(r.st.Budget.LostS - before.LostS))
+	r.metrics(ctx).Timer(MetricInfraWait).Record(seconds(r.st.Budget.InfraWaitS - before.InfraWaitS))
+	workflow.GetLogger(ctx).Warn("agent attempt lost; resuming from the last checkpoint",
+		"attempt", attempt, "error", errText(err), "lost_s", r.st.Budget.LostS)
+	return nil, true, nil
 }
 
 // ranTo is how far a lost attempt got, in agent seconds: exact when the
@@ -160,13 +200,16 @@ func (r *run) provision(ctx workflow.Context, role string, n int) (workflow.Cont
 	if role != "" {
 		left = r.spec.Spec.Evaluation.Timeout.D()
 	}
+	if r.last != nil {
+		left += 2 * budget.Transfer(r.last.Bytes) // its restore and final save, at a slow pace
+	}
 	req := activities.HostRequest{Kind: r.pol.Provision, RunID: r.st.RunID, Attempt: n, Role: role, GPUType: res.GPUType, GPUCount: res.GPUCount, TimeLimit: left + r.pol.ProvisionMargin}
 	var h activities.ProvisionedHost
-	if err := workflow.ExecuteActivity(quickOptions(ctx), activities.ProvisionHostName, req).Get(ctx, &h); err != nil {
+	if err := workflow.ExecuteActivity(provisionOptions(ctx, r.pol), activities.ProvisionHostName, req).Get(ctx, &h); err != nil {
 		return nil, err
 	}
 	r.st.Host, r.hostAt = &h, workflow.Now(ctx)
-	return workflow.WithTaskQueue(lctx, h.HostQueue), nil
+	return workflow.WithTaskQueue(bootOptions(ctx, r.pol), h.HostQueue), nil
 }
 
 // releaseHost gives the provisioned host back (cancels its job), if any.

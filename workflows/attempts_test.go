@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -210,19 +212,7 @@ func TestSilentHostLeaseNotReleased(t *testing.T) {
 // the host back when it ends; so does the evaluation.
 func TestSlurmProvisionedAttempt(t *testing.T) {
 	env := newEnv(t)
-	var asked []activities.HostRequest
-	env.OnActivity(activities.ProvisionHostName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, req activities.HostRequest) (*activities.ProvisionedHost, error) {
-			asked = append(asked, req)
-			id := fmt.Sprintf("job-%d", len(asked))
-			return &activities.ProvisionedHost{Kind: activities.ProvisionKindSlurm, ID: id, HostID: id, HostQueue: "q-" + id}, nil
-		})
-	var released []string
-	env.OnActivity(activities.ReleaseHostName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, h activities.ProvisionedHost) error {
-			released = append(released, h.ID)
-			return nil
-		})
+	asked, released := fakeSlurm(env)
 	var leasedOn []string
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
 		if info.ActivityType.Name == activities.AcquireLeaseName {
@@ -236,11 +226,75 @@ func TestSlurmProvisionedAttempt(t *testing.T) {
 	pol.Provision, pol.ProvisionMargin = activities.ProvisionKindSlurm, time.Minute
 	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: pol})
 	r := result(t, env)
-	if r.Outcome != OutcomeScored || len(asked) != 2 || asked[0].Role != "" || asked[1].Role != activities.LeaseEvaluation ||
-		asked[0].TimeLimit != 30*time.Second+time.Minute {
-		t.Fatalf("outcome %s, hosts asked %+v", r.Outcome, asked)
+	if r.Outcome != OutcomeScored || len(*asked) != 2 || (*asked)[0].Role != "" || (*asked)[1].Role != activities.LeaseEvaluation ||
+		(*asked)[0].TimeLimit != 30*time.Second+time.Minute {
+		t.Fatalf("outcome %s, hosts asked %+v", r.Outcome, *asked)
 	}
-	if !slices.Equal(released, []string{"job-1", "job-2"}) || !slices.Equal(leasedOn, []string{"q-job-1", "q-job-2"}) {
-		t.Fatalf("released %v, leased on %v", released, leasedOn)
+	if !slices.Equal(*released, []string{"job-1", "job-2"}) || !slices.Equal(leasedOn, []string{"q-job-1", "q-job-2"}) {
+		t.Fatalf("released %v, leased on %v", *released, leasedOn)
 	}
+}
+
+// TestProvisionedHostThatNeverServesIsReplaced is audit #8: a job or an
+// instance whose worker never polls was waited on for the whole lease
+// timeout (24 h), and then the run ended. Its lease now waits BootTimeout
+// at most; the host is given back and another provisioned, as an infra
+// loss, and the run goes on.
+func TestProvisionedHostThatNeverServesIsReplaced(t *testing.T) {
+	env := newEnvLeasing(t, 0, func(ctx context.Context, r activities.LeaseRequest) (*activities.Lease, error) {
+		if q := activity.GetInfo(ctx).TaskQueue; q == "q-job-1" {
+			return nil, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+		}
+		return &activities.Lease{HostID: "h", HostQueue: activity.GetInfo(ctx).TaskQueue, Token: r.RunID + "#" + r.Role}, nil
+	})
+	asked, released := fakeSlurm(env)
+	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(
+		agentDone(env, &activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 3}, ck(1, 3)))
+	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.5), nil)
+	pol := testPolicy
+	pol.Provision, pol.BootTimeout = activities.ProvisionKindSlurm, 10*time.Minute
+	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: pol})
+	r := result(t, env)
+	if r.Outcome != OutcomeScored || r.Attempts != 2 || len(*asked) != 3 {
+		t.Fatalf("outcome %s after %d attempts, %d hosts asked (want scored on the second, plus the evaluation's)", r.Outcome, r.Attempts, len(*asked))
+	}
+	if !slices.Equal(*released, []string{"job-1", "job-2", "job-3"}) {
+		t.Fatalf("released %v", *released)
+	}
+}
+
+// TestABadTaskIsNotRetried: an agent activity that fails for a reason no
+// other attempt would change (a secret the worker refuses) ends the run
+// at once, naming it, instead of trying every infra attempt.
+func TestABadTaskIsNotRetried(t *testing.T) {
+	env := newEnv(t)
+	tries := 0
+	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.AgentInput) (*activities.AgentResult, error) {
+			tries++
+			return nil, temporal.NewNonRetryableApplicationError("secret AWS_KEY is refused", activities.ErrBadTask, nil)
+		})
+	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: testPolicy})
+	r := result(t, env)
+	if tries != 1 || r.Outcome != OutcomeInfraFailed || !strings.Contains(r.Reason, "secret AWS_KEY is refused") {
+		t.Fatalf("%d tries, outcome %s (%s)", tries, r.Outcome, r.Reason)
+	}
+}
+
+// fakeSlurm answers ProvisionHost with job-1, job-2, … on queues q-job-N
+// and records the requests and the hosts given back.
+func fakeSlurm(env *testsuite.TestWorkflowEnvironment) (asked *[]activities.HostRequest, released *[]string) {
+	asked, released = &[]activities.HostRequest{}, &[]string{}
+	env.OnActivity(activities.ProvisionHostName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, req activities.HostRequest) (*activities.ProvisionedHost, error) {
+			*asked = append(*asked, req)
+			id := fmt.Sprintf("job-%d", len(*asked))
+			return &activities.ProvisionedHost{Kind: activities.ProvisionKindSlurm, ID: id, HostID: id, HostQueue: "q-" + id}, nil
+		})
+	env.OnActivity(activities.ReleaseHostName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, h activities.ProvisionedHost) error {
+			*released = append(*released, h.ID)
+			return nil
+		})
+	return asked, released
 }

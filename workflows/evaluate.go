@@ -26,41 +26,51 @@ func (r *run) evaluate(ctx workflow.Context, outcome Outcome) (*RunResult, error
 		return r.finish(ctx, OutcomeAgentFailed, "no model to evaluate: "+errText(err), nil), nil
 	}
 	r.setPhase(ctx, PhaseAwaitingEvalRetry)
-	var scored *activities.EvalResult
-	busy := false
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateRetryEvaluation,
+	ok, err := workflow.AwaitWithTimeout(ctx, r.pol.EvalWaitLimit, func() bool { return r.retry.scored != nil })
+	if err != nil {
+		return nil, err
+	}
+	if err := workflow.Await(ctx, func() bool { return !r.retry.busy }); err != nil {
+		return nil, err
+	}
+	if !ok && r.retry.scored == nil {
+		return r.finish(ctx, OutcomeEvaluationFailed, "evaluation failed and no retry came within the wait limit: "+r.evals[len(r.evals)-1].Error, nil), nil
+	}
+	return r.finish(ctx, outcome, "", r.retry.scored), nil
+}
+
+// retryState is the retry-evaluation update's: one evaluation retried at
+// a time, and the score of the first that succeeds.
+type retryState struct {
+	busy   bool
+	scored *activities.EvalResult
+}
+
+// setRetryHandler registers the retry-evaluation update (from setup, with
+// the other handlers): its validator admits it only while the run waits
+// for one, so before that it is refused as it was when the handler was
+// registered later.
+func (r *run) setRetryHandler(ctx workflow.Context) error {
+	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateRetryEvaluation,
 		func(ctx workflow.Context, req RetryEvaluation) (EvalAttempt, error) {
-			busy = true
-			defer func() { busy = false }()
+			r.retry.busy = true
+			defer func() { r.retry.busy = false }()
 			r.setPhase(ctx, PhaseEvaluating)
 			ev, err := r.runEvaluation(ctx, req.Image)
 			if err != nil {
 				r.setPhase(ctx, PhaseAwaitingEvalRetry)
 			} else {
-				scored = ev
+				r.retry.scored = ev
 			}
 			return r.evals[len(r.evals)-1], nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req RetryEvaluation) error {
-			if r.st.Phase != PhaseAwaitingEvalRetry || busy {
+			if r.st.Phase != PhaseAwaitingEvalRetry || r.retry.busy {
 				return fmt.Errorf("run is %s, not %s", r.st.Phase, PhaseAwaitingEvalRetry)
 			}
 			return nil
 		}},
-	); err != nil {
-		return nil, fmt.Errorf("retry-evaluation update: %w", err)
-	}
-	ok, err := workflow.AwaitWithTimeout(ctx, r.pol.EvalWaitLimit, func() bool { return scored != nil })
-	if err != nil {
-		return nil, err
-	}
-	if err := workflow.Await(ctx, func() bool { return !busy }); err != nil {
-		return nil, err
-	}
-	if !ok && scored == nil {
-		return r.finish(ctx, OutcomeEvaluationFailed, "evaluation failed and no retry came within the wait limit: "+r.evals[len(r.evals)-1].Error, nil), nil
-	}
-	return r.finish(ctx, outcome, "", scored), nil
+	)
 }
 
 // runEvaluation evaluates the final checkpoint with the retry policy and
@@ -68,7 +78,7 @@ func (r *run) evaluate(ctx workflow.Context, outcome Outcome) (*RunResult, error
 func (r *run) runEvaluation(ctx workflow.Context, image string) (*activities.EvalResult, error) {
 	var ev activities.EvalResult
 	in := activities.EvalInput{RunID: r.st.RunID, Task: r.spec.Spec, Seed: r.in.Seed, Final: *r.last, Image: image}
-	opts := evalOptions(ctx, r.pol, r.spec.Spec.Evaluation.Timeout.D(), "")
+	opts := evalOptions(ctx, r.pol, r.spec.Spec.Evaluation.Timeout.D(), r.last.Bytes, "")
 	var err error
 	if workflow.GetVersion(ctx, versionEvalOnLease, workflow.DefaultVersion, 1) == 1 {
 		// The evaluator gets the task's GPUs from a host's pool, like an
@@ -88,7 +98,7 @@ func (r *run) runEvaluation(ctx workflow.Context, image string) (*activities.Eva
 		r.st.LeasingSince = time.Time{}
 		if err == nil {
 			in.Lease = &lease
-			opts = evalOptions(ctx, r.pol, r.spec.Spec.Evaluation.Timeout.D(), lease.HostQueue)
+			opts = evalOptions(ctx, r.pol, r.spec.Spec.Evaluation.Timeout.D(), r.last.Bytes, lease.HostQueue)
 			defer r.release(ctx, lease)
 		}
 	}

@@ -41,6 +41,31 @@ func leaseOptions(ctx workflow.Context, p Policy) workflow.Context {
 	})
 }
 
+// provisionOptions: launching a job or an instance fails for a while
+// when the cluster is busy or the zone out of capacity; it is tried again,
+// backing off to every 5 minutes, as long as a run waits for a GPU in all
+// (LeaseTimeout). A bad request is final.
+func provisionOptions(ctx workflow.Context, p Policy) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		ScheduleToCloseTimeout: p.LeaseTimeout,
+		StartToCloseTimeout:    2 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Minute,
+			NonRetryableErrorTypes: []string{activities.ErrBadTask},
+		},
+	})
+}
+
+// bootOptions: the lease on a provisioned host waits for its worker to
+// boot and poll, BootTimeout at most: a job or instance that never
+// serves (a node failure, a worker that cannot start) is given up on in
+// minutes, not the lease timeout's day.
+func bootOptions(ctx workflow.Context, p Policy) workflow.Context {
+	o := workflow.GetActivityOptions(leaseOptions(ctx, p))
+	o.ScheduleToStartTimeout = p.BootTimeout
+	return workflow.WithActivityOptions(ctx, o)
+}
+
 // agentOptions: the attempt runs on the leased host's queue. A host that
 // never comes back is noticed by the heartbeat timeout, or before the
 // start by the schedule-to-start timeout (a few heartbeat timeouts and a
@@ -49,11 +74,11 @@ func leaseOptions(ctx workflow.Context, p Policy) workflow.Context {
 // supervisor's own deadlines end the agent well before it. The workflow
 // decides what follows a lost attempt, so the SDK never retries it, and
 // waits for a canceled attempt to stop its agent.
-func agentOptions(ctx workflow.Context, p Policy, lease activities.Lease, l budget.Ledger) workflow.Context {
+func agentOptions(ctx workflow.Context, p Policy, lease activities.Lease, l budget.Ledger, bytes int64) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              lease.HostQueue,
 		ScheduleToStartTimeout: 5*p.HeartbeatTimeout + time.Minute,
-		StartToCloseTimeout:    l.SafetyTimeout(p.Grace),
+		StartToCloseTimeout:    l.SafetyTimeout(p.Grace, bytes),
 		HeartbeatTimeout:       p.HeartbeatTimeout,
 		WaitForCancellation:    true,
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
@@ -77,11 +102,12 @@ func releaseOptions(ctx workflow.Context, lease activities.Lease) workflow.Conte
 const evalMinHeartbeat = 30 * time.Second
 
 // evalOptions: one evaluation may run for the task's evaluation timeout,
-// plus a minute to restore and read results; failures are retried with
+// plus the restore of the final checkpoint (bytes, at a slow pace) and a
+// minute to read results; failures are retried with
 // backoff per policy, except a missing model or a bad task. On a leased
 // host's queue (hostQueue), a host that never picks it up is given up on
 // like an agent's; the run then waits for retry-eval, which leases again.
-func evalOptions(ctx workflow.Context, p Policy, timeout time.Duration, hostQueue string) workflow.Context {
+func evalOptions(ctx workflow.Context, p Policy, timeout time.Duration, bytes int64, hostQueue string) workflow.Context {
 	var toStart time.Duration
 	if hostQueue != "" {
 		toStart = 5*p.HeartbeatTimeout + time.Minute
@@ -89,7 +115,7 @@ func evalOptions(ctx workflow.Context, p Policy, timeout time.Duration, hostQueu
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              hostQueue,
 		ScheduleToStartTimeout: toStart,
-		StartToCloseTimeout:    timeout + time.Minute,
+		StartToCloseTimeout:    timeout + budget.Transfer(bytes) + time.Minute,
 		HeartbeatTimeout:       max(p.HeartbeatTimeout, evalMinHeartbeat),
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,

@@ -21,6 +21,7 @@ type run struct {
 	ckCh       workflow.ReceiveChannel
 	agentImage string
 	evals      []EvalAttempt
+	retry      retryState
 	// heldS is the wall time GPU hosts were held for the run: from a
 	// provisioned host's start (boot and idle included), or a static
 	// host's lease, to its release.
@@ -101,13 +102,8 @@ func (r *run) setup(ctx workflow.Context) error {
 	if c := in.Carried; c != nil {
 		r.st.Budget = c.Carried()
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return r.status(), nil }); err != nil {
-		return fmt.Errorf("status query: %w", err)
-	}
-	if err := workflow.SetQueryHandler(ctx, activities.QuerySteering, func() (activities.Steering, error) {
-		return activities.Steering{GrantedS: r.st.Budget.GrantedS(), CancelRequested: r.st.CancelRequested}, nil
-	}); err != nil {
-		return fmt.Errorf("steering query: %w", err)
+	if err := r.setQueries(ctx); err != nil {
+		return err
 	}
 	sas := []temporal.SearchAttributeUpdate{SATask.ValueSet(in.Task), SAAgent.ValueSet(in.Agent), SAPhase.ValueSet(string(PhaseResolving))}
 	if in.Benchmark != "" {
@@ -116,6 +112,27 @@ func (r *run) setup(ctx workflow.Context) error {
 	if err := workflow.UpsertTypedSearchAttributes(ctx, sas...); err != nil {
 		return fmt.Errorf("search attributes: %w", err)
 	}
+	r.receiveCheckpoints(ctx)
+	return r.setUpdates(ctx)
+}
+
+// setQueries answers the status query (starter status, the Web UI) and
+// the agent activity's steering query (its budget, a cancel).
+func (r *run) setQueries(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return r.status(), nil }); err != nil {
+		return fmt.Errorf("status query: %w", err)
+	}
+	if err := workflow.SetQueryHandler(ctx, activities.QuerySteering, func() (activities.Steering, error) {
+		return activities.Steering{GrantedS: r.st.Budget.GrantedS(), CancelRequested: r.st.CancelRequested}, nil
+	}); err != nil {
+		return fmt.Errorf("steering query: %w", err)
+	}
+	return nil
+}
+
+// receiveCheckpoints takes in, for the run's whole life, the checkpoint
+// commits and failures its attempts signal.
+func (r *run) receiveCheckpoints(ctx workflow.Context) {
 	r.ckCh = workflow.GetSignalChannel(ctx, activities.SignalCheckpoint)
 	failCh := workflow.GetSignalChannel(ctx, activities.SignalCheckpointFailed)
 	workflow.Go(ctx, func(ctx workflow.Context) {
@@ -137,7 +154,11 @@ func (r *run) setup(ctx workflow.Context) error {
 			sel.Select(ctx)
 		}
 	})
-	// Operator controls, as updates so that each is audited in history.
+}
+
+// setUpdates registers the operator's controls, as updates so that each
+// is audited in history: extend, cancel, retry-evaluation.
+func (r *run) setUpdates(ctx workflow.Context) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateExtend, func(ctx workflow.Context, e Extend) (Ledger, error) {
 		r.st.Budget.Extend(e.By)
 		return r.st.Budget, nil
@@ -157,6 +178,9 @@ func (r *run) setup(ctx workflow.Context) error {
 		return r.status(), nil
 	}, workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context) error { return r.steerable() }}); err != nil {
 		return fmt.Errorf("cancel update: %w", err)
+	}
+	if err := r.setRetryHandler(ctx); err != nil {
+		return fmt.Errorf("retry-evaluation update: %w", err)
 	}
 	return nil
 }

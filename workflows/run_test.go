@@ -27,6 +27,13 @@ func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment { return newEnvReso
 
 // newEnvResolvingIn is a test environment whose task resolution takes d.
 func newEnvResolvingIn(t *testing.T, d time.Duration) *testsuite.TestWorkflowEnvironment {
+	return newEnvLeasing(t, d, func(_ context.Context, r activities.LeaseRequest) (*activities.Lease, error) {
+		return &activities.Lease{HostID: "h", HostQueue: "mlrb-host-h", Token: r.RunID + "#" + r.Role, Devices: []int{3}}, nil
+	})
+}
+
+// newEnvLeasing is a test environment whose leases lease answers.
+func newEnvLeasing(t *testing.T, d time.Duration, lease func(context.Context, activities.LeaseRequest) (*activities.Lease, error)) *testsuite.TestWorkflowEnvironment {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	Register(env, &activities.Activities{})
@@ -36,10 +43,7 @@ func newEnvResolvingIn(t *testing.T, d time.Duration) *testsuite.TestWorkflowEnv
 	}
 	spec, _ := cat.Get("mini_baby_lm")
 	env.OnActivity(activities.ResolveTaskName, mock.Anything, mock.Anything).After(d).Return(&activities.ResolvedTask{Spec: *spec, Hash: spec.Hash()}, nil)
-	env.OnActivity(activities.AcquireLeaseName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, r activities.LeaseRequest) (*activities.Lease, error) {
-			return &activities.Lease{HostID: "h", HostQueue: "mlrb-host-h", Token: r.RunID + "#" + r.Role, Devices: []int{3}}, nil
-		})
+	env.OnActivity(activities.AcquireLeaseName, mock.Anything, mock.Anything).Return(lease)
 	env.OnActivity(activities.ReleaseLeaseName, mock.Anything, mock.Anything).Return(nil)
 	st := &storedResults{byID: map[string]RunResult{}}
 	storedOf.Store(env, st)

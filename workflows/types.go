@@ -118,6 +118,10 @@ type Policy struct {
 	// ProvisionMargin is added to the budget left in a job's time limit:
 	// restore, final checkpoint, hand-back.
 	ProvisionMargin time.Duration `json:",omitempty"`
+	// BootTimeout is how long a provisioned host may take to serve its
+	// lease (its job or instance started, its worker polling); past it
+	// the host is given back and another provisioned (0: 20 minutes).
+	BootTimeout time.Duration `json:",omitempty"`
 }
 
 // MaxCheckpointsPerRun bounds the checkpoints a run's budget allows at
@@ -139,9 +143,27 @@ func (p Policy) CheckInterval(granted time.Duration) error {
 	return nil
 }
 
+// defaultBootTimeout bounds a provisioned host's boot when the policy
+// names none: a GPU instance or a queued Slurm job on a busy cluster
+// takes minutes, a failed one never serves.
+const defaultBootTimeout = 20 * time.Minute
+
 // withDefaults fills what a policy left zero (an input from an older
 // starter) with the least that works, once, where the run starts.
 func (p Policy) withDefaults() Policy {
+	// A run started from the UI or the CLI with these left zero would
+	// wait for a lease forever, never notice a lost host, or run no
+	// attempt at all.
+	if p.HeartbeatTimeout <= 0 {
+		p.HeartbeatTimeout = time.Minute // agent.heartbeat_timeout's default
+	}
+	if p.LeaseTimeout <= 0 {
+		p.LeaseTimeout = 24 * time.Hour
+	}
+	p.MaxInfraAttempts = max(1, p.MaxInfraAttempts)
+	if p.BootTimeout <= 0 {
+		p.BootTimeout = defaultBootTimeout
+	}
 	p.EvalAttempts = max(1, p.EvalAttempts)
 	p.EvalWaitLimit = max(time.Second, p.EvalWaitLimit)
 	p.CheckpointAlertAfter = max(1, p.CheckpointAlertAfter)

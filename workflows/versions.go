@@ -25,4 +25,8 @@ const (
 	// versionResultStored: a run stores its result in the blob store
 	// before it returns it.
 	versionResultStored = "result-stored"
+	// versionReprovision: a provisioned host that never serves its lease
+	// (boot timeout, a dead job or instance) is given back and another
+	// provisioned for the next attempt; before, the run ended.
+	versionReprovision = "reprovision-a-host-that-never-served"
 )

@@ -16,6 +16,7 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -27,8 +28,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/checkpoint"
+	"github.com/mlrb/mlrb/internal/model"
 	"github.com/mlrb/mlrb/internal/s3test"
 	"github.com/mlrb/mlrb/tasks"
 )
@@ -94,13 +95,11 @@ func writeRandom(p string, n int64, r *rand.Rand) error {
 	return f.Close()
 }
 
-// makeTree writes a mixed tree: one large weights file, mid-size shards,
-// many small files (half of them compressible text).
 // writeWeights writes a safetensors file of n bytes: one F16 tensor of
 // random values behind a real header, so that the evaluation reads it.
-func writeWeights(p string, n int64, r *rand.Rand) error {
+func writeWeights(p, tensor string, n int64, r *rand.Rand) error {
 	header := func(elems int64) []byte {
-		return []byte(fmt.Sprintf(`{"w":{"dtype":"F16","shape":[%d],"data_offsets":[0,%d]}}`, elems, 2*elems))
+		return []byte(fmt.Sprintf(`{%q:{"dtype":"F16","shape":[%d],"data_offsets":[0,%d]}}`, tensor, elems, 2*elems))
 	}
 	elems := (n - 8 - int64(len(header(n)))) / 2
 	h := header(elems)
@@ -127,11 +126,18 @@ func makeTree(root string, gib, small int) (int64, error) {
 	total := int64(gib) << 30
 	var written int64
 	large := total * 65 / 100 / 4
+	weightMap := map[string]string{}
 	for i := 0; i < 4; i++ {
-		if err := writeWeights(filepath.Join(root, "model", fmt.Sprintf("model-%05d-of-00004.safetensors", i+1)), large, r); err != nil {
+		shard, tensor := fmt.Sprintf("model-%05d-of-00004.safetensors", i+1), fmt.Sprintf("w%d", i+1)
+		if err := writeWeights(filepath.Join(root, "model", shard), tensor, large, r); err != nil {
 			return 0, err
 		}
+		weightMap[tensor] = shard
 		written += large
+	}
+	index, _ := json.Marshal(map[string]any{"weight_map": weightMap})
+	if err := os.WriteFile(filepath.Join(root, "model", "model.safetensors.index.json"), index, 0o644); err != nil {
+		return 0, err
 	}
 	if err := os.WriteFile(filepath.Join(root, "model", "config.json"), []byte(`{"model_type":"llama","torch_dtype":"float16"}`), 0o644); err != nil {
 		return 0, err
@@ -308,8 +314,7 @@ func run(h *harness, gib, small int, scratch string) error {
 	}
 	fmt.Printf("workspace: %.0f MiB (65%% in 4 weight files, %d small files) in %s\n", mib(total), small, tree)
 	ctx := context.Background()
-	e := checkpoint.New(srv.Store("mlrb"), 4<<20)
-	e.Parallel = 8
+	e := checkpoint.New(srv.Store("mlrb"), checkpoint.Options{ChunkSize: 4 << 20, Parallel: 8})
 	meta := func(seq int) checkpoint.Meta {
 		return checkpoint.Meta{RunID: "bench", Seq: seq, Attempt: 1, Workdir: "app/work", Final: seq == 2}
 	}
@@ -385,11 +390,14 @@ func run(h *harness, gib, small int, scratch string) error {
 	if err := e.Restore(ctx, m2, evalDir); err != nil {
 		return err
 	}
-	model, err := activities.FindModel(evalDir, filepath.Join(evalDir, "app", "work"))
+	modelDir, err := model.FindModel(evalDir, filepath.Join(evalDir, "app", "work"))
 	if err != nil {
 		return err
 	}
-	params, _ := activities.CheckConstraints(model, tasks.Constraints{})
+	params, _, err := model.CheckConstraints(modelDir, &tasks.Spec{})
+	if err != nil {
+		return err
+	}
 	tEval := time.Since(start)
 	_ = os.RemoveAll(evalDir)
 	fmt.Printf("evaluation start latency (restore the final checkpoint, find the model, read its headers: %d parameters): %s; peak RSS %.0f MiB\n",

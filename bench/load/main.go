@@ -330,10 +330,7 @@ func benchmark(ctx context.Context, c client.Client, cfg *config.Config, pol wor
 	if err != nil {
 		return err
 	}
-	in := workflows.BenchmarkInput{Tasks: cat.IDs("mini"), Agents: []string{"noop"}, Concurrency: o.conc, Run: workflows.RunInput{Provider: "none", Policy: pol}}
-	for s := 1; s <= o.seeds; s++ {
-		in.Seeds = append(in.Seeds, int64(s))
-	}
+	in := workflows.NewBenchmarkInput(cat.IDs("mini"), []string{"noop"}, o.seeds, o.conc, workflows.RunInput{Provider: "none", Policy: pol})
 	t0 := time.Now()
 	r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "load-benchmark", TaskQueue: cfg.Temporal.TaskQueue}, workflows.BenchmarkWorkflowName, in)
 	if err != nil {

@@ -11,10 +11,13 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mlrb/mlrb/internal/contract"
+	"github.com/mlrb/mlrb/internal/gateway"
+	"github.com/mlrb/mlrb/internal/lmeval"
 	"github.com/mlrb/mlrb/internal/reference"
 	"github.com/mlrb/mlrb/tasks"
 )
@@ -60,7 +63,7 @@ func agentCommand(use, short string, run func(ctx context.Context, spec *tasks.S
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
 			return run(ctx, spec, env)
 		},
@@ -78,7 +81,7 @@ func Commands() []*cobra.Command {
 	noop := agentCommand("noop-agent", "submit an untrained model at once (to measure orchestration overhead)",
 		func(_ context.Context, spec *tasks.Spec, env contract.Env) error { return reference.Noop(spec, env) })
 	idle := agentCommand("idle-agent", "submit an untrained model at once, then wait for the soft deadline (SIGTERM)", reference.Idle)
-	var task, model, output string
+	var task, model, output, resultsFile string
 	var seed uint64
 	eval := &cobra.Command{
 		Use: "reference-eval", Hidden: true, SilenceUsage: true,
@@ -88,7 +91,16 @@ func Commands() []*cobra.Command {
 			if err != nil {
 				return err
 			}
-			out, err := reference.Evaluate(spec, seed, model, output)
+			res, err := reference.Evaluate(spec, seed, model)
+			if err != nil {
+				return err
+			}
+			out := resultsFile
+			if out == "" {
+				out, err = lmeval.Write(output, res, time.Now())
+			} else {
+				err = lmeval.WriteFile(out, res, time.Now())
+			}
 			if err != nil {
 				return err
 			}
@@ -99,8 +111,22 @@ func Commands() []*cobra.Command {
 	eval.Flags().StringVar(&task, "task", "", "task id")
 	eval.Flags().Uint64Var(&seed, "seed", 0, "seed of the run")
 	eval.Flags().StringVar(&model, "model", "", "model directory")
-	eval.Flags().StringVar(&output, "output_path", "", "results directory")
-	return []*cobra.Command{agent, noop, idle, eval}
+	eval.Flags().StringVar(&output, "output_path", "", "results directory (a results_<date>.json in it)")
+	eval.Flags().StringVar(&resultsFile, "results_file", "", "the results file to write (the name the worker reads)")
+	var listen, socket, ready string
+	door := &cobra.Command{
+		Use: "door", Hidden: true, SilenceUsage: true,
+		Short: "an agent's network door: carry each connection on --listen to the worker's --socket",
+		RunE: func(*cobra.Command, []string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			return gateway.Relay(ctx, listen, socket, ready)
+		},
+	}
+	door.Flags().StringVar(&listen, "listen", "127.0.0.1:3128", "address to accept on (in the agent's network)")
+	door.Flags().StringVar(&socket, "socket", "/door/door.sock", "the worker's gateway socket")
+	door.Flags().StringVar(&ready, "ready", "/door/ready", "file written once the door accepts")
+	return []*cobra.Command{agent, noop, idle, eval, door}
 }
 
 // RunIfAgent runs a hidden subcommand when the process was started as one

@@ -10,12 +10,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -23,12 +21,8 @@ import (
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/devserver"
-	"github.com/mlrb/mlrb/internal/gpu"
-	"github.com/mlrb/mlrb/internal/hosts"
-	"github.com/mlrb/mlrb/internal/metrics"
-	"github.com/mlrb/mlrb/internal/provision"
+	"github.com/mlrb/mlrb/internal/gateway"
 	"github.com/mlrb/mlrb/internal/runtime"
-	"github.com/mlrb/mlrb/tasks"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -101,148 +95,16 @@ func dial(ctx context.Context, cfg *config.Config, logger *zap.Logger, mh client
 	return c, nil
 }
 
-// Worker is a running worker: one SDK worker on the shared queue
-// (workflows, task resolution, leases, evaluation) and one on this host's
-// queue (agents pinned to the host that holds their lease).
-type Worker struct {
-	shared, host worker.Worker
-	HostQueue    string
-	stopFence    context.CancelFunc
-	stopRegister func()
-	lock         *os.File
-}
-
-// HostQueue names a host's task queue.
-func HostQueue(base, hostID string) string { return base + "-host-" + hostID }
-
-// StartWorker reaps what an earlier worker on this host left running, then
-// starts polling.
-func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logger *zap.Logger, m *metrics.Metrics) (*Worker, error) {
-	catalog, err := tasks.Load(cfg.Tasks.Dir)
+// egressPolicy is where agents may connect through their door: the
+// operator's agent.egress, never this deployment's own endpoints nor this
+// host's addresses.
+func egressPolicy(ctx context.Context, cfg *config.Config) (*gateway.Policy, error) {
+	ours, err := gateway.Ours(ctx, cfg.Temporal.Address, cfg.Storage.S3.Endpoint, cfg.Metrics.Listen, cfg.Host.IMDSEndpoint,
+		cfg.Provision.EC2.Endpoint)
 	if err != nil {
 		return nil, err
 	}
-	engine, err := OpenEngine(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	lock, err := lockWorkDir(cfg.WorkDir())
-	if err != nil {
-		return nil, err
-	}
-	// Before anything is reaped: the reaper takes what carries this
-	// host's id.
-	hq := HostQueue(cfg.Temporal.TaskQueue, cfg.Host.ID)
-	identity := hosts.Identity(cfg.Host.ID, cfg.WorkDir())
-	if err := checkHostFree(ctx, c, cfg, hq, identity); err != nil {
-		_ = lock.Close()
-		return nil, err
-	}
-	ws, docker, err := openWorkspace(ctx, cfg, engine)
-	if err != nil {
-		_ = lock.Close()
-		return nil, err
-	}
-	n, err := ws.Reap(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if n > 0 {
-		logger.Warn("reaped agent processes left by an earlier worker", zap.Int("killed", n))
-	}
-	reg := newRegister(engine.Store, hosts.Record{ID: cfg.Host.ID, Queue: hq, GPUType: cfg.Host.GPUType, Devices: cfg.Host.GPUDevices,
-		Slots: cfg.Host.MaxAgents, Worker: identity, StartedAt: time.Now().UTC(), Provider: "static"}, logger.Named("register"))
-	if job := os.Getenv("SLURM_JOB_ID"); job != "" {
-		reg.rec.Provider, reg.rec.ProviderID = "slurm", job
-	}
-	pool, err := gpu.NewPool(gpu.Options{Slots: cfg.Host.MaxAgents, Devices: cfg.Host.GPUDevices, TTL: cfg.Host.LeaseTTL,
-		File: filepath.Join(cfg.WorkDir(), "leases.json"), Changed: reg.touch})
-	if err != nil {
-		return nil, err
-	}
-	reg.pool = pool
-	acts := &activities.Activities{
-		Catalog: catalog, Engine: engine, Workspace: ws, Client: c, Keep: cfg.Checkpoint.Keep,
-		HostID: cfg.Host.ID, HostQueue: hq, GPUType: cfg.Host.GPUType, GPUs: pool,
-		WorkDir: cfg.WorkDir(), Logger: logger.Named("activities"), EnvFile: cfg.Agent.EnvFile,
-		WorkspaceLimit: int64(cfg.Agent.WorkspaceLimitGB * (1 << 30)),
-		QueueOf:        func(id string) string { return HostQueue(cfg.Temporal.TaskQueue, id) },
-		Metrics:        m,
-	}
-	if err := m.Register(metrics.GPUs(pool.Usage)); err != nil {
-		return nil, err
-	}
-	if cfg.Metrics.Fleet {
-		if err := m.Register(fleetCounts(c, cfg.Temporal.Namespace)); err != nil {
-			return nil, err
-		}
-	}
-	if acts.Provider, err = openProvider(ctx, cfg); err != nil {
-		return nil, err
-	}
-	acts.ProviderKind = provisionKind(cfg.Provision.Kind)
-	if err := acts.Sweep(); err != nil {
-		return nil, err
-	}
-	// A dedicated host (a job started for one attempt) serves only its
-	// own queue: nothing else may take its slot.
-	var shared worker.Worker
-	if !cfg.Host.Dedicated {
-		shared = worker.New(c, cfg.Temporal.TaskQueue, worker.Options{Identity: identity})
-		workflows.RegisterShared(shared, acts)
-	}
-	hostW := worker.New(c, hq, worker.Options{
-		Identity: identity,
-		// A second guard behind the lease pool, with room for the lease
-		// releases that share the queue.
-		MaxConcurrentActivityExecutionSize: cfg.Host.MaxAgents + releaseSlots,
-		// A stopping worker lets each agent activity stop its agent and
-		// checkpoint it, so a restart (a deploy) costs no agent time.
-		WorkerStopTimeout: cfg.Host.StopTimeout,
-	})
-	workflows.RegisterHost(hostW, acts)
-	if shared != nil {
-		if err := shared.Start(); err != nil {
-			return nil, fmt.Errorf("start worker on %s: %w", cfg.Temporal.TaskQueue, err)
-		}
-	}
-	if err := hostW.Start(); err != nil {
-		if shared != nil {
-			shared.Stop()
-		}
-		return nil, fmt.Errorf("start worker on %s: %w", hq, err)
-	}
-	rctx, stopReg := context.WithCancel(context.Background())
-	go reg.run(rctx)
-	if acts.Provider != nil {
-		go reapJobs(rctx, acts.Provider, c, cfg.Provision.ReapInterval, logger.Named("reaper"))
-	}
-	w := &Worker{shared: shared, host: hostW, HostQueue: hq, stopFence: func() {}, lock: lock,
-		stopRegister: func() { stopReg(); <-reg.done }}
-	if docker != nil {
-		fctx, cancel := context.WithCancel(context.Background())
-		w.stopFence = cancel
-		go docker.Fence(fctx, cfg.Host.FenceInterval, staleTask(c), logger.Named("fence"))
-	}
-	return w, nil
-}
-
-// slurmProvisioner submits jobs that run this worker's own binary, unless
-// provision.slurm.worker names another command.
-func slurmProvisioner(cfg *config.Config) (*provision.Slurm, error) {
-	cmd := cfg.Provision.Slurm.Worker
-	if len(cmd) == 0 {
-		self, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("provision.slurm.worker: find own binary: %w", err)
-		}
-		cmd = []string{self}
-	}
-	dir := cfg.SlurmWorkDir()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("provision.slurm.work_dir: %w", err)
-	}
-	return &provision.Slurm{Worker: cmd, Partition: cfg.Provision.Slurm.Partition, WorkDir: dir}, nil
+	return &gateway.Policy{Allow: cfg.Agent.Egress, Deny: ours}, nil
 }
 
 // releaseSlots are host-queue slots beyond the agents, for lease releases.
@@ -251,7 +113,7 @@ const releaseSlots = 4
 // openWorkspace assembles where attempts run, from host.runtime: the one
 // place that knows whether it is Docker.
 func openWorkspace(ctx context.Context, cfg *config.Config, engine *checkpoint.Engine) (activities.Workspace, *runtime.Docker, error) {
-	if cfg.Host.Runtime != "docker" {
+	if cfg.Host.Runtime != config.RuntimeDocker {
 		self, err := AgentBinary(cfg)
 		if err != nil {
 			return nil, nil, err
@@ -274,20 +136,6 @@ func openWorkspace(ctx context.Context, cfg *config.Config, engine *checkpoint.E
 	c := cfg.Container
 	return &activities.ContainerWorkspace{Docker: docker, Engine: engine, AgentImage: c.AgentImage, EvalImage: c.EvalImage, Paths: c.Paths,
 		Workdir: c.Workdir, Self: c.Self, MemoryBytes: c.MemoryMB << 20, CPUs: c.CPUs, PidsLimit: c.PidsLimit, User: c.User}, docker, nil
-}
-
-// Stop stops polling; running agents are stopped and checkpointed (within
-// host.stop_timeout), and their attempts handed back to their runs. The
-// shared queue stops first: a workflow task this worker took up while
-// stopping would sit until its timeout instead of going to a live worker.
-func (w *Worker) Stop() {
-	w.stopFence()
-	if w.shared != nil {
-		w.shared.Stop()
-	}
-	w.host.Stop()
-	w.stopRegister()
-	_ = w.lock.Close()
 }
 
 type zapSDK struct{ l *zap.SugaredLogger }

@@ -82,11 +82,11 @@ func (s *Stack) Stop() {
 
 // provisionKind is the policy's name of a provision.kind: static is the
 // empty default, so that runs without provisioning keep their input.
-func provisionKind(k string) string {
-	if k == "static" {
+func provisionKind(k config.ProvisionKind) string {
+	if k == config.ProvisionStatic {
 		return ""
 	}
-	return k
+	return string(k)
 }
 
 // Policy is the run policy the config asks for; the starter puts it into
@@ -104,5 +104,6 @@ func Policy(cfg *config.Config) workflows.Policy {
 		EvalWaitLimit:        cfg.Eval.WaitLimit,
 		Provision:            provisionKind(cfg.Provision.Kind),
 		ProvisionMargin:      cfg.Provision.Margin,
+		BootTimeout:          cfg.Provision.BootTimeout,
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 // OpenStore opens the configured blob store.
 func OpenStore(ctx context.Context, cfg *config.Config) (blob.Store, error) {
-	if cfg.Storage.Kind == "s3" {
+	if cfg.Storage.Kind == config.StorageS3 {
 		s := cfg.Storage.S3
 		return blob.NewS3(ctx, blob.S3Options{
 			Bucket: s.Bucket, Prefix: s.Prefix, Region: s.Region, Endpoint: s.Endpoint, PathStyle: s.PathStyle,
@@ -26,7 +26,6 @@ func OpenEngine(ctx context.Context, cfg *config.Config) (*checkpoint.Engine, er
 	if err != nil {
 		return nil, err
 	}
-	e := checkpoint.New(store, cfg.Checkpoint.ChunkSize)
-	e.Parallel, e.Exclude = cfg.Storage.Parallel, cfg.Checkpoint.Exclude
+	e := checkpoint.New(store, checkpoint.Options{ChunkSize: cfg.Checkpoint.ChunkSize, Parallel: cfg.Storage.Parallel, Exclude: cfg.Checkpoint.Exclude})
 	return e, nil
 }

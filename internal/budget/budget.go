@@ -115,16 +115,30 @@ func (d *Deadlines) Cancel(now time.Time) {
 	d.Soft = now
 }
 
-// safetyMargin covers what an attempt does beyond the agent's time: the
-// restore before it and the final checkpoint after it.
+// safetyMargin covers what an attempt does beyond the agent's time
+// whatever the workspace's size: starting, stopping, the store's latency.
 const safetyMargin = 10 * time.Minute
+
+// SlowThroughput is the pace, in bytes a second, that a workspace is
+// assumed to be restored and saved at when timeouts are set: well below
+// what a checkpoint does on one host to a local S3 (bench/checkpoint:
+// over 200 MiB/s), for a slow store or a busy host.
+const SlowThroughput = 32 << 20
+
+// Transfer is how long moving a workspace of bytes may take at
+// SlowThroughput.
+func Transfer(bytes int64) time.Duration {
+	return time.Duration(float64(bytes) / SlowThroughput * float64(time.Second))
+}
 
 // SafetyTimeout bounds the agent activity as a whole (its start-to-close
 // timeout): the time left, the grace twice (a soft deadline and a cancel
-// may each take one) and a margin. The supervisor's own deadlines end the
-// agent well before it; it only catches a worker that lost track.
-func (l Ledger) SafetyTimeout(grace time.Duration) time.Duration {
-	return seconds(l.Left()) + 2*grace + safetyMargin
+// may each take one), the restore before the agent's clock starts and the
+// final checkpoint after it of a workspace of bytes (its last checkpoint's
+// size), and a margin. The supervisor's own deadlines end the agent well
+// before it; it only catches a worker that lost track.
+func (l Ledger) SafetyTimeout(grace time.Duration, bytes int64) time.Duration {
+	return seconds(l.Left()) + 2*grace + 2*Transfer(bytes) + safetyMargin
 }
 
 // RanTo estimates how far a lost attempt got, in agent seconds. base is

@@ -87,10 +87,10 @@ func TestAttemptDeadlines(t *testing.T) {
 			if got := d.Hard.Sub(t0); got != c.hard {
 				t.Errorf("hard after %v, want %v", got, c.hard)
 			}
-			if got := c.l.SafetyTimeout(c.grace); got != c.safety {
+			if got := c.l.SafetyTimeout(c.grace, 0); got != c.safety {
 				t.Errorf("safety timeout %v, want %v", got, c.safety)
 			}
-			if got := c.l.SafetyTimeout(c.grace); got <= d.Hard.Sub(t0) {
+			if got := c.l.SafetyTimeout(c.grace, 0); got <= d.Hard.Sub(t0) {
 				t.Errorf("the safety timeout %v must outlast the hard deadline", got)
 			}
 		})
@@ -167,5 +167,17 @@ func TestJSONShowsGranted(t *testing.T) {
 	var back Ledger
 	if err := json.Unmarshal(b, &back); err != nil || back.GrantedS() != 35 {
 		t.Fatalf("%+v %v", back, err)
+	}
+}
+
+// TestSafetyTimeoutGrowsWithTheWorkspace is audit #16: the margin for the
+// restore and the final save was a fixed 10 minutes, so a 20 GiB
+// workspace on a modest store lost every attempt after its agent had
+// finished. Both now count at a slow pace.
+func TestSafetyTimeoutGrowsWithTheWorkspace(t *testing.T) {
+	l := Ledger{LimitS: 3600}
+	small, big := l.SafetyTimeout(time.Minute, 0), l.SafetyTimeout(time.Minute, 20<<30)
+	if want := 2 * 640 * time.Second; big-small != want {
+		t.Fatalf("20 GiB adds %s; want %s (restore and save at 32 MiB/s)", big-small, want)
 	}
 }

@@ -74,7 +74,7 @@ func TestRoundTripAndDedup(t *testing.T) {
 	}
 	src := t.TempDir()
 	writeTree(t, src)
-	e := New(store, 1<<20)
+	e := New(store, Options{ChunkSize: 1 << 20})
 	m1, err := e.Save(ctx, src, Meta{RunID: "run/a", Seq: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestRoundTripAndDedup(t *testing.T) {
 	}
 
 	// Same tree under another run, through a fresh engine: nothing new stored.
-	m2, err := New(store, 1<<20).Save(ctx, src, Meta{RunID: "run/b", Seq: 1}, nil)
+	m2, err := New(store, Options{ChunkSize: 1 << 20}).Save(ctx, src, Meta{RunID: "run/b", Seq: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestRestoreDetectsCorruptChunk(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(src, "f"), []byte("hello world"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	e := New(store, 1<<20)
+	e := New(store, Options{ChunkSize: 1 << 20})
 	m, err := e.Save(ctx, src, Meta{RunID: "r", Seq: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func TestRestoreDetectsCorruptChunk(t *testing.T) {
 func TestManifestIsTheCommit(t *testing.T) {
 	ctx := context.Background()
 	store, _ := blob.NewFS(t.TempDir())
-	e := New(store, 1<<20)
+	e := New(store, Options{ChunkSize: 1 << 20})
 	if got, err := e.List(ctx, "nobody"); err != nil || len(got) != 0 {
 		t.Fatalf("List of an unknown run = %v, %v", got, err)
 	}
@@ -181,7 +181,7 @@ func TestManifestIsTheCommit(t *testing.T) {
 func TestLatest(t *testing.T) {
 	ctx := context.Background()
 	store, _ := blob.NewFS(t.TempDir())
-	e := New(store, 1<<20)
+	e := New(store, Options{ChunkSize: 1 << 20})
 	if _, err := e.Latest(ctx, "r"); !errors.Is(err, ErrNoCheckpoint) {
 		t.Fatalf("Latest of a run without checkpoints = %v, want ErrNoCheckpoint", err)
 	}

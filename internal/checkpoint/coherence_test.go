@@ -46,7 +46,7 @@ func TestRestoreAcrossAChunkSizeChange(t *testing.T) {
 	src := t.TempDir()
 	big := randomBytes(t, 3<<20+12345)
 	writeFile(t, filepath.Join(src, "weights.bin"), big)
-	small := New(store, 64<<10)
+	small := New(store, Options{ChunkSize: 64 << 10})
 	m1, err := small.Save(ctx, src, Meta{RunID: "r", Seq: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -54,12 +54,12 @@ func TestRestoreAcrossAChunkSizeChange(t *testing.T) {
 	// The workspace is quiet: the next save would reuse the file's chunks.
 	m1.CreatedAt = m1.CreatedAt.Add(DefaultRacyWindow * 10)
 	writeFile(t, filepath.Join(src, "log.txt"), []byte("step 2\n"))
-	large := New(store, 1<<20)
+	large := New(store, Options{ChunkSize: 1 << 20})
 	m2, err := large.Save(ctx, src, Meta{RunID: "r", Seq: 2}, m1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, restorer := range []*Engine{small, large, New(store, 256<<10)} {
+	for _, restorer := range []*Engine{small, large, New(store, Options{ChunkSize: 256 << 10})} {
 		dst := t.TempDir()
 		if err := restorer.Restore(ctx, m2, dst); err != nil {
 			t.Fatal(err)
@@ -82,7 +82,7 @@ func TestGCInAnotherProcessThenRevertedContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	worker, gc := New(store, 64<<10), New(store, 64<<10)
+	worker, gc := New(store, Options{ChunkSize: 64 << 10}), New(store, Options{ChunkSize: 64 << 10})
 	src := t.TempDir()
 	x, y := randomBytes(t, 200<<10), randomBytes(t, 200<<10)
 	p := filepath.Join(src, "model.bin")
@@ -133,7 +133,7 @@ func TestHardlinksRoundTrip(t *testing.T) {
 	if err := os.Link(filepath.Join(src, "ckpt/model.safetensors"), filepath.Join(src, "output/model/model.safetensors")); err != nil {
 		t.Fatal(err)
 	}
-	e := New(store, 64<<10)
+	e := New(store, Options{ChunkSize: 64 << 10})
 	m, err := e.Save(ctx, src, Meta{RunID: "h", Seq: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +164,7 @@ func TestCommitNeverOverwritesAnotherAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := New(store, 64<<10)
+	e := New(store, Options{ChunkSize: 64 << 10})
 	src := t.TempDir()
 	writeFile(t, filepath.Join(src, "a.txt"), []byte("one"))
 	if _, err := e.Save(ctx, src, Meta{RunID: "r", Seq: 4, Attempt: 1, Final: true}, nil); err != nil {
@@ -209,7 +209,7 @@ func TestRestoreRace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e := New(store, 64<<10)
+	e := New(store, Options{ChunkSize: 64 << 10})
 	m, err := e.Save(ctx, src, Meta{RunID: "race", Seq: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -237,7 +237,7 @@ func TestRestoreNeverWritesThroughASymlink(t *testing.T) {
 		t.Fatal(err)
 	}
 	hostDir := t.TempDir()
-	e := New(store, 64<<10)
+	e := New(store, Options{ChunkSize: 64 << 10})
 	src := t.TempDir()
 	writeFile(t, filepath.Join(src, "evil"), []byte("payload"))
 	m, err := e.Save(ctx, src, Meta{RunID: "crafted", Seq: 1}, nil)
@@ -270,7 +270,7 @@ func TestExcludedPathsAreNeverSaved(t *testing.T) {
 	writeFile(t, filepath.Join(src, "root/.cache/huggingface/token"), []byte("hf_SECRETTOKEN"))
 	writeFile(t, filepath.Join(src, "root/.cache/huggingface/stored_tokens/default"), []byte("hf_SECRETTOKEN"))
 	writeFile(t, filepath.Join(src, "root/.cache/huggingface/hub/model.bin"), []byte("weights"))
-	e := New(store, 64<<10)
+	e := New(store, Options{ChunkSize: 64 << 10})
 	e.Exclude = []string{"root/.cache/huggingface/token", "root/.cache/huggingface/stored_tokens"}
 	m, err := e.Save(ctx, src, Meta{RunID: "x", Seq: 1}, nil)
 	if err != nil {

@@ -26,12 +26,6 @@ type Fence struct {
 	At      time.Time `json:"at"`
 }
 
-func fencePrefix(runID string) string { return blob.RunPrefix(runID) + "fences/" }
-
-func fenceKey(runID string, attempt int) string {
-	return fmt.Sprintf("%s%08d.json", fencePrefix(runID), attempt)
-}
-
 // FencedError: the attempt committing was superseded by a later one.
 type FencedError struct{ Attempt, By int }
 

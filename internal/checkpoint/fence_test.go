@@ -34,7 +34,7 @@ func TestZombieAttemptCommitsNothing(t *testing.T) {
 	for name, open := range fenceStores {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			e := New(open(t), 64<<10)
+			e := New(open(t), Options{ChunkSize: 64 << 10})
 			src := t.TempDir()
 			writeFile(t, filepath.Join(src, "a.txt"), []byte("one"))
 			save := func(seq, attempt int) error {
@@ -94,7 +94,7 @@ func TestLatestSkipsAZombiesCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := New(store, 64<<10)
+	e := New(store, Options{ChunkSize: 64 << 10})
 	src := t.TempDir()
 	writeFile(t, filepath.Join(src, "a.txt"), []byte("one"))
 	for seq := 1; seq <= 2; seq++ {
@@ -118,7 +118,7 @@ func TestRacingCommitsOneWins(t *testing.T) {
 	for name, open := range fenceStores {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			e := New(open(t), 64<<10)
+			e := New(open(t), Options{ChunkSize: 64 << 10})
 			src := t.TempDir()
 			writeFile(t, filepath.Join(src, "a.txt"), []byte("one"))
 			for seq := 1; seq <= 20; seq++ {

@@ -37,7 +37,7 @@ func FuzzRestoreManifest(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = New(store, 1<<16).Restore(context.Background(), &m, filepath.Join(sandbox, "in"))
+		_ = New(store, Options{ChunkSize: 1 << 16}).Restore(context.Background(), &m, filepath.Join(sandbox, "in"))
 		entries, err := os.ReadDir(sandbox)
 		if err != nil {
 			t.Fatal(err)

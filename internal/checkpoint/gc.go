@@ -19,13 +19,6 @@ import (
 // backs off and GC waits, so GC never runs beside a save that may dedup
 // against a chunk GC is about to delete. A crashed holder's lock goes
 // stale when it stops being refreshed.
-const (
-	// gcGenerationKey changes whenever a GC deletes chunks.
-	gcGenerationKey = "gc/generation"
-	lockPrefix      = "locks/"
-	saveLockPrefix  = lockPrefix + "save-"
-	gcLockPrefix    = lockPrefix + "gc-"
-)
 
 // StaleLock is how old an unrefreshed lock must be to be ignored.
 var StaleLock = 10 * time.Minute
@@ -53,19 +46,51 @@ func (e *Engine) putLock(ctx context.Context, key, holder string) error {
 	return e.Store.Put(ctx, key, bytes.NewReader(b))
 }
 
-// liveLocks lists the non-stale locks under prefix.
-func (e *Engine) liveLocks(ctx context.Context, prefix string) ([]string, error) {
-	objs, err := e.Store.List(ctx, prefix)
+// liveLocks lists the non-stale locks under prefix. Age is judged by the
+// store's clock alone: against the time the store gave mine (the lock
+// just written), never this host's clock, which may be far off the
+// store's (an operator's laptop running `storage gc`).
+func (e *Engine) liveLocks(ctx context.Context, prefix, mine string) ([]string, error) {
+	objs, err := e.Store.List(ctx, lockPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("list locks: %w", err)
 	}
+	var now time.Time
+	for _, o := range objs {
+		if o.Key == mine {
+			now = o.ModTime
+		}
+	}
+	if now.IsZero() {
+		return nil, fmt.Errorf("list locks: my lock %s is not listed", mine)
+	}
 	var live []string
 	for _, o := range objs {
-		if time.Since(o.ModTime) < StaleLock {
+		if strings.HasPrefix(o.Key, prefix) && now.Sub(o.ModTime) < StaleLock {
 			live = append(live, o.Key)
 		}
 	}
 	return live, nil
+}
+
+// storeNow is the store's time: the modification time it gives an
+// object written now.
+func (e *Engine) storeNow(ctx context.Context) (time.Time, error) {
+	key := lockPrefix + "clock-" + newID()
+	if err := e.Store.Put(ctx, key, strings.NewReader("")); err != nil {
+		return time.Time{}, fmt.Errorf("read the store's clock: %w", err)
+	}
+	defer func() { _ = e.Store.Delete(context.WithoutCancel(ctx), key) }()
+	objs, err := e.Store.List(ctx, key)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the store's clock: %w", err)
+	}
+	for _, o := range objs {
+		if o.Key == key {
+			return o.ModTime, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("read the store's clock: %s is not listed", key)
 }
 
 // acquire takes a lock of one kind (mine) that excludes the other kind.
@@ -81,7 +106,7 @@ func (e *Engine) acquire(ctx context.Context, mine, others, holder string, wait 
 			}
 			held = true
 		}
-		live, err := e.liveLocks(ctx, others)
+		live, err := e.liveLocks(ctx, others, key)
 		if err == nil && len(live) == 0 {
 			break
 		}
@@ -175,6 +200,12 @@ func (e *Engine) GC(ctx context.Context, o GCOptions) (*GCReport, error) {
 		return nil, fmt.Errorf("gc: %w", err)
 	}
 	rep.Chunks = len(chunks)
+	// A chunk's age is the store's to tell: a save in flight uploaded it
+	// by the store's clock, whatever this host's says.
+	now, err := e.storeNow(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("gc: %w", err)
+	}
 	if !o.DryRun {
 		// Before the first delete: every engine's cache of stored chunks,
 		// in any process, is stale from here on (see Engine.syncKnown).
@@ -187,7 +218,7 @@ func (e *Engine) GC(ctx context.Context, o GCOptions) (*GCReport, error) {
 		if ref[h] {
 			continue
 		}
-		if time.Since(c.ModTime) < o.Grace {
+		if now.Sub(c.ModTime) < o.Grace {
 			rep.TooYoung++
 			continue
 		}

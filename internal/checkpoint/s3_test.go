@@ -49,13 +49,13 @@ func TestS3RoundTrip(t *testing.T) {
 	src := t.TempDir()
 	writeTree(t, src)
 	randomFile(t, filepath.Join(src, "models/base/model.safetensors"), 100<<20, 1)
-	e := New(srv.Store("ckpt"), 4<<20)
+	e := New(srv.Store("ckpt"), Options{ChunkSize: 4 << 20})
 	m, err := e.Save(ctx, src, Meta{RunID: "bench/a/t/s1", Seq: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dst := filepath.Join(t.TempDir(), "out")
-	if err := New(srv.Store("ckpt"), 4<<20).Restore(ctx, m, dst); err != nil {
+	if err := New(srv.Store("ckpt"), Options{ChunkSize: 4 << 20}).Restore(ctx, m, dst); err != nil {
 		t.Fatal(err)
 	}
 	want, got := treeDigest(t, src), treeDigest(t, dst)
@@ -67,7 +67,7 @@ func TestS3RoundTrip(t *testing.T) {
 			t.Errorf("%s differs after restore", k)
 		}
 	}
-	m2, err := New(srv.Store("ckpt"), 4<<20).Save(ctx, src, Meta{RunID: "bench/a/t/s2", Seq: 1}, nil)
+	m2, err := New(srv.Store("ckpt"), Options{ChunkSize: 4 << 20}).Save(ctx, src, Meta{RunID: "bench/a/t/s2", Seq: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestS3OutageMidCheckpoint(t *testing.T) {
 	for i := 0; i < 12; i++ {
 		randomFile(t, filepath.Join(src, "shards", "part-"+string(rune('a'+i))), 8<<20, uint64(i))
 	}
-	e := New(srv.Store("ckpt"), 1<<20)
+	e := New(srv.Store("ckpt"), Options{ChunkSize: 1 << 20})
 	e.Parallel = 2
 	done := make(chan error, 1)
 	go func() {
@@ -167,7 +167,7 @@ func TestGCNeverDeletesReferencedChunks(t *testing.T) {
 	srv := s3test.Start(t)
 	ctx := context.Background()
 	store := srv.Store("ckpt")
-	e := New(store, 1<<20)
+	e := New(store, Options{ChunkSize: 1 << 20})
 	src := t.TempDir()
 	randomFile(t, filepath.Join(src, "w1"), 3<<20, 1)
 	randomFile(t, filepath.Join(src, "w2"), 2<<20, 2)
@@ -197,7 +197,7 @@ func TestGCNeverDeletesReferencedChunks(t *testing.T) {
 
 	// A save of another run is held just before its manifest commits.
 	gate := &gateStore{Store: store, reached: make(chan struct{}), release: make(chan struct{})}
-	other := New(gate, 1<<20)
+	other := New(gate, Options{ChunkSize: 1 << 20})
 	src2 := t.TempDir()
 	randomFile(t, filepath.Join(src2, "fresh"), 3<<20, 9)
 	saved := make(chan error, 1)
@@ -257,16 +257,17 @@ func TestTornFileNeverCommitted(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			write(0)
-			e := New(store, 64<<10)
+			e := New(store, Options{ChunkSize: 64 << 10})
 			// Wide enough that the file written just above counts as racy
 			// however slow this machine is.
 			e.RacyWindow = 10 * time.Second
 			v, left := byte(0), tc.changes
-			e.readHook = func(path string, chunk int) {
+			e.readHook = func(rel string, chunk int) {
 				if chunk != 0 || left == 0 {
 					return
 				}
 				left--
+				path := filepath.Join(src, rel)
 				st, _ := os.Stat(path)
 				v++
 				write(v)

@@ -17,25 +17,49 @@ import (
 	"github.com/mlrb/mlrb/tasks"
 )
 
-// LoadConfig loads the config for a command, honouring --config and the
-// flags it defines.
+// LoadConfig loads the config for a command, honouring --config, the
+// key flags it was given (config.AddFlags) and its own defaults
+// (SetDefault).
 func LoadConfig(cmd *cobra.Command) (*config.Config, error) {
 	file, _ := cmd.Flags().GetString("config")
-	keys, defaults := map[string]string{}, map[string]string{}
+	keys := map[string]string{}
 	for flag, key := range config.FlagKeys() {
-		f := cmd.Flags().Lookup(flag)
-		switch {
-		case f == nil:
-		case f.Changed:
+		if f := cmd.Flags().Lookup(flag); f != nil && f.Changed {
 			keys[flag] = key
-		case f.DefValue != "":
-			// A command's own flag default (the demo's short checkpoint
-			// interval) is that command's default: file and env still win.
-			defaults[key] = f.DefValue
+		}
+	}
+	defaults := map[string]string{}
+	for c := cmd; c != nil; c = c.Parent() {
+		for k, v := range c.Annotations {
+			if key, ok := strings.CutPrefix(k, defaultPrefix); ok {
+				if _, set := defaults[key]; !set {
+					defaults[key] = v
+				}
+			}
 		}
 	}
 	return config.Load(file, cmd.Flags(), keys, defaults)
 }
+
+const defaultPrefix = "mlrb.default."
+
+// SetDefault gives a command its own default for a key (the demo's short
+// checkpoint interval): over the table's, under the file, the environment
+// and the flag.
+func SetDefault(cmd *cobra.Command, key, value string) {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[defaultPrefix+key] = value
+}
+
+// WorkerKeys are the keys the worker exposes as flags.
+var WorkerKeys = []string{"dev.state_dir", "dev.port", "dev.ui_port", "temporal.address", "temporal.namespace", "host.id", "host.max_agents",
+	"log.level", "tasks.dir", "metrics.listen"}
+
+// PolicyKeys are the keys of how a run is driven that the commands which
+// start runs expose as flags.
+var PolicyKeys = []string{"checkpoint.interval", "agent.heartbeat_timeout", "agent.grace", "agent.max_infra_attempts", "eval.attempts"}
 
 // UsageError is bad input found before anything started.
 type UsageError struct{ Err error }

@@ -8,6 +8,7 @@ package contract
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -182,4 +183,25 @@ type Usage struct {
 	InputTokens  *int64   `json:"input_tokens"`
 	OutputTokens *int64   `json:"output_tokens"`
 	CostUSD      *float64 `json:"cost_usd"`
+}
+
+// Bounds of a run's reported usage: far above any real 24-hour run (the
+// paper's runs cost about $43), low enough that no sum of runs overflows.
+const (
+	MaxUsageTokens  = int64(1e13)
+	MaxUsageCostUSD = 1e7
+)
+
+// Check refuses usage that is not a run's: negative, not finite, or past
+// the bounds. The agent writes this file, so nothing in it is trusted.
+func (u *Usage) Check() error {
+	for name, n := range map[string]*int64{"input_tokens": u.InputTokens, "output_tokens": u.OutputTokens} {
+		if n != nil && (*n < 0 || *n > MaxUsageTokens) {
+			return fmt.Errorf("%s: %d is not a token count (0 to %d)", name, *n, MaxUsageTokens)
+		}
+	}
+	if c := u.CostUSD; c != nil && (math.IsNaN(*c) || *c < 0 || *c > MaxUsageCostUSD) {
+		return fmt.Errorf("cost_usd: %g is not a run's cost (0 to %g)", *c, MaxUsageCostUSD)
+	}
+	return nil
 }

@@ -70,7 +70,7 @@ func TestBenchmarkResume(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "1 runs kept, 1 to continue: "+slow) {
 		t.Fatalf("resume (exit %d): %s %s", code, out, errs)
 	}
-	watch, errs, code := e.starter("watch", bench, "--interval", "500ms")
+	watch, errs, code := e.starter("watch", bench, "--refresh", "500ms")
 	if code != 0 {
 		t.Fatalf("watch (exit %d): %s", code, errs)
 	}

@@ -73,7 +73,7 @@ func TestBenchmarkContinuesAsNew(t *testing.T) {
 		t.Fatalf("resume (exit %d): %s %s", code, out, errs)
 	}
 	t.Logf("%s", strings.TrimSpace(out))
-	watch, errs, code := e.starter("watch", bench, "--interval", "300ms")
+	watch, errs, code := e.starter("watch", bench, "--refresh", "300ms")
 	if code != 0 || !strings.Contains(watch, "mean ± std") {
 		t.Fatalf("watch (exit %d): %s\n%s", code, errs, watch)
 	}

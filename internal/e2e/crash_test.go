@@ -314,7 +314,7 @@ func extensionReachesTheAgent(t *testing.T, e *env) {
 	}
 	// Watched live to its end: the budget bar counts down from the
 	// extended grant, and the result follows.
-	watch, errs, code := e.starter("watch", runID, "--interval", "1s")
+	watch, errs, code := e.starter("watch", runID, "--refresh", "1s")
 	if code != 0 || !strings.Contains(watch, "left of 24s") || !strings.Contains(watch, "last checkpoint") || !strings.Contains(watch, "outcome    scored") {
 		t.Fatalf("watch (exit %d): %s\n%s", code, errs, watch)
 	}

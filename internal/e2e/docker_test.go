@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -122,7 +123,25 @@ func (e *env) killAgentThenResult(host, runID string) result {
 
 func containers(t *testing.T, host string) []string {
 	t.Helper()
-	out, err := exec.Command("docker", "ps", "-a", "-q", "--filter", "label=io.mlrb.host="+host).Output()
+	all, doors := allContainers(t, host), allContainers(t, host, "label=io.mlrb.role=door")
+	var out []string
+	for _, id := range all {
+		if !slices.Contains(doors, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// allContainers lists a host's mlrb containers, agents' doors included,
+// that match the filters.
+func allContainers(t *testing.T, host string, filters ...string) []string {
+	t.Helper()
+	args := []string{"ps", "-a", "-q", "--filter", "label=io.mlrb.host=" + host}
+	for _, f := range filters {
+		args = append(args, "--filter", f)
+	}
+	out, err := exec.Command("docker", args...).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,11 +169,11 @@ func TestDockerKilledAgentResumes(t *testing.T) {
 		t.Fatalf("the second container did not find the checkpointed trials:\n%s", logs)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for len(containers(t, host)) > 0 && time.Now().Before(deadline) {
+	for len(allContainers(t, host)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(200 * time.Millisecond)
 	}
-	if left := containers(t, host); len(left) != 0 {
-		t.Fatalf("containers left after the run: %v", left)
+	if left := allContainers(t, host); len(left) != 0 {
+		t.Fatalf("containers left after the run (doors included): %v", left)
 	}
 }
 
@@ -169,13 +188,13 @@ func TestDockerWorkerKilledLeavesNoOrphan(t *testing.T) {
 	e.waitServer()
 	runID := e.startRun("--task", "e2e_docker", "--seed", "6", "--time-limit", "40s")
 	e.waitCheckpoints(runID, 2)
-	old := containers(t, host)
+	old := allContainers(t, host) // the agent's and its door
 	w.kill(t)
 	e.start("worker", "--dev")
 	e.waitServer()
 	// The restarted worker reaps the old attempt's container as it starts.
 	survivor := func() string {
-		for _, id := range containers(t, host) {
+		for _, id := range allContainers(t, host) {
 			for _, o := range old {
 				if id == o {
 					return id
@@ -238,6 +257,22 @@ func TestDockerAgentOOM(t *testing.T) {
 	e.starterJSON(&res, "run", "--task", "e2e_container", "--agent", "mlrb", "--image", "mlrb-hog:e2e", "--provider", "openai",
 		"--seed", "1", "--wait", "--json")
 	if res.Outcome != "agent_failed" || res.Score != nil || !strings.Contains(res.Reason, "out of memory") {
+		e.dumpLogs()
+		t.Fatalf("result = %+v", res)
+	}
+}
+
+// TestDockerAgentExit137IsItsOwn is audit #7: an agent that exits 137 of
+// its own (no kill sent) ended its run infra_failed after being retried
+// max_infra_attempts times, and a bad seed dropped out of the mean. It is
+// the agent's failure, in one attempt.
+func TestDockerAgentExit137IsItsOwn(t *testing.T) {
+	testtaskImage(t, "mlrb-exit137:e2e", "exit", "137")
+	e := containerAgentEnv(t)
+	var res result
+	e.starterJSON(&res, "run", "--task", "e2e_container", "--agent", "mlrb", "--image", "mlrb-exit137:e2e", "--provider", "openai",
+		"--seed", "1", "--wait", "--json")
+	if res.Outcome != "agent_failed" || res.Attempts != 1 || !strings.Contains(res.Reason, "exit code 137") {
 		e.dumpLogs()
 		t.Fatalf("result = %+v", res)
 	}

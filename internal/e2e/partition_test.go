@@ -65,7 +65,7 @@ func TestPartitionedWorkerFencesItself(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, err := checkpoint.New(store, 0).List(context.Background(), runID)
+	ms, err := checkpoint.New(store, checkpoint.Options{ChunkSize: 0}).List(context.Background(), runID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,6 +54,11 @@ type Options struct {
 	// Changed is told, under the pool's lock, that the leases changed; it
 	// must not block.
 	Changed func()
+	// Torn is told when File could not be read as leases (a power loss
+	// mid-write, a full disk): it was set aside and the pool starts
+	// empty. Leases only matter for one TTL, so losing them is harmless,
+	// while refusing to start would keep the worker down for good.
+	Torn func(err error, setAside string)
 }
 
 // NewPool opens a pool, with the leases File holds.
@@ -76,7 +81,14 @@ func NewPool(o Options) (*Pool, error) {
 	}
 	var kept []*Lease
 	if err := json.Unmarshal(b, &kept); err != nil {
-		return nil, fmt.Errorf("leases %s: %w", p.file, err)
+		aside := fmt.Sprintf("%s.torn-%d", p.file, p.now().UnixNano())
+		if rerr := os.Rename(p.file, aside); rerr != nil {
+			return nil, fmt.Errorf("leases %s: %w (and setting it aside: %v)", p.file, err, rerr)
+		}
+		if o.Torn != nil {
+			o.Torn(fmt.Errorf("leases %s: %w", p.file, err), aside)
+		}
+		return p, nil
 	}
 	now := p.now()
 	for _, l := range kept {
@@ -263,15 +275,43 @@ func (p *Pool) save() error {
 	if err != nil {
 		return fmt.Errorf("leases: %w", err)
 	}
-	tmp := p.file + ".tmp"
-	if err := os.MkdirAll(filepath.Dir(p.file), 0o755); err != nil {
-		return fmt.Errorf("leases: %w", err)
-	}
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("leases: %w", err)
-	}
-	if err := os.Rename(tmp, p.file); err != nil {
+	if err := writeAtomic(p.file, b); err != nil {
 		return fmt.Errorf("leases: %w", err)
 	}
 	return nil
+}
+
+// writeAtomic replaces path with b durably: written and synced under a
+// temporary name, renamed over path, the directory synced, so that a
+// power loss leaves the old file or the new one, never a torn one.
+func writeAtomic(path string, b []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = d.Close() }()
+	return d.Sync()
 }

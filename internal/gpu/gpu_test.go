@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -131,5 +132,36 @@ func TestLeasesSurviveARestart(t *testing.T) {
 	}
 	if err := q.Claim("c", []int{1}); err != nil {
 		t.Fatalf("a claim on a lapsed device: %v", err)
+	}
+}
+
+// TestATornLeaseFileIsSetAside is audit #12: a leases.json left empty or
+// cut short (a power loss mid-write, a full disk) made NewPool fail, so
+// the worker could never start again. It is set aside, named, and the
+// pool starts empty and works.
+func TestATornLeaseFileIsSetAside(t *testing.T) {
+	for name, body := range map[string]string{"empty": "", "cut short": `[{"token":"a","devi`} {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "leases.json")
+			if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var aside string
+			p, err := NewPool(Options{Slots: 1, Devices: []int{0}, TTL: time.Minute, File: file,
+				Torn: func(err error, set string) { aside = set }})
+			if err != nil {
+				t.Fatalf("NewPool: %v", err)
+			}
+			if b, err := os.ReadFile(aside); err != nil || string(b) != body {
+				t.Fatalf("the torn file was not kept aside (%q): %q, %v", aside, b, err)
+			}
+			if _, err := p.Acquire("x", 1); err != nil {
+				t.Fatal(err)
+			}
+			q, err := NewPool(Options{Slots: 1, Devices: []int{0}, TTL: time.Minute, File: file})
+			if err != nil || len(q.Leases()) != 1 {
+				t.Fatalf("the lease written after: %v, %v", q.Leases(), err)
+			}
+		})
 	}
 }

@@ -61,6 +61,15 @@ func Put(ctx context.Context, s blob.Store, r Record) error {
 	return nil
 }
 
+// Delete removes a host's record: a provisioned host's id serves one
+// attempt and is never seen again.
+func Delete(ctx context.Context, s blob.Store, id string) error {
+	if err := s.Delete(ctx, key(id)); err != nil && !errors.Is(err, blob.ErrNotFound) {
+		return fmt.Errorf("host %s: %w", id, err)
+	}
+	return nil
+}
+
 // Get reads one host's record; ok is false when it has none.
 func Get(ctx context.Context, s blob.Store, id string) (r Record, ok bool, err error) {
 	rc, err := s.Get(ctx, key(id))

@@ -70,14 +70,25 @@ func (t *Total) Add(c Cost) {
 	t.BilledGPUHours += c.BilledGPUHours
 	t.WastedGPUHours += c.WastedGPUHours
 	t.InfraWaitHours += c.InfraWaitHours
+	// What agents report is checked where it is read; a stored result
+	// from before (or edited since) still never makes a sum negative,
+	// infinite or wrapped.
 	for _, n := range []*int64{c.LLMInputTokens, c.LLMOutputTokens} {
-		if n != nil {
-			t.LLMTokens += *n
+		if n != nil && *n > 0 {
+			t.LLMTokens = satAdd(t.LLMTokens, *n)
 		}
 	}
-	if c.LLMUSD != nil {
-		t.LLMUSD += *c.LLMUSD
+	if c.LLMUSD != nil && *c.LLMUSD > 0 && !math.IsInf(*c.LLMUSD, 0) {
+		t.LLMUSD = min(t.LLMUSD+*c.LLMUSD, math.MaxFloat64)
 	}
+}
+
+// satAdd adds two non-negative counts, stopping at the largest.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // CostOf sums the cost of runs.

@@ -143,3 +143,31 @@ func TestCostInEveryFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestInfiniteCostNeverBreaksTheLeaderboard is audit #15: two runs that
+// reported $1e308 summed to +Inf and the JSON leaderboard could not be
+// written at all; negative costs and tokens were summed in. Sums stay
+// finite, non-negative and unwrapped in every format.
+func TestInfiniteCostNeverBreaksTheLeaderboard(t *testing.T) {
+	f := func(x float64) *float64 { return &x }
+	i := func(x int64) *int64 { return &x }
+	runs := []Run{
+		{Task: "t", Agent: "a", Seed: 1, Score: f(0.5), Cost: Cost{LLMUSD: f(1e308), LLMInputTokens: i(math.MaxInt64 - 1)}},
+		{Task: "t", Agent: "a", Seed: 2, Score: f(0.6), Cost: Cost{LLMUSD: f(1e308), LLMInputTokens: i(10)}},
+		{Task: "t", Agent: "a", Seed: 3, Score: f(0.7), Cost: Cost{LLMUSD: f(-1e6), LLMOutputTokens: i(-5)}},
+	}
+	for _, format := range []string{"json", "table", "md", "csv", "svg"} {
+		var b strings.Builder
+		if err := Write(&b, format, "x", runs, Setup{}); err != nil {
+			t.Fatalf("%s: %v", format, err)
+		}
+		// JSON keeps each run's record as stored; sums are checked below.
+		if format != "json" && strings.Contains(b.String(), "-1000000") || strings.Contains(b.String(), "Inf") {
+			t.Errorf("%s shows a negative or infinite cost:\n%s", format, b.String())
+		}
+	}
+	c := CostOf(runs)
+	if math.IsInf(c.LLMUSD, 0) || c.LLMUSD < 0 || c.LLMTokens != math.MaxInt64 {
+		t.Fatalf("total = %+v", c)
+	}
+}

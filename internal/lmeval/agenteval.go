@@ -3,6 +3,7 @@ package lmeval
 import (
 	"bufio"
 	"io"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -53,7 +54,9 @@ func ParseAgentEvalTable(r io.Reader) map[string]float64 {
 			if !ok {
 				continue
 			}
-			if v, err := strconv.ParseFloat(strings.ReplaceAll(c, ",", ""), 64); err == nil {
+			// NaN and Inf parse but are no measurement (and JSON cannot
+			// carry them into the run's result).
+			if v, err := strconv.ParseFloat(strings.ReplaceAll(c, ",", ""), 64); err == nil && !math.IsNaN(v) && !math.IsInf(v, 0) {
 				out[name] = v
 			}
 		}

@@ -1,8 +1,6 @@
 package lmeval
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,11 +16,7 @@ func FuzzRead(f *testing.F) {
 	metric := tasks.Metric{Name: "m", Aggregate: "mean", Parts: []tasks.MetricPart{{Task: "sglue_rte", Field: "acc,none"}, {Task: "mmlu", Field: "acc,none"}}}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_ = ParseAgentEvalTable(strings.NewReader(string(b)))
-		p := filepath.Join(t.TempDir(), "results.json")
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		r, err := Read(p)
+		r, err := Parse(b, "results.json")
 		if err != nil {
 			return
 		}

@@ -7,11 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -32,53 +30,36 @@ func Write(dir string, r *Results, now time.Time) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("lm-eval results: %w", err)
 	}
+	p := filepath.Join(dir, "results_"+now.UTC().Format("2006-01-02T15-04-05.000000")+".json")
+	return p, WriteFile(p, r, now)
+}
+
+// WriteFile stores results as the file path (the name the worker chose).
+func WriteFile(path string, r *Results, now time.Time) error {
 	r.Date = float64(now.Unix())
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
-		return "", fmt.Errorf("lm-eval results: %w", err)
+		return fmt.Errorf("lm-eval results: %w", err)
 	}
-	p := filepath.Join(dir, "results_"+now.UTC().Format("2006-01-02T15-04-05.000000")+".json")
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		return "", fmt.Errorf("lm-eval results: %w", err)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("lm-eval results: %w", err)
 	}
-	return p, nil
+	return nil
 }
 
-// Find returns the newest results_*.json anywhere under dir (lm-eval nests
-// it under a directory named after the model).
-func Find(dir string) (string, error) {
-	var found []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() && strings.HasPrefix(d.Name(), "results") && strings.HasSuffix(d.Name(), ".json") {
-			found = append(found, p)
-		}
-		return nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("find lm-eval results in %s: %w", dir, err)
-	}
-	if len(found) == 0 {
-		return "", fmt.Errorf("no results_*.json under %s: the evaluator wrote no results", dir)
-	}
-	sort.Slice(found, func(i, j int) bool { return filepath.Base(found[i]) < filepath.Base(found[j]) })
-	return found[len(found)-1], nil
-}
+// MaxBytes caps what is read of a results file: lm-eval's are kilobytes
+// (MMLU with its 57 subtasks, about 100 KB); an evaluator that writes
+// more is broken or hostile.
+const MaxBytes = 32 << 20
 
-// Read parses a results file.
-func Read(path string) (*Results, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("lm-eval results: %w", err)
-	}
+// Parse parses a results file's content, read from name.
+func Parse(b []byte, name string) (*Results, error) {
 	var r Results
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("lm-eval results %s: not valid JSON: %w", path, err)
+		return nil, fmt.Errorf("lm-eval results %s: not valid JSON: %w", name, err)
 	}
 	if len(r.Results) == 0 {
-		return nil, fmt.Errorf("lm-eval results %s: no \"results\" section", path)
+		return nil, fmt.Errorf("lm-eval results %s: no \"results\" section", name)
 	}
 	return &r, nil
 }
@@ -95,8 +76,8 @@ func (r *Results) Value(task, field string) (float64, error) {
 			if !ok {
 				return 0, fmt.Errorf("results.%s.%q is %v, not a number", task, field, v)
 			}
-			if math.IsNaN(f) {
-				return 0, fmt.Errorf("results.%s.%q is NaN", task, field)
+			if math.IsNaN(f) || math.IsInf(f, 0) {
+				return 0, fmt.Errorf("results.%s.%q is %v, not a score", task, field, f)
 			}
 			return f, nil
 		}
@@ -117,7 +98,7 @@ func Score(r *Results, m tasks.Metric) (float64, map[string]float64, error) {
 	metrics := map[string]float64{}
 	for task, fields := range r.Results {
 		for f, v := range fields {
-			if x, ok := v.(float64); ok && !strings.Contains(f, "stderr") {
+			if x, ok := v.(float64); ok && !strings.Contains(f, "stderr") && !math.IsNaN(x) && !math.IsInf(x, 0) {
 				metrics[task+"/"+f] = x
 			}
 		}

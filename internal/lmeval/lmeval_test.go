@@ -3,8 +3,6 @@ package lmeval
 import (
 	"errors"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/mlrb/mlrb/tasks"
@@ -51,18 +49,6 @@ const blimp = `{
   "group_subtasks": {"blimp": ["blimp_adjunct_island", "blimp_anaphor_gender_agreement"]}
 }`
 
-func write(t *testing.T, body string) string {
-	dir := filepath.Join(t.TempDir(), "pretrained__m")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(dir, "results_2026-11-22T01-00-00.000001.json")
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Dir(dir)
-}
-
 func TestScoreFullTasks(t *testing.T) {
 	cat, err := tasks.Load("")
 	if err != nil {
@@ -81,11 +67,7 @@ func TestScoreFullTasks(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.task, func(t *testing.T) {
 			spec, _ := cat.Get(tc.task)
-			file, err := Find(write(t, tc.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := Read(file)
+			r, err := Parse([]byte(tc.body), "results.json")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,14 +85,11 @@ func TestScoreFullTasks(t *testing.T) {
 func TestMissingMetric(t *testing.T) {
 	cat, _ := tasks.Load("")
 	spec, _ := cat.Get("baby_lm")
-	r, err := Read(filepath.Join(write(t, mmlu), "pretrained__m", "results_2026-11-22T01-00-00.000001.json"))
+	r, err := Parse([]byte(mmlu), "results.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := Score(r, spec.Metric); !errors.Is(err, ErrNoScore) {
 		t.Fatalf("err = %v, want ErrNoScore", err)
-	}
-	if _, err := Find(t.TempDir()); err == nil {
-		t.Fatal("Find in an empty dir must fail")
 	}
 }

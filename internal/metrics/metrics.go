@@ -99,8 +99,19 @@ func (m *Metrics) SDK() client.MetricsHandler {
 	return m.sdk
 }
 
+// Collector is what Register takes.
+type Collector = prometheus.Collector
+
+// Unregister removes what Register added (a worker that failed to start,
+// started again in the same process).
+func (m *Metrics) Unregister(c Collector) {
+	if m != nil {
+		m.reg.Unregister(c)
+	}
+}
+
 // Register adds a collector (the GPU pool's, the fleet's).
-func (m *Metrics) Register(c prometheus.Collector) error {
+func (m *Metrics) Register(c Collector) error {
 	if m == nil {
 		return nil
 	}

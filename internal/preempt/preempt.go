@@ -3,6 +3,13 @@
 // instance metadata service (IMDSv2) posts a spot interruption notice two
 // minutes ahead, and a rebalance recommendation earlier still. (Slurm
 // sends the job's processes SIGTERM, which the worker already handles.)
+//
+// The hand-back path, end to end: WatchEC2's callback stops the worker as
+// SIGTERM does (worker/main.go); the SDK then closes each running
+// activity's worker-stop channel, on which the agent's supervisor stops
+// and checkpoints it (activities/supervise.go, workerStop) and the
+// activity returns the hand-back (activities/agent.go, conclude); the
+// run books nothing as lost and leases again (workflows/attempts.go).
 package preempt
 
 import (

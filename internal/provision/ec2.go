@@ -18,10 +18,12 @@ import (
 	"github.com/mlrb/mlrb/deploy"
 )
 
-// Tags on mlrb's instances: the run and attempt they serve.
+// Tags on mlrb's instances: the deployment that launched them, the run
+// and attempt they serve.
 const (
-	TagRun     = "mlrb:run"
-	TagAttempt = "mlrb:attempt"
+	TagDeployment = "mlrb:deployment"
+	TagRun        = "mlrb:run"
+	TagAttempt    = "mlrb:attempt"
 )
 
 // EC2 launches an instance per attempt whose user data starts a worker
@@ -39,12 +41,17 @@ type EC2 struct {
 	// Worker is the worker command on the AMI; its config (temporal,
 	// storage) is baked into the image or its instance profile.
 	Worker string
+	// Deployment names this mlrb deployment (namespace/task queue): its
+	// instances are tagged with it, and List sees no other's.
+	Deployment string
 }
 
 // ClientToken is the idempotency token of an attempt's launch: EC2 runs
-// one instance per token, so a retried request never launches twice.
-func ClientToken(runID string, attempt int) string {
-	sum := sha256.Sum256([]byte(JobName(runID, attempt)))
+// one instance per token, so a retried request never launches twice. The
+// deployment is part of it: another deployment's run of the same id is
+// another instance.
+func ClientToken(deployment, runID string, attempt int) string {
+	sum := sha256.Sum256([]byte(deployment + "\x00" + JobName(runID, attempt)))
 	return "mlrb-" + hex.EncodeToString(sum[:20])
 }
 
@@ -73,16 +80,24 @@ func (e *EC2) Launch(ctx context.Context, r Request) (Job, error) {
 	}
 	in := &ec2.RunInstancesInput{
 		ImageId: aws.String(e.AMI), InstanceType: types.InstanceType(itype), MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
-		ClientToken: aws.String(ClientToken(r.RunID, r.Attempt)),
+		ClientToken: aws.String(ClientToken(e.Deployment, r.RunID, r.Attempt)),
 		UserData:    aws.String(base64.StdEncoding.EncodeToString([]byte(ud))),
 		TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeInstance, Tags: []types.Tag{
 			{Key: aws.String("Name"), Value: aws.String(name)},
+			{Key: aws.String(TagDeployment), Value: aws.String(e.Deployment)},
 			{Key: aws.String(TagRun), Value: aws.String(r.RunID)},
 			{Key: aws.String(TagAttempt), Value: aws.String(strconv.Itoa(r.Attempt))},
 		}}},
-		// The instance ends itself when its worker exits (a stopped
-		// host must not bill idle).
+		// The user data shuts the instance down when its worker exits,
+		// and shutting down terminates it: a host whose worker is gone
+		// must not bill idle.
 		InstanceInitiatedShutdownBehavior: types.ShutdownBehaviorTerminate,
+		// IMDSv2 only, one hop: a container on the instance (an agent's,
+		// one network hop further) cannot reach the metadata service and
+		// the instance role's credentials, even where its network lets
+		// it try.
+		MetadataOptions: &types.InstanceMetadataOptionsRequest{HttpTokens: types.HttpTokensStateRequired, HttpPutResponseHopLimit: aws.Int32(1),
+			HttpEndpoint: types.InstanceMetadataEndpointStateEnabled},
 	}
 	if e.SubnetID != "" {
 		in.SubnetId = aws.String(e.SubnetID)
@@ -118,10 +133,12 @@ func (e *EC2) Stop(ctx context.Context, id string) error {
 	return nil
 }
 
-// List lists mlrb's instances that are pending or running.
+// List lists this deployment's instances that are pending or running:
+// another deployment's in the same account is never reaped.
 func (e *EC2) List(ctx context.Context) ([]Job, error) {
 	var jobs []Job
 	p := ec2.NewDescribeInstancesPaginator(e.Client, &ec2.DescribeInstancesInput{Filters: []types.Filter{
+		{Name: aws.String("tag:" + TagDeployment), Values: []string{e.Deployment}},
 		{Name: aws.String("tag-key"), Values: []string{TagRun}},
 		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
 	}})

@@ -69,7 +69,7 @@ func (f *fakeEC2) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "DescribeInstances":
 		var items strings.Builder
 		for id, st := range f.state {
-			if st == "terminated" {
+			if st == "terminated" || !f.matches(q, id) {
 				continue
 			}
 			var tags strings.Builder
@@ -83,6 +83,17 @@ func (f *fakeEC2) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(400)
 		fmt.Fprintf(w, `<Response><Errors><Error><Code>InvalidAction</Code><Message>%s</Message></Error></Errors><RequestID>r5</RequestID></Response>`, q.Get("Action"))
 	}
+}
+
+// matches applies DescribeInstances' tag:KEY filters, as EC2 does.
+func (f *fakeEC2) matches(q url.Values, id string) bool {
+	for i := 1; q.Get(fmt.Sprintf("Filter.%d.Name", i)) != ""; i++ {
+		key, ok := strings.CutPrefix(q.Get(fmt.Sprintf("Filter.%d.Name", i)), "tag:")
+		if ok && f.tags[id][key] != q.Get(fmt.Sprintf("Filter.%d.Value.1", i)) {
+			return false
+		}
+	}
+	return true
 }
 
 func (f *fakeEC2) launches() []url.Values {
@@ -110,7 +121,7 @@ func TestEC2Wire(t *testing.T) {
 	defer srv.Close()
 	client := ec2.New(ec2.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL),
 		Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")})
-	e := &EC2{Client: client, InstanceTypes: map[string]string{"A100-40GB": "p4d.24xlarge"}, AMI: "ami-123", Spot: true, Worker: "/usr/local/bin/mlrb-worker"}
+	e := &EC2{Client: client, InstanceTypes: map[string]string{"A100-40GB": "p4d.24xlarge"}, AMI: "ami-123", Spot: true, Worker: "/usr/local/bin/mlrb-worker", Deployment: "default/mlrb"}
 	ctx := context.Background()
 	req := Request{RunID: "bench/a/t/s1", Attempt: 3, GPUType: "A100-40GB", GPUCount: 2}
 	job, err := e.Launch(ctx, req)
@@ -127,9 +138,10 @@ func TestEC2Wire(t *testing.T) {
 	}
 	q := ls[0]
 	for k, want := range map[string]string{
-		"ClientToken": ClientToken("bench/a/t/s1", 3), "ImageId": "ami-123", "InstanceType": "p4d.24xlarge", "MinCount": "1", "MaxCount": "1",
+		"ClientToken": ClientToken("default/mlrb", "bench/a/t/s1", 3), "ImageId": "ami-123", "InstanceType": "p4d.24xlarge", "MinCount": "1", "MaxCount": "1",
 		"InstanceMarketOptions.MarketType": "spot", "InstanceMarketOptions.SpotOptions.SpotInstanceType": "one-time",
 		"InstanceInitiatedShutdownBehavior": "terminate", "TagSpecification.1.ResourceType": "instance",
+		"MetadataOptions.HttpTokens": "required", "MetadataOptions.HttpPutResponseHopLimit": "1",
 	} {
 		if q.Get(k) != want {
 			t.Errorf("%s = %q, want %q", k, q.Get(k), want)
@@ -140,17 +152,25 @@ func TestEC2Wire(t *testing.T) {
 			t.Fatalf("a retry changed the client token: %s", l.Get("ClientToken"))
 		}
 	}
-	if tags := f.tags[job.ID]; tags[TagRun] != "bench/a/t/s1" || tags[TagAttempt] != "3" || tags["Name"] != JobName("bench/a/t/s1", 3) {
+	if tags := f.tags[job.ID]; tags[TagRun] != "bench/a/t/s1" || tags[TagAttempt] != "3" || tags["Name"] != JobName("bench/a/t/s1", 3) || tags[TagDeployment] != "default/mlrb" {
 		t.Fatalf("tags = %v", tags)
 	}
 	ud, err := base64.StdEncoding.DecodeString(q.Get("UserData"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"latest/api/token", "meta-data/instance-id", `MLRB_HOST_ID="$ID"`, "MLRB_HOST_PREEMPTION=ec2-spot", "MLRB_HOST_GPU_DEVICES='0,1'", "exec /usr/local/bin/mlrb-worker"} {
+	for _, want := range []string{"latest/api/token", "meta-data/instance-id", `MLRB_HOST_ID="$ID"`, "MLRB_HOST_PREEMPTION=ec2-spot", "MLRB_HOST_GPU_DEVICES='0,1'", "trap 'shutdown -h now' EXIT", "\n/usr/local/bin/mlrb-worker"} {
 		if !strings.Contains(string(ud), want) {
 			t.Errorf("user data lacks %q:\n%s", want, ud)
 		}
+	}
+	// Another deployment in the account, same run id: its own instance,
+	// never listed (so never reaped) by this one.
+	staging := *e
+	staging.Deployment = "staging/mlrb"
+	other, err := staging.Launch(ctx, req)
+	if err != nil || other.ID == job.ID {
+		t.Fatalf("another deployment's launch: %+v, %v", other, err)
 	}
 	jobs, err := e.List(ctx)
 	if err != nil || len(jobs) != 1 || jobs[0].ID != job.ID {

@@ -1,13 +1,16 @@
-// Package provision obtains GPU hosts for attempts and gives them back:
-// each provisioned host is a worker started for one attempt, on a host
-// queue named for it, so that the attempt's lease and agent go there.
 package provision
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"os"
 	"os/exec"
+	"os/user"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,45 +18,20 @@ import (
 	"github.com/mlrb/mlrb/deploy"
 )
 
-// Provider is one way of obtaining hosts (provision.kind).
-type Provider interface {
-	// Launch obtains the attempt's host; a retried launch finds the host
-	// the first one obtained instead of obtaining another.
-	Launch(ctx context.Context, r Request) (Job, error)
-	// Stop gives a host back; one already gone is not an error.
-	Stop(ctx context.Context, id string) error
-	// List lists the hosts this provider obtained that still exist.
-	List(ctx context.Context) ([]Job, error)
-}
-
-// Request is what an attempt needs.
-type Request struct {
-	RunID    string
-	Attempt  int
-	GPUType  string // the task's, e.g. A100-40GB
-	GPUCount int
-	// TimeLimit is how long the host may live: the budget left and a
-	// margin for restore, final checkpoint and evaluation.
-	TimeLimit time.Duration
-}
-
-// Job is one provisioned host running a worker for one attempt: a
-// Slurm job or an EC2 instance. Name carries the run and attempt.
-type Job struct {
-	ID     string `json:"id"`
-	Name   string `json:"name"`
-	HostID string `json:"host_id"`
-	State  string `json:"state,omitempty"`
-}
-
 // Slurm submits a batch job per attempt that runs a worker with the
 // job's own host id and devices.
 type Slurm struct {
 	// Worker is the command the job runs (the worker binary, its flags);
-	// the job inherits the submitting worker's environment (MLRB_*
-	// config, its temporal.address and storage).
+	// the job gets the submitting worker's MLRB_* settings (its
+	// temporal.address and storage) and credentials (jobEnv).
 	Worker    []string
 	Partition string
+	// Deployment names this mlrb deployment (namespace/task queue); its
+	// jobs carry it, and List sees no other's.
+	Deployment string
+	// Environ is the environment jobs are made from (nil: this
+	// process's).
+	Environ func() []string
 	// WorkDir is where each job's worker keeps its workspaces (a
 	// directory per job under it).
 	WorkDir string
@@ -83,10 +61,13 @@ func ParseJobName(name string) (runID string, attempt int, ok bool) {
 }
 
 // HostID is the host id of an attempt's job: known before submission, so
-// that the run can lease on its queue while the job waits to start.
+// that the run can lease on its queue while the job waits to start. A
+// hash of the run id keeps it one run's: b/a/t/s1 and b-a-t-s1 read alike
+// once made safe, and a lease on another run's queue would go to its job.
 func HostID(runID string, attempt int) string {
 	r := strings.NewReplacer("/", "-", ":", "-", " ", "-", "#", "-")
-	return fmt.Sprintf("slurm-%s-a%d", r.Replace(runID), attempt)
+	sum := sha256.Sum256([]byte(runID))
+	return fmt.Sprintf("slurm-%s-%s-a%d", r.Replace(runID), hex.EncodeToString(sum[:4]), attempt)
 }
 
 // GRES is the Slurm GRES type of a GPU type: its model, lower case
@@ -100,6 +81,8 @@ func GRES(gpuType string) string {
 // attempt's job.
 func (s *Slurm) Launch(ctx context.Context, r Request) (Job, error) {
 	name := JobName(r.RunID, r.Attempt)
+	// Only this user's jobs of this deployment are adopted: a job of the
+	// same name anyone else submitted is not this attempt's host.
 	if jobs, err := s.List(ctx); err != nil {
 		return Job{}, err
 	} else {
@@ -110,13 +93,18 @@ func (s *Slurm) Launch(ctx context.Context, r Request) (Job, error) {
 		}
 	}
 	host := HostID(r.RunID, r.Attempt)
-	script, err := render("slurm-job.sh", deploy.SlurmJob, struct{ HostID, GPUType, WorkDir, Worker string }{
-		host, r.GPUType, s.WorkDir + "/" + host, shellJoin(s.Worker)})
+	export, creds := jobEnv(s.environ())
+	credFile := s.WorkDir + "/" + host + ".cred"
+	if err := writeCredentials(credFile, creds); err != nil {
+		return Job{}, err
+	}
+	script, err := render("slurm-job.sh", deploy.SlurmJob, struct{ HostID, GPUType, WorkDir, Worker, Credentials string }{
+		host, r.GPUType, s.WorkDir + "/" + host, shellJoin(s.Worker), credFile})
 	if err != nil {
 		return Job{}, err
 	}
 	args := []string{"--parsable", "--job-name", name, "--output", s.WorkDir + "/" + host + ".log",
-		"--time", strconv.Itoa(max(1, int(r.TimeLimit.Minutes()+0.999))), "--export", "ALL"}
+		"--time", strconv.Itoa(max(1, int(r.TimeLimit.Minutes()+0.999))), "--export", strings.Join(export, ","), "--comment", s.comment()}
 	if r.GPUCount > 0 {
 		args = append(args, fmt.Sprintf("--gres=gpu:%s:%d", GRES(r.GPUType), r.GPUCount))
 	}
@@ -131,6 +119,67 @@ func (s *Slurm) Launch(ctx context.Context, r Request) (Job, error) {
 	return Job{ID: id, Name: name, HostID: host}, nil
 }
 
+// exportAlways are the variables a job's worker gets besides the MLRB_*
+// settings: what any process expects to find.
+var exportAlways = []string{"PATH", "HOME", "USER", "LANG", "TZ", "TMPDIR", "DOCKER_HOST"}
+
+// jobEnv splits the submitting worker's environment for a job: the names
+// sbatch exports (its MLRB_* settings, never a credential) and the
+// credentials (AWS_*, and MLRB_* names of keys, secrets, tokens,
+// passwords), which reach the job through a file only its user reads.
+// sbatch keeps what it exports in slurmctld's state and, with
+// AccountingStoreFlags=job_env, in the accounting database; nothing else
+// of the worker's environment (an agent secret kept there) goes at all.
+func jobEnv(environ []string) (export []string, creds map[string]string) {
+	export, creds = slices.Clone(exportAlways), map[string]string{}
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		switch {
+		case credential(k):
+			creds[k] = v
+		case strings.HasPrefix(k, "MLRB_") && !slices.Contains(export, k):
+			export = append(export, k)
+		}
+	}
+	slices.Sort(export)
+	return export, creds
+}
+
+func credential(name string) bool {
+	if strings.HasPrefix(name, "AWS_") {
+		return true
+	}
+	if !strings.HasPrefix(name, "MLRB_") {
+		return false
+	}
+	for _, w := range []string{"KEY", "SECRET", "TOKEN", "PASSWORD"} {
+		if strings.Contains(name, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// writeCredentials writes the job's credentials as shell assignments,
+// readable by this user alone; the job script reads and removes it.
+func writeCredentials(path string, creds map[string]string) error {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(creds)) {
+		fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(creds[k]))
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		return fmt.Errorf("job credentials: %w", err)
+	}
+	return os.Chmod(path, 0o600) // an existing file keeps its mode on write
+}
+
+func (s *Slurm) environ() []string {
+	if s.Environ != nil {
+		return s.Environ()
+	}
+	return os.Environ()
+}
+
 // Stop cancels a job (SIGTERM to its worker, which hands its attempt
 // back); a job already gone is not an error.
 func (s *Slurm) Stop(ctx context.Context, id string) error {
@@ -140,16 +189,25 @@ func (s *Slurm) Stop(ctx context.Context, id string) error {
 	return nil
 }
 
-// List lists mlrb's jobs in the queue.
+// comment marks a job as this deployment's (sbatch --comment).
+func (s *Slurm) comment() string { return namePrefix + s.Deployment }
+
+// List lists this deployment's jobs in the queue, submitted by this
+// user: a job of another user or deployment is never adopted or reaped,
+// whatever its name.
 func (s *Slurm) List(ctx context.Context) ([]Job, error) {
-	out, err := run(ctx, "squeue", "--noheader", "--format", "%i|%j|%T")
+	args := []string{"--noheader", "--format", "%i|%j|%T|%k"}
+	if u, err := user.Current(); err == nil {
+		args = append(args, "--user", u.Username)
+	}
+	out, err := run(ctx, "squeue", args...)
 	if err != nil {
 		return nil, fmt.Errorf("squeue: %w", err)
 	}
 	var jobs []Job
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		f := strings.SplitN(line, "|", 3)
-		if len(f) != 3 || !strings.HasPrefix(f[1], namePrefix) {
+		f := strings.SplitN(line, "|", 4)
+		if len(f) != 4 || !strings.HasPrefix(f[1], namePrefix) || f[3] != s.comment() {
 			continue
 		}
 		runID, attempt, ok := ParseJobName(f[1])

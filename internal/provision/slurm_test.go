@@ -3,7 +3,9 @@ package provision
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,11 +40,11 @@ func TestSlurmJobLifecycle(t *testing.T) {
 			break
 		}
 	}
-	if want := "slurm-bench-agent-task-s1-a2 0 A100-40GB"; seen != want {
+	if want := HostID("bench/agent/task/s1", 2) + " 0 A100-40GB"; seen != want {
 		t.Fatalf("the job's worker saw %q, want %q", seen, want)
 	}
 	jobs, err := s.List(ctx)
-	if err != nil || len(jobs) != 1 || jobs[0].ID != job.ID || jobs[0].HostID != "slurm-bench-agent-task-s1-a2" {
+	if err != nil || len(jobs) != 1 || jobs[0].ID != job.ID || jobs[0].HostID != HostID("bench/agent/task/s1", 2) {
 		t.Fatalf("list = %+v, %v", jobs, err)
 	}
 	if err := s.Stop(ctx, job.ID); err != nil {
@@ -66,5 +68,50 @@ func TestJobNames(t *testing.T) {
 	}
 	if _, _, ok := ParseJobName("train-llama"); ok {
 		t.Fatal("a job that is not mlrb's")
+	}
+}
+
+// TestJobEnvExportsNoCredential is audit #13: sbatch --export ALL put
+// every secret of the worker's environment into slurmctld's records.
+// The export list names settings only; credentials go through a file the
+// job's user alone reads; anything else (an agent key) does not go.
+func TestJobEnvExportsNoCredential(t *testing.T) {
+	export, creds := jobEnv([]string{
+		"PATH=/usr/bin", "MLRB_TEMPORAL_ADDRESS=tmprl:7233", "MLRB_STORAGE_S3_SECRET_ACCESS_KEY=s3-secret",
+		"MLRB_TEMPORAL_API_KEY=tmprl-key", "AWS_SESSION_TOKEN=aws-token", "OPENAI_API_KEY=sk-agent", "MLRB_STORAGE_KIND=s3",
+	})
+	for _, name := range export {
+		if credential(name) || name == "OPENAI_API_KEY" {
+			t.Errorf("%s is exported", name)
+		}
+	}
+	for _, want := range []string{"MLRB_TEMPORAL_ADDRESS", "MLRB_STORAGE_KIND", "PATH"} {
+		if !slices.Contains(export, want) {
+			t.Errorf("%s is not exported: %v", want, export)
+		}
+	}
+	if len(creds) != 3 || creds["MLRB_STORAGE_S3_SECRET_ACCESS_KEY"] != "s3-secret" || creds["AWS_SESSION_TOKEN"] != "aws-token" {
+		t.Fatalf("credentials %v", creds)
+	}
+	p := filepath.Join(t.TempDir(), "job.cred")
+	if err := writeCredentials(p, creds); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(p)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("credentials file %v, %v", st, err)
+	}
+	out, err := exec.Command("sh", "-c", ". "+p+"; printf %s \"$MLRB_TEMPORAL_API_KEY\"").Output()
+	if err != nil || string(out) != "tmprl-key" {
+		t.Fatalf("the job's shell reads %q, %v", out, err)
+	}
+}
+
+// TestNamesAreOneRunsOwn is audit #18: b/a/t/s1 and the valid plain id
+// b-a-t-s1 got the same Slurm host id (so one run's lease could land on
+// the other's job), as b/a/t/s1 and b_a_t_s1 got one container name.
+func TestNamesAreOneRunsOwn(t *testing.T) {
+	if HostID("b/a/t/s1", 1) == HostID("b-a-t-s1", 1) {
+		t.Fatal("two runs share a host id")
 	}
 }

@@ -3,25 +3,22 @@ package reference
 import (
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/mlrb/mlrb/internal/lmeval"
 	"github.com/mlrb/mlrb/tasks"
 )
 
 // Evaluate scores the model in modelDir on held-out items generated from
-// the seed (a stream the agent never sees) and writes lm-eval style
-// results under outputDir. It returns the results file's path.
-func Evaluate(spec *tasks.Spec, seed uint64, modelDir, outputDir string) (string, error) {
+// the seed (a stream the agent never sees), as lm-eval style results.
+func Evaluate(spec *tasks.Spec, seed uint64, modelDir string) (*lmeval.Results, error) {
 	ref := spec.Reference
 	if ref == nil {
-		return "", fmt.Errorf("task %s is not a mini task: the reference evaluator only scores the mini suite", spec.ID)
+		return nil, fmt.Errorf("task %s is not a mini task: the reference evaluator only scores the mini suite", spec.ID)
 	}
 	var cfg modelConfig
 	if err := readJSON(filepath.Join(modelDir, "config.json"), &cfg); err != nil {
-		return "", fmt.Errorf("model %s: %w", modelDir, err)
+		return nil, fmt.Errorf("model %s: %w", modelDir, err)
 	}
 	res := &lmeval.Results{
 		Results:  map[string]map[string]any{},
@@ -31,11 +28,11 @@ func Evaluate(spec *tasks.Spec, seed uint64, modelDir, outputDir string) (string
 	switch ref.Kind {
 	case "lm":
 		if cfg.ModelType != "mlrb-ngram" {
-			return "", fmt.Errorf("model %s is a %q, task %s needs an n-gram language model", modelDir, cfg.ModelType, spec.ID)
+			return nil, fmt.Errorf("model %s is a %q, task %s needs an n-gram language model", modelDir, cfg.ModelType, spec.ID)
 		}
 		m, err := LoadNGram(modelDir)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		l := NewLanguage(seed)
 		for _, ph := range ref.Phenomena {
@@ -60,11 +57,11 @@ func Evaluate(spec *tasks.Spec, seed uint64, modelDir, outputDir string) (string
 		}
 	case "translate":
 		if cfg.ModelType != "mlrb-lexicon" {
-			return "", fmt.Errorf("model %s is a %q, task %s needs a lexicon", modelDir, cfg.ModelType, spec.ID)
+			return nil, fmt.Errorf("model %s is a %q, task %s needs a lexicon", modelDir, cfg.ModelType, spec.ID)
 		}
 		lex, err := LoadLexicon(modelDir)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		pairs := NewArith(seed).Pairs("eval", ref.EvalItems)
 		var sum, sq float64
@@ -87,8 +84,5 @@ func Evaluate(spec *tasks.Spec, seed uint64, modelDir, outputDir string) (string
 		}
 		res.NSamples["mlrb_autoformalization"] = map[string]int{"original": len(pairs), "effective": len(pairs)}
 	}
-	if err := os.MkdirAll(outputDir, 0o755); err != nil {
-		return "", err
-	}
-	return lmeval.Write(outputDir, res, time.Now())
+	return res, nil
 }

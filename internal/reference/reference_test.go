@@ -48,11 +48,7 @@ func TestMiniSuite(t *testing.T) {
 				if err := a.Run(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				out, err := Evaluate(spec, seed, filepath.Join(dir, "output", "model"), filepath.Join(dir, "eval"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				res, err := lmeval.Read(out)
+				res, err := Evaluate(spec, seed, filepath.Join(dir, "output", "model"))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -138,9 +134,9 @@ func TestIdleHoldsItsBudget(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	res, err := Evaluate(spec, 1, filepath.Join(env.OutputDir(), "model"), t.TempDir())
-	if err != nil || res == "" {
-		t.Fatalf("its submission does not evaluate: %q %v", res, err)
+	res, err := Evaluate(spec, 1, filepath.Join(env.OutputDir(), "model"))
+	if err != nil || len(res.Results) == 0 {
+		t.Fatalf("its submission does not evaluate: %+v %v", res, err)
 	}
 }
 

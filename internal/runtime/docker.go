@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -56,7 +58,9 @@ type dockerHandle struct {
 	d    *Docker
 	id   string
 	name string
+	door string // the door container's id ("": none)
 	done chan ExitResult
+	sent sentSignals
 }
 
 func (h *dockerHandle) ID() string              { return h.name }
@@ -66,13 +70,19 @@ func (h *dockerHandle) Kill() error             { return h.Signal(syscall.SIGKIL
 // Destroy removes the container; it stays after exit so that its paths can
 // be archived for the final checkpoint.
 func (h *dockerHandle) Destroy() error {
-	_, err := h.d.c.ContainerRemove(context.Background(), h.id, client.ContainerRemoveOptions{Force: true})
-	if err != nil && !strings.Contains(err.Error(), "No such container") {
+	err := h.d.Remove(context.Background(), h.id)
+	if h.door != "" {
+		if derr := h.d.Remove(context.Background(), h.door); err == nil {
+			err = derr
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("remove container of %s: %w", h.name, err)
 	}
 	return nil
 }
 func (h *dockerHandle) Signal(s syscall.Signal) error {
+	h.sent.add(s)
 	_, err := h.d.c.ContainerKill(context.Background(), h.id, client.ContainerKillOptions{Signal: strconv.Itoa(int(s))})
 	if err != nil && !strings.Contains(err.Error(), "is not running") {
 		return fmt.Errorf("signal %s to %s: %w", s, h.name, err)
@@ -80,10 +90,22 @@ func (h *dockerHandle) Signal(s syscall.Signal) error {
 	return nil
 }
 
-// ContainerName is the deterministic name of a task's container.
+// ContainerName is the deterministic name of a task's container: the
+// task name made safe for Docker, and a hash of it, so that two tasks
+// never share a name (b/a/t/s1 and b_a_t_s1 read alike once made safe,
+// and Start removes a container of its own name as a leftover).
 func ContainerName(task string) string {
-	r := strings.NewReplacer("/", "_", "#", "_", "%", "_", ":", "_")
-	return "mlrb_" + r.Replace(task)
+	safe := []byte(task)
+	for i, c := range safe {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			safe[i] = '_'
+		}
+	}
+	if len(safe) > 100 {
+		safe = safe[:100]
+	}
+	sum := sha256.Sum256([]byte(task))
+	return "mlrb_" + string(safe) + "_" + hex.EncodeToString(sum[:6])
 }
 
 // Start creates and starts a container: never privileged, no new
@@ -114,10 +136,24 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 		SecurityOpt: []string{"no-new-privileges"},
 		CapDrop:     []string{"ALL"},
 		CapAdd:      Capabilities,
+		// The daemon's own copy of the output, which the worker reads as
+		// it comes: bounded whatever the daemon's default driver keeps.
+		LogConfig: container.LogConfig{Type: "local", Config: map[string]string{"max-size": "32m", "max-file": "2"}},
 		Resources: container.Resources{
 			Memory:   spec.MemoryBytes,
 			NanoCPUs: int64(spec.CPUs * 1e9),
 		},
+	}
+	if spec.Network != "" {
+		hc.NetworkMode = container.NetworkMode(spec.Network)
+	}
+	var door string
+	if spec.Door != nil {
+		var err error
+		if door, err = d.startDoor(ctx, spec, labels); err != nil {
+			return nil, err
+		}
+		hc.NetworkMode = container.NetworkMode("container:" + door)
 	}
 	if spec.MemoryBytes > 0 {
 		hc.Resources.MemorySwap = spec.MemoryBytes // no swap beyond the limit
@@ -143,18 +179,22 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 		HostConfig: hc,
 	})
 	if err != nil {
+		d.removeDoor(door)
 		return nil, fmt.Errorf("create container for %s from %s: %w", spec.Name, spec.Image, err)
 	}
-	h := &dockerHandle{d: d, id: created.ID, name: spec.Name, done: make(chan ExitResult, 1)}
+	h := &dockerHandle{d: d, id: created.ID, name: spec.Name, door: door, done: make(chan ExitResult, 1)}
 	wait := d.c.ContainerWait(context.Background(), created.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
+	kills := d.watchKills(created.ID)
 	if _, err := d.c.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		kills.stop()
 		_, _ = d.c.ContainerRemove(context.Background(), created.ID, client.ContainerRemoveOptions{Force: true})
+		d.removeDoor(door)
 		return nil, fmt.Errorf("start container %s: %w", name, err)
 	}
 	logDone := make(chan struct{})
 	go func() {
 		defer close(logDone)
-		d.copyLogs(created.ID, spec.LogPath, spec.Redact)
+		d.copyLogs(created.ID, spec.LogPath, spec.LogLimit, spec.Redact)
 	}()
 	go func() {
 		var res ExitResult
@@ -169,10 +209,8 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 		}
 		if in, err := d.c.ContainerInspect(context.Background(), created.ID, client.ContainerInspectOptions{}); err == nil && in.Container.State != nil {
 			res.OOMKilled = in.Container.State.OOMKilled
-			if res.ExitCode > 128 && !res.OOMKilled {
-				res.Signal = res.ExitCode - 128
-			}
 		}
+		kills.attribute(&res, &h.sent)
 		<-logDone
 		h.done <- res
 		close(h.done)
@@ -180,7 +218,7 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 	return h, nil
 }
 
-func (d *Docker) copyLogs(id, path string, secrets []string) {
+func (d *Docker) copyLogs(id, path string, limit int64, secrets []string) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return
@@ -191,7 +229,7 @@ func (d *Docker) copyLogs(id, path string, secrets []string) {
 		return
 	}
 	defer func() { _ = rc.Close() }()
-	out := Redacting(f, secrets)
+	out := Redacting(Capped(f, limit), secrets)
 	_, _ = stdcopy.StdCopy(out, out, rc)
 	_ = out.Close()
 }

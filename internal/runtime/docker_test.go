@@ -173,3 +173,44 @@ func TestDockerReap(t *testing.T) {
 	}
 	waitFor(t, h)
 }
+
+// TestDockerWhoEndedIt is audit #7: an exit code past 128 was read as a
+// signal from outside, so an agent that chose exit(137) was handed back
+// as an infra loss. The daemon's kill events tell them apart: its own
+// exit is no signal, the handle's own kill is not from outside, and an
+// operator's docker kill is.
+func TestDockerWhoEndedIt(t *testing.T) {
+	d := docker(t)
+	h, _ := run(t, d, "exits-137", TaskSpec{Command: []string{"exit", "137"}})
+	if r := waitFor(t, h); r.ExitCode != 137 || r.Signal != 0 || r.KilledOutside {
+		t.Errorf("exit 137 of its own: %+v", r)
+	}
+	_ = h.Destroy()
+
+	h, _ = run(t, d, "killed-by-us", TaskSpec{Command: []string{"sleep", "60"}})
+	time.Sleep(300 * time.Millisecond)
+	if err := h.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitFor(t, h); r.Signal != int(syscall.SIGKILL) || r.KilledOutside {
+		t.Errorf("our own kill: %+v", r)
+	}
+	_ = h.Destroy()
+
+	h, _ = run(t, d, "killed-outside", TaskSpec{Command: []string{"sleep", "60"}})
+	time.Sleep(300 * time.Millisecond)
+	if out, err := exec.Command("docker", "kill", ContainerName("killed-outside")).CombinedOutput(); err != nil {
+		t.Fatalf("docker kill: %v %s", err, out)
+	}
+	if r := waitFor(t, h); r.Signal != int(syscall.SIGKILL) || !r.KilledOutside {
+		t.Errorf("an operator's docker kill: %+v", r)
+	}
+	_ = h.Destroy()
+}
+
+func TestContainerNamesAreOneTasksOwn(t *testing.T) {
+	a, b := ContainerName("agent-b%2Fa%2Ft%2Fs1-1"), ContainerName("agent-b_2Fa_2Ft_2Fs1-1")
+	if a == b || !strings.HasPrefix(a, "mlrb_agent-b_2Fa_2Ft_2Fs1-1_") {
+		t.Fatalf("names %s and %s", a, b)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/mlrb/mlrb/internal/every"
 	"go.uber.org/zap"
 )
 
@@ -26,19 +27,12 @@ type Stale func(ctx context.Context, run, attempt string) string
 // attempt labels stale rejects: a run that ended, or an attempt its run
 // has given up on. An old attempt cut off by a partition never runs
 // beside the new one for longer than an interval.
-func (d *Docker) Fence(ctx context.Context, every time.Duration, stale Stale, log *zap.Logger) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+func (d *Docker) Fence(ctx context.Context, period time.Duration, stale Stale, log *zap.Logger) {
+	every.Tick(ctx, period, func() bool {
 		tasks, err := d.Tasks(ctx)
 		if err != nil {
 			log.Warn("fencing: list containers", zap.Error(err))
-			continue
+			return true
 		}
 		for _, task := range tasks {
 			run := task.Labels[labelPrefix+LabelRun]
@@ -52,5 +46,6 @@ func (d *Docker) Fence(ctx context.Context, every time.Duration, stale Stale, lo
 				}
 			}
 		}
-	}
+		return true
+	})
 }

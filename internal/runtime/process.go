@@ -40,6 +40,7 @@ type procHandle struct {
 	name string
 	pid  int
 	done chan ExitResult
+	sent sentSignals
 }
 
 func (h *procHandle) ID() string              { return h.name }
@@ -47,6 +48,7 @@ func (h *procHandle) Wait() <-chan ExitResult { return h.done }
 func (h *procHandle) Kill() error             { return h.Signal(syscall.SIGKILL) }
 func (h *procHandle) Destroy() error          { return nil }
 func (h *procHandle) Signal(s syscall.Signal) error {
+	h.sent.add(s)
 	// The whole group: an agent's own children go with it.
 	if err := syscall.Kill(-h.pid, s); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("signal %s to %s: %w", s, h.name, err)
@@ -79,7 +81,7 @@ func (p *Process) Start(_ context.Context, spec TaskSpec) (Handle, error) {
 	// Always set: empty hides every GPU from a task with no lease, rather
 	// than letting it see all of them.
 	cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES="+strings.Join(spec.deviceIDs(), ","))
-	out := Redacting(logf, spec.Redact)
+	out := Redacting(Capped(logf, spec.LogLimit), spec.Redact)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 
@@ -106,7 +108,12 @@ func (p *Process) Start(_ context.Context, spec TaskSpec) (Handle, error) {
 		started <- nil
 		err := cmd.Wait()
 		_ = os.Remove(rec)
-		h.done <- exitResult(cmd.ProcessState, err)
+		res := exitResult(cmd.ProcessState, err)
+		// A process that exits with a code cannot pass for signalled, so
+		// a signal nobody here sent came from outside (or the task sent
+		// it to itself: processes run trusted built-in agents).
+		res.KilledOutside = res.Signal != 0 && h.sent.count(res.Signal) == 0
+		h.done <- res
 		close(h.done)
 	}()
 	if err := <-started; err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"io"
 	"net/url"
+	"strings"
 	"sync"
 )
 
@@ -55,6 +56,14 @@ func forms(s string) []string {
 		}
 	}
 	add(url.QueryEscape(s))
+	// A multi-line secret (a PEM key, a service account's JSON) is printed
+	// a line at a time, and lines are flushed one by one: each of its
+	// lines is masked on its own.
+	if strings.Contains(s, "\n") {
+		for _, line := range strings.Split(s, "\n") {
+			add(strings.TrimSpace(line))
+		}
+	}
 	for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
 		for off := 0; off < 3; off++ {
 			// Each group of four characters encodes three bytes: keep the

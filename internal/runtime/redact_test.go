@@ -56,3 +56,19 @@ func TestRedactsEncodedForms(t *testing.T) {
 		})
 	}
 }
+
+// TestRedactsAMultiLineSecretWrittenInPieces is audit #20: a PEM key
+// printed a line per write was flushed line by line, and no line held
+// the whole secret.
+func TestRedactsAMultiLineSecretWrittenInPieces(t *testing.T) {
+	pem := "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\n-----END PRIVATE KEY-----"
+	var out bytes.Buffer
+	w := Redacting(&out, []string{pem})
+	for _, line := range strings.Split(pem, "\n") {
+		_, _ = w.Write([]byte(line + "\n"))
+	}
+	_ = w.Close()
+	if strings.Contains(out.String(), "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC") || strings.Contains(out.String(), "BKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj") {
+		t.Fatalf("the key's lines leaked: %q", out.String())
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync"
 	"syscall"
 )
 
@@ -22,9 +23,11 @@ type TaskSpec struct {
 	Command []string
 	Env     map[string]string
 	Dir     string
-	// LogPath receives stdout and stderr, appended.
-	LogPath string
-	Labels  map[string]string
+	// LogPath receives stdout and stderr, appended; past LogLimit bytes
+	// (0: no limit) the rest is dropped, with a line saying so.
+	LogPath  string
+	LogLimit int64
+	Labels   map[string]string
 	// Devices are the leased GPU ids; empty means CPU only.
 	Devices []int
 
@@ -35,6 +38,13 @@ type TaskSpec struct {
 	User string
 	// Binds are host:container[:ro] mounts.
 	Binds []string
+	// Network is the container's network: "" the runtime's default,
+	// NetworkNone none at all, "container:<name>" another's.
+	Network string
+	// Door, if set, is started first and the task shares its network,
+	// which has nothing but loopback: the relay there is the task's one
+	// way out (internal/gateway). Network is then ignored.
+	Door *Door
 	// Limits; zero means none.
 	MemoryBytes int64
 	CPUs        float64
@@ -63,12 +73,31 @@ func (spec TaskSpec) deviceIDs() []string {
 	return ids
 }
 
+// Door is the relay container an agent's network goes through.
+type Door struct {
+	Image   string
+	Command []string
+	// Binds mount the worker's gateway socket dir.
+	Binds []string
+	// Ready is the file (a host path) the relay writes once it accepts.
+	Ready string
+}
+
+// NetworkNone gives a container no network but its own loopback.
+const NetworkNone = "none"
+
 // ExitResult is how a task ended.
 type ExitResult struct {
-	ExitCode  int
+	ExitCode int
+	// Signal is the signal that killed the task, when one was sent to it
+	// (an exit code past 128 that the task chose is not a signal).
 	Signal    int
 	OOMKilled bool
-	Err       error
+	// KilledOutside: the signal was none the handle's owner sent (an
+	// operator's docker kill, the daemon stopping it, the OS): the task
+	// did not end of its own doing.
+	KilledOutside bool
+	Err           error
 }
 
 // Successful tells whether the task exited 0 on its own.
@@ -85,6 +114,28 @@ func (r ExitResult) String() string {
 	default:
 		return fmt.Sprintf("exit code %d", r.ExitCode)
 	}
+}
+
+// sentSignals counts the signals a handle's owner sent, to tell its own
+// kills from anyone else's.
+type sentSignals struct {
+	mu sync.Mutex
+	n  map[int]int
+}
+
+func (s *sentSignals) add(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = map[int]int{}
+	}
+	s.n[int(sig)]++
+}
+
+func (s *sentSignals) count(sig int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n[sig]
 }
 
 // Handle controls one started task.

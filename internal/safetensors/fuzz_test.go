@@ -19,7 +19,7 @@ func FuzzReadHeader(f *testing.F) {
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		hd, err := ReadHeader(p)
+		hd, err := readFile(p)
 		if err != nil {
 			return
 		}

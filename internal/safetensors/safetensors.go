@@ -9,10 +9,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
-	"syscall"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mlrb/mlrb/internal/safefs"
 )
 
 // maxHeader bounds the JSON header; real ones are kilobytes to a few MB.
@@ -71,15 +77,11 @@ func TorchName(d string) string {
 	return d
 }
 
-// ReadHeader parses and checks one file's header against its size.
-// A symlink or anything but a regular file is refused: weights are the
-// agent's data, never a path the reader follows.
-func ReadHeader(path string) (*Header, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = f.Close() }()
+// ReadHeader parses and checks the header of the open file f (named
+// path, for messages) against its size. It is read through the caller's
+// descriptor: a weights file is the agent's data, opened by Summarise
+// from the model dir's descriptor, never through a link.
+func ReadHeader(f *os.File, path string) (*Header, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -151,32 +153,113 @@ type Summary struct {
 	DTypes map[string]int64 // torch dtype -> parameters
 }
 
-// ErrNoFiles means the directory holds no .safetensors file.
-var ErrNoFiles = errors.New("no .safetensors files")
+// ErrNoFiles means the directory holds no weights the loader would load
+// as safetensors.
+var ErrNoFiles = errors.New("no safetensors weights (model.safetensors or model.safetensors.index.json)")
 
-// Summarise reads every *.safetensors under dir (sharded models have
-// several).
-func Summarise(dir string) (*Summary, error) {
-	var files []string
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && filepath.Ext(p) == ".safetensors" {
-			if !d.Type().IsRegular() {
-				return fmt.Errorf("%s is not a regular file (%s): refused", p, d.Type())
-			}
-			files = append(files, p)
-		}
-		return err
-	})
+// ErrPickled refuses weights saved as pickles (pytorch_model.bin, .pt,
+// .pth, .ckpt): loading one runs whatever code it holds (torch.load,
+// CVE-2025-32434), so they are never loaded.
+var ErrPickled = errors.New("pickled weights are refused: loading a pickle runs code it holds (torch.load, CVE-2025-32434); save the model with safetensors (save_pretrained(dir, safe_serialization=True))")
+
+// The names transformers looks for, in its order, when it loads a model
+// directory with use_safetensors=True.
+const (
+	SingleFile = "model.safetensors"
+	IndexFile  = "model.safetensors.index.json"
+)
+
+var pickled = []string{".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle"}
+
+// maxIndex caps the shard index read (a 400 B model's index is ~100 KB).
+const maxIndex = 16 << 20
+
+// Loaded names the files transformers loads from dir with
+// use_safetensors=True, as it chooses them: model.safetensors if it is
+// there, else the shards model.safetensors.index.json maps tensors to
+// (each a plain file in dir). Any other .safetensors file is not loaded,
+// so it is not counted: a decoy beside the real weights changes nothing.
+// With neither, pickled weights in dir are ErrPickled, and no weights
+// at all ErrNoFiles. Files are reached from dir's descriptor, never
+// through a link.
+func Loaded(dir string) ([]string, error) {
+	d, err := safefs.OpenDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("%s: %w", dir, ErrNoFiles)
+	defer func() { _ = d.Close() }()
+	if st, err := d.Lstat(SingleFile); err == nil {
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return nil, fmt.Errorf("%s: %w: not a regular file (%s)", SingleFile, safefs.ErrRefused, safefs.Mode(st).Type())
+		}
+		return []string{SingleFile}, nil
+	}
+	b, err := safefs.ReadFile(dir, IndexFile, maxIndex)
+	switch {
+	case err == nil:
+		return shards(b)
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%s: %w", IndexFile, err)
+	}
+	names, err := d.Names()
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		if slices.Contains(pickled, strings.ToLower(filepath.Ext(n))) {
+			return nil, fmt.Errorf("%s: %w", n, ErrPickled)
+		}
+	}
+	return nil, fmt.Errorf("%s: %w", dir, ErrNoFiles)
+}
+
+// shards are the distinct files an index's weight_map names, each a
+// plain name in the model directory.
+func shards(index []byte) ([]string, error) {
+	var idx struct {
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	if err := json.Unmarshal(index, &idx); err != nil {
+		return nil, fmt.Errorf("%s: %w", IndexFile, err)
+	}
+	if len(idx.WeightMap) == 0 {
+		return nil, fmt.Errorf("%s: no weight_map", IndexFile)
+	}
+	seen := map[string]bool{}
+	var files []string
+	for tensor, f := range idx.WeightMap {
+		if f == "" || f != filepath.Base(f) || f == "." || f == ".." || filepath.Ext(f) != ".safetensors" {
+			return nil, fmt.Errorf("%s: tensor %q maps to %q, not a .safetensors file of the model directory: %w", IndexFile, tensor, f, safefs.ErrRefused)
+		}
+		if !seen[f] {
+			seen[f] = true
+			files = append(files, f)
+		}
 	}
 	sort.Strings(files)
+	return files, nil
+}
+
+// Summarise reads the headers of the weights the loader loads from dir
+// (Loaded): the parameters, bytes and dtypes that will be evaluated.
+func Summarise(dir string) (*Summary, error) {
+	files, err := Loaded(dir)
+	if err != nil {
+		return nil, err
+	}
+	d, err := safefs.OpenDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = d.Close() }()
 	s := &Summary{DTypes: map[string]int64{}}
-	for _, p := range files {
-		h, err := ReadHeader(p)
+	for _, name := range files {
+		f, _, err := d.Open(name, nil)
+		if err != nil {
+			return nil, err
+		}
+		h, err := ReadHeader(f, name)
+		_ = f.Close()
 		if err != nil {
 			return nil, err
 		}

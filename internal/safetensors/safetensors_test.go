@@ -47,6 +47,8 @@ func TestSummaryAndDTypes(t *testing.T) {
 	write(t, filepath.Join(dir, "model-00002-of-00002.safetensors"), map[string]Tensor{
 		"lm_head.weight": {DType: "I8", Shape: []int64{1000, 64}, DataOffsets: [2]int64{0, 64000}},
 	}, 64000)
+	index(t, dir, map[string]string{"embed.weight": "model-00001-of-00002.safetensors", "norm.weight": "model-00001-of-00002.safetensors",
+		"lm_head.weight": "model-00002-of-00002.safetensors"})
 	s, err := Summarise(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +58,60 @@ func TestSummaryAndDTypes(t *testing.T) {
 	}
 	if s.DTypes["int8"] != 64000 || s.DTypes["float16"] != 64000 || s.DTypes["float32"] != 64 {
 		t.Fatalf("dtypes = %v", s.DTypes)
+	}
+}
+
+func index(t *testing.T, dir string, weightMap map[string]string) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"total_size": 0}, "weight_map": weightMap})
+	if err := os.WriteFile(filepath.Join(dir, IndexFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOnlyTheLoadedWeightsCount is audit #4: the checks summed every
+// .safetensors file under the model dir, so a 4-byte decoy beside the
+// real weights passed any limit. They read exactly what transformers
+// loads with use_safetensors=True; pickles are refused, never summed.
+func TestOnlyTheLoadedWeightsCount(t *testing.T) {
+	big := map[string]Tensor{"w": {DType: "F32", Shape: []int64{5_000_000}, DataOffsets: [2]int64{0, 20_000_000}}}
+	decoy := map[string]Tensor{"d": {DType: "F16", Shape: []int64{2}, DataOffsets: [2]int64{0, 4}}}
+
+	dir := t.TempDir() // the real weights as model.safetensors, a decoy beside
+	write(t, filepath.Join(dir, SingleFile), big, 20_000_000)
+	write(t, filepath.Join(dir, "decoy.safetensors"), decoy, 4)
+	if s, err := Summarise(dir); err != nil || s.Params != 5_000_000 || s.DTypes["float16"] != 0 {
+		t.Fatalf("decoy beside model.safetensors: %+v, %v", s, err)
+	}
+
+	dir = t.TempDir() // sharded: only the index's shards, not the decoy
+	write(t, filepath.Join(dir, "a.safetensors"), big, 20_000_000)
+	write(t, filepath.Join(dir, "decoy.safetensors"), decoy, 4)
+	index(t, dir, map[string]string{"w": "a.safetensors"})
+	if s, err := Summarise(dir); err != nil || s.Params != 5_000_000 || s.Files != 1 {
+		t.Fatalf("decoy beside the shards: %+v, %v", s, err)
+	}
+	index(t, dir, map[string]string{"w": "../outside.safetensors"})
+	if _, err := Summarise(dir); err == nil || !strings.Contains(err.Error(), "not a .safetensors file of the model directory") {
+		t.Fatalf("an index naming a file outside: %v", err)
+	}
+
+	dir = t.TempDir() // the audit's: pytorch_model.bin with a decoy
+	if err := os.WriteFile(filepath.Join(dir, "pytorch_model.bin"), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "decoy.safetensors"), decoy, 4)
+	if s, err := Summarise(dir); !errors.Is(err, ErrPickled) {
+		t.Fatalf("pickled weights with a decoy: %+v, %v; want refused", s, err)
+	}
+
+	dir = t.TempDir() // model.safetensors as a link to weights elsewhere
+	write(t, filepath.Join(dir, "real"), big, 20_000_000)
+	if err := os.Symlink("real", filepath.Join(dir, SingleFile)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Summarise(dir); err == nil {
+		t.Fatal("model.safetensors as a symlink was read")
 	}
 }
 
@@ -89,7 +145,7 @@ func TestBadHeaders(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".safetensors")
 			write(t, p, tc.tensors, tc.data)
-			if _, err := ReadHeader(p); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := readFile(p); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
 		})
@@ -98,10 +154,21 @@ func TestBadHeaders(t *testing.T) {
 	if err := os.WriteFile(junk, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, '{'}, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadHeader(junk); err == nil || !strings.Contains(err.Error(), "does not fit") {
+	if _, err := readFile(junk); err == nil || !strings.Contains(err.Error(), "does not fit") {
 		t.Fatalf("err = %v", err)
 	}
 	if _, err := Summarise(t.TempDir()); !errors.Is(err, ErrNoFiles) {
 		t.Fatalf("empty dir: %v", err)
 	}
+}
+
+// readFile opens p and reads its header, as Summarise does with the files
+// it resolves.
+func readFile(p string) (*Header, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	return ReadHeader(f, p)
 }

@@ -16,7 +16,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Println("usage: testtask exit N | sleep S | ignore-term | alloc MB | env")
+		fmt.Println("usage: testtask exit N | sleep S | ignore-term | alloc MB | env | serve ADDR | netprobe NAME=ADDR...")
 		os.Exit(2)
 	}
 	arg := func() int {
@@ -60,6 +60,14 @@ func main() {
 		time.Sleep(time.Hour)
 	case "bulk":
 		bulk(arg())
+	case "serve":
+		serve(os.Args[2])
+	case "netprobe":
+		netprobe(os.Args[2:])
+	case "forger":
+		forger(false)
+	case "pickler":
+		forger(true)
 	case "alloc":
 		var keep [][]byte
 		for i := 0; i < arg(); i++ {

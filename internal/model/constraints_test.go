@@ -1,4 +1,4 @@
-package activities
+package model
 
 import (
 	"encoding/binary"
@@ -37,16 +37,16 @@ func TestConstraintsOfEdgeTasks(t *testing.T) {
 
 	int8 := t.TempDir()
 	safetensorsFile(t, int8, "I8", 1000, 1000, 1)
-	if _, v := CheckConstraints(int8, compression.Constraints); len(v) != 1 || !strings.Contains(v[0], "are int8") {
+	if _, v, _ := CheckConstraints(int8, compression); len(v) != 1 || !strings.Contains(v[0], "are int8") {
 		t.Fatalf("int8 weights for edge compression: %v", v)
 	}
 
 	big := t.TempDir()
 	safetensorsFile(t, big, "F16", 600_000, 1000, 2) // 1.2 GB
-	if _, v := CheckConstraints(big, training.Constraints); len(v) != 1 || !strings.Contains(v[0], "over the 1000000000 byte memory limit") {
+	if _, v, _ := CheckConstraints(big, training); len(v) != 1 || !strings.Contains(v[0], "over the 1000000000 byte memory limit") {
 		t.Fatalf("1.2 GB model for the 1 GB task: %v", v)
 	}
-	if params, v := CheckConstraints(big, compression.Constraints); len(v) != 0 || params != 600_000_000 {
+	if params, v, _ := CheckConstraints(big, compression); len(v) != 0 || params != 600_000_000 {
 		t.Fatalf("1.2 GB fp16 model for the 12 GB task: %d params, %v", params, v)
 	}
 }

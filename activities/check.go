@@ -1,0 +1,149 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mlrb/mlrb/internal/lmeval"
+	"github.com/mlrb/mlrb/internal/runtime"
+	"github.com/mlrb/mlrb/internal/safefs"
+	"github.com/mlrb/mlrb/tasks"
+)
+
+// Bounds of a check stage: outputs an evaluator may leave, and the size of
+// one (a Lean proof is kilobytes). An output past the size fails its
+// check; more outputs than the bound fail the evaluation.
+const (
+	maxCheckItems     = 100_000
+	maxCheckItemBytes = 4 << 20
+)
+
+// runChecks checks every output the evaluator left in ev.outputs, each in
+// a task of its own (Workspace.CheckTask: no network, the output its only
+// mount), and returns the share that passed (exit status 0) with its
+// standard error. An output is copied, through descriptors, into a
+// directory of the worker's before it is mounted: the evaluator's tree is
+// data, never a path Docker resolves.
+func (a *Activities) runChecks(ctx context.Context, ev *evalDirs, task *tasks.Spec, image string) (float64, float64, error) {
+	c := task.Evaluation.Check
+	if c.Image != "" {
+		image = c.Image
+	}
+	d, err := safefs.OpenDir(ev.outputs)
+	if err != nil {
+		return 0, 0, fmt.Errorf("outputs to check: %w", err)
+	}
+	defer func() { _ = d.Close() }()
+	names, err := d.Names()
+	if err != nil {
+		return 0, 0, fmt.Errorf("outputs to check: %w", err)
+	}
+	if len(names) == 0 {
+		return 0, 0, errors.New("the evaluator left no outputs to check in {outputs}")
+	}
+	if len(names) > maxCheckItems {
+		return 0, 0, fmt.Errorf("the evaluator left %d outputs to check, more than %d", len(names), maxCheckItems)
+	}
+	var passed atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	limit := c.Parallel
+	if limit <= 0 {
+		limit = 4
+	}
+	g.SetLimit(limit)
+	for i, name := range names {
+		g.Go(func() error {
+			item, err := copyItem(d, name, filepath.Join(ev.dir, "check", fmt.Sprint(i)))
+			if err != nil {
+				a.Logger.Info("output not checked: it fails", zap.String("output", name), zap.Error(err))
+				return nil
+			}
+			spec := a.Workspace.CheckTask(ev, item, name, c.Command, image)
+			spec.Name = fmt.Sprintf("%s-check-%d", ev.name, i)
+			spec.Labels = map[string]string{runtime.LabelRole: "check"}
+			a.bound(&spec, task)
+			ok, err := a.check(gctx, spec, c.Timeout.D())
+			if ok {
+				passed.Add(1)
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return 0, 0, fmt.Errorf("checks: %w", err)
+	}
+	n := float64(len(names))
+	p := float64(passed.Load()) / n
+	sem := 0.0
+	if n > 1 {
+		sem = math.Sqrt(p * (1 - p) / (n - 1)) // the sample std of 0/1 verdicts over √n
+	}
+	return p, sem, nil
+}
+
+// check runs one check to its end (passed: exit status 0) or its timeout
+// (failed); only a check that cannot start, or the activity's end, is an
+// error.
+func (a *Activities) check(ctx context.Context, spec runtime.TaskSpec, timeout time.Duration) (bool, error) {
+	res, timedOut, err := a.runToEnd(ctx, spec, "", timeout, a.Logger)
+	switch {
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	case err != nil:
+		return false, fmt.Errorf("start check %s: %w", spec.Name, err)
+	}
+	return !timedOut && res.Successful(), nil
+}
+
+// copyItem copies the output name (a regular file of d, at most
+// maxCheckItemBytes) into dir, under the same name.
+func copyItem(d *safefs.Dir, name, dir string) (string, error) {
+	f, st, err := d.Open(name, nil)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = f.Close() }()
+	if st.Size > maxCheckItemBytes {
+		return "", fmt.Errorf("%d bytes, more than %d", st.Size, maxCheckItemBytes)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	p := filepath.Join(dir, name)
+	out, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return "", err
+	}
+	_, err = io.Copy(out, io.LimitReader(f, maxCheckItemBytes))
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return p, err
+}
+
+// setRate writes a check's pass rate into the results, over whatever the
+// evaluator wrote there: results.<task>.<field>, and its standard error
+// as lm-eval names it (compile_rate,none: compile_rate_stderr,none).
+func setRate(r *lmeval.Results, c *tasks.Check, rate, sem float64) {
+	if r.Results[c.Task] == nil {
+		r.Results[c.Task] = map[string]any{"alias": c.Task}
+	}
+	r.Results[c.Task][c.Field] = rate
+	metric, filter, _ := strings.Cut(c.Field, ",")
+	stderr := metric + "_stderr"
+	if filter != "" {
+		stderr += "," + filter
+	}
+	r.Results[c.Task][stderr] = sem
+}

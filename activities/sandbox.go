@@ -1,0 +1,109 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mlrb/mlrb/internal/gateway"
+	"github.com/mlrb/mlrb/internal/runtime"
+	"github.com/mlrb/mlrb/tasks"
+	"go.uber.org/zap"
+)
+
+// What keeps an agent's or an evaluator's task to itself beyond the
+// runtime's own limits: its one door out (the worker's gateway), its
+// output and memory bounds.
+
+// openDoor serves a task's gateway on the socket in dir, for its door
+// container to carry the task's connections to; the returned func shuts
+// it and every connection through it.
+func (a *Activities) openDoor(dir string, log *zap.Logger) (func(), error) {
+	sock := filepath.Join(dir, doorSocket)
+	if len(sock) > 107 {
+		return nil, fmt.Errorf("the gateway socket %s is longer than a unix socket path may be (107 bytes): shorten host.work_dir", sock)
+	}
+	_ = os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("the agent's door: %w", err)
+	}
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		return nil, fmt.Errorf("the agent's door: %w", err)
+	}
+	// The door container may run as any user of its image.
+	if err := os.Chmod(sock, 0o666); err != nil {
+		_ = l.Close()
+		return nil, fmt.Errorf("the agent's door: %w", err)
+	}
+	policy := a.Egress
+	if policy == nil {
+		policy = &gateway.Policy{}
+	}
+	g := &gateway.Gateway{Policy: policy, Log: log.Named("gateway")}
+	go func() {
+		if err := g.Serve(l); err != nil {
+			log.Warn("the agent's gateway", zap.Error(err))
+		}
+	}()
+	return func() {
+		_ = g.Close()
+		_ = os.RemoveAll(dir)
+	}, nil
+}
+
+// bound limits a task's output (agent.log_limit_mb) and, where the
+// runtime set no memory limit (container.memory_mb 0), its memory to the
+// task's resources.memory_gb: an agent that outgrows it is OOM-killed
+// under its own limit (its failure), never the host's OOM killer taking
+// the worker and every other attempt down with it.
+func (a *Activities) bound(spec *runtime.TaskSpec, task *tasks.Spec) {
+	spec.LogLimit = a.LogLimit
+	if spec.MemoryBytes == 0 && task.Resources.MemoryGB > 0 {
+		spec.MemoryBytes = int64(task.Resources.MemoryGB) << 30
+	}
+}
+
+// start starts a task, behind its door when it has one (the gateway served
+// from doorDir). closeDoor shuts the door; call it once the task is gone.
+func (a *Activities) start(ctx context.Context, spec runtime.TaskSpec, doorDir string, log *zap.Logger) (h runtime.Handle, closeDoor func(), err error) {
+	closeDoor = func() {}
+	if spec.Door != nil {
+		if closeDoor, err = a.openDoor(doorDir, log); err != nil {
+			return nil, nil, err
+		}
+	}
+	if h, err = a.Workspace.Start(ctx, spec); err != nil {
+		closeDoor()
+		return nil, nil, err
+	}
+	return h, closeDoor, nil
+}
+
+// runToEnd runs a task until it exits, its timeout passes (it is killed:
+// timedOut), or ctx ends (it is killed: err is ctx's).
+func (a *Activities) runToEnd(ctx context.Context, spec runtime.TaskSpec, doorDir string, timeout time.Duration, log *zap.Logger) (res runtime.ExitResult, timedOut bool, err error) {
+	h, closeDoor, err := a.start(ctx, spec, doorDir, log)
+	if err != nil {
+		return res, false, err
+	}
+	defer closeDoor()
+	defer func() { _ = h.Destroy() }()
+	limit := time.NewTimer(timeout)
+	defer limit.Stop()
+	select {
+	case <-ctx.Done():
+		_ = h.Kill()
+		<-h.Wait()
+		return res, false, ctx.Err()
+	case <-limit.C:
+		_ = h.Kill()
+		<-h.Wait()
+		return res, true, nil
+	case res = <-h.Wait():
+		return res, false, nil
+	}
+}

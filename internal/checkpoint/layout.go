@@ -1,0 +1,46 @@
+package checkpoint
+
+import (
+	"fmt"
+
+	"github.com/mlrb/mlrb/internal/blob"
+)
+
+// The store's layout, every key family the engine writes:
+//
+//	chunks/<h[:2]>/<h>                    a chunk, zstd, named by its BLAKE3 hash
+//	runs/<run>/checkpoints/<seq>.json     a checkpoint's manifest (written last: the commit)
+//	runs/<run>/fences/<attempt>.json      an attempt's fence (fence.go)
+//	locks/save-<id>.json, locks/gc-<id>.json, locks/clock-<id>
+//	                                      save and GC locks, the store's clock (gc.go)
+//	gc/generation                         changes whenever a GC deletes chunks
+//
+// Beside them, outside this package: runs/<run>/result.json and
+// evaluations/ (internal/runresults, activities), runs/<run>/logs/
+// (internal/logstore), hosts/<id>.json (internal/hosts), benchmarks/
+// (activities). blob.RunPrefix names a run's folder for all of them.
+
+func chunkKey(hash string) string { return "chunks/" + hash[:2] + "/" + hash }
+
+func runPrefix(runID string) string { return blob.RunPrefix(runID) + "checkpoints/" }
+
+// ManifestKey is the blob key of a run's checkpoint.
+func ManifestKey(runID string, seq int) string {
+	return fmt.Sprintf("%s%08d.json", runPrefix(runID), seq)
+}
+
+func fencePrefix(runID string) string { return blob.RunPrefix(runID) + "fences/" }
+
+func fenceKey(runID string, attempt int) string {
+	return fmt.Sprintf("%s%08d.json", fencePrefix(runID), attempt)
+}
+
+// Locking: a save holds a shared lock object from its first chunk to its
+// manifest; GC holds an exclusive one (gc.go).
+const (
+	// gcGenerationKey changes whenever a GC deletes chunks.
+	gcGenerationKey = "gc/generation"
+	lockPrefix      = "locks/"
+	saveLockPrefix  = lockPrefix + "save-"
+	gcLockPrefix    = lockPrefix + "gc-"
+)

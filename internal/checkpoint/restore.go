@@ -1,0 +1,202 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// Restore writes a checkpoint's tree into dir, verifying every chunk hash.
+func (e *Engine) Restore(ctx context.Context, m *Manifest, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("restore into %s: %w", dir, err)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(e.parallel())
+	var dirs, links []File
+	for _, f := range m.Files {
+		clean := path.Clean(f.Path)
+		if clean != f.Path || strings.HasPrefix(clean, "../") || path.IsAbs(clean) || clean == ".." {
+			return fmt.Errorf("restore %s #%d: unsafe path %q in manifest", m.RunID, m.Seq, f.Path)
+		}
+		target := filepath.Join(dir, filepath.FromSlash(f.Path))
+		// Nothing is ever written through a symlink the checkpoint holds.
+		if err := parentsInside(dir, f.Path); err != nil {
+			return fmt.Errorf("restore %s #%d: %w", m.RunID, m.Seq, err)
+		}
+		switch {
+		case f.Mode.IsDir():
+			if err := mkdirInside(dir, f.Path); err != nil {
+				return fmt.Errorf("restore %s: %w", f.Path, err)
+			}
+			dirs = append(dirs, f)
+		case f.Mode&fs.ModeSymlink != 0:
+			_ = os.Remove(target)
+			if err := os.Symlink(f.Link, target); err != nil {
+				return fmt.Errorf("restore %s: %w", f.Path, err)
+			}
+		case f.HardLink != "":
+			links = append(links, f) // once the file it links to is written
+		default:
+			if err := e.restoreFile(gctx, g, m.ChunkSize, f, target); err != nil {
+				_ = g.Wait()
+				return fmt.Errorf("restore %s #%d: %w", m.RunID, m.Seq, err)
+			}
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("restore %s #%d: %w", m.RunID, m.Seq, err)
+	}
+	if err := restoreLinks(m, dir, links); err != nil {
+		return err
+	}
+	// Directory modes last, so a read-only dir does not block its children.
+	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i].Path) > len(dirs[j].Path) })
+	for _, d := range dirs {
+		p := filepath.Join(dir, filepath.FromSlash(d.Path))
+		if st, err := os.Lstat(p); err != nil || !st.IsDir() {
+			return fmt.Errorf("restore %s: no longer a directory", d.Path)
+		}
+		if err := os.Chmod(p, d.Mode.Perm()); err != nil {
+			return fmt.Errorf("restore %s: %w", d.Path, err)
+		}
+	}
+	return nil
+}
+
+// parentsInside makes the directories above rel under dir, refusing a
+// component that exists as anything but a directory (a symlink restored
+// earlier): a write below it would land wherever it points.
+func parentsInside(dir, rel string) error {
+	parent := path.Dir(rel)
+	if parent == "." {
+		return nil
+	}
+	return mkdirInside(dir, parent)
+}
+
+// mkdirInside makes dir/rel component by component, never through a
+// symlink.
+func mkdirInside(dir, rel string) error {
+	p := dir
+	for _, part := range strings.Split(rel, "/") {
+		p = filepath.Join(p, part)
+		st, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("%s: %s is a %s, not a directory: refused", rel, p, st.Mode().Type())
+		}
+	}
+	return nil
+}
+
+// restoreLinks recreates hardlinks, each to a regular file of the same
+// snapshot restored before it.
+func restoreLinks(m *Manifest, dir string, links []File) error {
+	if len(links) == 0 {
+		return nil
+	}
+	regular := map[string]bool{}
+	for _, f := range m.Files {
+		if f.Mode.IsRegular() && f.HardLink == "" {
+			regular[f.Path] = true
+		}
+	}
+	for _, f := range links {
+		if !regular[f.HardLink] {
+			return fmt.Errorf("restore %s #%d: %s links to %q, which is no regular file of the checkpoint", m.RunID, m.Seq, f.Path, f.HardLink)
+		}
+		target := filepath.Join(dir, filepath.FromSlash(f.Path))
+		_ = os.Remove(target)
+		if err := os.Link(filepath.Join(dir, filepath.FromSlash(f.HardLink)), target); err != nil {
+			return fmt.Errorf("restore %s: %w", f.Path, err)
+		}
+	}
+	return nil
+}
+
+// restoreFile creates the file at its full size and queues one task per
+// chunk (fetch, verify, write at its offset); the last one to finish sets
+// mode and mtime and renames the file into place.
+func (e *Engine) restoreFile(ctx context.Context, g *errgroup.Group, chunkSize int, f File, target string) error {
+	// The file is written under a name no one can predict, created
+	// exclusively, its mode and times set through its descriptor: nothing
+	// another entry restores (a symlink of a guessed name) can redirect it.
+	out, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".mlrb-*")
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.Path, err)
+	}
+	tmp := out.Name()
+	if err := out.Truncate(f.Size); err != nil {
+		_ = out.Close()
+		_ = os.Remove(tmp)
+		return fmt.Errorf("%s: %w", f.Path, err)
+	}
+	finish := func() error {
+		mt := syscall.NsecToTimeval(f.MTime)
+		err := out.Chmod(f.Mode.Perm())
+		if err == nil {
+			err = syscall.Futimes(int(out.Fd()), []syscall.Timeval{mt, mt})
+		}
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp, target)
+		}
+		if err != nil {
+			_ = os.Remove(tmp)
+			return fmt.Errorf("%s: %w", f.Path, err)
+		}
+		return nil
+	}
+	if len(f.Chunks) == 0 {
+		return finish()
+	}
+	var left atomic.Int64
+	left.Store(int64(len(f.Chunks)))
+	var written atomic.Int64
+	for i, h := range f.Chunks {
+		g.Go(func() error {
+			data, err := e.readChunk(ctx, h)
+			if err == nil {
+				_, err = out.WriteAt(data, int64(i)*int64(chunkSize))
+				written.Add(int64(len(data)))
+				report(ctx, int64(len(data)))
+			}
+			if err != nil {
+				_ = out.Close()
+				_ = os.Remove(tmp)
+				return fmt.Errorf("%s: %w", f.Path, err)
+			}
+			if left.Add(-1) > 0 {
+				return nil
+			}
+			if n := written.Load(); n != f.Size {
+				_ = out.Close()
+				_ = os.Remove(tmp)
+				return fmt.Errorf("%s: restored %d bytes, manifest says %d", f.Path, n, f.Size)
+			}
+			return finish()
+		})
+	}
+	return nil
+}

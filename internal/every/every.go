@@ -1,0 +1,26 @@
+// Package every runs a function on a period until its context ends or
+// the function says it is done: the loop of the provisioned-host reaper,
+// the container fence and the workspace size watch.
+package every
+
+import (
+	"context"
+	"time"
+)
+
+// Tick calls fn every period (the first time one period from now) until
+// ctx ends or fn returns false.
+func Tick(ctx context.Context, period time.Duration, fn func() bool) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !fn() {
+			return
+		}
+	}
+}

@@ -1,0 +1,119 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+)
+
+func TestPolicy(t *testing.T) {
+	ctx := context.Background()
+	p := &Policy{
+		Allow: []string{"pypi.org:443", "*.hf.co:443", "10.1.2.3:8080", "192.0.2.0/24:*", "localhost:7233", "169.254.169.254:80", "203.0.113.7:443"},
+		Deny:  []netip.Prefix{netip.MustParsePrefix("203.0.113.7/32")}, // the store, say
+	}
+	for target, want := range map[string]string{
+		"10.1.2.3:8080":      "",           // a private address allowed by address
+		"192.0.2.77:9":       "",           // a CIDR, any port
+		"10.1.2.3:8081":      "allow-list", // another port
+		"example.com:443":    "allow-list",
+		"cdn.hf.co:80":       "allow-list",
+		"hf.co:443":          "allow-list", // *.hf.co is not hf.co
+		"localhost:7233":     "of this deployment",
+		"127.0.0.1:7233":     "allow-list",
+		"169.254.169.254:80": "of this deployment", // allowed by name, ours regardless
+		"203.0.113.7:443":    "of this deployment",
+		"[::1]:443":          "allow-list",
+		"no-port":            "not host:port",
+		"pypi.org:notaport":  "no port",
+	} {
+		_, err := p.Resolve(ctx, target)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v; want allowed", target, err)
+		case want != "" && (err == nil || !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: %v; want refused (%s)", target, err, want)
+		}
+	}
+	for _, bad := range []string{"pypi.org", "x:0", "x:70000", "10.0.0.0/33:443", ":443"} {
+		if CheckPattern(bad) == nil {
+			t.Errorf("pattern %q accepted", bad)
+		}
+	}
+	ours, err := Ours(ctx, "127.0.0.1:7233", "http://localhost:9000/bucket", "")
+	if err != nil || !inAny(netip.MustParseAddr("127.0.0.1"), ours) {
+		t.Fatalf("ours = %v, %v", ours, err)
+	}
+}
+
+// TestConnectThroughTheSocket: a CONNECT the policy allows is carried both
+// ways; one it refuses gets 403 and no connection is made.
+func TestConnectThroughTheSocket(t *testing.T) {
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = up.Close() }()
+	go func() {
+		for {
+			c, err := up.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer func() { _ = c.Close() }()
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				_, _ = io.WriteString(c, "echo "+line)
+			}()
+		}
+	}()
+	// The test server is on loopback, which the policy always refuses:
+	// the dialler stands in for the network, the policy for the check.
+	pol := &Policy{Allow: []string{"192.0.2.1:443"}}
+	g := &Gateway{Policy: pol, Log: zap.NewNop(), Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "tcp", up.Addr().String())
+	}}
+	sock := filepath.Join(t.TempDir(), "door.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = g.Serve(l) }()
+	defer func() { _ = g.Close() }()
+	connect := func(target string) (int, net.Conn, *bufio.Reader) {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, c, br
+	}
+	code, c, br := connect("192.0.2.1:443")
+	if code != 200 {
+		t.Fatalf("allowed CONNECT: %d", code)
+	}
+	_, _ = io.WriteString(c, "hello\n")
+	if got, _ := br.ReadString('\n'); got != "echo hello\n" {
+		t.Fatalf("through the door: %q", got)
+	}
+	_ = c.Close()
+	if code, c, _ := connect("127.0.0.1:7233"); code != 403 {
+		t.Fatalf("CONNECT to loopback: %d", code)
+	} else {
+		_ = c.Close()
+	}
+}

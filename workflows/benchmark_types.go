@@ -1,0 +1,146 @@
+package workflows
+
+import (
+	"github.com/mlrb/mlrb/internal/leaderboard"
+	"github.com/mlrb/mlrb/internal/runresults"
+)
+
+// The benchmark's payloads: its input, carried state, result and progress.
+
+// BenchmarkInput fans out runs: every agent × task × seed.
+type BenchmarkInput struct {
+	Tasks       []string
+	Seeds       []int64
+	Agents      []string
+	Concurrency int
+	Run         RunInput // template: Task, Seed and Benchmark are filled per child
+	// Resumed marks a benchmark started again under its id: runs not in
+	// Kept continue from their checkpoints.
+	Resumed bool `json:",omitempty"`
+	// Kept are the results an earlier execution already has, by run id.
+	Kept map[string]RunResult `json:",omitempty"`
+	// Carried is, by run id, what earlier executions of a run to continue
+	// lost and waited.
+	Carried map[string]Ledger `json:",omitempty"`
+	// Plan is the blob key of a resumed benchmark's plan (which runs keep
+	// their results, what the others carry), read a window at a time:
+	// Kept and Carried grew with the benchmark; the input must not.
+	Plan string `json:",omitempty"`
+	// ContinueAfter is how many runs one execution starts before it
+	// continues as new (0: DefaultContinueAfter), so that a benchmark's
+	// history stays bounded however many runs it has.
+	ContinueAfter int `json:",omitempty"`
+	// State is where an execution that continued as new left off.
+	State *BenchmarkState `json:",omitempty"`
+}
+
+// DefaultContinueAfter keeps a benchmark execution's history under
+// about 9,000 events (a run costs 3 events of its own and at most two
+// workflow tasks of 3: the recorded histories show 6 to 8) and, with a
+// full task's result of about 4 KB in each run's completion event, under
+// 5 MB of Temporal's 50 MB.
+const DefaultContinueAfter = 1000
+
+// BenchmarkState is what a benchmark carries into its next execution:
+// bounded by the number of task × agent pairs and the concurrency, never
+// by the number of runs.
+type BenchmarkState struct {
+	// Next is the index of the next run to start, in ChildRuns order.
+	Next int
+	// Ended counts ended runs by task/agent and outcome.
+	Ended map[string]map[ChildState]int
+	// Running are runs an earlier execution started that had not ended.
+	Running []string `json:",omitempty"`
+	// Execution counts the executions so far (the first is 1).
+	Execution int
+}
+
+// BenchmarkResult is a benchmark's summary and the blob keys of its
+// stored leaderboard; each run's result is in the blob store
+// (runresults.Key), never in this payload.
+type BenchmarkResult struct {
+	BenchmarkID string `json:"benchmark_id"`
+	// Runs holds every result in benchmarks started before results were
+	// stored per run; empty since.
+	Runs        []RunResult `json:"runs,omitempty"`
+	Leaderboard []string    `json:"leaderboard"`
+	// Setup is the budgets, hardware and policy the scores were obtained under.
+	Setup leaderboard.Setup `json:"setup"`
+	Total int               `json:"total,omitempty"`
+	// Ended counts runs by task/agent and outcome.
+	Ended map[string]map[ChildState]int `json:"ended,omitempty"`
+	// Missing counts runs with no stored result when the leaderboard was made.
+	Missing int `json:"missing,omitempty"`
+}
+
+// LeaderboardRuns is what the leaderboard reads of run results.
+func LeaderboardRuns(results []RunResult) []leaderboard.Run {
+	runs := make([]leaderboard.Run, 0, len(results))
+	for _, r := range results {
+		runs = append(runs, leaderboard.Run{Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: string(r.Outcome), Score: r.Score,
+			Attempts: r.Attempts, EvalTries: r.EvalTries, TimeLimitS: r.TimeLimitS, Hardware: r.Hardware, Cost: r.Cost})
+	}
+	return runs
+}
+
+// Progress is the answer to the progress query: counts per task and
+// agent ("task/agent") by state, and one page of the runs under way. Its
+// size follows the number of task × agent pairs and the page, never the
+// number of runs: results are read from the blob store.
+type Progress struct {
+	Total   int                           `json:"total"`
+	Done    int                           `json:"done"`
+	PerTask map[string]map[ChildState]int `json:"per_task_agent"`
+	// Running is a page of the runs under way, sorted, from the page's
+	// offset; RunningTotal counts them all.
+	Running      []string `json:"running"`
+	RunningTotal int      `json:"running_total"`
+	// Policy is the benchmark's budget policy, for a leaderboard made
+	// while it runs.
+	Policy leaderboard.Policy `json:"policy"`
+	// Execution is the benchmark's execution (it continues as new).
+	Execution int `json:"execution"`
+}
+
+// ProgressPage picks the page of running runs the progress query
+// returns; a query without it gets the first DefaultProgressPage.
+type ProgressPage struct {
+	Offset int
+	Limit  int
+}
+
+// DefaultProgressPage and MaxProgressPage bound the runs one progress
+// answer lists: a few kilobytes, far below Temporal's payload limit.
+const (
+	DefaultProgressPage = 100
+	MaxProgressPage     = 1000
+)
+
+// ChildRun is one run of a benchmark.
+type ChildRun = runresults.Run
+
+// Matrix names the benchmark's runs, for payloads that must not list them.
+func (in BenchmarkInput) Matrix(benchmarkID string) runresults.Matrix {
+	return runresults.Matrix{BenchmarkID: benchmarkID, Agents: in.Agents, Tasks: in.Tasks, Seeds: in.Seeds}
+}
+
+// ChildRuns lists a benchmark's runs, every agent × task × seed, in the
+// order they start.
+func (in BenchmarkInput) ChildRuns(benchmarkID string) []ChildRun {
+	return in.Matrix(benchmarkID).Runs()
+}
+
+// DefaultConcurrency is how many runs a benchmark runs at once when its
+// input says nothing.
+const DefaultConcurrency = 4
+
+// NewBenchmarkInput is the benchmark of every task × agent × seed 1 to
+// seeds, each run driven by run: one constructor for the starter's
+// benchmark and demo and for bench/load.
+func NewBenchmarkInput(tasks, agents []string, seeds, concurrency int, run RunInput) BenchmarkInput {
+	in := BenchmarkInput{Tasks: tasks, Agents: agents, Concurrency: concurrency, Run: run}
+	for s := 1; s <= seeds; s++ {
+		in.Seeds = append(in.Seeds, int64(s))
+	}
+	return in
+}
