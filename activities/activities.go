@@ -29,24 +29,46 @@ import (
 	"github.com/mlrb/mlrb/tasks"
 )
 
-// Activities carries the engines the activities use. One value serves
-// every activity of a worker.
+// Activities carries what the activities use, grouped by concern. One
+// value serves every activity of a worker.
 type Activities struct {
+	Runs
+	Host
+	Sandbox
+	Fleet
+	// Client signals checkpoint commits to the run's workflow.
+	Client client.Client
+	Logger *zap.Logger
+	// Metrics records checkpoints, evaluations and running attempts
+	// (nil: nothing is recorded).
+	Metrics *metrics.Metrics
+}
+
+// Runs is where runs' tasks, checkpoints and results live.
+type Runs struct {
 	Catalog *tasks.Catalog
 	Engine  *checkpoint.Engine
-	// Workspace is where attempts and evaluations run (processes or
-	// containers), chosen once when the worker is assembled.
-	Workspace Workspace
-	// Client signals checkpoint commits to the run's workflow.
-	Client    client.Client
+	// Keep is how many checkpoints per run retention keeps (plus finals).
+	Keep int
+}
+
+// Host is the machine the worker runs on: its name and queue, its GPU
+// pool and its work disk.
+type Host struct {
 	HostID    string
 	HostQueue string
 	GPUType   string
 	GPUs      *gpu.Pool
 	WorkDir   string
-	// Keep is how many checkpoints per run retention keeps (plus finals).
-	Keep   int
-	Logger *zap.Logger
+	// QueueOf names a host's task queue.
+	QueueOf func(hostID string) string
+}
+
+// Sandbox is how agents and evaluators run, and what bounds them.
+type Sandbox struct {
+	// Workspace is where attempts and evaluations run (processes or
+	// containers), chosen once when the worker is assembled.
+	Workspace Workspace
 	// EnvFile holds worker-side secrets (KEY=value lines) that runs name;
 	// SecretNames, when set, are the only names runs may ask for.
 	EnvFile     string
@@ -57,18 +79,17 @@ type Activities struct {
 	// LogLimit bounds what is kept of an agent's or evaluator's output,
 	// in bytes (0: none).
 	LogLimit int64
+	// Egress is where an agent's door lets it connect (agent.egress, and
+	// never anything of ours).
+	Egress *gateway.Policy
+}
+
+// Fleet obtains hosts for provisioned runs.
+type Fleet struct {
 	// Provider obtains hosts (nil: provision.kind static); ProviderKind
 	// names it.
 	Provider     provision.Provider
 	ProviderKind string
-	// QueueOf names a host's task queue.
-	QueueOf func(hostID string) string
-	// Metrics records checkpoints, evaluations and running attempts
-	// (nil: nothing is recorded).
-	Metrics *metrics.Metrics
-	// Egress is where an agent's door lets it connect (agent.egress, and
-	// never anything of ours).
-	Egress *gateway.Policy
 }
 
 // AgentImage is the agent that runs an MLRB agent image with its own

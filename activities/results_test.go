@@ -33,7 +33,7 @@ func TestAggregateResults(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a := &Activities{Engine: checkpoint.New(store, checkpoint.Options{ChunkSize: 1 << 20}), Logger: zap.NewNop()}
+	a := &Activities{Runs: Runs{Engine: checkpoint.New(store, checkpoint.Options{ChunkSize: 1 << 20})}, Logger: zap.NewNop()}
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
 	env.RegisterActivity(a.AggregateResults)

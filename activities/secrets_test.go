@@ -16,7 +16,7 @@ func TestEnvFileErrorHidesTheLine(t *testing.T) {
 	if err := os.WriteFile(path, []byte("OPENAI_API_KEY=sk-fine\nsk-live-SECRETVALUE oops\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a := &Activities{EnvFile: path, Logger: zap.NewNop()}
+	a := &Activities{Sandbox: Sandbox{EnvFile: path}, Logger: zap.NewNop()}
 	_, err := a.secretValues([]string{"OPENAI_API_KEY"})
 	if err == nil || strings.Contains(err.Error(), "SECRETVALUE") || !strings.Contains(err.Error(), "line 2") {
 		t.Fatalf("err = %v; want line 2 named and its text left out", err)
@@ -35,7 +35,7 @@ func TestSecretNeverFromTheWorkersEnvironment(t *testing.T) {
 	if err := os.WriteFile(path, []byte("OPENAI_API_KEY=sk-fine\nAWS_SECRET_ACCESS_KEY=in-file\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a := &Activities{EnvFile: path, Logger: zap.NewNop()}
+	a := &Activities{Sandbox: Sandbox{EnvFile: path}, Logger: zap.NewNop()}
 	for name, want := range map[string]string{
 		"MLRB_STORAGE_S3_SECRET_ACCESS_KEY": "the worker's own credentials",
 		"AWS_SECRET_ACCESS_KEY":             "the worker's own credentials",

@@ -61,12 +61,13 @@ func (r *run) leaseFor(ctx workflow.Context, attempt int) (lease activities.Leas
 	r.setPhase(ctx, PhaseLeasing)
 	leaseStart := workflow.Now(ctx)
 	r.st.LeasingSince = leaseStart
-	lctx, err := r.provision(ctx, "", attempt)
+	queue, err := r.provision(ctx, "", attempt)
 	if err != nil {
 		return lease, false, fmt.Errorf("no host for attempt %d: %s", attempt, errText(err))
 	}
 	req := activities.LeaseRequest{RunID: r.st.RunID, Attempt: attempt, GPUCount: r.spec.Spec.Resources.GPUCount, GPUType: r.spec.Spec.Resources.GPUType}
-	if err := workflow.ExecuteActivity(lctx, activities.AcquireLeaseName, req).Get(ctx, &lease); err != nil {
+	got, err := acquireLease.call(ctx, callArgs{pol: r.pol, hostQueue: queue}, req)
+	if err != nil {
 		provisioned := r.st.Host != nil
 		r.releaseHost(ctx)
 		// A provisioned host that never served its lease (it did not
@@ -80,6 +81,7 @@ func (r *run) leaseFor(ctx workflow.Context, attempt int) (lease activities.Leas
 		}
 		return lease, false, fmt.Errorf("no GPU lease for attempt %d: %s", attempt, errText(err))
 	}
+	lease = *got
 	r.st.LeasingSince = time.Time{}
 	wait := workflow.Now(ctx).Sub(leaseStart)
 	r.st.Budget.Wait(wait.Seconds())
@@ -103,12 +105,14 @@ func (r *run) runAgent(ctx workflow.Context, attempt int, lease activities.Lease
 		Provider: r.in.Provider, Image: r.in.Image, Secrets: r.in.Secrets, Lease: lease, Budget: r.st.Budget,
 		Resume: r.last, NextSeq: r.nextSeq(), Interval: p.CheckpointInterval, Grace: p.Grace,
 	}
-	var out activities.AgentResult
 	var bytes int64
 	if r.last != nil {
 		bytes = r.last.Bytes // to restore, and about as much to save
 	}
-	err = workflow.ExecuteActivity(agentOptions(ctx, p, lease, r.st.Budget, bytes), activities.RunAgentName, in).Get(ctx, &out)
+	out, err := runAgent.call(ctx, callArgs{pol: p, lease: lease, ledger: r.st.Budget, bytes: bytes}, in)
+	if out == nil {
+		out = &activities.AgentResult{}
+	}
 	r.drainCheckpoints(ctx)
 	if !(hostSilent(err) || released(err, out)) || workflow.GetVersion(ctx, versionLeaseExpires, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		r.release(ctx, lease)
@@ -119,7 +123,7 @@ func (r *run) runAgent(ctx workflow.Context, attempt int, lease activities.Lease
 		// A completed attempt ends on its final checkpoint: all its time counts.
 		r.st.Budget.Preserve(out.AgentSeconds)
 		r.agentImage = out.Image
-		return &out, false, nil
+		return out, false, nil
 	}
 	if !isInfraLoss(err) {
 		return nil, false, fmt.Errorf("agent attempt %d: %s", attempt, errText(err))
@@ -168,7 +172,7 @@ func hostSilent(err error) bool {
 }
 
 // released tells an attempt that gave its lease back itself.
-func released(err error, res activities.AgentResult) bool {
+func released(err error, res *activities.AgentResult) bool {
 	if err == nil {
 		return res.Released
 	}
@@ -186,14 +190,13 @@ func handedBack(err error) (activities.Progress, bool) {
 }
 
 // provision obtains a host for an attempt (role "") or an evaluation
-// when the run's policy provisions hosts, and returns the context the
-// lease is taken in: on that host's queue, or on the shared queue where
-// any static host may answer. The host is in the run's state from the
-// moment it exists, so that it is given back whatever happens next.
-func (r *run) provision(ctx workflow.Context, role string, n int) (workflow.Context, error) {
-	lctx := leaseOptions(ctx, r.pol)
+// when the run's policy provisions hosts, and returns the queue the lease
+// is taken on: that host's, or "" for the shared queue where any static
+// host may answer. The host is in the run's state from the moment it
+// exists, so that it is given back whatever happens next.
+func (r *run) provision(ctx workflow.Context, role string, n int) (string, error) {
 	if r.pol.Provision == "" {
-		return lctx, nil
+		return "", nil
 	}
 	res := r.spec.Spec.Resources
 	left := time.Duration(r.st.Budget.Left() * float64(time.Second))
@@ -204,12 +207,12 @@ func (r *run) provision(ctx workflow.Context, role string, n int) (workflow.Cont
 		left += 2 * budget.Transfer(r.last.Bytes) // its restore and final save, at a slow pace
 	}
 	req := activities.HostRequest{Kind: r.pol.Provision, RunID: r.st.RunID, Attempt: n, Role: role, GPUType: res.GPUType, GPUCount: res.GPUCount, TimeLimit: left + r.pol.ProvisionMargin}
-	var h activities.ProvisionedHost
-	if err := workflow.ExecuteActivity(provisionOptions(ctx, r.pol), activities.ProvisionHostName, req).Get(ctx, &h); err != nil {
-		return nil, err
+	h, err := provisionHost.call(ctx, callArgs{pol: r.pol}, req)
+	if err != nil {
+		return "", err
 	}
-	r.st.Host, r.hostAt = &h, workflow.Now(ctx)
-	return workflow.WithTaskQueue(bootOptions(ctx, r.pol), h.HostQueue), nil
+	r.st.Host, r.hostAt = h, workflow.Now(ctx)
+	return h.HostQueue, nil
 }
 
 // releaseHost gives the provisioned host back (cancels its job), if any.
@@ -217,18 +220,18 @@ func (r *run) releaseHost(ctx workflow.Context) {
 	if r.st.Host == nil {
 		return
 	}
-	dctx, cancel := workflow.NewDisconnectedContext(quickOptions(ctx))
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
-	_ = workflow.ExecuteActivity(dctx, activities.ReleaseHostName, *r.st.Host).Get(dctx, nil)
+	_ = releaseHost.call(dctx, callArgs{}, *r.st.Host)
 	r.st.Host = nil
 }
 
 // release gives the lease back, best effort: a lease on a dead host died
 // with it.
 func (r *run) release(ctx workflow.Context, lease activities.Lease) {
-	dctx, cancel := workflow.NewDisconnectedContext(releaseOptions(ctx, lease))
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
-	_ = workflow.ExecuteActivity(dctx, activities.ReleaseLeaseName, lease).Get(dctx, nil)
+	_ = releaseLease.call(dctx, callArgs{lease: lease}, lease)
 }
 
 func exitText(a *activities.AgentResult) string {

@@ -189,8 +189,9 @@ func (b *bench) planEntry(ctx workflow.Context, i int) (activities.PlanEntry, er
 		for _, j := range b.jobs[i:end] {
 			ids = append(ids, j.ID)
 		}
-		b.plan = nil
-		if err := workflow.ExecuteActivity(quickOptions(ctx), activities.ReadPlanName, activities.ReadPlanInput{Key: b.in.Plan, RunIDs: ids}).Get(ctx, &b.plan); err != nil {
+		plan, err := readPlan.call(ctx, callArgs{}, activities.ReadPlanInput{Key: b.in.Plan, RunIDs: ids})
+		b.plan = plan
+		if err != nil {
 			return activities.PlanEntry{}, fmt.Errorf("resume plan: %w", err)
 		}
 		b.planFrom = i
@@ -233,7 +234,7 @@ func (b *bench) awaitCarried(ctx workflow.Context) {
 		return
 	}
 	b.awaiting = true
-	f := workflow.ExecuteActivity(awaitOptions(ctx), activities.AwaitRunsName, ids)
+	f := awaitRuns.start(ctx, callArgs{}, ids)
 	b.sel.AddFuture(f, func(f workflow.Future) {
 		b.awaiting = false
 		var ends []activities.RunEnd
@@ -295,9 +296,12 @@ func (b *bench) progress(page ProgressPage) Progress {
 // aggregate stores the leaderboard, made from the runs' stored results.
 func (b *bench) aggregate(ctx workflow.Context) *BenchmarkResult {
 	out := &BenchmarkResult{BenchmarkID: b.id, Total: len(b.jobs), Ended: b.st.Ended}
-	var agg activities.AggregateResult
 	in := activities.AggregateResultsInput{Runs: b.in.Matrix(b.id), Policy: b.in.Run.Policy.Leaderboard()}
-	if err := workflow.ExecuteActivity(aggregateOptions(ctx), activities.AggregateResultsName, in).Get(ctx, &agg); err != nil {
+	agg, err := aggregateResults.call(ctx, callArgs{}, in)
+	if err == nil && agg == nil {
+		agg = &activities.AggregateResult{}
+	}
+	if err != nil {
 		workflow.GetLogger(ctx).Warn("leaderboard not stored", "error", err)
 		return out
 	}

@@ -76,34 +76,37 @@ func (r *run) setRetryHandler(ctx workflow.Context) error {
 // runEvaluation evaluates the final checkpoint with the retry policy and
 // records the attempt; image replaces the evaluator image when set.
 func (r *run) runEvaluation(ctx workflow.Context, image string) (*activities.EvalResult, error) {
-	var ev activities.EvalResult
 	in := activities.EvalInput{RunID: r.st.RunID, Task: r.spec.Spec, Seed: r.in.Seed, Final: *r.last, Image: image}
-	opts := evalOptions(ctx, r.pol, r.spec.Spec.Evaluation.Timeout.D(), r.last.Bytes, "")
+	args := callArgs{pol: r.pol, timeout: r.spec.Spec.Evaluation.Timeout.D(), bytes: r.last.Bytes}
 	var err error
 	if workflow.GetVersion(ctx, versionEvalOnLease, workflow.DefaultVersion, 1) == 1 {
 		// The evaluator gets the task's GPUs from a host's pool, like an
 		// agent: the slot bounds evaluations per host and names the
 		// devices it may see.
-		var lease activities.Lease
+		var lease *activities.Lease
 		req := activities.LeaseRequest{RunID: r.st.RunID, Attempt: len(r.evals) + 1, Role: activities.LeaseEvaluation,
 			GPUCount: r.spec.Spec.Resources.GPUCount, GPUType: r.spec.Spec.Resources.GPUType}
 		r.st.LeasingSince = workflow.Now(ctx)
-		var lctx workflow.Context
-		if lctx, err = r.provision(ctx, activities.LeaseEvaluation, len(r.evals)+1); err == nil {
+		var queue string
+		if queue, err = r.provision(ctx, activities.LeaseEvaluation, len(r.evals)+1); err == nil {
 			defer r.releaseHost(ctx)
-			err = workflow.ExecuteActivity(lctx, activities.AcquireLeaseName, req).Get(ctx, &lease)
+			lease, err = acquireLease.call(ctx, callArgs{pol: r.pol, hostQueue: queue}, req)
 			leased := workflow.Now(ctx)
 			defer r.held(ctx, leased)
 		}
 		r.st.LeasingSince = time.Time{}
 		if err == nil {
-			in.Lease = &lease
-			opts = evalOptions(ctx, r.pol, r.spec.Spec.Evaluation.Timeout.D(), r.last.Bytes, lease.HostQueue)
-			defer r.release(ctx, lease)
+			in.Lease = lease
+			args.hostQueue = lease.HostQueue
+			defer r.release(ctx, *lease)
 		}
 	}
+	var ev *activities.EvalResult
 	if err == nil {
-		err = workflow.ExecuteActivity(opts, activities.EvaluateName, in).Get(ctx, &ev)
+		ev, err = evaluate.call(ctx, args, in)
+	}
+	if err == nil && ev == nil {
+		ev = &activities.EvalResult{}
 	}
 	att := EvalAttempt{Image: image, At: workflow.Now(ctx)}
 	if err != nil {
@@ -119,5 +122,5 @@ func (r *run) runEvaluation(ctx workflow.Context, image string) (*activities.Eva
 	if err != nil {
 		return nil, err
 	}
-	return &ev, nil
+	return ev, nil
 }

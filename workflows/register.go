@@ -29,34 +29,23 @@ func RegisterWorkflows(r WorkflowRegistry) {
 // workflows and the activities any host may run.
 func RegisterShared(r Registry, a *activities.Activities) {
 	RegisterWorkflows(r)
-	r.RegisterActivityWithOptions(a.ResolveTask, activity.RegisterOptions{Name: activities.ResolveTaskName})
-	r.RegisterActivityWithOptions(a.AcquireLease, activity.RegisterOptions{Name: activities.AcquireLeaseName})
-	r.RegisterActivityWithOptions(a.LoadCheckpoint, activity.RegisterOptions{Name: activities.LoadCheckpointName})
-	r.RegisterActivityWithOptions(a.Evaluate, activity.RegisterOptions{Name: activities.EvaluateName})
-	r.RegisterActivityWithOptions(a.Aggregate, activity.RegisterOptions{Name: activities.AggregateName})
-	r.RegisterActivityWithOptions(a.AggregateResults, activity.RegisterOptions{Name: activities.AggregateResultsName})
-	r.RegisterActivityWithOptions(a.StoreResult, activity.RegisterOptions{Name: activities.StoreResultName})
-	r.RegisterActivityWithOptions(a.AwaitRuns, activity.RegisterOptions{Name: activities.AwaitRunsName})
-	r.RegisterActivityWithOptions(a.ReadPlan, activity.RegisterOptions{Name: activities.ReadPlanName})
-	r.RegisterActivityWithOptions(a.ProvisionHost, activity.RegisterOptions{Name: activities.ProvisionHostName})
-	r.RegisterActivityWithOptions(a.ReleaseHost, activity.RegisterOptions{Name: activities.ReleaseHostName})
+	registerOn(r, a, onShared)
 }
 
 // RegisterHost registers what a host's own queue serves: the agent
-// attempts and evaluations pinned to the host that holds their lease, and
-// the release.
-func RegisterHost(r Registry, a *activities.Activities) {
-	r.RegisterActivityWithOptions(a.RunAgent, activity.RegisterOptions{Name: activities.RunAgentName})
-	r.RegisterActivityWithOptions(a.Evaluate, activity.RegisterOptions{Name: activities.EvaluateName})
-	r.RegisterActivityWithOptions(a.ReleaseLease, activity.RegisterOptions{Name: activities.ReleaseLeaseName})
-	// A provisioned host's slot is leased on its own queue.
-	r.RegisterActivityWithOptions(a.AcquireLease, activity.RegisterOptions{Name: activities.AcquireLeaseName})
-}
+// attempts and evaluations pinned to the host that holds their lease, the
+// release, and the lease of a provisioned host.
+func RegisterHost(r Registry, a *activities.Activities) { registerOn(r, a, onHost) }
 
 // Register registers everything on one registry (the test suite, where
 // queues do not matter).
 func Register(r Registry, a *activities.Activities) {
-	RegisterShared(r, a)
-	r.RegisterActivityWithOptions(a.RunAgent, activity.RegisterOptions{Name: activities.RunAgentName})
-	r.RegisterActivityWithOptions(a.ReleaseLease, activity.RegisterOptions{Name: activities.ReleaseLeaseName})
+	RegisterWorkflows(r)
+	registerOn(r, a, onShared|onHost)
+}
+
+func registerOn(r Registry, a *activities.Activities, on served) {
+	for _, e := range catalogue {
+		e.register(r, a, on)
+	}
 }

@@ -55,7 +55,7 @@ func (r *run) storeResult(ctx workflow.Context, res *RunResult) {
 		workflow.GetLogger(ctx).Error("encode result", "error", err)
 		return
 	}
-	if err := workflow.ExecuteActivity(storeOptions(ctx), activities.StoreResultName, activities.StoreResultInput{RunID: res.RunID, Result: b}).Get(ctx, nil); err != nil {
+	if err := storeResult.call(ctx, callArgs{}, activities.StoreResultInput{RunID: res.RunID, Result: b}); err != nil {
 		workflow.GetLogger(ctx).Error("result not stored", "error", err)
 	}
 }
@@ -66,9 +66,11 @@ func (r *run) drive(ctx workflow.Context) (*RunResult, error) {
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
-	if err := workflow.ExecuteActivity(quickOptions(ctx), activities.ResolveTaskName, activities.ResolveInput{Task: in.Task, Agent: in.Agent, Image: in.Image}).Get(ctx, &r.spec); err != nil {
+	spec, err := resolveTask.call(ctx, callArgs{}, activities.ResolveInput{Task: in.Task, Agent: in.Agent, Image: in.Image})
+	if err != nil {
 		return r.finish(ctx, OutcomeInfraFailed, "resolve task: "+errText(err), nil), nil
 	}
+	r.spec = *spec
 	r.st.Store = r.spec.Store
 	agent, err := r.startingPoint(ctx)
 	if err != nil {
@@ -190,21 +192,19 @@ func (r *run) setUpdates(ctx workflow.Context) error {
 // ended (only its evaluation is left).
 func (r *run) startingPoint(ctx workflow.Context) (*activities.AgentResult, error) {
 	if f := r.in.ForkFrom; f != nil {
-		var ref activities.CheckpointRef
-		src := activities.CheckpointSource{RunID: f.RunID, Seq: f.Seq}
-		if err := workflow.ExecuteActivity(quickOptions(ctx), activities.LoadCheckpointName, src).Get(ctx, &ref); err != nil {
+		ref, err := loadCheckpoint.call(ctx, callArgs{}, activities.CheckpointSource{RunID: f.RunID, Seq: f.Seq})
+		if err != nil {
 			return nil, fmt.Errorf("fork: %s", errText(err))
 		}
 		// The fork inherits the workspace and the agent time it took.
-		r.last = &ref
+		r.last = ref
 		r.st.Budget.Preserve(ref.AgentSeconds)
 	}
 	if !r.in.Continue {
 		return nil, nil
 	}
-	var ref *activities.CheckpointRef
-	src := activities.CheckpointSource{RunID: r.st.RunID, IfAny: true}
-	if err := workflow.ExecuteActivity(quickOptions(ctx), activities.LoadCheckpointName, src).Get(ctx, &ref); err != nil {
+	ref, err := loadCheckpoint.call(ctx, callArgs{}, activities.CheckpointSource{RunID: r.st.RunID, IfAny: true})
+	if err != nil {
 		return nil, fmt.Errorf("continue: %s", errText(err))
 	}
 	if ref == nil {

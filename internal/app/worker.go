@@ -178,12 +178,12 @@ func (s *startup) assemble() error {
 		return err
 	}
 	s.acts = &activities.Activities{
-		Catalog: s.catalog, Engine: s.engine, Workspace: s.ws, Client: s.c, Keep: cfg.Checkpoint.Keep,
-		HostID: cfg.Host.ID, HostQueue: s.hq, GPUType: cfg.Host.GPUType, GPUs: s.pool,
-		WorkDir: cfg.WorkDir(), Logger: s.log.Named("activities"), EnvFile: cfg.Agent.EnvFile, SecretNames: cfg.Agent.SecretNames,
-		WorkspaceLimit: int64(cfg.Agent.WorkspaceLimitGB * (1 << 30)), LogLimit: cfg.Agent.LogLimitMB << 20,
-		QueueOf: func(id string) string { return HostQueue(cfg.Temporal.TaskQueue, id) },
-		Metrics: s.m, Egress: egress,
+		Runs: activities.Runs{Catalog: s.catalog, Engine: s.engine, Keep: cfg.Checkpoint.Keep},
+		Host: activities.Host{HostID: cfg.Host.ID, HostQueue: s.hq, GPUType: cfg.Host.GPUType, GPUs: s.pool, WorkDir: cfg.WorkDir(),
+			QueueOf: func(id string) string { return HostQueue(cfg.Temporal.TaskQueue, id) }},
+		Sandbox: activities.Sandbox{Workspace: s.ws, EnvFile: cfg.Agent.EnvFile, SecretNames: cfg.Agent.SecretNames,
+			WorkspaceLimit: int64(cfg.Agent.WorkspaceLimitGB * (1 << 30)), LogLimit: cfg.Agent.LogLimitMB << 20, Egress: egress},
+		Client: s.c, Logger: s.log.Named("activities"), Metrics: s.m,
 	}
 	return nil
 }
