@@ -85,7 +85,9 @@ func aggregating(ctx workflow.Context, _ callArgs) workflow.Context { return agg
 func provisioning(ctx workflow.Context, a callArgs) workflow.Context {
 	return provisionOptions(ctx, a.pol)
 }
-func releasing(ctx workflow.Context, a callArgs) workflow.Context { return releaseOptions(ctx, a.lease) }
+func releasing(ctx workflow.Context, a callArgs) workflow.Context {
+	return releaseOptions(ctx, a.lease)
+}
 func agentRun(ctx workflow.Context, a callArgs) workflow.Context {
 	return agentOptions(ctx, a.pol, a.lease, a.ledger, a.bytes)
 }
