@@ -21,8 +21,10 @@ import (
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/app"
+	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/internal/leaderboard"
+	"github.com/mlrb/mlrb/internal/resume"
 	"github.com/mlrb/mlrb/internal/runresults"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -235,10 +237,6 @@ func printLeaderboard(id string, runs []workflows.RunResult, setup leaderboard.S
 	return nil
 }
 
-// rerunOutcomes end a run without a result its agent is to blame for: a
-// resumed benchmark runs them again (from their checkpoints).
-var rerunOutcomes = []workflows.Outcome{workflows.OutcomeInfraFailed, workflows.OutcomeEvaluationFailed}
-
 func benchmarkResumeCmd() *cobra.Command {
 	var wait bool
 	var format string
@@ -268,18 +266,25 @@ an agent that had finished is only evaluated again, never re-run.`,
 			if err := startInput(ctx, c, id, &in); err != nil {
 				return err
 			}
-			plan, err := triage(ctx, c, id, in)
+			store, err := app.OpenStore(ctx, cfg)
 			if err != nil {
 				return err
 			}
-			if len(plan.busy) > 0 {
-				return cli.Usagef("runs of %s are still running: %s; wait for them to end or `starter cancel` them", id, strings.Join(plan.busy, ", "))
+			plan, err := resume.Make(ctx, resume.Temporal{Client: c, Store: store}, id, in.ChildRuns(id))
+			if err != nil {
+				return err
 			}
-			if len(plan.again) == 0 {
-				fmt.Printf("benchmark %s: all %d runs have results; nothing to resume\n", id, len(plan.kept))
+			if len(plan.Busy) > 0 {
+				return cli.Usagef("runs of %s are still running: %s; wait for them to end or `starter cancel` them", id, strings.Join(plan.Busy, ", "))
+			}
+			for _, rid := range plan.UncarriedIDs() {
+				fmt.Fprintf(os.Stderr, "warning: %s: its lost time is not carried over (%v)\n", rid, plan.Uncarried[rid])
+			}
+			if len(plan.Again) == 0 {
+				fmt.Printf("benchmark %s: all %d runs have results; nothing to resume\n", id, len(plan.Kept))
 				return nil
 			}
-			key, err := storePlan(ctx, cfg, id, plan)
+			key, err := storePlan(ctx, store, id, plan)
 			if err != nil {
 				return err
 			}
@@ -292,7 +297,7 @@ an agent that had finished is only evaluated again, never re-run.`,
 			if err != nil {
 				return fmt.Errorf("resume benchmark %s: %w", id, err)
 			}
-			fmt.Printf("%s resumed: %d runs kept, %d to continue: %s\n", run.GetID(), len(plan.kept), len(plan.again), abbreviate(plan.again, 20))
+			fmt.Printf("%s resumed: %d runs kept, %d to continue: %s\n", run.GetID(), len(plan.Kept), len(plan.Again), abbreviate(plan.Again, 20))
 			if !wait {
 				return nil
 			}
@@ -325,31 +330,12 @@ func startInput(ctx context.Context, c client.Client, id string, in any) error {
 	return nil
 }
 
-// resumePlan is a benchmark's runs sorted for a resume.
-type resumePlan struct {
-	kept    map[string]workflows.RunResult // runs with a result, kept as they are
-	carried map[string]workflows.Ledger    // what runs to continue lost, waited and were granted
-	again   []string                       // runs to continue
-	busy    []string                       // runs still running
-}
-
 // storePlan stores a resume plan where the resumed benchmark reads it,
 // so that its input stays small however many runs it has.
-func storePlan(ctx context.Context, cfg *config.Config, id string, p *resumePlan) (string, error) {
-	plan := activities.ResumePlan{}
-	for rid, res := range p.kept {
-		plan[rid] = activities.PlanEntry{Outcome: string(res.Outcome)}
-	}
-	for rid, l := range p.carried {
-		plan[rid] = activities.PlanEntry{Carried: &l}
-	}
-	b, err := json.Marshal(plan)
+func storePlan(ctx context.Context, store blob.Store, id string, p *resume.Plan) (string, error) {
+	b, err := json.Marshal(p.Entries())
 	if err != nil {
 		return "", fmt.Errorf("encode resume plan: %w", err)
-	}
-	store, err := app.OpenStore(ctx, cfg)
-	if err != nil {
-		return "", err
 	}
 	key := activities.PlanKey(id, time.Now())
 	if err := store.Put(ctx, key, bytes.NewReader(b)); err != nil {
@@ -364,51 +350,4 @@ func abbreviate(ids []string, n int) string {
 		return strings.Join(ids, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(ids[:n], ", "), len(ids)-n)
-}
-
-// triage sorts a benchmark's runs for a resume.
-func triage(ctx context.Context, c client.Client, id string, in workflows.BenchmarkInput) (*resumePlan, error) {
-	p := &resumePlan{kept: map[string]workflows.RunResult{}, carried: map[string]workflows.Ledger{}}
-	for _, run := range in.ChildRuns(id) {
-		rid := run.ID
-		d, err := c.DescribeWorkflowExecution(ctx, rid, "")
-		var nf *serviceerror.NotFound
-		switch {
-		case errors.As(err, &nf):
-			p.again = append(p.again, rid)
-			continue
-		case err != nil:
-			return nil, fmt.Errorf("describe %s: %w", rid, err)
-		}
-		info := d.WorkflowExecutionInfo
-		switch info.Status {
-		case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-			p.busy = append(p.busy, rid)
-		case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
-			var res workflows.RunResult
-			if err := c.GetWorkflow(ctx, rid, "").Get(ctx, &res); err != nil {
-				return nil, fmt.Errorf("result of %s: %w", rid, err)
-			}
-			if slices.Contains(rerunOutcomes, res.Outcome) {
-				p.again = append(p.again, rid)
-				p.carried[rid] = res.Budget.Carried()
-			} else {
-				p.kept[rid] = res
-			}
-		default: // terminated, failed, timed out, canceled: cut off
-			p.again = append(p.again, rid)
-			// A closed run still answers its status query (by replay):
-			// the agent time past its last checkpoint was lost.
-			if st, err := queryStatus(ctx, c, rid); err == nil {
-				l := st.Budget.Carried()
-				if info.CloseTime != nil {
-					l.LostS += st.Budget.LostAt(st.ReachedAt(info.CloseTime.AsTime()))
-				}
-				p.carried[rid] = l
-			} else {
-				fmt.Fprintf(os.Stderr, "warning: %s: its lost time is not carried over (%v)\n", rid, err)
-			}
-		}
-	}
-	return p, nil
 }

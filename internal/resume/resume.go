@@ -1,0 +1,143 @@
+// Package resume plans the resume of an ended benchmark: which of its
+// runs are kept, which run again from their checkpoints, and the lost,
+// waited and granted time those carry over.
+package resume
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/workflows"
+)
+
+// Listed is the latest execution of a run, as visibility lists it.
+type Listed struct {
+	ID     string
+	Status enumspb.WorkflowExecutionStatus
+	Start  time.Time
+	Close  time.Time
+}
+
+// Source is where a plan reads a benchmark's runs from.
+type Source interface {
+	// List lists the latest execution of each run whose id starts with
+	// prefix: one visibility query (paged), however many runs.
+	List(ctx context.Context, prefix string) (map[string]Listed, error)
+	// Results reads the results of completed runs (nil where a run has
+	// none).
+	Results(ctx context.Context, ids []string) (map[string]*workflows.RunResult, error)
+	// Status asks a closed run how far it got (its status query).
+	Status(ctx context.Context, id string) (workflows.Status, error)
+}
+
+// RerunOutcomes end a run without a result its agent is to blame for: a
+// resumed benchmark runs them again (from their checkpoints).
+var RerunOutcomes = []workflows.Outcome{workflows.OutcomeInfraFailed, workflows.OutcomeEvaluationFailed}
+
+// Plan is a benchmark's runs sorted for a resume.
+type Plan struct {
+	// Kept are the runs with a result, kept as they are.
+	Kept map[string]workflows.RunResult
+	// Carried is what the runs to continue lost, waited and were granted.
+	Carried map[string]workflows.Ledger
+	// Again are the runs to continue, in the benchmark's order.
+	Again []string
+	// Busy are the runs still running.
+	Busy []string
+	// Uncarried names the cut-off runs whose lost time could not be read
+	// (their status query failed), with why.
+	Uncarried map[string]error
+}
+
+// Make sorts the runs of benchmark id for a resume.
+func Make(ctx context.Context, src Source, id string, runs []workflows.ChildRun) (*Plan, error) {
+	listed, err := src.List(ctx, id+"/")
+	if err != nil {
+		return nil, fmt.Errorf("list the runs of %s: %w", id, err)
+	}
+	var completed []string
+	for _, r := range runs {
+		if l, ok := listed[r.ID]; ok && l.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+			completed = append(completed, r.ID)
+		}
+	}
+	results, err := src.Results(ctx, completed)
+	if err != nil {
+		return nil, fmt.Errorf("results of %s: %w", id, err)
+	}
+	p := &Plan{Kept: map[string]workflows.RunResult{}, Carried: map[string]workflows.Ledger{}, Uncarried: map[string]error{}}
+	for _, r := range runs {
+		l, ok := listed[r.ID]
+		switch {
+		case !ok: // never started
+			p.Again = append(p.Again, r.ID)
+		case l.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+			p.Busy = append(p.Busy, r.ID)
+		case l.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+			if err := p.completed(r.ID, results[r.ID]); err != nil {
+				return nil, err
+			}
+		default: // terminated, failed, timed out, canceled: cut off
+			p.cutOff(ctx, src, l)
+		}
+	}
+	return p, nil
+}
+
+func (p *Plan) completed(id string, res *workflows.RunResult) error {
+	if res == nil {
+		return fmt.Errorf("run %s completed but its result is not stored", id)
+	}
+	if slices.Contains(RerunOutcomes, res.Outcome) {
+		p.Again = append(p.Again, id)
+		p.Carried[id] = res.Budget.Carried()
+		return nil
+	}
+	p.Kept[id] = *res
+	return nil
+}
+
+// cutOff books a run that closed without a result: it runs again, and a
+// closed run still answers its status query (by replay): the agent time
+// past its last checkpoint was lost.
+func (p *Plan) cutOff(ctx context.Context, src Source, l Listed) {
+	p.Again = append(p.Again, l.ID)
+	st, err := src.Status(ctx, l.ID)
+	if err != nil {
+		p.Uncarried[l.ID] = err
+		return
+	}
+	carried := st.Budget.Carried()
+	if !l.Close.IsZero() {
+		carried.LostS += st.Budget.LostAt(st.ReachedAt(l.Close))
+	}
+	p.Carried[l.ID] = carried
+}
+
+// Entries is the plan as the resumed benchmark reads it.
+func (p *Plan) Entries() activities.ResumePlan {
+	plan := activities.ResumePlan{}
+	for id, res := range p.Kept {
+		plan[id] = activities.PlanEntry{Outcome: string(res.Outcome)}
+	}
+	for id, l := range p.Carried {
+		plan[id] = activities.PlanEntry{Carried: &l}
+	}
+	return plan
+}
+
+// UncarriedIDs lists the runs whose lost time is not carried over, sorted.
+func (p *Plan) UncarriedIDs() []string {
+	ids := make([]string, 0, len(p.Uncarried))
+	for id := range p.Uncarried {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}

@@ -1,0 +1,99 @@
+package resume
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/mlrb/mlrb/internal/blob"
+	"github.com/mlrb/mlrb/internal/runresults"
+	"github.com/mlrb/mlrb/workflows"
+)
+
+// Temporal reads runs from a Temporal namespace and the results they
+// stored in the blob store.
+type Temporal struct {
+	Client client.Client
+	Store  blob.Store
+}
+
+// List runs one visibility query, paged: WorkflowId STARTS_WITH prefix.
+// Of a run id's executions (a run started again by an earlier resume),
+// the one that started last is kept.
+func (t Temporal) List(ctx context.Context, prefix string) (map[string]Listed, error) {
+	if strings.ContainsAny(prefix, `'"\`) {
+		return nil, fmt.Errorf("run id prefix %q holds a quote", prefix)
+	}
+	q := fmt.Sprintf("WorkflowId STARTS_WITH '%s' AND WorkflowType = '%s'", prefix, workflows.RunWorkflowName)
+	out := map[string]Listed{}
+	var token []byte
+	for {
+		resp, err := t.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token, PageSize: 1000})
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", q, err)
+		}
+		for _, e := range resp.Executions {
+			l := listed(e)
+			if prev, ok := out[l.ID]; !ok || l.Start.After(prev.Start) {
+				out[l.ID] = l
+			}
+		}
+		if token = resp.NextPageToken; len(token) == 0 {
+			return out, nil
+		}
+	}
+}
+
+func listed(e *workflowpb.WorkflowExecutionInfo) Listed {
+	l := Listed{ID: e.GetExecution().GetWorkflowId(), Status: e.GetStatus()}
+	if e.StartTime != nil {
+		l.Start = e.StartTime.AsTime()
+	}
+	if e.CloseTime != nil {
+		l.Close = e.CloseTime.AsTime()
+	}
+	return l
+}
+
+// Results reads the stored results; a run whose result was never stored
+// (its store failed for an hour) is asked for its workflow result.
+func (t Temporal) Results(ctx context.Context, ids []string) (map[string]*workflows.RunResult, error) {
+	runs := make([]runresults.Run, len(ids))
+	for i, id := range ids {
+		runs[i] = runresults.Run{ID: id}
+	}
+	got, err := runresults.GetAll[workflows.RunResult](ctx, t.Store, runs, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*workflows.RunResult, len(ids))
+	for i, id := range ids {
+		if got[i] != nil {
+			out[id] = got[i]
+			continue
+		}
+		var res workflows.RunResult
+		if err := t.Client.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+			return nil, fmt.Errorf("result of %s: %w", id, err)
+		}
+		out[id] = &res
+	}
+	return out, nil
+}
+
+// Status queries a run's status.
+func (t Temporal) Status(ctx context.Context, id string) (workflows.Status, error) {
+	var st workflows.Status
+	val, err := t.Client.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	if err != nil {
+		return st, fmt.Errorf("status of %s: %w", id, err)
+	}
+	if err := val.Get(&st); err != nil {
+		return st, fmt.Errorf("decode status of %s: %w", id, err)
+	}
+	return st, nil
+}
