@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.temporal.io/sdk/client"
+	"github.com/spf13/pflag"
 
-	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -18,43 +16,64 @@ func cancelCmd() *cobra.Command {
 		Use:   "cancel RUN_ID",
 		Short: "stop a run gracefully: SIGTERM, a final checkpoint, then the run ends canceled",
 		Args:  cobra.ExactArgs(1),
-		RunE: withClient(func(ctx context.Context, c client.Client, _ *config.Config, args []string) error {
-			if err := mustBeRunning(ctx, c, args[0]); err != nil {
-				return err
-			}
-			if err := update(ctx, c, args[0], workflows.UpdateCancel, nil, nil); err != nil {
-				return err
-			}
-			fmt.Printf("cancel of %s requested: the agent gets SIGTERM within seconds, then a final checkpoint\n", args[0])
-			return nil
-		}),
+		RunE:  run(func(g *globals, args []string) error { return runCancel(g, args[0]) }),
 	}
 }
 
-func extendCmd() *cobra.Command {
-	var by time.Duration
-	cmd := &cobra.Command{
-		Use:   "extend RUN_ID --by D",
-		Short: "grant a run more agent time",
-		Args:  cobra.ExactArgs(1),
-		PreRunE: func(*cobra.Command, []string) error {
-			if by <= 0 {
-				return cli.Usagef("--by: give a positive duration, e.g. 2h")
-			}
-			return nil
-		},
-		RunE: withClient(func(ctx context.Context, c client.Client, _ *config.Config, args []string) error {
-			if err := mustBeRunning(ctx, c, args[0]); err != nil {
-				return err
-			}
-			var l workflows.Ledger
-			if err := update(ctx, c, args[0], workflows.UpdateExtend, workflows.Extend{By: by}, &l); err != nil {
-				return err
-			}
-			fmt.Printf("%s: granted %.0fs in all, %.0fs not yet used\n", args[0], l.GrantedS(), l.Left())
-			return nil
-		}),
+// runCancel asks a running run to stop.
+func runCancel(g *globals, id string) error {
+	c, err := g.client()
+	if err != nil {
+		return err
 	}
-	cmd.Flags().DurationVar(&by, "by", 0, "extra agent time")
+	if err := mustBeRunning(g.ctx, c, id); err != nil {
+		return err
+	}
+	if err := update(g.ctx, c, id, workflows.UpdateCancel, nil, nil); err != nil {
+		return err
+	}
+	fmt.Fprintf(g.out, "cancel of %s requested: the agent gets SIGTERM within seconds, then a final checkpoint\n", id)
+	return nil
+}
+
+// extendOptions are `starter extend`'s flags.
+type extendOptions struct{ by time.Duration }
+
+func (o *extendOptions) AddFlags(f *pflag.FlagSet) { f.DurationVar(&o.by, "by", 0, "extra agent time") }
+
+func (o extendOptions) check() error {
+	if o.by <= 0 {
+		return cli.Usagef("--by: give a positive duration, e.g. 2h")
+	}
+	return nil
+}
+
+func extendCmd() *cobra.Command {
+	var o extendOptions
+	cmd := &cobra.Command{
+		Use:     "extend RUN_ID --by D",
+		Short:   "grant a run more agent time",
+		Args:    cobra.ExactArgs(1),
+		PreRunE: func(*cobra.Command, []string) error { return o.check() },
+		RunE:    run(func(g *globals, args []string) error { return runExtend(g, o, args[0]) }),
+	}
+	o.AddFlags(cmd.Flags())
 	return cmd
+}
+
+// runExtend grants a running run more agent time.
+func runExtend(g *globals, o extendOptions, id string) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	if err := mustBeRunning(g.ctx, c, id); err != nil {
+		return err
+	}
+	var l workflows.Ledger
+	if err := update(g.ctx, c, id, workflows.UpdateExtend, workflows.Extend{By: o.by}, &l); err != nil {
+		return err
+	}
+	fmt.Fprintf(g.out, "%s: granted %.0fs in all, %.0fs not yet used\n", id, l.GrantedS(), l.Left())
+	return nil
 }

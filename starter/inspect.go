@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
-	"os"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
@@ -16,7 +17,6 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/mlrb/mlrb/activities"
-	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -89,126 +89,170 @@ func activityProgress(ctx context.Context, c client.Client, runID string) (activ
 	return p, ""
 }
 
+// statusOptions are `starter status`'s flags.
+type statusOptions struct{ json bool }
+
+func (o *statusOptions) AddFlags(f *pflag.FlagSet) { f.BoolVar(&o.json, "json", false, "print JSON") }
+
 func statusCmd() *cobra.Command {
-	var asJSON bool
+	var o statusOptions
 	cmd := &cobra.Command{
 		Use:   "status RUN_ID",
 		Short: "show a run's live status (phase, attempt, checkpoints, budget left)",
 		Args:  cobra.ExactArgs(1),
-		RunE: withClient(func(ctx context.Context, c client.Client, _ *config.Config, args []string) error {
-			st, err := queryStatus(ctx, c, args[0])
-			if err != nil {
-				return err
-			}
-			v := view(st, time.Now())
-			if p, name := activityProgress(ctx, c, args[0]); name != "" {
-				v.Step, v.Disk = name+": "+p.String(), p.DiskWarning()
-			}
-			if asJSON {
-				return printJSON(v)
-			}
-			age := "none yet"
-			if v.LastCheckpointAgeS != nil {
-				age = fmt.Sprintf("%.1fs ago", *v.LastCheckpointAgeS)
-			}
-			fmt.Printf("run          %s (%s)\nphase        %s\nattempt      %d\ncheckpoints  %d (last %s)\nbudget left  %.1fs of %.0fs (lost %.1fs refunded, infra wait %.1fs)\n",
-				v.RunID, v.Task, v.Phase, v.Attempt, v.Checkpoints, age, v.BudgetLeftS, v.Budget.GrantedS(), v.Budget.LostS, v.Budget.InfraWaitS)
-			if v.Step != "" {
-				fmt.Printf("step         %s\n", v.Step)
-			}
-			if v.LeaseWaitS != nil {
-				fmt.Printf("waiting      %.0fs for a GPU slot\n", *v.LeaseWaitS)
-			}
-			if v.Disk != "" {
-				fmt.Printf("disk         %s\n", v.Disk)
-			}
-			if v.CheckpointFailures > 0 {
-				stale := ""
-				if v.CheckpointStale {
-					stale = "STALE: "
-				}
-				fmt.Printf("checkpoint   %s%d failed in a row: %s\n", stale, v.CheckpointFailures, cli.Printable(v.CheckpointError))
-			}
-			if v.Outcome != "" {
-				fmt.Printf("outcome      %s\n", v.Outcome)
-			}
-			return nil
-		}),
+		RunE:  run(func(g *globals, args []string) error { return runStatus(g, o, args[0]) }),
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	o.AddFlags(cmd.Flags())
 	return cmd
 }
 
+// runStatus prints a run's live status.
+func runStatus(g *globals, o statusOptions, id string) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	st, err := queryStatus(g.ctx, c, id)
+	if err != nil {
+		return err
+	}
+	v := view(st, time.Now())
+	if p, name := activityProgress(g.ctx, c, id); name != "" {
+		v.Step, v.Disk = name+": "+p.String(), p.DiskWarning()
+	}
+	if o.json {
+		return printJSON(g.out, v)
+	}
+	writeStatus(g.out, v)
+	return nil
+}
+
+func writeStatus(w io.Writer, v statusView) {
+	age := "none yet"
+	if v.LastCheckpointAgeS != nil {
+		age = fmt.Sprintf("%.1fs ago", *v.LastCheckpointAgeS)
+	}
+	fmt.Fprintf(w, "run          %s (%s)\nphase        %s\nattempt      %d\ncheckpoints  %d (last %s)\nbudget left  %.1fs of %.0fs (lost %.1fs refunded, infra wait %.1fs)\n",
+		v.RunID, v.Task, v.Phase, v.Attempt, v.Checkpoints, age, v.BudgetLeftS, v.Budget.GrantedS(), v.Budget.LostS, v.Budget.InfraWaitS)
+	if v.Step != "" {
+		fmt.Fprintf(w, "step         %s\n", v.Step)
+	}
+	if v.LeaseWaitS != nil {
+		fmt.Fprintf(w, "waiting      %.0fs for a GPU slot\n", *v.LeaseWaitS)
+	}
+	if v.Disk != "" {
+		fmt.Fprintf(w, "disk         %s\n", v.Disk)
+	}
+	if v.CheckpointFailures > 0 {
+		stale := ""
+		if v.CheckpointStale {
+			stale = "STALE: "
+		}
+		fmt.Fprintf(w, "checkpoint   %s%d failed in a row: %s\n", stale, v.CheckpointFailures, cli.Printable(v.CheckpointError))
+	}
+	if v.Outcome != "" {
+		fmt.Fprintf(w, "outcome      %s\n", v.Outcome)
+	}
+}
+
+// resultOptions are `starter result`'s flags.
+type resultOptions struct{ json, wait bool }
+
+func (o *resultOptions) AddFlags(f *pflag.FlagSet) {
+	f.BoolVar(&o.json, "json", false, "print JSON")
+	f.BoolVar(&o.wait, "wait", false, "wait if the run is still going")
+}
+
 func resultCmd() *cobra.Command {
-	var asJSON, wait bool
+	var o resultOptions
 	cmd := &cobra.Command{
 		Use:   "result RUN_ID",
 		Short: "print a finished run's result (--wait to wait for it)",
 		Args:  cobra.ExactArgs(1),
-		RunE: withClient(func(ctx context.Context, c client.Client, _ *config.Config, args []string) error {
-			busy, _, err := running(ctx, c, args[0])
-			if err != nil {
-				return err
-			}
-			if busy && !wait {
-				return fmt.Errorf("run %s is still running (see `starter status %s`, or add --wait)", args[0], args[0])
-			}
-			var res workflows.RunResult
-			if err := c.GetWorkflow(ctx, args[0], "").Get(ctx, &res); err != nil {
-				return fmt.Errorf("run %s: %w", args[0], err)
-			}
-			return printResult(&res, asJSON)
-		}),
+		RunE:  run(func(g *globals, args []string) error { return runResult(g, o, args[0]) }),
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait if the run is still going")
+	o.AddFlags(cmd.Flags())
 	return cmd
 }
 
+// runResult prints a run's result.
+func runResult(g *globals, o resultOptions, id string) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	busy, _, err := running(g.ctx, c, id)
+	if err != nil {
+		return err
+	}
+	if busy && !o.wait {
+		return fmt.Errorf("run %s is still running (see `starter status %s`, or add --wait)", id, id)
+	}
+	var res workflows.RunResult
+	if err := c.GetWorkflow(g.ctx, id, "").Get(g.ctx, &res); err != nil {
+		return fmt.Errorf("run %s: %w", id, err)
+	}
+	return printResult(g.out, &res, o.json)
+}
+
+// listOptions are `starter list`'s flags.
+type listOptions struct {
+	query      string
+	limit      int
+	benchmarks bool
+}
+
+func (o *listOptions) AddFlags(f *pflag.FlagSet) {
+	f.StringVar(&o.query, "query", "", "extra visibility query")
+	f.IntVar(&o.limit, "limit", 50, "at most this many runs")
+	f.BoolVar(&o.benchmarks, "benchmarks", false, "list benchmarks instead of runs")
+}
+
 func listCmd() *cobra.Command {
-	var query string
-	var limit int
-	var benchmarks bool
+	var o listOptions
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "list runs, newest first (filter with --query, e.g. 'MlrbTask=\"mini_baby_lm\"')",
 		Args:  cobra.NoArgs,
-		RunE: withClient(func(ctx context.Context, c client.Client, _ *config.Config, _ []string) error {
-			kind := workflows.RunWorkflowName
-			if benchmarks {
-				kind = workflows.BenchmarkWorkflowName
-			}
-			q := fmt.Sprintf("WorkflowType = '%s'", kind)
-			if query != "" {
-				q += " AND " + query
-			}
-			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN ID\tTASK\tAGENT\tSTATUS\tPHASE\tOUTCOME\tSTARTED")
-			var token []byte
-			n := 0
-			for n < limit {
-				resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token, PageSize: int32(min(100, limit))})
-				if err != nil {
-					return cli.Usagef("list runs: %v", err)
-				}
-				for _, e := range resp.Executions {
-					sa := searchAttrs(e.SearchAttributes.GetIndexedFields())
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Execution.WorkflowId, sa["MlrbTask"], sa["MlrbAgent"],
-						statusName(e.Status), sa["MlrbPhase"], sa["MlrbOutcome"], e.StartTime.AsTime().Local().Format("2006-01-02 15:04:05"))
-					n++
-				}
-				token = resp.NextPageToken
-				if len(token) == 0 {
-					break
-				}
-			}
-			return tw.Flush()
-		}),
+		RunE:  run(func(g *globals, _ []string) error { return runList(g, o) }),
 	}
-	cmd.Flags().StringVar(&query, "query", "", "extra visibility query")
-	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs")
-	cmd.Flags().BoolVar(&benchmarks, "benchmarks", false, "list benchmarks instead of runs")
+	o.AddFlags(cmd.Flags())
 	return cmd
+}
+
+// runList lists runs or benchmarks, newest first.
+func runList(g *globals, o listOptions) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	kind := workflows.RunWorkflowName
+	if o.benchmarks {
+		kind = workflows.BenchmarkWorkflowName
+	}
+	q := fmt.Sprintf("WorkflowType = '%s'", kind)
+	if o.query != "" {
+		q += " AND " + o.query
+	}
+	tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN ID\tTASK\tAGENT\tSTATUS\tPHASE\tOUTCOME\tSTARTED")
+	var token []byte
+	for n := 0; n < o.limit; {
+		resp, err := c.ListWorkflow(g.ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token, PageSize: int32(min(100, o.limit))})
+		if err != nil {
+			return cli.Usagef("list runs: %v", err)
+		}
+		for _, e := range resp.Executions {
+			sa := searchAttrs(e.SearchAttributes.GetIndexedFields())
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Execution.WorkflowId, sa["MlrbTask"], sa["MlrbAgent"],
+				statusName(e.Status), sa["MlrbPhase"], sa["MlrbOutcome"], e.StartTime.AsTime().Local().Format("2006-01-02 15:04:05"))
+			n++
+		}
+		if token = resp.NextPageToken; len(token) == 0 {
+			break
+		}
+	}
+	return tw.Flush()
 }
 
 func statusName(s enumspb.WorkflowExecutionStatus) string {

@@ -5,76 +5,100 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/workflows"
 )
 
-func retryEvalCmd() *cobra.Command {
-	var image, bench string
-	var asJSON, failed bool
-	cmd := &cobra.Command{
-		Use:   "retry-eval RUN_ID | --benchmark ID --failed",
-		Short: "re-run only the evaluation of runs waiting after failed evaluations (optionally with a new evaluator image)",
-		Args:  cobra.MaximumNArgs(1),
-		PreRunE: func(_ *cobra.Command, args []string) error {
-			if (len(args) == 1) == (bench != "") || (bench != "" && !failed) {
-				return cli.Usagef("give a RUN_ID, or --benchmark ID --failed")
-			}
-			return nil
-		},
-		RunE: withClient(func(ctx context.Context, c client.Client, _ *config.Config, args []string) error {
-			if bench != "" {
-				q := fmt.Sprintf("MlrbBenchmark = '%s' AND MlrbPhase = '%s' AND ExecutionStatus = 'Running'", bench, workflows.PhaseAwaitingEvalRetry)
-				resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, PageSize: 1000})
-				if err != nil {
-					return fmt.Errorf("list waiting runs of %s: %w", bench, err)
-				}
-				if len(resp.Executions) == 0 {
-					fmt.Printf("no run of %s is waiting for an evaluation retry\n", bench)
-					return nil
-				}
-				bad := 0
-				for _, e := range resp.Executions {
-					att, err := retryOne(ctx, c, e.Execution.WorkflowId, image)
-					switch {
-					case err != nil:
-						bad++
-						fmt.Printf("%s: %v\n", e.Execution.WorkflowId, err)
-					case att.Score == nil:
-						bad++
-						fmt.Printf("%s: failed again: %s\n", e.Execution.WorkflowId, att.Error)
-					default:
-						fmt.Printf("%s: scored %.4f\n", e.Execution.WorkflowId, *att.Score)
-					}
-				}
-				if bad > 0 {
-					return fmt.Errorf("%d of %d retries did not score", bad, len(resp.Executions))
-				}
-				return nil
-			}
-			att, err := retryOne(ctx, c, args[0], image)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(att)
-			}
-			if att.Score == nil {
-				return fmt.Errorf("evaluation failed again (%s); the run keeps waiting for another retry", att.Error)
-			}
-			fmt.Printf("scored %.4f with evaluator %s; the agent did not run again\n", *att.Score, att.Image)
-			return nil
-		}),
+// retryOptions are `starter retry-eval`'s flags.
+type retryOptions struct {
+	image, bench string
+	json, failed bool
+}
+
+func (o *retryOptions) AddFlags(f *pflag.FlagSet) {
+	f.StringVar(&o.image, "image", "", "evaluator image to use instead of the configured one")
+	f.StringVar(&o.bench, "benchmark", "", "retry every waiting run of this benchmark (with --failed)")
+	f.BoolVar(&o.failed, "failed", false, "with --benchmark: the runs whose evaluation failed")
+	f.BoolVar(&o.json, "json", false, "print JSON")
+}
+
+func (o retryOptions) check(args []string) error {
+	if (len(args) == 1) == (o.bench != "") || (o.bench != "" && !o.failed) {
+		return cli.Usagef("give a RUN_ID, or --benchmark ID --failed")
 	}
-	cmd.Flags().StringVar(&image, "image", "", "evaluator image to use instead of the configured one")
-	cmd.Flags().StringVar(&bench, "benchmark", "", "retry every waiting run of this benchmark (with --failed)")
-	cmd.Flags().BoolVar(&failed, "failed", false, "with --benchmark: the runs whose evaluation failed")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return nil
+}
+
+func retryEvalCmd() *cobra.Command {
+	var o retryOptions
+	cmd := &cobra.Command{
+		Use:     "retry-eval RUN_ID | --benchmark ID --failed",
+		Short:   "re-run only the evaluation of runs waiting after failed evaluations (optionally with a new evaluator image)",
+		Args:    cobra.MaximumNArgs(1),
+		PreRunE: func(_ *cobra.Command, args []string) error { return o.check(args) },
+		RunE:    run(func(g *globals, args []string) error { return runRetryEval(g, o, args) }),
+	}
+	o.AddFlags(cmd.Flags())
 	return cmd
+}
+
+// runRetryEval retries the evaluation of one run, or of every run of a
+// benchmark that waits for it.
+func runRetryEval(g *globals, o retryOptions, args []string) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	if o.bench != "" {
+		return retryBenchmark(g, c, o)
+	}
+	att, err := retryOne(g.ctx, c, args[0], o.image)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return printJSON(g.out, att)
+	}
+	if att.Score == nil {
+		return fmt.Errorf("evaluation failed again (%s); the run keeps waiting for another retry", att.Error)
+	}
+	fmt.Fprintf(g.out, "scored %.4f with evaluator %s; the agent did not run again\n", *att.Score, att.Image)
+	return nil
+}
+
+func retryBenchmark(g *globals, c client.Client, o retryOptions) error {
+	q := fmt.Sprintf("MlrbBenchmark = '%s' AND MlrbPhase = '%s' AND ExecutionStatus = 'Running'", o.bench, workflows.PhaseAwaitingEvalRetry)
+	resp, err := c.ListWorkflow(g.ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, PageSize: 1000})
+	if err != nil {
+		return fmt.Errorf("list waiting runs of %s: %w", o.bench, err)
+	}
+	if len(resp.Executions) == 0 {
+		fmt.Fprintf(g.out, "no run of %s is waiting for an evaluation retry\n", o.bench)
+		return nil
+	}
+	bad := 0
+	for _, e := range resp.Executions {
+		id := e.Execution.WorkflowId
+		att, err := retryOne(g.ctx, c, id, o.image)
+		switch {
+		case err != nil:
+			bad++
+			fmt.Fprintf(g.out, "%s: %v\n", id, err)
+		case att.Score == nil:
+			bad++
+			fmt.Fprintf(g.out, "%s: failed again: %s\n", id, att.Error)
+		default:
+			fmt.Fprintf(g.out, "%s: scored %.4f\n", id, *att.Score)
+		}
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d of %d retries did not score", bad, len(resp.Executions))
+	}
+	return nil
 }
 
 func retryOne(ctx context.Context, c client.Client, runID, image string) (*workflows.EvalAttempt, error) {

@@ -10,81 +10,97 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/workflows"
 )
 
-func watchCmd() *cobra.Command {
-	var every time.Duration
-	cmd := &cobra.Command{
-		Use:   "watch BENCH_ID|RUN_ID",
-		Short: "live progress of a benchmark or run (bars, budget left, checkpoint age), then its leaderboard or result",
-		Args:  cobra.ExactArgs(1),
-		PreRunE: func(*cobra.Command, []string) error {
-			if every <= 0 {
-				return cli.Usagef("--refresh: %s must be positive", every)
-			}
-			return nil
-		},
-		RunE: withClient(func(ctx context.Context, c client.Client, cfg *config.Config, args []string) error {
-			id := args[0]
-			info, err := describe(ctx, c, id)
-			if err != nil {
-				return err
-			}
-			bench := info.GetType().GetName() == workflows.BenchmarkWorkflowName
-			frame := runFrame
-			if bench {
-				frame = benchmarkFrame
-			}
-			tty := cli.IsTerminal(os.Stdout)
-			for {
-				busy, st, err := running(ctx, c, id)
-				if err != nil {
-					return err
-				}
-				if !busy && st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-					hint := ""
-					if bench {
-						hint = fmt.Sprintf("; `starter benchmark resume %s` continues it", id)
-					}
-					return cli.Usagef("%s ended %s%s", id, statusName(st), hint)
-				}
-				if !busy {
-					break
-				}
-				var b strings.Builder
-				// A query can fail while the workflow is between tasks or
-				// just ended: show it and try again on the next tick.
-				if err := frame(ctx, c, id, &b); err != nil {
-					fmt.Fprintf(&b, "(%v)\n", err)
-				}
-				if tty {
-					fmt.Print("\033[H\033[2J")
-				}
-				fmt.Println(b.String())
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(every):
-				}
-			}
-			if !bench {
-				var res workflows.RunResult
-				if err := c.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
-					return fmt.Errorf("run %s: %w", id, err)
-				}
-				return printResult(&res, false)
-			}
-			return awaitLeaderboard(ctx, c, cfg, c.GetWorkflow(ctx, id, ""), "table")
-		}),
+// watchOptions are `starter watch`'s flags.
+type watchOptions struct{ every time.Duration }
+
+func (o *watchOptions) AddFlags(f *pflag.FlagSet) {
+	f.DurationVar(&o.every, "refresh", time.Second, "how often the view is redrawn")
+}
+
+func (o watchOptions) check() error {
+	if o.every <= 0 {
+		return cli.Usagef("--refresh: %s must be positive", o.every)
 	}
-	cmd.Flags().DurationVar(&every, "refresh", time.Second, "how often the view is redrawn")
+	return nil
+}
+
+func watchCmd() *cobra.Command {
+	var o watchOptions
+	cmd := &cobra.Command{
+		Use:     "watch BENCH_ID|RUN_ID",
+		Short:   "live progress of a benchmark or run (bars, budget left, checkpoint age), then its leaderboard or result",
+		Args:    cobra.ExactArgs(1),
+		PreRunE: func(*cobra.Command, []string) error { return o.check() },
+		RunE:    run(func(g *globals, args []string) error { return runWatch(g, o, args[0]) }),
+	}
+	o.AddFlags(cmd.Flags())
 	return cmd
+}
+
+// runWatch redraws a run's or benchmark's progress until it ends, then
+// prints its result or leaderboard.
+func runWatch(g *globals, o watchOptions, id string) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	info, err := describe(g.ctx, c, id)
+	if err != nil {
+		return err
+	}
+	bench := info.GetType().GetName() == workflows.BenchmarkWorkflowName
+	frame := runFrame
+	if bench {
+		frame = benchmarkFrame
+	}
+	tty := g.out == os.Stdout && cli.IsTerminal(os.Stdout)
+	for {
+		busy, st, err := running(g.ctx, c, id)
+		if err != nil {
+			return err
+		}
+		if !busy && st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+			hint := ""
+			if bench {
+				hint = fmt.Sprintf("; `starter benchmark resume %s` continues it", id)
+			}
+			return cli.Usagef("%s ended %s%s", id, statusName(st), hint)
+		}
+		if !busy {
+			break
+		}
+		var b strings.Builder
+		// A query can fail while the workflow is between tasks or just
+		// ended: show it and try again on the next tick.
+		if err := frame(g.ctx, c, id, &b); err != nil {
+			fmt.Fprintf(&b, "(%v)\n", err)
+		}
+		if tty {
+			fmt.Fprint(g.out, "\033[H\033[2J")
+		}
+		fmt.Fprintln(g.out, b.String())
+		select {
+		case <-g.ctx.Done():
+			return g.ctx.Err()
+		case <-time.After(o.every):
+		}
+	}
+	if bench {
+		return awaitLeaderboard(g, c.GetWorkflow(g.ctx, id, ""), "table")
+	}
+	var res workflows.RunResult
+	if err := c.GetWorkflow(g.ctx, id, "").Get(g.ctx, &res); err != nil {
+		return fmt.Errorf("run %s: %w", id, err)
+	}
+	return printResult(g.out, &res, false)
 }
 
 // benchSnapshot is a running benchmark as the watch and partial results
@@ -95,7 +111,9 @@ type benchSnapshot struct {
 	live map[string]workflows.Status
 }
 
-func snapshotBenchmark(ctx context.Context, c client.Client, id string) (*benchSnapshot, error) {
+// snapshotBenchmark queries a benchmark's progress and, with live, the
+// status of its runs under way.
+func snapshotBenchmark(ctx context.Context, c client.Client, id string, live bool) (*benchSnapshot, error) {
 	val, err := c.QueryWorkflow(ctx, id, "", workflows.QueryProgress)
 	if err != nil {
 		return nil, notFound(err, id)
@@ -103,6 +121,9 @@ func snapshotBenchmark(ctx context.Context, c client.Client, id string) (*benchS
 	s := &benchSnapshot{live: map[string]workflows.Status{}}
 	if err := val.Get(&s.prog); err != nil {
 		return nil, fmt.Errorf("decode progress of %s: %w", id, err)
+	}
+	if !live {
+		return s, nil
 	}
 	for _, child := range s.prog.Running {
 		// A run that just ended answers on the next tick.
@@ -130,8 +151,8 @@ func (s *benchSnapshot) awaitingRetry() []workflows.RunResult {
 	return out
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
+func sortedKeys[K ~string, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
@@ -140,10 +161,35 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 func benchmarkFrame(ctx context.Context, c client.Client, id string, w io.Writer) error {
-	s, err := snapshotBenchmark(ctx, c, id)
+	s, err := snapshotBenchmark(ctx, c, id, true)
 	if err != nil {
 		return err
 	}
+	writeProgress(w, id, s, time.Now())
+	return nil
+}
+
+// writeProgressLine is a benchmark's progress in one line: a bar and the
+// runs in each state (the demo's view).
+func writeProgressLine(w io.Writer, p workflows.Progress) {
+	states := map[workflows.ChildState]int{}
+	for _, per := range p.PerTask {
+		for s, n := range per {
+			states[s] += n
+		}
+	}
+	var parts []string
+	for _, s := range sortedKeys(states) {
+		if n := states[s]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", s, n))
+		}
+	}
+	fmt.Fprintf(w, "%s %d/%d  %s\n", bar(float64(p.Done)/float64(max(p.Total, 1)), 30), p.Done, p.Total, strings.Join(parts, ", "))
+}
+
+// writeProgress is a benchmark's progress as watch shows it: a bar per
+// task and agent, then the runs under way.
+func writeProgress(w io.Writer, id string, s *benchSnapshot, now time.Time) {
 	p := s.prog
 	fmt.Fprintf(w, "benchmark %s: %d of %d runs done\n\n", id, p.Done, p.Total)
 	fmt.Fprintf(w, "%-40s %-24s %6s %7s %6s %6s\n", "task/agent", "progress", "queued", "running", "scored", "failed")
@@ -164,11 +210,9 @@ func benchmarkFrame(ctx context.Context, c client.Client, id string, w io.Writer
 		}
 		fmt.Fprintf(w, "\nunder way%s:\n", more)
 	}
-	now := time.Now()
 	for _, rid := range sortedKeys(s.live) {
 		fmt.Fprintf(w, "  %s\n", liveLine(view(s.live[rid], now), s.live[rid]))
 	}
-	return nil
 }
 
 func runFrame(ctx context.Context, c client.Client, id string, w io.Writer) error {

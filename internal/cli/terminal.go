@@ -9,16 +9,16 @@ import (
 	"golang.org/x/term"
 )
 
-// ForTerminal wraps f so that, when it is a terminal, the control
+// ForTerminal wraps w so that, when it is a terminal, the control
 // characters in what an agent wrote (escape sequences that move the
 // cursor, rewrite the title, reprogram the terminal) are shown as \xNN
 // and never obeyed; newlines and tabs pass. Piped to a file, the bytes go
 // through as they are.
-func ForTerminal(f *os.File) io.Writer {
-	if !IsTerminal(f) {
-		return f
+func ForTerminal(w io.Writer) io.Writer {
+	if f, ok := w.(*os.File); !ok || !IsTerminal(f) {
+		return w
 	}
-	return printableWriter{f}
+	return printableWriter{w}
 }
 
 // IsTerminal tells whether f is a terminal (not a pipe or a file).

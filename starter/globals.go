@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"github.com/mlrb/mlrb/config"
+	"github.com/mlrb/mlrb/internal/app"
+	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/tasks"
+)
+
+// globals is what every command's run function is given, as restic's
+// GlobalOptions: the config the persistent flags select (read once), a
+// Temporal client dialled on first use, and where to write.
+type globals struct {
+	ctx    context.Context
+	cmd    *cobra.Command
+	out    io.Writer
+	errOut io.Writer
+	cfg    *config.Config
+	c      client.Client
+}
+
+// run makes a command's RunE: fn runs with the command's globals, and
+// the client it dialled, if any, is closed after it.
+func run(fn func(g *globals, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		g := &globals{ctx: cmd.Context(), cmd: cmd, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr()}
+		defer g.close()
+		return fn(g, args)
+	}
+}
+
+// config loads the effective config (defaults < file < env < flags).
+func (g *globals) config() (*config.Config, error) {
+	if g.cfg != nil {
+		return g.cfg, nil
+	}
+	cfg, err := cli.LoadConfig(g.cmd)
+	if err != nil {
+		return nil, err
+	}
+	g.cfg = cfg
+	return cfg, nil
+}
+
+// catalog loads the config and the task catalog it points at; a bad
+// catalog is the user's input.
+func (g *globals) catalog() (*config.Config, *tasks.Catalog, error) {
+	cfg, err := g.config()
+	if err != nil {
+		return nil, nil, err
+	}
+	cat, err := tasks.Load(cfg.Tasks.Dir)
+	if err != nil {
+		return nil, nil, &cli.UsageError{Err: err}
+	}
+	return cfg, cat, nil
+}
+
+// client dials Temporal once.
+func (g *globals) client() (client.Client, error) {
+	if g.c != nil {
+		return g.c, nil
+	}
+	cfg, err := g.config()
+	if err != nil {
+		return nil, err
+	}
+	c, err := app.Dial(g.ctx, cfg, zap.NewNop())
+	if err != nil {
+		return nil, err
+	}
+	g.c = c
+	return c, nil
+}
+
+func (g *globals) close() {
+	if g.c != nil {
+		g.c.Close()
+	}
+}
+
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mlrb/mlrb/internal/budget"
+	"github.com/mlrb/mlrb/internal/checkpoint"
+	"github.com/mlrb/mlrb/internal/gpu"
+	"github.com/mlrb/mlrb/internal/hosts"
+	"github.com/mlrb/mlrb/internal/leaderboard"
+	"github.com/mlrb/mlrb/internal/runresults"
+	"github.com/mlrb/mlrb/workflows"
+)
+
+func TestProgressViews(t *testing.T) {
+	p := workflows.Progress{Total: 4, Done: 2, PerTask: map[string]map[workflows.ChildState]int{
+		"mini_pile/reference": {workflows.ChildQueued: 1, workflows.ChildRunning: 1, workflows.Ended(workflows.OutcomeScored): 1, workflows.Ended(workflows.OutcomeInfraFailed): 1},
+	}, Running: []string{"b/reference/mini_pile/s2"}, RunningTotal: 1}
+	var line bytes.Buffer
+	writeProgressLine(&line, p)
+	if got := line.String(); !strings.Contains(got, " 2/4 ") || !strings.Contains(got, "running 1") || strings.Count(got, "\n") != 1 {
+		t.Fatalf("progress line: %q", got)
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	st := workflows.Status{RunID: "b/reference/mini_pile/s2", Phase: workflows.PhaseRunning, Attempt: 2, Checkpoints: 3,
+		LastCheckpointAt: now.Add(-4 * time.Second), AttemptStartedAt: now.Add(-10 * time.Second), Budget: budget.Ledger{LimitS: 100, UsedS: 20}}
+	var full bytes.Buffer
+	writeProgress(&full, "b", &benchSnapshot{prog: p, live: map[string]workflows.Status{st.RunID: st}}, now)
+	got := full.String()
+	for _, want := range []string{"benchmark b: 2 of 4 runs done", "mini_pile/reference", "under way:", "attempt 2", "budget left    76.0s", "last checkpoint 4.0s ago"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("watch view lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+func TestPrintResult(t *testing.T) {
+	score := 0.5
+	r := &workflows.RunResult{RunID: "r", Task: "t", Agent: "a", Outcome: workflows.OutcomeScored, Score: &score, Reason: "bad\x1b[2Jthing",
+		Budget: budget.Ledger{LimitS: 60, UsedS: 30, LostS: 2}, Violations: []string{"too big"}}
+	var b bytes.Buffer
+	if err := printResult(&b, r, false); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	for _, want := range []string{"score      0.5000", "granted 60s, used 30.0s, lost 2.0s", "violation  too big", `bad\x1b[2Jthing`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("result lacks %q:\n%s", want, got)
+		}
+	}
+	b.Reset()
+	if err := printResult(&b, r, true); err != nil || !strings.Contains(b.String(), `"score": 0.5`) {
+		t.Fatalf("json: %v %s", err, b.String())
+	}
+}
+
+func TestWriteCheckpointsNamesZombies(t *testing.T) {
+	ms := []*checkpoint.Manifest{{Seq: 1, Attempt: 1, Bytes: 10}, {Seq: 2, Attempt: 1, SupersededBy: 2, Unsettled: []string{"w.bin"}}}
+	var b bytes.Buffer
+	if err := writeCheckpoints(&b, ms); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); !strings.Contains(got, "zombie: superseded by 2") || !strings.Contains(got, "w.bin") {
+		t.Fatalf("checkpoints:\n%s", got)
+	}
+}
+
+func TestHostViews(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	recs := []hosts.Record{
+		{ID: "up", Slots: 2, Leases: []gpu.Lease{{Token: "r#1", Devices: []int{0}, Since: now.Add(-time.Minute), Renewed: now}}, SeenAt: now.Add(-10 * time.Second), StartedAt: now.Add(-time.Hour)},
+		{ID: "silent", Slots: 1, SeenAt: now.Add(-2 * silentAfter)},
+		{ID: "stopped", Slots: 1, Stopped: true, SeenAt: now},
+	}
+	vs := hostViews(recs, now)
+	if vs[0].State != "up" || vs[0].InUse != 1 || vs[0].Free != 1 || vs[1].State != "silent" || vs[2].State != "stopped" || vs[2].Free != 0 {
+		t.Fatalf("views %+v", vs)
+	}
+	var b bytes.Buffer
+	if err := writeHosts(&b, vs, now); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); !strings.Contains(got, "r#1 [0] 1m0s ago, 0s ago") {
+		t.Fatalf("hosts:\n%s", got)
+	}
+}
+
+// TestLeaderboardRowsCountCutOffRuns: once a benchmark has ended, a run
+// without a stored result counts as an infra failure (invalid, never 0);
+// while it runs, it is left out.
+func TestLeaderboardRowsCountCutOffRuns(t *testing.T) {
+	all := runresults.Matrix{BenchmarkID: "b", Agents: []string{"a"}, Tasks: []string{"t"}, Seeds: []int64{1, 2}}.Runs()
+	score := 1.0
+	got := []*workflows.RunResult{{RunID: all[0].ID, Task: "t", Agent: "a", Seed: 1, Outcome: workflows.OutcomeScored, Score: &score}, nil}
+	if rows := resultRows("b", all, got, false); len(rows) != 1 {
+		t.Fatalf("running: %d rows", len(rows))
+	}
+	rows := resultRows("b", all, got, true)
+	if len(rows) != 2 || rows[1].Outcome != workflows.OutcomeInfraFailed || !strings.Contains(rows[1].Reason, "starter benchmark resume b") {
+		t.Fatalf("ended: %+v", rows)
+	}
+	var b bytes.Buffer
+	if err := printLeaderboard(&b, "b", rows, leaderboard.Setup{}, "table"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "1 invalid, never averaged as 0") {
+		t.Fatalf("leaderboard:\n%s", b.String())
+	}
+}
+
+func TestAbbreviate(t *testing.T) {
+	if got := abbreviate([]string{"a", "b", "c"}, 2); got != "a, b and 1 more" {
+		t.Fatal(got)
+	}
+	if got := abbreviate([]string{"a"}, 2); got != "a" {
+		t.Fatal(got)
+	}
+}

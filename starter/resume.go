@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/app"
+	"github.com/mlrb/mlrb/internal/blob"
+	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/resume"
+	"github.com/mlrb/mlrb/workflows"
+)
+
+// resumeOptions are `starter benchmark resume`'s flags.
+type resumeOptions struct {
+	wait   bool
+	format string
+}
+
+func (o *resumeOptions) AddFlags(f *pflag.FlagSet) {
+	f.BoolVar(&o.wait, "wait", false, "wait and print the leaderboard")
+	f.StringVar(&o.format, "format", "table", "with --wait: table, md, csv, json or svg")
+}
+
+func benchmarkResumeCmd() *cobra.Command {
+	var o resumeOptions
+	cmd := &cobra.Command{
+		Use:   "resume BENCH_ID",
+		Short: "resume an ended benchmark: keep the runs with results, continue the others from their checkpoints",
+		Long: `Resume starts an ended benchmark again under its id, with its original
+tasks, agents, seeds and policy. Runs that have a result are kept as they
+are. Runs that were cut off (terminated, failed, never started) or ended
+infra_failed or evaluation_failed continue from their latest checkpoint:
+an agent that had finished is only evaluated again, never re-run.`,
+		Args:    cobra.ExactArgs(1),
+		PreRunE: func(*cobra.Command, []string) error { return checkFormat(o.format) },
+		RunE:    run(func(g *globals, args []string) error { return runResume(g, o, args[0]) }),
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+// runResume plans the resume of an ended benchmark (internal/resume),
+// stores the plan and starts the benchmark again under its id.
+func runResume(g *globals, o resumeOptions, id string) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	info, err := describe(g.ctx, c, id)
+	if err != nil {
+		return err
+	}
+	if info.GetType().GetName() != workflows.BenchmarkWorkflowName {
+		return cli.Usagef("%s is a %s, not a benchmark", id, info.GetType().GetName())
+	}
+	if info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return cli.Usagef("benchmark %s is still running: nothing to resume (see `starter watch %s`)", id, id)
+	}
+	var in workflows.BenchmarkInput
+	if err := startInput(g.ctx, c, id, &in); err != nil {
+		return err
+	}
+	store, err := app.OpenStore(g.ctx, g.cfg)
+	if err != nil {
+		return err
+	}
+	plan, err := resume.Make(g.ctx, resume.Temporal{Client: c, Store: store}, id, in.ChildRuns(id))
+	if err != nil {
+		return err
+	}
+	if len(plan.Busy) > 0 {
+		return cli.Usagef("runs of %s are still running: %s; wait for them to end or `starter cancel` them", id, strings.Join(plan.Busy, ", "))
+	}
+	for _, rid := range plan.UncarriedIDs() {
+		fmt.Fprintf(g.errOut, "warning: %s: its lost time is not carried over (%v)\n", rid, plan.Uncarried[rid])
+	}
+	if len(plan.Again) == 0 {
+		fmt.Fprintf(g.out, "benchmark %s: all %d runs have results; nothing to resume\n", id, len(plan.Kept))
+		return nil
+	}
+	key, err := storePlan(g.ctx, store, id, plan)
+	if err != nil {
+		return err
+	}
+	in.Resumed, in.Kept, in.Carried, in.State, in.Plan = true, nil, nil, nil, key
+	run, err := c.ExecuteWorkflow(g.ctx, client.StartWorkflowOptions{ID: id, TaskQueue: g.cfg.Temporal.TaskQueue,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		// Resuming is the one way to start a benchmark id again.
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}, workflows.BenchmarkWorkflowName, in)
+	if err != nil {
+		return fmt.Errorf("resume benchmark %s: %w", id, err)
+	}
+	fmt.Fprintf(g.out, "%s resumed: %d runs kept, %d to continue: %s\n", run.GetID(), len(plan.Kept), len(plan.Again), abbreviate(plan.Again, 20))
+	if !o.wait {
+		return nil
+	}
+	return awaitLeaderboard(g, run, o.format)
+}
+
+// startInput reads what a run or benchmark was started with, into in,
+// from the first event of its latest execution.
+func startInput(ctx context.Context, c client.Client, id string, in any) error {
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !it.HasNext() {
+		return fmt.Errorf("%s has no history", id)
+	}
+	ev, err := it.Next()
+	if err != nil {
+		return fmt.Errorf("history of %s: %w", id, err)
+	}
+	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
+	if attrs == nil {
+		return fmt.Errorf("history of %s does not start with its input", id)
+	}
+	if err := converter.GetDefaultDataConverter().FromPayloads(attrs.Input, in); err != nil {
+		return fmt.Errorf("input of %s: %w", id, err)
+	}
+	return nil
+}
+
+// storePlan stores a resume plan where the resumed benchmark reads it,
+// so that its input stays small however many runs it has.
+func storePlan(ctx context.Context, store blob.Store, id string, p *resume.Plan) (string, error) {
+	b, err := json.Marshal(p.Entries())
+	if err != nil {
+		return "", fmt.Errorf("encode resume plan: %w", err)
+	}
+	key := activities.PlanKey(id, time.Now())
+	if err := store.Put(ctx, key, bytes.NewReader(b)); err != nil {
+		return "", fmt.Errorf("store resume plan of %s: %w", id, err)
+	}
+	return key, nil
+}
+
+// abbreviate lists ids, the first n of them.
+func abbreviate(ids []string, n int) string {
+	if len(ids) <= n {
+		return strings.Join(ids, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(ids[:n], ", "), len(ids)-n)
+}
