@@ -20,12 +20,14 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/internal/agents"
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/gateway"
 	"github.com/mlrb/mlrb/internal/gpu"
 	"github.com/mlrb/mlrb/internal/metrics"
 	"github.com/mlrb/mlrb/internal/provision"
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/tasks"
 )
 
@@ -92,53 +94,18 @@ type Fleet struct {
 	ProviderKind string
 }
 
-// AgentImage is the agent that runs an MLRB agent image with its own
-// command, as MLRB's run.sh does.
-const AgentImage = "mlrb"
-
-// Agents this worker knows how to start: the built-in ones run a
-// subcommand of the mlrb binary ({self}).
-var agentCommands = map[string][]string{
-	"reference": {"{self}", "reference-agent"},
-	"noop":      {"{self}", "noop-agent"},
-	"idle":      {"{self}", "idle-agent"},
-	AgentImage:  nil,
-}
-
-// KnownAgents lists the agent names, sorted.
-func KnownAgents() []string {
-	names := make([]string, 0, len(agentCommands))
-	for n := range agentCommands {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
-
-// CheckAgent tells whether agent can run task: a known agent, and a
-// built-in one only on a mini task (the full tasks need an agent image).
-func CheckAgent(spec *tasks.Spec, agent string) error {
-	if _, ok := agentCommands[agent]; !ok {
-		return fmt.Errorf("unknown agent %q (known: %s)", agent, strings.Join(KnownAgents(), ", "))
-	}
-	if agent != AgentImage && spec.Reference == nil {
-		return fmt.Errorf("agent %s only does the mini suite; task %s needs a real agent image", agent, spec.ID)
-	}
-	return nil
-}
-
 // ResolveTask loads the spec from this worker's catalog and hashes it.
 func (a *Activities) ResolveTask(ctx context.Context, in ResolveInput) (*ResolvedTask, error) {
 	spec, err := a.Catalog.Get(in.Task)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, nil)
 	}
-	if err := CheckAgent(spec, in.Agent); err != nil {
+	if err := agents.Check(spec, in.Agent); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, nil)
 	}
-	if in.Agent == AgentImage {
+	if in.Agent == agents.ImageAgent {
 		if _, err := a.Workspace.Digest(ctx, in.Image); err != nil {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("agent %s: %v", AgentImage, err), ErrBadTask, nil)
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("agent %s: %v", agents.ImageAgent, err), ErrBadTask, nil)
 		}
 	}
 	return &ResolvedTask{Spec: *spec, Hash: spec.Hash(), Store: a.Engine.Store.String()}, nil
@@ -175,7 +142,7 @@ func (a *Activities) LoadCheckpoint(ctx context.Context, src CheckpointSource) (
 // AcquireLease takes a GPU slot on this host for one attempt and names
 // the host queue the attempt must run on.
 func (a *Activities) AcquireLease(_ context.Context, req LeaseRequest) (*Lease, error) {
-	token := fmt.Sprintf("%s#%s%d", req.RunID, req.Role, req.Attempt)
+	token := runs.Holder{RunID: req.RunID, Role: req.Role, N: req.Attempt}.Token()
 	if req.GPUCount > 0 && a.GPUType != "" && req.GPUType != "" && req.GPUType != a.GPUType {
 		return nil, temporal.NewApplicationError(fmt.Sprintf("host %s has %s GPUs, the task needs %s", a.HostID, a.GPUType, req.GPUType), ErrNoCapacity)
 	}
@@ -212,7 +179,7 @@ func runKey(runID string) string { return url.PathEscape(runID) }
 
 func (a *Activities) attempt(runID string, n int) *attempt {
 	return &attempt{runID: runID, n: n, dir: filepath.Join(a.WorkDir, "runs", runKey(runID), fmt.Sprintf("attempt-%d", n)),
-		door: a.doorDir(fmt.Sprintf("%s#%d", runID, n))}
+		door: a.doorDir(runs.Holder{RunID: runID, N: n}.Token())}
 }
 
 // doorDir holds the gateway socket of one task (an attempt, an

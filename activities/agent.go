@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/internal/agents"
 	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/contract"
@@ -191,7 +192,7 @@ func (a *Activities) prepare(ctx context.Context, in *AgentInput, at *attempt, l
 // agentImage is the image an attempt runs: the run's for an MLRB agent
 // image, "" (the workspace's own) for the built-in agents.
 func agentImage(in AgentInput) string {
-	if in.Agent == AgentImage {
+	if in.Agent == agents.ImageAgent {
 		return in.Image
 	}
 	return ""
@@ -252,7 +253,7 @@ func (a *Activities) agentTask(in AgentInput, at *attempt, dl budget.Deadlines, 
 	}
 	env := contract.Env{Task: in.Task.ID, Seed: in.Seed, Deadline: dl.Hard, TimeRemaining: time.Until(dl.Hard), Attempt: in.Attempt,
 		Resumed: resumed, Suite: in.Task.Suite, Provider: in.Provider}
-	spec := a.Workspace.AgentTask(at, agentCommands[in.Agent], agentImage(in), &env)
+	spec := a.Workspace.AgentTask(at, agents.Command(in.Agent), agentImage(in), &env)
 	secrets, err := a.secretValues(in.Secrets)
 	if err != nil {
 		return spec, err

@@ -21,6 +21,7 @@ import (
 	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/lmeval"
 	"github.com/mlrb/mlrb/internal/model"
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/internal/runtime"
 	"github.com/mlrb/mlrb/internal/safefs"
 )
@@ -159,7 +160,7 @@ func (a *Activities) prepareEvaluation(ctx context.Context, in EvalInput, lv *li
 	}
 	ev := &evalDirs{name: fmt.Sprintf("eval-%s-%d", runKey(in.RunID), try), dir: dir, model: modelDir, results: filepath.Join(dir, "results"),
 		outputs: filepath.Join(dir, "outputs"), resultsName: resultsName(), spec: filepath.Join(dir, "task.json"), task: in.Task.ID, seed: in.Seed,
-		door: a.doorDir(fmt.Sprintf("%s#eval%d", in.RunID, try))}
+		door: a.doorDir(runs.Holder{RunID: in.RunID, Role: runs.RoleEvaluation, N: int(try)}.Token())}
 	for _, d := range []string{ev.results, ev.outputs, filepath.Join(dir, "run")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, root, fmt.Errorf("eval dir: %w", err)

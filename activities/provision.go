@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/mlrb/mlrb/internal/provision"
+	"github.com/mlrb/mlrb/internal/runs"
 )
 
 // Provision kinds beyond static.
@@ -22,12 +23,9 @@ func (a *Activities) ProvisionHost(ctx context.Context, req HostRequest) (*Provi
 	if a.Provider == nil || a.ProviderKind != req.Kind {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("provision.kind %s: this worker provisions %q (set provision.kind on the workers that start runs' hosts)", req.Kind, a.ProviderKind), ErrBadTask, nil)
 	}
-	attempt := req.Attempt
-	key := req.RunID
-	if req.Role != "" {
-		key += "#" + req.Role // an evaluation's job is not an attempt's
-	}
-	job, err := a.Provider.Launch(ctx, provision.Request{RunID: key, Attempt: attempt, GPUType: req.GPUType, GPUCount: req.GPUCount, TimeLimit: req.TimeLimit})
+	// An evaluation's job is not an attempt's: its role tells them apart.
+	holder := runs.Holder{RunID: req.RunID, Role: req.Role, N: req.Attempt}
+	job, err := a.Provider.Launch(ctx, provision.Request{Holder: holder, GPUType: req.GPUType, GPUCount: req.GPUCount, TimeLimit: req.TimeLimit})
 	if err != nil {
 		return nil, fmt.Errorf("provision: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/runresults"
+	"github.com/mlrb/mlrb/internal/runs"
 )
 
 // Names of the activities that keep a benchmark's results out of its
@@ -65,31 +66,23 @@ func (a *Activities) AggregateResults(ctx context.Context, in AggregateResultsIn
 	if err != nil {
 		return nil, err
 	}
-	runs := make([]leaderboard.Run, 0, len(all))
+	board := make([]leaderboard.Run, 0, len(all))
 	missing := 0
 	for i, r := range got {
 		if r == nil {
 			// Every run of an ended benchmark has ended: one without a
 			// result was cut off, an infra failure, never left out.
 			missing++
-			r = &leaderboard.Run{Task: all[i].Task, Agent: all[i].Agent, Seed: all[i].Seed, Outcome: "infra_failed"}
+			r = &leaderboard.Run{Task: all[i].Task, Agent: all[i].Agent, Seed: all[i].Seed, Outcome: string(runs.OutcomeInfraFailed)}
 		}
-		runs = append(runs, *r)
+		board = append(board, *r)
 	}
-	setup := leaderboard.SetupOf(runs, in.Policy)
-	keys, err := a.storeLeaderboard(ctx, in.Runs.BenchmarkID, runs, setup)
+	setup := leaderboard.SetupOf(board, in.Policy)
+	keys, err := a.storeLeaderboard(ctx, in.Runs.BenchmarkID, board, setup)
 	if err != nil {
 		return nil, err
 	}
 	return &AggregateResult{Keys: keys, Setup: setup, Missing: missing}, nil
-}
-
-// RunEnd is how a run the workflow no longer waits on by its own future
-// ended.
-type RunEnd struct {
-	RunID   string
-	Outcome string
-	Reason  string `json:",omitempty"`
 }
 
 // awaitHeartbeat is how often AwaitRuns says it is alive.
@@ -99,29 +92,26 @@ const awaitHeartbeat = 10 * time.Second
 // every one closed by then: a benchmark that continued as new waits on
 // the runs an earlier execution started this way. A run that failed, was
 // terminated or timed out ended infra_failed.
-func (a *Activities) AwaitRuns(ctx context.Context, ids []string) ([]RunEnd, error) {
+func (a *Activities) AwaitRuns(ctx context.Context, ids []string) ([]runs.End, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var mu sync.Mutex
-	var ends []RunEnd
+	var ends []runs.End
 	one := make(chan struct{}, len(ids))
 	for _, id := range ids {
 		go func() {
-			var res struct {
-				Outcome string `json:"outcome"`
-				Reason  string `json:"reason"`
-			}
+			var res runs.Result
 			err := a.Client.GetWorkflow(ctx, id, "").Get(ctx, &res)
 			if ctx.Err() != nil {
 				return
 			}
-			end := RunEnd{RunID: id, Outcome: res.Outcome, Reason: res.Reason}
+			end := runs.End{RunID: id, Outcome: res.Outcome, Reason: res.Reason}
 			var nf *serviceerror.NotFound
 			switch {
 			case errors.As(err, &nf):
-				end = RunEnd{RunID: id, Outcome: "infra_failed", Reason: "the run is gone from Temporal"}
+				end = runs.End{RunID: id, Outcome: runs.OutcomeInfraFailed, Reason: "the run is gone from Temporal"}
 			case err != nil:
-				end = RunEnd{RunID: id, Outcome: "infra_failed", Reason: err.Error()}
+				end = runs.End{RunID: id, Outcome: runs.OutcomeInfraFailed, Reason: err.Error()}
 			}
 			mu.Lock()
 			ends = append(ends, end)

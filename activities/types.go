@@ -10,6 +10,7 @@ import (
 	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/contract"
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/tasks"
 )
 
@@ -109,7 +110,7 @@ type LeaseRequest struct {
 }
 
 // LeaseEvaluation is the role of an evaluation's lease.
-const LeaseEvaluation = "evaluation"
+const LeaseEvaluation = runs.RoleEvaluation
 
 // Lease is a granted slot. Token fences it: run id and attempt.
 type Lease struct {

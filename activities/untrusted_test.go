@@ -222,7 +222,7 @@ func TestUsageOutOfRangeIsNotReported(t *testing.T) {
 // network (nothing but loopback, the relay to the worker's gateway) and
 // are told it as their proxy; a check gets no network at all.
 func TestContainersGetADoorNotANetwork(t *testing.T) {
-	w := &ContainerWorkspace{AgentImage: "agent:img", EvalImage: "eval:img", Self: "/mlrb", Workdir: "/app/work"}
+	w := &ContainerWorkspace{BuiltinImage: "agent:img", EvalImage: "eval:img", Self: "/mlrb", Workdir: "/app/work"}
 	at := &attempt{runID: "r", n: 1, dir: t.TempDir(), door: filepath.Join(t.TempDir(), "door-a")}
 	ev := &evalDirs{dir: t.TempDir(), door: filepath.Join(t.TempDir(), "door-e"), resultsName: resultsName()}
 	env := contract.Env{}

@@ -36,9 +36,9 @@ type ContainerWorkspace struct {
 	// Docker starts and reaps the containers.
 	*runtime.Docker
 	Engine *checkpoint.Engine
-	// AgentImage runs the built-in agents; EvalImage the evaluators,
+	// BuiltinImage runs the built-in agents; EvalImage the evaluators,
 	// unless a task or a retry names another.
-	AgentImage, EvalImage string
+	BuiltinImage, EvalImage string
 	// Paths are checkpointed out of the agent's container.
 	Paths []string
 	// Workdir is MLRB_WORKDIR inside the container.
@@ -64,7 +64,7 @@ func (w *ContainerWorkspace) Prepare(ctx context.Context, at *attempt, image str
 		err = w.Engine.Restore(ctx, m, at.Root())
 	} else {
 		if image == "" {
-			image = w.AgentImage
+			image = w.BuiltinImage
 		}
 		err = w.Docker.Seed(ctx, image, w.Paths, at.Root())
 	}
@@ -110,7 +110,7 @@ func (w *ContainerWorkspace) AgentTask(at *attempt, command []string, image stri
 	env.Workdir, env.TaskSpec, env.PromptFile = w.Workdir, spec, prompt
 	env.DeadlineFile = path.Join(containerControlDir, contract.DeadlineFile)
 	t := runtime.TaskSpec{Name: at.Task(), Command: expand(command, map[string]string{"self": w.Self}), LogPath: at.Log(),
-		Image: w.AgentImage, Dir: "/",
+		Image: w.BuiltinImage, Dir: "/",
 		// The control dir, not its file, is mounted: a rewrite replaces
 		// the file, which a file mount would not follow.
 		Binds: []string{at.Spec() + ":" + spec + ":ro", at.Prompt() + ":" + prompt + ":ro", at.Control() + ":" + containerControlDir + ":ro"}}
@@ -134,7 +134,7 @@ const doorAddr = "127.0.0.1:3128"
 // gateway socket in dir. The task is told the door as its HTTP(S) proxy.
 // Agents and evaluators (which load what an agent made) get one each.
 func (w *ContainerWorkspace) door(dir string, t *runtime.TaskSpec) {
-	t.Door = &runtime.Door{Image: w.AgentImage, Binds: []string{dir + ":/door"}, Ready: filepath.Join(dir, "ready"),
+	t.Door = &runtime.Door{Image: w.BuiltinImage, Binds: []string{dir + ":/door"}, Ready: filepath.Join(dir, "ready"),
 		Command: []string{w.Self, "door", "--listen", doorAddr, "--socket", "/door/door.sock", "--ready", "/door/ready"}}
 	proxy := "http://" + doorAddr
 	if t.Env == nil {

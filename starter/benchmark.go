@@ -12,8 +12,8 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/config"
+	"github.com/mlrb/mlrb/internal/agents"
 	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/workflows"
@@ -69,8 +69,8 @@ func (o benchmarkOptions) input(g *globals) (string, workflows.BenchmarkInput, e
 		return "", in, cli.Usagef("--seeds and --concurrency must be at least 1")
 	case o.continueAfter < 1:
 		return "", in, cli.Usagef("--continue-after: %d must be at least 1", o.continueAfter)
-	case slices.Contains(o.agents, activities.AgentImage):
-		return "", in, cli.Usagef("--agents: agent %s runs an agent image, which benchmarks do not take; start its runs with `starter run --agent %s --image IMAGE`", activities.AgentImage, activities.AgentImage)
+	case slices.Contains(o.agents, agents.ImageAgent):
+		return "", in, cli.Usagef("--agents: agent %s runs an agent image, which benchmarks do not take; start its runs with `starter run --agent %s --image IMAGE`", agents.ImageAgent, agents.ImageAgent)
 	}
 	if err := checkFormat(o.format); err != nil {
 		return "", in, err

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/agents"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/tasks"
@@ -68,7 +68,7 @@ func checkAgentFlags(agent, image, provider string, secrets []string) ([]string,
 			return nil, cli.Usagef("--secret #%d %v", i+1, err)
 		}
 	}
-	if agent != activities.AgentImage {
+	if agent != agents.ImageAgent {
 		if image != "" {
 			return nil, cli.Usagef("--image: only agent mlrb runs an image (agent %s is built in)", agent)
 		}
@@ -95,9 +95,9 @@ func checkRun(cat *tasks.Catalog, pol workflows.Policy, task, agent string, seed
 	if err != nil {
 		return nil, &cli.UsageError{Err: fmt.Errorf("--task: %w", err)}
 	}
-	if err := activities.CheckAgent(spec, agent); err != nil {
+	if err := agents.Check(spec, agent); err != nil {
 		hint := ""
-		if slices.Contains(activities.KnownAgents(), agent) {
+		if slices.Contains(agents.Known(), agent) {
 			hint = " (try a mini_* task, see `starter tasks list`)"
 		}
 		return nil, cli.Usagef("--agent: %v%s", err, hint)

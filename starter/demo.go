@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
 
-	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/config"
+	"github.com/mlrb/mlrb/internal/agents"
 	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/workflows"
@@ -57,7 +57,7 @@ func (o demoOptions) input(g *globals) (workflows.BenchmarkInput, error) {
 	if err != nil {
 		return in, err
 	}
-	if o.agent == activities.AgentImage {
+	if o.agent == agents.ImageAgent {
 		return in, cli.Usagef("--agent: the demo runs a built-in agent (reference, noop or idle), not an agent image")
 	}
 	ids := cat.IDs("mini")

@@ -11,6 +11,7 @@ import (
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -90,7 +91,7 @@ func runFork(g *globals, o forkOptions, source string) error {
 		fmt.Fprintln(g.out, run.GetID())
 		return nil
 	}
-	var res workflows.RunResult
+	var res runs.Result
 	if err := run.Get(g.ctx, &res); err != nil {
 		return fmt.Errorf("fork %s: %w", run.GetID(), err)
 	}

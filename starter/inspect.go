@@ -18,28 +18,29 @@ import (
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/workflows"
 )
 
 // statusView is `status --json`: the query's state plus live figures the
 // workflow cannot compute without a clock.
 type statusView struct {
-	RunID              string          `json:"run_id"`
-	Task               string          `json:"task"`
-	Phase              workflows.Phase `json:"phase"`
-	Attempt            int             `json:"attempt"`
-	Checkpoints        int             `json:"checkpoints"`
-	LastCheckpointAgeS *float64        `json:"last_checkpoint_age_s"`
+	RunID              string     `json:"run_id"`
+	Task               string     `json:"task"`
+	Phase              runs.Phase `json:"phase"`
+	Attempt            int        `json:"attempt"`
+	Checkpoints        int        `json:"checkpoints"`
+	LastCheckpointAgeS *float64   `json:"last_checkpoint_age_s"`
 	// LastCheckpointAt is when the last checkpoint committed (absent
 	// before the first): the instant the age counts from.
-	LastCheckpointAt   *time.Time        `json:"last_checkpoint_at,omitempty"`
-	BudgetLeftS        float64           `json:"budget_left_s"`
-	Outcome            workflows.Outcome `json:"outcome,omitempty"`
-	Score              *float64          `json:"score,omitempty"`
-	Budget             workflows.Ledger  `json:"budget"`
-	CheckpointFailures int               `json:"checkpoint_failures"`
-	CheckpointStale    bool              `json:"checkpoint_stale"`
-	CheckpointError    string            `json:"checkpoint_error,omitempty"`
+	LastCheckpointAt   *time.Time       `json:"last_checkpoint_at,omitempty"`
+	BudgetLeftS        float64          `json:"budget_left_s"`
+	Outcome            runs.Outcome     `json:"outcome,omitempty"`
+	Score              *float64         `json:"score,omitempty"`
+	Budget             workflows.Ledger `json:"budget"`
+	CheckpointFailures int              `json:"checkpoint_failures"`
+	CheckpointStale    bool             `json:"checkpoint_stale"`
+	CheckpointError    string           `json:"checkpoint_error,omitempty"`
 	// Step is what the run's agent or evaluation activity is doing, from
 	// its last heartbeat ("restoring 4.1 of 19.8 GiB").
 	Step string `json:"step,omitempty"`
@@ -188,7 +189,7 @@ func runResult(g *globals, o resultOptions, id string) error {
 	if busy && !o.wait {
 		return fmt.Errorf("run %s is still running (see `starter status %s`, or add --wait)", id, id)
 	}
-	var res workflows.RunResult
+	var res runs.Result
 	if err := c.GetWorkflow(g.ctx, id, "").Get(g.ctx, &res); err != nil {
 		return fmt.Errorf("run %s: %w", id, err)
 	}

@@ -12,12 +12,13 @@ import (
 	"github.com/mlrb/mlrb/internal/hosts"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/runresults"
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/workflows"
 )
 
 func TestProgressViews(t *testing.T) {
-	p := workflows.Progress{Total: 4, Done: 2, PerTask: map[string]map[workflows.ChildState]int{
-		"mini_pile/reference": {workflows.ChildQueued: 1, workflows.ChildRunning: 1, workflows.Ended(workflows.OutcomeScored): 1, workflows.Ended(workflows.OutcomeInfraFailed): 1},
+	p := workflows.Progress{Total: 4, Done: 2, PerTask: map[string]map[runs.ChildState]int{
+		"mini_pile/reference": {runs.ChildQueued: 1, runs.ChildRunning: 1, runs.StateOf(runs.OutcomeScored): 1, runs.StateOf(runs.OutcomeInfraFailed): 1},
 	}, Running: []string{"b/reference/mini_pile/s2"}, RunningTotal: 1}
 	var line bytes.Buffer
 	writeProgressLine(&line, p)
@@ -25,7 +26,7 @@ func TestProgressViews(t *testing.T) {
 		t.Fatalf("progress line: %q", got)
 	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	st := workflows.Status{RunID: "b/reference/mini_pile/s2", Phase: workflows.PhaseRunning, Attempt: 2, Checkpoints: 3,
+	st := workflows.Status{RunID: "b/reference/mini_pile/s2", Phase: runs.PhaseRunning, Attempt: 2, Checkpoints: 3,
 		LastCheckpointAt: now.Add(-4 * time.Second), AttemptStartedAt: now.Add(-10 * time.Second), Budget: budget.Ledger{LimitS: 100, UsedS: 20}}
 	var full bytes.Buffer
 	writeProgress(&full, "b", &benchSnapshot{prog: p, live: map[string]workflows.Status{st.RunID: st}}, now)
@@ -39,7 +40,7 @@ func TestProgressViews(t *testing.T) {
 
 func TestPrintResult(t *testing.T) {
 	score := 0.5
-	r := &workflows.RunResult{RunID: "r", Task: "t", Agent: "a", Outcome: workflows.OutcomeScored, Score: &score, Reason: "bad\x1b[2Jthing",
+	r := &runs.Result{RunID: "r", Task: "t", Agent: "a", Outcome: runs.OutcomeScored, Score: &score, Reason: "bad\x1b[2Jthing",
 		Budget: budget.Ledger{LimitS: 60, UsedS: 30, LostS: 2}, Violations: []string{"too big"}}
 	var b bytes.Buffer
 	if err := printResult(&b, r, false); err != nil {
@@ -94,12 +95,12 @@ func TestHostViews(t *testing.T) {
 func TestLeaderboardRowsCountCutOffRuns(t *testing.T) {
 	all := runresults.Matrix{BenchmarkID: "b", Agents: []string{"a"}, Tasks: []string{"t"}, Seeds: []int64{1, 2}}.Runs()
 	score := 1.0
-	got := []*workflows.RunResult{{RunID: all[0].ID, Task: "t", Agent: "a", Seed: 1, Outcome: workflows.OutcomeScored, Score: &score}, nil}
+	got := []*runs.Result{{RunID: all[0].ID, Task: "t", Agent: "a", Seed: 1, Outcome: runs.OutcomeScored, Score: &score}, nil}
 	if rows := resultRows("b", all, got, false); len(rows) != 1 {
 		t.Fatalf("running: %d rows", len(rows))
 	}
 	rows := resultRows("b", all, got, true)
-	if len(rows) != 2 || rows[1].Outcome != workflows.OutcomeInfraFailed || !strings.Contains(rows[1].Reason, "starter benchmark resume b") {
+	if len(rows) != 2 || rows[1].Outcome != runs.OutcomeInfraFailed || !strings.Contains(rows[1].Reason, "starter benchmark resume b") {
 		t.Fatalf("ended: %+v", rows)
 	}
 	var b bytes.Buffer

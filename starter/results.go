@@ -14,6 +14,7 @@ import (
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/runresults"
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -99,7 +100,7 @@ func printBenchmark(g *globals, res *workflows.BenchmarkResult, format string) e
 // store, in run order. Runs without one are left out while the benchmark
 // runs (under way or queued); once it has ended they were cut off, and
 // count as infra failures, as its leaderboard counts them.
-func storedRuns(g *globals, id string, ended bool) ([]workflows.RunResult, error) {
+func storedRuns(g *globals, id string, ended bool) ([]runs.Result, error) {
 	c, err := g.client()
 	if err != nil {
 		return nil, err
@@ -113,7 +114,7 @@ func storedRuns(g *globals, id string, ended bool) ([]workflows.RunResult, error
 		return nil, err
 	}
 	all := in.ChildRuns(id)
-	got, err := runresults.GetAll[workflows.RunResult](g.ctx, store, all, nil)
+	got, err := runresults.GetAll[runs.Result](g.ctx, store, all, nil)
 	if err != nil {
 		return nil, fmt.Errorf("results of %s: %w", id, err)
 	}
@@ -122,22 +123,22 @@ func storedRuns(g *globals, id string, ended bool) ([]workflows.RunResult, error
 
 // resultRows are the leaderboard's runs: the stored results, and, once
 // the benchmark has ended, the runs without one as cut off.
-func resultRows(id string, all []workflows.ChildRun, got []*workflows.RunResult, ended bool) []workflows.RunResult {
-	runs := make([]workflows.RunResult, 0, len(all))
+func resultRows(id string, all []workflows.ChildRun, got []*runs.Result, ended bool) []runs.Result {
+	rows := make([]runs.Result, 0, len(all))
 	for i, r := range got {
 		switch {
 		case r != nil:
-			runs = append(runs, *r)
+			rows = append(rows, *r)
 		case ended:
 			j := all[i]
-			runs = append(runs, workflows.RunResult{RunID: j.ID, Task: j.Task, Agent: j.Agent, Seed: j.Seed, Outcome: workflows.OutcomeInfraFailed,
+			rows = append(rows, runs.Result{RunID: j.ID, Task: j.Task, Agent: j.Agent, Seed: j.Seed, Outcome: runs.OutcomeInfraFailed,
 				Reason: fmt.Sprintf("cut off before it stored a result (`starter benchmark resume %s` continues it)", id)})
 		}
 	}
-	return runs
+	return rows
 }
 
-func printLeaderboard(w io.Writer, id string, runs []workflows.RunResult, setup leaderboard.Setup, format string) error {
+func printLeaderboard(w io.Writer, id string, runs []runs.Result, setup leaderboard.Setup, format string) error {
 	if err := leaderboard.Write(w, format, id, workflows.LeaderboardRuns(runs), setup); err != nil {
 		return cli.Usagef("--format: %v", err)
 	}

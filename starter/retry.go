@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -71,7 +72,7 @@ func runRetryEval(g *globals, o retryOptions, args []string) error {
 }
 
 func retryBenchmark(g *globals, c client.Client, o retryOptions) error {
-	q := fmt.Sprintf("MlrbBenchmark = '%s' AND MlrbPhase = '%s' AND ExecutionStatus = 'Running'", o.bench, workflows.PhaseAwaitingEvalRetry)
+	q := fmt.Sprintf("MlrbBenchmark = '%s' AND MlrbPhase = '%s' AND ExecutionStatus = 'Running'", o.bench, runs.PhaseAwaitingEvalRetry)
 	resp, err := c.ListWorkflow(g.ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, PageSize: 1000})
 	if err != nil {
 		return fmt.Errorf("list waiting runs of %s: %w", o.bench, err)
@@ -101,8 +102,8 @@ func retryBenchmark(g *globals, c client.Client, o retryOptions) error {
 	return nil
 }
 
-func retryOne(ctx context.Context, c client.Client, runID, image string) (*workflows.EvalAttempt, error) {
-	var att workflows.EvalAttempt
+func retryOne(ctx context.Context, c client.Client, runID, image string) (*runs.EvalAttempt, error) {
+	var att runs.EvalAttempt
 	if err := update(ctx, c, runID, workflows.UpdateRetryEvaluation, workflows.RetryEvaluation{Image: image}, &att); err != nil {
 		return nil, err
 	}

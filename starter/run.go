@@ -12,6 +12,7 @@ import (
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -101,14 +102,14 @@ func runRun(g *globals, o runOptions) error {
 	if !o.json {
 		fmt.Fprintln(g.errOut, "started", run.GetID())
 	}
-	var res workflows.RunResult
+	var res runs.Result
 	if err := run.Get(g.ctx, &res); err != nil {
 		return fmt.Errorf("run %s: %w", run.GetID(), err)
 	}
 	return printResult(g.out, &res, o.json)
 }
 
-func printResult(w io.Writer, r *workflows.RunResult, asJSON bool) error {
+func printResult(w io.Writer, r *runs.Result, asJSON bool) error {
 	if asJSON {
 		return printJSON(w, r)
 	}

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -96,7 +97,7 @@ func runWatch(g *globals, o watchOptions, id string) error {
 	if bench {
 		return awaitLeaderboard(g, c.GetWorkflow(g.ctx, id, ""), "table")
 	}
-	var res workflows.RunResult
+	var res runs.Result
 	if err := c.GetWorkflow(g.ctx, id, "").Get(g.ctx, &res); err != nil {
 		return fmt.Errorf("run %s: %w", id, err)
 	}
@@ -136,15 +137,15 @@ func snapshotBenchmark(ctx context.Context, c client.Client, id string, live boo
 
 // outcomeAwaitingRetry stands in the leaderboard for the outcome of a run still
 // waiting for an evaluation retry: not scored, so it counts as invalid.
-const outcomeAwaitingRetry = workflows.Outcome(workflows.PhaseAwaitingEvalRetry)
+const outcomeAwaitingRetry = runs.Outcome(runs.PhaseAwaitingEvalRetry)
 
 // awaitingRetry are the runs waiting for an evaluation retry: until
 // retried those count as invalid, never as 0.
-func (s *benchSnapshot) awaitingRetry() []workflows.RunResult {
-	var out []workflows.RunResult
+func (s *benchSnapshot) awaitingRetry() []runs.Result {
+	var out []runs.Result
 	for _, id := range sortedKeys(s.live) {
-		if st := s.live[id]; st.Phase == workflows.PhaseAwaitingEvalRetry {
-			out = append(out, workflows.RunResult{RunID: id, Task: st.Task, Agent: st.Agent, Seed: st.Seed,
+		if st := s.live[id]; st.Phase == runs.PhaseAwaitingEvalRetry {
+			out = append(out, runs.Result{RunID: id, Task: st.Task, Agent: st.Agent, Seed: st.Seed,
 				Outcome: outcomeAwaitingRetry, Reason: "evaluation failed; `starter retry-eval` scores it in place"})
 		}
 	}
@@ -172,7 +173,7 @@ func benchmarkFrame(ctx context.Context, c client.Client, id string, w io.Writer
 // writeProgressLine is a benchmark's progress in one line: a bar and the
 // runs in each state (the demo's view).
 func writeProgressLine(w io.Writer, p workflows.Progress) {
-	states := map[workflows.ChildState]int{}
+	states := map[runs.ChildState]int{}
 	for _, per := range p.PerTask {
 		for s, n := range per {
 			states[s] += n
@@ -195,13 +196,13 @@ func writeProgress(w io.Writer, id string, s *benchSnapshot, now time.Time) {
 	fmt.Fprintf(w, "%-40s %-24s %6s %7s %6s %6s\n", "task/agent", "progress", "queued", "running", "scored", "failed")
 	for _, k := range sortedKeys(p.PerTask) {
 		n := p.PerTask[k]
-		total, scored := 0, n[workflows.Ended(workflows.OutcomeScored)]+n[workflows.Ended(workflows.OutcomeLimitReached)]
+		total, scored := 0, n[runs.StateOf(runs.OutcomeScored)]+n[runs.StateOf(runs.OutcomeLimitReached)]
 		for _, v := range n {
 			total += v
 		}
-		done := total - n[workflows.ChildQueued] - n[workflows.ChildRunning]
+		done := total - n[runs.ChildQueued] - n[runs.ChildRunning]
 		fmt.Fprintf(w, "%-40s %s %3d/%-3d %6d %7d %6d %6d\n", k, bar(float64(done)/float64(max(total, 1)), 16), done, total,
-			n[workflows.ChildQueued], n[workflows.ChildRunning], scored, done-scored)
+			n[runs.ChildQueued], n[runs.ChildRunning], scored, done-scored)
 	}
 	if len(s.live) > 0 {
 		more := ""

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/budget"
+	"github.com/mlrb/mlrb/internal/runs"
 )
 
 // timeLimit is the run's budget before extensions: the task's, unless the
@@ -29,7 +30,7 @@ func (r *run) runAttempts(ctx workflow.Context) (*activities.AgentResult, error)
 	for attempt := first + 1; attempt <= first+p.MaxInfraAttempts; attempt++ {
 		r.st.Attempt = attempt
 		if attempt > 1 {
-			r.setPhase(ctx, PhaseRecovering)
+			r.setPhase(ctx, runs.PhaseRecovering)
 		}
 		lease, again, err := r.leaseFor(ctx, attempt)
 		if err != nil {
@@ -58,7 +59,7 @@ func (r *run) runAttempts(ctx workflow.Context) (*activities.AgentResult, error)
 // provisioned host never served its lease and was given back, and the
 // next attempt provisions another.
 func (r *run) leaseFor(ctx workflow.Context, attempt int) (lease activities.Lease, again bool, err error) {
-	r.setPhase(ctx, PhaseLeasing)
+	r.setPhase(ctx, runs.PhaseLeasing)
 	leaseStart := workflow.Now(ctx)
 	r.st.LeasingSince = leaseStart
 	queue, err := r.provision(ctx, "", attempt)
@@ -96,7 +97,7 @@ func (r *run) leaseFor(ctx workflow.Context, attempt int) (lease activities.Leas
 // next attempt resumes; any error ends the run.
 func (r *run) runAgent(ctx workflow.Context, attempt int, lease activities.Lease, leased time.Time) (res *activities.AgentResult, lost bool, err error) {
 	p := r.pol
-	r.setPhase(ctx, PhaseRunning)
+	r.setPhase(ctx, runs.PhaseRunning)
 	started := workflow.Now(ctx)
 	r.st.AttemptStartedAt = started
 	base := r.st.Budget.UsedS

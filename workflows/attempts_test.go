@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/runs"
 )
 
 // TestCrashRefundsLostTime: the first attempt commits a checkpoint at 4 s,
@@ -41,7 +42,7 @@ func TestCrashRefundsLostTime(t *testing.T) {
 	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.7), nil)
 	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: testPolicy})
 	r := result(t, env)
-	if r.Outcome != OutcomeScored || r.Attempts != 2 || r.Checkpoints != 2 {
+	if r.Outcome != runs.OutcomeScored || r.Attempts != 2 || r.Checkpoints != 2 {
 		t.Fatalf("result = %+v", r)
 	}
 	if r.Budget.LostS != 2.5 || r.Budget.UsedS != 15 {
@@ -54,7 +55,7 @@ func TestInfraAttemptsRunOut(t *testing.T) {
 	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(nil, temporal.NewHeartbeatTimeoutError())
 	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: testPolicy})
 	r := result(t, env)
-	if r.Outcome != OutcomeInfraFailed || r.Score != nil || r.Attempts != 3 {
+	if r.Outcome != runs.OutcomeInfraFailed || r.Score != nil || r.Attempts != 3 {
 		t.Fatalf("result = %+v", r)
 	}
 }
@@ -66,7 +67,7 @@ func TestAgentFailureIsNotEvaluated(t *testing.T) {
 	}, ck(1, 2)))
 	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: testPolicy})
 	r := result(t, env)
-	if r.Outcome != OutcomeAgentFailed || r.Score != nil || r.Reason != "agent exit code 3" {
+	if r.Outcome != runs.OutcomeAgentFailed || r.Score != nil || r.Reason != "agent exit code 3" {
 		t.Fatalf("result = %+v", r)
 	}
 	env.AssertNotCalled(t, activities.EvaluateName, mock.Anything, mock.Anything)
@@ -94,7 +95,7 @@ func TestHandedBackAttempt(t *testing.T) {
 	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.6), nil)
 	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: testPolicy})
 	r := result(t, env)
-	if r.Outcome != OutcomeScored || r.Attempts != 2 || r.Budget.LostS != 0 || r.Budget.UsedS != 12 {
+	if r.Outcome != runs.OutcomeScored || r.Attempts != 2 || r.Budget.LostS != 0 || r.Budget.UsedS != 12 {
 		t.Fatalf("result = %+v", r)
 	}
 }
@@ -121,7 +122,7 @@ func TestForkStartsFromAnotherRunsCheckpoint(t *testing.T) {
 		})
 	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", ForkFrom: &ForkSource{RunID: "run-src", Seq: 3}, Policy: testPolicy})
 	r := result(t, env)
-	if r.Outcome != OutcomeScored || r.Budget.UsedS != 14 || r.Checkpoints != 1 {
+	if r.Outcome != runs.OutcomeScored || r.Budget.UsedS != 14 || r.Checkpoints != 1 {
 		t.Fatalf("result = %+v", r)
 	}
 }
@@ -160,7 +161,7 @@ func TestZombieSignalsIgnored(t *testing.T) {
 		})
 	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: testPolicy})
 	r := result(t, env)
-	if r.Outcome != OutcomeScored || r.Attempts != 2 || r.Checkpoints != 3 || r.Budget.UsedS != 9 || r.Budget.LostS != 2 {
+	if r.Outcome != runs.OutcomeScored || r.Attempts != 2 || r.Checkpoints != 3 || r.Budget.UsedS != 9 || r.Budget.LostS != 2 {
 		t.Fatalf("result = %+v, budget %+v", r, r.Budget)
 	}
 	if status.CheckpointFailures != 0 || status.CheckpointStale || status.LastCheckpointAgentS != 9 {
@@ -226,7 +227,7 @@ func TestSlurmProvisionedAttempt(t *testing.T) {
 	pol.Provision, pol.ProvisionMargin = activities.ProvisionKindSlurm, time.Minute
 	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: pol})
 	r := result(t, env)
-	if r.Outcome != OutcomeScored || len(*asked) != 2 || (*asked)[0].Role != "" || (*asked)[1].Role != activities.LeaseEvaluation ||
+	if r.Outcome != runs.OutcomeScored || len(*asked) != 2 || (*asked)[0].Role != "" || (*asked)[1].Role != activities.LeaseEvaluation ||
 		(*asked)[0].TimeLimit != 30*time.Second+time.Minute {
 		t.Fatalf("outcome %s, hosts asked %+v", r.Outcome, *asked)
 	}
@@ -255,7 +256,7 @@ func TestProvisionedHostThatNeverServesIsReplaced(t *testing.T) {
 	pol.Provision, pol.BootTimeout = activities.ProvisionKindSlurm, 10*time.Minute
 	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: pol})
 	r := result(t, env)
-	if r.Outcome != OutcomeScored || r.Attempts != 2 || len(*asked) != 3 {
+	if r.Outcome != runs.OutcomeScored || r.Attempts != 2 || len(*asked) != 3 {
 		t.Fatalf("outcome %s after %d attempts, %d hosts asked (want scored on the second, plus the evaluation's)", r.Outcome, r.Attempts, len(*asked))
 	}
 	if !slices.Equal(*released, []string{"job-1", "job-2", "job-3"}) {
@@ -276,7 +277,7 @@ func TestABadTaskIsNotRetried(t *testing.T) {
 		})
 	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: testPolicy})
 	r := result(t, env)
-	if tries != 1 || r.Outcome != OutcomeInfraFailed || !strings.Contains(r.Reason, "secret AWS_KEY is refused") {
+	if tries != 1 || r.Outcome != runs.OutcomeInfraFailed || !strings.Contains(r.Reason, "secret AWS_KEY is refused") {
 		t.Fatalf("%d tries, outcome %s (%s)", tries, r.Outcome, r.Reason)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/runs"
 )
 
 // planWindow is how many runs' resume-plan entries one ReadPlan fetches.
@@ -69,7 +70,7 @@ func newBench(ctx workflow.Context, in BenchmarkInput) (*bench, error) {
 		b.st = *in.State
 	}
 	if b.st.Ended == nil {
-		b.st.Ended = map[string]map[ChildState]int{}
+		b.st.Ended = map[string]map[runs.ChildState]int{}
 	}
 	b.st.Execution++
 	byID := map[string]ChildRun{}
@@ -143,7 +144,7 @@ func (b *bench) startNext(ctx workflow.Context) error {
 	}
 	b.st.Next++
 	if entry.Outcome != "" {
-		b.count(j, Outcome(entry.Outcome))
+		b.count(j, runs.Outcome(entry.Outcome))
 		return nil
 	}
 	if res, ok := b.in.Kept[j.ID]; ok {
@@ -169,9 +170,9 @@ func (b *bench) startNext(ctx workflow.Context) error {
 	b.running[j.ID] = j
 	b.started[j.ID] = f
 	b.sel.AddFuture(f, func(f workflow.Future) {
-		var res RunResult
+		var res runs.Result
 		if err := f.Get(ctx, &res); err != nil {
-			res.Outcome = OutcomeInfraFailed
+			res.Outcome = runs.OutcomeInfraFailed
 		}
 		b.ended(j.ID, res.Outcome)
 	})
@@ -201,7 +202,7 @@ func (b *bench) planEntry(ctx workflow.Context, i int) (activities.PlanEntry, er
 
 // ended counts the end of a running run once, whichever way it is
 // reported (its child future, or AwaitRuns after a continue-as-new).
-func (b *bench) ended(id string, o Outcome) {
+func (b *bench) ended(id string, o runs.Outcome) {
 	j, ok := b.running[id]
 	if !ok {
 		return
@@ -210,12 +211,12 @@ func (b *bench) ended(id string, o Outcome) {
 	b.count(j, o)
 }
 
-func (b *bench) count(j ChildRun, o Outcome) {
+func (b *bench) count(j ChildRun, o runs.Outcome) {
 	k := j.Pair()
 	if b.st.Ended[k] == nil {
-		b.st.Ended[k] = map[ChildState]int{}
+		b.st.Ended[k] = map[runs.ChildState]int{}
 	}
-	b.st.Ended[k][Ended(o)]++
+	b.st.Ended[k][runs.StateOf(o)]++
 }
 
 // awaitCarried waits, by one AwaitRuns at a time, for the runs an
@@ -237,13 +238,13 @@ func (b *bench) awaitCarried(ctx workflow.Context) {
 	f := awaitRuns.start(ctx, callArgs{}, ids)
 	b.sel.AddFuture(f, func(f workflow.Future) {
 		b.awaiting = false
-		var ends []activities.RunEnd
+		var ends []runs.End
 		if err := f.Get(ctx, &ends); err != nil {
 			workflow.GetLogger(ctx).Warn("await runs", "error", err)
 			return
 		}
 		for _, e := range ends {
-			b.ended(e.RunID, Outcome(e.Outcome))
+			b.ended(e.RunID, e.Outcome)
 		}
 	})
 }
@@ -259,7 +260,7 @@ func (b *bench) handOver(ctx workflow.Context) {
 		}
 		if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("run did not start", "run", id, "error", err)
-			b.ended(id, OutcomeInfraFailed)
+			b.ended(id, runs.OutcomeInfraFailed)
 		}
 	}
 	workflow.GetLogger(ctx).Info("continuing as new", "execution", b.st.Execution, "next", b.st.Next, "running", len(b.running))
@@ -271,20 +272,20 @@ func (b *bench) progress(page ProgressPage) Progress {
 		page.Limit = DefaultProgressPage
 	}
 	page.Limit = min(page.Limit, MaxProgressPage)
-	p := Progress{Total: len(b.jobs), Done: b.done(), PerTask: map[string]map[ChildState]int{}, RunningTotal: len(b.running),
+	p := Progress{Total: len(b.jobs), Done: b.done(), PerTask: map[string]map[runs.ChildState]int{}, RunningTotal: len(b.running),
 		Policy: b.in.Run.Policy.Leaderboard(), Execution: b.st.Execution}
 	for k, n := range b.perKey {
-		per := map[ChildState]int{}
+		per := map[runs.ChildState]int{}
 		for s, c := range b.st.Ended[k] {
 			per[s] = c
 			n -= c
 		}
 		p.PerTask[k] = per
-		p.PerTask[k][ChildQueued] = n
+		p.PerTask[k][runs.ChildQueued] = n
 	}
 	for _, j := range b.running {
-		p.PerTask[j.Pair()][ChildRunning]++
-		p.PerTask[j.Pair()][ChildQueued]--
+		p.PerTask[j.Pair()][runs.ChildRunning]++
+		p.PerTask[j.Pair()][runs.ChildQueued]--
 	}
 	ids := sortedIDs(b.running)
 	if page.Offset < len(ids) {

@@ -17,6 +17,7 @@ import (
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/runresults"
+	"github.com/mlrb/mlrb/internal/runs"
 )
 
 func TestBenchmarkFansOut(t *testing.T) {
@@ -41,7 +42,7 @@ func TestBenchmarkFansOut(t *testing.T) {
 	if err := env.GetWorkflowResult(&r); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Runs) != 0 || len(r.Leaderboard) != 1 || r.Total != 6 || r.Ended["mini_baby_lm_b/reference"][Ended(OutcomeScored)] != 3 {
+	if len(r.Runs) != 0 || len(r.Leaderboard) != 1 || r.Total != 6 || r.Ended["mini_baby_lm_b/reference"][runs.StateOf(runs.OutcomeScored)] != 3 {
 		t.Fatalf("result %+v", r)
 	}
 	res, puts := stored(env)
@@ -49,7 +50,7 @@ func TestBenchmarkFansOut(t *testing.T) {
 		t.Fatalf("%d results stored, want 6", puts)
 	}
 	for id, run := range res {
-		if run.Outcome != OutcomeScored || run.RunID != id {
+		if run.Outcome != runs.OutcomeScored || run.RunID != id {
 			t.Fatalf("run %+v", run)
 		}
 	}
@@ -85,13 +86,13 @@ func TestBenchmarkContinuesAsNew(t *testing.T) {
 			})
 		env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.5), nil)
 		env.OnActivity(activities.AwaitRunsName, mock.Anything, mock.Anything).After(30 * time.Second).Return(
-			func(_ context.Context, ids []string) ([]activities.RunEnd, error) {
+			func(_ context.Context, ids []string) ([]runs.End, error) {
 				if !slices.Equal(ids, carried) {
 					return nil, fmt.Errorf("awaited %v, want the carried %v", ids, carried)
 				}
-				ends := []activities.RunEnd{}
+				ends := []runs.End{}
 				for _, rid := range ids {
-					ends = append(ends, activities.RunEnd{RunID: rid, Outcome: string(OutcomeScored)})
+					ends = append(ends, runs.End{RunID: rid, Outcome: runs.OutcomeScored})
 				}
 				return ends, nil
 			})
@@ -113,7 +114,7 @@ func TestBenchmarkContinuesAsNew(t *testing.T) {
 			if err := env.GetWorkflowResult(&r); err != nil {
 				t.Fatal(err)
 			}
-			if r.Ended["a/reference"][Ended(OutcomeScored)] != 3 || r.Ended["b/reference"][Ended(OutcomeScored)] != 3 || exec != 2 {
+			if r.Ended["a/reference"][runs.StateOf(runs.OutcomeScored)] != 3 || r.Ended["b/reference"][runs.StateOf(runs.OutcomeScored)] != 3 || exec != 2 {
 				t.Fatalf("execution %d ended with %+v", exec, r)
 			}
 			break
@@ -123,7 +124,7 @@ func TestBenchmarkContinuesAsNew(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Four started, three at a time: one ended, three under way.
-		if st := next.State; st == nil || st.Next != 4 || len(st.Running) != 3 || st.Execution != exec || st.Ended["a/reference"][Ended(OutcomeScored)] != 1 {
+		if st := next.State; st == nil || st.Next != 4 || len(st.Running) != 3 || st.Execution != exec || st.Ended["a/reference"][runs.StateOf(runs.OutcomeScored)] != 1 {
 			t.Fatalf("carried state %+v", next.State)
 		}
 		carried, in = next.State.Running, next
@@ -187,10 +188,10 @@ func TestBenchmarkResume(t *testing.T) {
 func testBenchmarkResume(t *testing.T, inStore bool) {
 	env := newEnv(t)
 	const id = "default-test-workflow-id"
-	kept := map[string]RunResult{}
+	kept := map[string]runs.Result{}
 	for _, s := range []int64{1, 2} {
 		rid := runresults.RunID(id, "reference", "a", s)
-		kept[rid] = RunResult{RunID: rid, Task: "a", Agent: "reference", Seed: s, Outcome: OutcomeScored, Score: ptr(0.9)}
+		kept[rid] = runs.Result{RunID: rid, Task: "a", Agent: "reference", Seed: s, Outcome: runs.OutcomeScored, Score: ptr(0.9)}
 	}
 	ended := runresults.RunID(id, "reference", "b", 1)
 	env.OnActivity(activities.LoadCheckpointName, mock.Anything, mock.Anything).Return(
@@ -242,7 +243,7 @@ func testBenchmarkResume(t *testing.T, inStore bool) {
 	}
 	env.ExecuteWorkflow(BenchmarkWorkflow, in)
 	var r BenchmarkResult
-	if err := env.GetWorkflowResult(&r); err != nil || r.Ended["a/reference"][Ended(OutcomeScored)] != 2 {
+	if err := env.GetWorkflowResult(&r); err != nil || r.Ended["a/reference"][runs.StateOf(runs.OutcomeScored)] != 2 {
 		t.Fatalf("%+v, %v", r, err)
 	}
 	results, _ := stored(env)
@@ -277,10 +278,10 @@ func testBenchmarkResume(t *testing.T, inStore bool) {
 				t.Errorf("the continued run's ledger must carry what it lost before: %+v", run.Budget)
 			}
 		case run.RunID == ended:
-			if run.Outcome != OutcomeLimitReached || run.Attempts != 1 || run.Budget.UsedS != 20 || *run.Score != 0.5 {
+			if run.Outcome != runs.OutcomeLimitReached || run.Attempts != 1 || run.Budget.UsedS != 20 || *run.Score != 0.5 {
 				t.Errorf("the ended run must be evaluated as it ended: %+v", run)
 			}
-		case run.Outcome != OutcomeScored:
+		case run.Outcome != runs.OutcomeScored:
 			t.Errorf("run %+v", run)
 		}
 	}

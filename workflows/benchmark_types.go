@@ -3,6 +3,7 @@ package workflows
 import (
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/runresults"
+	"github.com/mlrb/mlrb/internal/runs"
 )
 
 // The benchmark's payloads: its input, carried state, result and progress.
@@ -18,7 +19,7 @@ type BenchmarkInput struct {
 	// Kept continue from their checkpoints.
 	Resumed bool `json:",omitempty"`
 	// Kept are the results an earlier execution already has, by run id.
-	Kept map[string]RunResult `json:",omitempty"`
+	Kept map[string]runs.Result `json:",omitempty"`
 	// Carried is, by run id, what earlier executions of a run to continue
 	// lost and waited.
 	Carried map[string]Ledger `json:",omitempty"`
@@ -48,7 +49,7 @@ type BenchmarkState struct {
 	// Next is the index of the next run to start, in ChildRuns order.
 	Next int
 	// Ended counts ended runs by task/agent and outcome.
-	Ended map[string]map[ChildState]int
+	Ended map[string]map[runs.ChildState]int
 	// Running are runs an earlier execution started that had not ended.
 	Running []string `json:",omitempty"`
 	// Execution counts the executions so far (the first is 1).
@@ -62,19 +63,19 @@ type BenchmarkResult struct {
 	BenchmarkID string `json:"benchmark_id"`
 	// Runs holds every result in benchmarks started before results were
 	// stored per run; empty since.
-	Runs        []RunResult `json:"runs,omitempty"`
-	Leaderboard []string    `json:"leaderboard"`
+	Runs        []runs.Result `json:"runs,omitempty"`
+	Leaderboard []string      `json:"leaderboard"`
 	// Setup is the budgets, hardware and policy the scores were obtained under.
 	Setup leaderboard.Setup `json:"setup"`
 	Total int               `json:"total,omitempty"`
 	// Ended counts runs by task/agent and outcome.
-	Ended map[string]map[ChildState]int `json:"ended,omitempty"`
+	Ended map[string]map[runs.ChildState]int `json:"ended,omitempty"`
 	// Missing counts runs with no stored result when the leaderboard was made.
 	Missing int `json:"missing,omitempty"`
 }
 
 // LeaderboardRuns is what the leaderboard reads of run results.
-func LeaderboardRuns(results []RunResult) []leaderboard.Run {
+func LeaderboardRuns(results []runs.Result) []leaderboard.Run {
 	runs := make([]leaderboard.Run, 0, len(results))
 	for _, r := range results {
 		runs = append(runs, leaderboard.Run{Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: string(r.Outcome), Score: r.Score,
@@ -88,9 +89,9 @@ func LeaderboardRuns(results []RunResult) []leaderboard.Run {
 // size follows the number of task × agent pairs and the page, never the
 // number of runs: results are read from the blob store.
 type Progress struct {
-	Total   int                           `json:"total"`
-	Done    int                           `json:"done"`
-	PerTask map[string]map[ChildState]int `json:"per_task_agent"`
+	Total   int                                `json:"total"`
+	Done    int                                `json:"done"`
+	PerTask map[string]map[runs.ChildState]int `json:"per_task_agent"`
 	// Running is a page of the runs under way, sorted, from the page's
 	// offset; RunningTotal counts them all.
 	Running      []string `json:"running"`

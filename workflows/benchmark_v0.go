@@ -10,28 +10,29 @@ import (
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/leaderboard"
+	"github.com/mlrb/mlrb/internal/runs"
 )
 
 // progressV0 is benchmarkV0's answer to the progress query: every run's
 // state and result.
 type progressV0 struct {
-	Total    int                           `json:"total"`
-	Done     int                           `json:"done"`
-	PerTask  map[string]map[ChildState]int `json:"per_task_agent"`
-	Children map[string]ChildState         `json:"children"`
-	Finished []RunResult                   `json:"finished"`
-	Policy   leaderboard.Policy            `json:"policy"`
+	Total    int                                `json:"total"`
+	Done     int                                `json:"done"`
+	PerTask  map[string]map[runs.ChildState]int `json:"per_task_agent"`
+	Children map[string]runs.ChildState         `json:"children"`
+	Finished []runs.Result                      `json:"finished"`
+	Policy   leaderboard.Policy                 `json:"policy"`
 }
 
 // withCounts fills the figures the query derives: the runs done and the
 // count per task, agent and state.
 func (p progressV0) withCounts(jobs []ChildRun) progressV0 {
 	p.Done = len(p.Finished)
-	p.PerTask = map[string]map[ChildState]int{}
+	p.PerTask = map[string]map[runs.ChildState]int{}
 	for _, j := range jobs {
 		k := j.Pair()
 		if p.PerTask[k] == nil {
-			p.PerTask[k] = map[ChildState]int{}
+			p.PerTask[k] = map[runs.ChildState]int{}
 		}
 		p.PerTask[k][p.Children[j.ID]]++
 	}
@@ -44,13 +45,13 @@ func (p progressV0) withCounts(jobs []ChildRun) progressV0 {
 func benchmarkV0(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResult, error) {
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
 	jobs := in.ChildRuns(id)
-	prog := progressV0{Total: len(jobs), Children: map[string]ChildState{}, Policy: in.Run.Policy.Leaderboard()}
-	finished := func(j ChildRun, res RunResult) {
+	prog := progressV0{Total: len(jobs), Children: map[string]runs.ChildState{}, Policy: in.Run.Policy.Leaderboard()}
+	finished := func(j ChildRun, res runs.Result) {
 		prog.Finished = append(prog.Finished, res)
-		prog.Children[j.ID] = Ended(res.Outcome)
+		prog.Children[j.ID] = runs.StateOf(res.Outcome)
 	}
 	for _, j := range jobs {
-		prog.Children[j.ID] = ChildQueued
+		prog.Children[j.ID] = runs.ChildQueued
 		if res, ok := in.Kept[j.ID]; ok {
 			finished(j, res)
 		}
@@ -87,12 +88,12 @@ func benchmarkV0(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResult, err
 				Memo:       map[string]any{"task": j.Task, "agent": j.Agent, "seed": j.Seed, "benchmark": id},
 			})
 			f := workflow.ExecuteChildWorkflow(cctx, RunWorkflowName, ri)
-			prog.Children[j.ID] = ChildRunning
+			prog.Children[j.ID] = runs.ChildRunning
 			running++
 			sel.AddFuture(f, func(f workflow.Future) {
-				var res RunResult
+				var res runs.Result
 				if err := f.Get(ctx, &res); err != nil {
-					res = RunResult{RunID: j.ID, Task: j.Task, Agent: j.Agent, Seed: j.Seed, Outcome: OutcomeInfraFailed, Reason: err.Error()}
+					res = runs.Result{RunID: j.ID, Task: j.Task, Agent: j.Agent, Seed: j.Seed, Outcome: runs.OutcomeInfraFailed, Reason: err.Error()}
 				}
 				finished(j, res)
 				running--

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/budget"
+	"github.com/mlrb/mlrb/internal/runs"
 )
 
 // The activity catalogue: every activity the workflows call, each with
@@ -38,7 +39,7 @@ var (
 		name: activities.StoreResultName, on: onShared, options: storing, fn: (*activities.Activities).StoreResult}
 	readPlan = activityOf[activities.ReadPlanInput, map[string]activities.PlanEntry]{
 		name: activities.ReadPlanName, on: onShared, options: quick, fn: (*activities.Activities).ReadPlan}
-	awaitRuns = activityOf[[]string, []activities.RunEnd]{
+	awaitRuns = activityOf[[]string, []runs.End]{
 		name: activities.AwaitRunsName, on: onShared, options: awaiting, fn: (*activities.Activities).AwaitRuns}
 	aggregateResults = activityOf[activities.AggregateResultsInput, *activities.AggregateResult]{
 		name: activities.AggregateResultsName, on: onShared, options: aggregating, fn: (*activities.Activities).AggregateResults}

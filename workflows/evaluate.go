@@ -9,23 +9,24 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/runs"
 )
 
 // evaluate scores the final checkpoint. When the evaluation's retries run
 // out, the run waits for a retry-evaluation update (an operator fixed the
 // evaluator) up to the policy's wait limit, rather than fail a run whose
 // agent work is done: the agent is never run again.
-func (r *run) evaluate(ctx workflow.Context, outcome Outcome) (*RunResult, error) {
-	r.setPhase(ctx, PhaseEvaluating)
+func (r *run) evaluate(ctx workflow.Context, outcome runs.Outcome) (*runs.Result, error) {
+	r.setPhase(ctx, runs.PhaseEvaluating)
 	ev, err := r.runEvaluation(ctx, "")
 	if err == nil {
 		return r.finish(ctx, outcome, "", ev), nil
 	}
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) && ae.Type() == activities.ErrNoModel {
-		return r.finish(ctx, OutcomeAgentFailed, "no model to evaluate: "+errText(err), nil), nil
+		return r.finish(ctx, runs.OutcomeAgentFailed, "no model to evaluate: "+errText(err), nil), nil
 	}
-	r.setPhase(ctx, PhaseAwaitingEvalRetry)
+	r.setPhase(ctx, runs.PhaseAwaitingEvalRetry)
 	ok, err := workflow.AwaitWithTimeout(ctx, r.pol.EvalWaitLimit, func() bool { return r.retry.scored != nil })
 	if err != nil {
 		return nil, err
@@ -34,7 +35,7 @@ func (r *run) evaluate(ctx workflow.Context, outcome Outcome) (*RunResult, error
 		return nil, err
 	}
 	if !ok && r.retry.scored == nil {
-		return r.finish(ctx, OutcomeEvaluationFailed, "evaluation failed and no retry came within the wait limit: "+r.evals[len(r.evals)-1].Error, nil), nil
+		return r.finish(ctx, runs.OutcomeEvaluationFailed, "evaluation failed and no retry came within the wait limit: "+r.evals[len(r.evals)-1].Error, nil), nil
 	}
 	return r.finish(ctx, outcome, "", r.retry.scored), nil
 }
@@ -52,21 +53,21 @@ type retryState struct {
 // registered later.
 func (r *run) setRetryHandler(ctx workflow.Context) error {
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateRetryEvaluation,
-		func(ctx workflow.Context, req RetryEvaluation) (EvalAttempt, error) {
+		func(ctx workflow.Context, req RetryEvaluation) (runs.EvalAttempt, error) {
 			r.retry.busy = true
 			defer func() { r.retry.busy = false }()
-			r.setPhase(ctx, PhaseEvaluating)
+			r.setPhase(ctx, runs.PhaseEvaluating)
 			ev, err := r.runEvaluation(ctx, req.Image)
 			if err != nil {
-				r.setPhase(ctx, PhaseAwaitingEvalRetry)
+				r.setPhase(ctx, runs.PhaseAwaitingEvalRetry)
 			} else {
 				r.retry.scored = ev
 			}
 			return r.evals[len(r.evals)-1], nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req RetryEvaluation) error {
-			if r.st.Phase != PhaseAwaitingEvalRetry || r.retry.busy {
-				return fmt.Errorf("run is %s, not %s", r.st.Phase, PhaseAwaitingEvalRetry)
+			if r.st.Phase != runs.PhaseAwaitingEvalRetry || r.retry.busy {
+				return fmt.Errorf("run is %s, not %s", r.st.Phase, runs.PhaseAwaitingEvalRetry)
 			}
 			return nil
 		}},
@@ -108,7 +109,7 @@ func (r *run) runEvaluation(ctx workflow.Context, image string) (*activities.Eva
 	if err == nil && ev == nil {
 		ev = &activities.EvalResult{}
 	}
-	att := EvalAttempt{Image: image, At: workflow.Now(ctx)}
+	att := runs.EvalAttempt{Image: image, At: workflow.Now(ctx)}
 	if err != nil {
 		att.Error = errText(err)
 	} else {

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/runs"
 )
 
 func TestEvaluationRetried(t *testing.T) {
@@ -36,7 +37,7 @@ func TestEvaluationRetried(t *testing.T) {
 		})
 	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: testPolicy})
 	r := result(t, env)
-	if r.Outcome != OutcomeScored || tries != 3 {
+	if r.Outcome != runs.OutcomeScored || tries != 3 {
 		t.Fatalf("result = %+v after %d tries", r, tries)
 	}
 }
@@ -50,7 +51,7 @@ func TestEvaluationFailureIsNotZero(t *testing.T) {
 	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: testPolicy})
 	r := result(t, env)
 	// No retry-evaluation came within the wait limit.
-	if r.Outcome != OutcomeEvaluationFailed || r.Score != nil || r.EvalTries != 1 || r.Evaluations[0].Error == "" {
+	if r.Outcome != runs.OutcomeEvaluationFailed || r.Score != nil || r.EvalTries != 1 || r.Evaluations[0].Error == "" {
 		t.Fatalf("result = %+v", r)
 	}
 }
@@ -74,7 +75,7 @@ func TestRetryEvaluationInPlace(t *testing.T) {
 		})
 	var mid Status
 	var first, second error
-	var got EvalAttempt
+	var got runs.EvalAttempt
 	env.RegisterDelayedCallback(func() {
 		v, _ := env.QueryWorkflow(QueryStatus)
 		_ = v.Get(&mid)
@@ -86,7 +87,7 @@ func TestRetryEvaluationInPlace(t *testing.T) {
 		env.UpdateWorkflow(UpdateRetryEvaluation, "fixed", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { second = err }, OnAccept: func() {},
 			OnComplete: func(v any, err error) {
-				if a, ok := v.(EvalAttempt); ok {
+				if a, ok := v.(runs.EvalAttempt); ok {
 					got = a
 				}
 			},
@@ -94,13 +95,13 @@ func TestRetryEvaluationInPlace(t *testing.T) {
 	}, 2*time.Hour)
 	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: testPolicy})
 	r := result(t, env)
-	if mid.Phase != PhaseAwaitingEvalRetry {
+	if mid.Phase != runs.PhaseAwaitingEvalRetry {
 		t.Fatalf("phase while waiting = %q", mid.Phase)
 	}
 	if first != nil || second != nil {
 		t.Fatalf("updates rejected: %v, %v", first, second)
 	}
-	if r.Outcome != OutcomeScored || r.Score == nil || *r.Score != 0.77 || agentRuns != 1 {
+	if r.Outcome != runs.OutcomeScored || r.Score == nil || *r.Score != 0.77 || agentRuns != 1 {
 		t.Fatalf("result %+v after %d agent runs", r, agentRuns)
 	}
 	if len(r.Evaluations) != 3 || r.Evaluations[2].Image != "sha256:fixed" || got.Score == nil {
@@ -129,7 +130,7 @@ func TestEvaluationHoldsALease(t *testing.T) {
 	})
 	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: testPolicy})
 	r := result(t, env)
-	if r.Outcome != OutcomeScored || got.Lease == nil || got.Lease.HostQueue != "mlrb-host-h" || !slices.Equal(got.Lease.Devices, []int{3}) {
+	if r.Outcome != runs.OutcomeScored || got.Lease == nil || got.Lease.HostQueue != "mlrb-host-h" || !slices.Equal(got.Lease.Devices, []int{3}) {
 		t.Fatalf("outcome %s, evaluation lease %+v", r.Outcome, got.Lease)
 	}
 	if !strings.HasSuffix(got.Lease.Token, "#"+activities.LeaseEvaluation) || len(released) != 2 || released[1] != got.Lease.Token {

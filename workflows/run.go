@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/runs"
 )
 
 // run is RunWorkflow's state: everything the status query shows.
@@ -20,7 +21,7 @@ type run struct {
 	last       *activities.CheckpointRef
 	ckCh       workflow.ReceiveChannel
 	agentImage string
-	evals      []EvalAttempt
+	evals      []runs.EvalAttempt
 	retry      retryState
 	// heldS is the wall time GPU hosts were held for the run: from a
 	// provisioned host's start (boot and idle included), or a static
@@ -33,7 +34,7 @@ type run struct {
 // RunWorkflow drives one run: resolve the task, then attempts of lease →
 // restore → agent until the agent ends or the infra-attempt limit is hit,
 // then evaluation of the final checkpoint in a fresh workspace.
-func RunWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
+func RunWorkflow(ctx workflow.Context, in RunInput) (*runs.Result, error) {
 	r := &run{in: in, pol: in.Policy.withDefaults()}
 	res, err := r.drive(ctx)
 	if err != nil || res == nil {
@@ -49,7 +50,7 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
 // benchmarks of any size read it. A store down for the activity's whole
 // retry budget loses only that copy: the result is still the
 // workflow's, and the leaderboard counts the run missing.
-func (r *run) storeResult(ctx workflow.Context, res *RunResult) {
+func (r *run) storeResult(ctx workflow.Context, res *runs.Result) {
 	b, err := json.Marshal(res)
 	if err != nil {
 		workflow.GetLogger(ctx).Error("encode result", "error", err)
@@ -61,38 +62,38 @@ func (r *run) storeResult(ctx workflow.Context, res *RunResult) {
 }
 
 // drive is the run: resolve, attempts, evaluation.
-func (r *run) drive(ctx workflow.Context) (*RunResult, error) {
+func (r *run) drive(ctx workflow.Context) (*runs.Result, error) {
 	in := r.in
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
 	spec, err := resolveTask.call(ctx, callArgs{}, activities.ResolveInput{Task: in.Task, Agent: in.Agent, Image: in.Image})
 	if err != nil {
-		return r.finish(ctx, OutcomeInfraFailed, "resolve task: "+errText(err), nil), nil
+		return r.finish(ctx, runs.OutcomeInfraFailed, "resolve task: "+errText(err), nil), nil
 	}
 	r.spec = *spec
 	r.st.Store = r.spec.Store
 	agent, err := r.startingPoint(ctx)
 	if err != nil {
-		return r.finish(ctx, OutcomeInfraFailed, err.Error(), nil), nil
+		return r.finish(ctx, runs.OutcomeInfraFailed, err.Error(), nil), nil
 	}
 	r.st.Budget.LimitS = r.timeLimit().Seconds()
 	if agent == nil {
 		if agent, err = r.runAttempts(ctx); err != nil {
-			return r.finish(ctx, OutcomeInfraFailed, err.Error(), nil), nil
+			return r.finish(ctx, runs.OutcomeInfraFailed, err.Error(), nil), nil
 		}
 	}
 	switch {
 	case agent.StoppedBy == activities.StopCanceled:
-		return r.finish(ctx, OutcomeCanceled, "canceled by an operator; the final checkpoint keeps the work", nil), nil
+		return r.finish(ctx, runs.OutcomeCanceled, "canceled by an operator; the final checkpoint keeps the work", nil), nil
 	case agent.StoppedBy == activities.StopExited && agent.ExitCode != 0:
-		return r.finish(ctx, OutcomeAgentFailed, "agent "+exitText(agent), nil), nil
+		return r.finish(ctx, runs.OutcomeAgentFailed, "agent "+exitText(agent), nil), nil
 	case r.last == nil:
-		return r.finish(ctx, OutcomeAgentFailed, "the agent left no checkpoint", nil), nil
+		return r.finish(ctx, runs.OutcomeAgentFailed, "the agent left no checkpoint", nil), nil
 	case agent.StoppedBy == activities.StopDeadline:
-		return r.evaluate(ctx, OutcomeLimitReached)
+		return r.evaluate(ctx, runs.OutcomeLimitReached)
 	}
-	return r.evaluate(ctx, OutcomeScored)
+	return r.evaluate(ctx, runs.OutcomeScored)
 }
 
 // setup sets the run's state and its handlers up, in one place: the
@@ -100,14 +101,14 @@ func (r *run) drive(ctx workflow.Context) (*RunResult, error) {
 // operator's updates.
 func (r *run) setup(ctx workflow.Context) error {
 	in := r.in
-	r.st = Status{RunID: workflow.GetInfo(ctx).WorkflowExecution.ID, Task: in.Task, Agent: in.Agent, Seed: in.Seed, Phase: PhaseResolving}
+	r.st = Status{RunID: workflow.GetInfo(ctx).WorkflowExecution.ID, Task: in.Task, Agent: in.Agent, Seed: in.Seed, Phase: runs.PhaseResolving}
 	if c := in.Carried; c != nil {
 		r.st.Budget = c.Carried()
 	}
 	if err := r.setQueries(ctx); err != nil {
 		return err
 	}
-	sas := []temporal.SearchAttributeUpdate{SATask.ValueSet(in.Task), SAAgent.ValueSet(in.Agent), SAPhase.ValueSet(string(PhaseResolving))}
+	sas := []temporal.SearchAttributeUpdate{SATask.ValueSet(in.Task), SAAgent.ValueSet(in.Agent), SAPhase.ValueSet(string(runs.PhaseResolving))}
 	if in.Benchmark != "" {
 		sas = append(sas, SABenchmark.ValueSet(in.Benchmark))
 	}
@@ -274,7 +275,7 @@ func (r *run) drainCheckpoints(ctx workflow.Context) {
 // steerable tells whether operator controls still apply.
 func (r *run) steerable() error {
 	switch r.st.Phase {
-	case PhaseResolving, PhaseLeasing, PhaseRunning, PhaseRecovering:
+	case runs.PhaseResolving, runs.PhaseLeasing, runs.PhaseRunning, runs.PhaseRecovering:
 		return nil
 	}
 	return fmt.Errorf("run is %s: the agent has finished", r.st.Phase)
@@ -297,7 +298,7 @@ func (r *run) nextSeq() int {
 	return r.last.Seq + 1
 }
 
-func (r *run) setPhase(ctx workflow.Context, phase Phase) {
+func (r *run) setPhase(ctx workflow.Context, phase runs.Phase) {
 	if r.st.Phase == phase {
 		return
 	}
@@ -307,13 +308,13 @@ func (r *run) setPhase(ctx workflow.Context, phase Phase) {
 	}
 }
 
-func (r *run) finish(ctx workflow.Context, outcome Outcome, reason string, ev *activities.EvalResult) *RunResult {
-	r.setPhase(ctx, PhaseDone)
+func (r *run) finish(ctx workflow.Context, outcome runs.Outcome, reason string, ev *activities.EvalResult) *runs.Result {
+	r.setPhase(ctx, runs.PhaseDone)
 	r.st.Outcome = outcome
 	if err := workflow.UpsertTypedSearchAttributes(ctx, SAOutcome.ValueSet(string(outcome))); err != nil {
 		workflow.GetLogger(ctx).Warn("upsert outcome", "error", err)
 	}
-	res := &RunResult{
+	res := &runs.Result{
 		RunID: r.st.RunID, Task: r.in.Task, Agent: r.in.Agent, Seed: r.in.Seed, Outcome: outcome,
 		Attempts: r.st.Attempt, Checkpoints: r.st.Checkpoints, SpecHash: r.spec.Hash, Budget: r.st.Budget, Reason: reason,
 		Metrics: map[string]float64{}, AgentImage: r.agentImage, Evaluations: r.evals, EvalTries: len(r.evals),

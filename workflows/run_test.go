@@ -15,6 +15,7 @@ import (
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/contract"
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/tasks"
 )
 
@@ -45,11 +46,11 @@ func newEnvLeasing(t *testing.T, d time.Duration, lease func(context.Context, ac
 	env.OnActivity(activities.ResolveTaskName, mock.Anything, mock.Anything).After(d).Return(&activities.ResolvedTask{Spec: *spec, Hash: spec.Hash()}, nil)
 	env.OnActivity(activities.AcquireLeaseName, mock.Anything, mock.Anything).Return(lease)
 	env.OnActivity(activities.ReleaseLeaseName, mock.Anything, mock.Anything).Return(nil)
-	st := &storedResults{byID: map[string]RunResult{}}
+	st := &storedResults{byID: map[string]runs.Result{}}
 	storedOf.Store(env, st)
 	env.OnActivity(activities.StoreResultName, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.StoreResultInput) error {
-			var r RunResult
+			var r runs.Result
 			if err := json.Unmarshal(in.Result, &r); err != nil {
 				return err
 			}
@@ -65,7 +66,7 @@ func newEnvLeasing(t *testing.T, d time.Duration, lease func(context.Context, ac
 // storedResults are the results runs stored (the StoreResult activity).
 type storedResults struct {
 	mu   sync.Mutex
-	byID map[string]RunResult
+	byID map[string]runs.Result
 	puts int
 }
 
@@ -73,7 +74,7 @@ var storedOf sync.Map // env -> *storedResults
 
 // stored returns the results the runs of env stored, by run id, and how
 // many stores there were.
-func stored(env *testsuite.TestWorkflowEnvironment) (map[string]RunResult, int) {
+func stored(env *testsuite.TestWorkflowEnvironment) (map[string]runs.Result, int) {
 	v, _ := storedOf.Load(env)
 	st := v.(*storedResults)
 	st.mu.Lock()
@@ -103,7 +104,7 @@ func agentDone(env *testsuite.TestWorkflowEnvironment, res *activities.AgentResu
 	}
 }
 
-func result(t *testing.T, env *testsuite.TestWorkflowEnvironment) RunResult {
+func result(t *testing.T, env *testsuite.TestWorkflowEnvironment) runs.Result {
 	t.Helper()
 	if !env.IsWorkflowCompleted() {
 		t.Fatal("workflow did not complete")
@@ -111,7 +112,7 @@ func result(t *testing.T, env *testsuite.TestWorkflowEnvironment) RunResult {
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	var r RunResult
+	var r runs.Result
 	if err := env.GetWorkflowResult(&r); err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func TestScoredRunLedger(t *testing.T) {
 	if r.Cost.AgentHours != 12.5/3600 || r.Cost.GPUHours != 0 || r.Cost.LLMUSD == nil || *r.Cost.LLMUSD != 1.25 || *r.Cost.LLMInputTokens != 1000 {
 		t.Fatalf("cost = %+v", r.Cost)
 	}
-	if r.Outcome != OutcomeScored || r.Score == nil || *r.Score != 0.81 {
+	if r.Outcome != runs.OutcomeScored || r.Score == nil || *r.Score != 0.81 {
 		t.Fatalf("result = %+v", r)
 	}
 	want := Ledger{LimitS: 30, UsedS: 12.5}
@@ -160,7 +161,7 @@ func TestTimeLimitOverrideAndDeadline(t *testing.T) {
 	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.6), nil)
 	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", TimeLimit: 20 * time.Second, Policy: testPolicy})
 	r := result(t, env)
-	if r.Outcome != OutcomeLimitReached || r.Score == nil || *r.Score != 0.6 || r.Budget.GrantedS() != 20 || r.Budget.Left() != 0 {
+	if r.Outcome != runs.OutcomeLimitReached || r.Score == nil || *r.Score != 0.6 || r.Budget.GrantedS() != 20 || r.Budget.Left() != 0 {
 		t.Fatalf("result = %+v", r)
 	}
 }
@@ -194,7 +195,7 @@ func TestStatusQuery(t *testing.T) {
 	}, 20*time.Second)
 	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: testPolicy})
 	_ = result(t, env)
-	if mid.Phase != PhaseRunning || mid.Attempt != 1 || mid.Checkpoints != 1 || mid.Budget.UsedS != 2 || mid.LastCheckpointAt.IsZero() {
+	if mid.Phase != runs.PhaseRunning || mid.Attempt != 1 || mid.Checkpoints != 1 || mid.Budget.UsedS != 2 || mid.LastCheckpointAt.IsZero() {
 		t.Fatalf("mid-run status = %+v", mid)
 	}
 	if steer.GrantedS != 30 || steer.CancelRequested {
@@ -260,10 +261,10 @@ func TestReachedAt(t *testing.T) {
 		now  time.Duration
 		want float64
 	}{
-		{"not running: what checkpoints preserved", Status{Phase: PhaseLeasing, Budget: Ledger{UsedS: 40}}, time.Minute, 40},
-		{"since the attempt's start", Status{Phase: PhaseRunning, AttemptStartedAt: t0, Budget: Ledger{UsedS: 40}}, 5 * time.Second, 45},
-		{"since the later last checkpoint", Status{Phase: PhaseRunning, AttemptStartedAt: t0, LastCheckpointAt: t0.Add(10 * time.Second), Budget: Ledger{UsedS: 50}}, 12 * time.Second, 52},
-		{"an older checkpoint than the attempt", Status{Phase: PhaseRunning, AttemptStartedAt: t0, LastCheckpointAt: t0.Add(-time.Hour), Budget: Ledger{UsedS: 50}}, 3 * time.Second, 53},
+		{"not running: what checkpoints preserved", Status{Phase: runs.PhaseLeasing, Budget: Ledger{UsedS: 40}}, time.Minute, 40},
+		{"since the attempt's start", Status{Phase: runs.PhaseRunning, AttemptStartedAt: t0, Budget: Ledger{UsedS: 40}}, 5 * time.Second, 45},
+		{"since the later last checkpoint", Status{Phase: runs.PhaseRunning, AttemptStartedAt: t0, LastCheckpointAt: t0.Add(10 * time.Second), Budget: Ledger{UsedS: 50}}, 12 * time.Second, 52},
+		{"an older checkpoint than the attempt", Status{Phase: runs.PhaseRunning, AttemptStartedAt: t0, LastCheckpointAt: t0.Add(-time.Hour), Budget: Ledger{UsedS: 50}}, 3 * time.Second, 53},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -10,66 +10,12 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/mlrb/mlrb/activities"
-	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/leaderboard"
+	"github.com/mlrb/mlrb/internal/runs"
 )
-
-// Outcome is how a run ended.
-type Outcome string
-
-// Outcomes of a run. Infra and evaluator failures carry no score, never 0.
-const (
-	OutcomeScored           Outcome = "scored"
-	OutcomeAgentFailed      Outcome = "agent_failed"
-	OutcomeLimitReached     Outcome = "limit_reached"
-	OutcomeInfraFailed      Outcome = "infra_failed"
-	OutcomeEvaluationFailed Outcome = "evaluation_failed"
-	// OutcomeCanceled: an operator stopped the run; its work is kept in
-	// the final checkpoint, unscored.
-	OutcomeCanceled Outcome = "canceled"
-)
-
-// Phase is where a run is.
-type Phase string
-
-// Phases a run goes through, shown by the status query and MlrbPhase.
-const (
-	PhaseResolving  Phase = "resolving"
-	PhaseLeasing    Phase = "leasing"
-	PhaseRunning    Phase = "running"
-	PhaseRecovering Phase = "recovering"
-	PhaseEvaluating Phase = "evaluating"
-	// PhaseAwaitingEvalRetry: evaluation retries ran out; the run waits for
-	// a retry-evaluation update (the agent's work is never re-run).
-	PhaseAwaitingEvalRetry Phase = "awaiting_evaluation_retry"
-	PhaseDone              Phase = "done"
-)
-
-// Phases lists every phase, in a run's order.
-func Phases() []Phase {
-	return []Phase{PhaseResolving, PhaseLeasing, PhaseRunning, PhaseRecovering, PhaseEvaluating, PhaseAwaitingEvalRetry, PhaseDone}
-}
-
-// Outcomes lists every outcome.
-func Outcomes() []Outcome {
-	return []Outcome{OutcomeScored, OutcomeAgentFailed, OutcomeLimitReached, OutcomeInfraFailed, OutcomeEvaluationFailed, OutcomeCanceled}
-}
-
-// ChildState is where a benchmark's run is: queued, running, or ended
-// with its outcome.
-type ChildState string
-
-// States of a benchmark's runs before they end.
-const (
-	ChildQueued  ChildState = "queued"
-	ChildRunning ChildState = "running"
-)
-
-// Ended is the state of a child run that ended with outcome o.
-func Ended(o Outcome) ChildState { return ChildState(o) }
 
 // Ledger is a run's time account (see budget.Ledger).
-type Ledger = budget.Ledger
+type Ledger = runs.Ledger
 
 // Names of workflows, queries and search attributes.
 const (
@@ -186,14 +132,6 @@ type RetryEvaluation struct {
 	Image string `json:"image,omitempty"`
 }
 
-// EvalAttempt is one evaluation of the final checkpoint, kept in the result.
-type EvalAttempt struct {
-	Image string    `json:"image,omitempty"`
-	Score *float64  `json:"score,omitempty"`
-	Error string    `json:"error,omitempty"`
-	At    time.Time `json:"at"`
-}
-
 // RunInput starts one run. It names secrets, never holds them.
 type RunInput struct {
 	Task      string
@@ -227,55 +165,27 @@ type ForkSource struct {
 	Seq   int
 }
 
-// RunResult is what a finished run reports.
-type RunResult struct {
-	RunID       string             `json:"run_id"`
-	Task        string             `json:"task"`
-	Agent       string             `json:"agent"`
-	Seed        int64              `json:"seed"`
-	Outcome     Outcome            `json:"outcome"`
-	Score       *float64           `json:"score"`
-	Metrics     map[string]float64 `json:"metrics"`
-	Attempts    int                `json:"attempts"`
-	Checkpoints int                `json:"checkpoints"`
-	SpecHash    string             `json:"spec_hash"`
-	Budget      Ledger             `json:"budget"`
-	Reason      string             `json:"reason,omitempty"`
-	ModelPath   string             `json:"model_path,omitempty"`
-	Violations  []string           `json:"constraint_violations,omitempty"`
-	EvalTries   int                `json:"evaluation_attempts"`
-	Evaluations []EvalAttempt      `json:"evaluations,omitempty"`
-	Cost        Cost               `json:"cost"`
-	// TimeLimitS and Hardware are the budget (before extensions) and the
-	// hardware class ("CPU", "1× A100") the run had.
-	TimeLimitS float64 `json:"time_limit_s,omitempty"`
-	Hardware   string  `json:"hardware,omitempty"`
-	// AgentImage and EvaluatorImage are digests, when containers ran them.
-	AgentImage     string `json:"agent_image,omitempty"`
-	EvaluatorImage string `json:"evaluator_image,omitempty"`
-}
-
 // Status is the answer to the status query.
 type Status struct {
-	RunID            string    `json:"run_id"`
-	Task             string    `json:"task"`
-	Agent            string    `json:"agent"`
-	Seed             int64     `json:"seed"`
-	Phase            Phase     `json:"phase"`
-	Attempt          int       `json:"attempt"`
-	Checkpoints      int       `json:"checkpoints"`
-	LastCheckpointAt time.Time `json:"last_checkpoint_at"`
+	RunID            string     `json:"run_id"`
+	Task             string     `json:"task"`
+	Agent            string     `json:"agent"`
+	Seed             int64      `json:"seed"`
+	Phase            runs.Phase `json:"phase"`
+	Attempt          int        `json:"attempt"`
+	Checkpoints      int        `json:"checkpoints"`
+	LastCheckpointAt time.Time  `json:"last_checkpoint_at"`
 	// LastCheckpointAgentS is the agent time the last checkpoint covers.
 	LastCheckpointAgentS float64   `json:"last_checkpoint_agent_s"`
 	AttemptStartedAt     time.Time `json:"attempt_started_at"`
 	// CheckpointFailures counts failed checkpoints since the last commit.
-	CheckpointFailures int      `json:"checkpoint_failures"`
-	CheckpointError    string   `json:"checkpoint_error,omitempty"`
-	CheckpointStale    bool     `json:"checkpoint_stale"`
-	CancelRequested    bool     `json:"cancel_requested"`
-	Budget             Ledger   `json:"budget"`
-	Outcome            Outcome  `json:"outcome,omitempty"`
-	Score              *float64 `json:"score,omitempty"`
+	CheckpointFailures int          `json:"checkpoint_failures"`
+	CheckpointError    string       `json:"checkpoint_error,omitempty"`
+	CheckpointStale    bool         `json:"checkpoint_stale"`
+	CancelRequested    bool         `json:"cancel_requested"`
+	Budget             Ledger       `json:"budget"`
+	Outcome            runs.Outcome `json:"outcome,omitempty"`
+	Score              *float64     `json:"score,omitempty"`
 	// Store is where the run's checkpoints and logs are.
 	Store string `json:"store,omitempty"`
 	// LeasingSince is when the run began waiting for a slot, while it
@@ -291,7 +201,7 @@ type Status struct {
 // checkpoint (what the status shows between checkpoints, and what a run
 // cut off at now lost).
 func (s Status) ReachedAt(now time.Time) float64 {
-	if s.Phase != PhaseRunning || s.AttemptStartedAt.IsZero() {
+	if s.Phase != runs.PhaseRunning || s.AttemptStartedAt.IsZero() {
 		return s.Budget.UsedS
 	}
 	since := s.AttemptStartedAt
@@ -302,4 +212,4 @@ func (s Status) ReachedAt(now time.Time) float64 {
 }
 
 // Cost is what a run consumed (see leaderboard.Cost).
-type Cost = leaderboard.Cost
+type Cost = runs.Cost

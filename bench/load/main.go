@@ -39,6 +39,7 @@ import (
 	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/ports"
 	"github.com/mlrb/mlrb/internal/runresults"
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/tasks"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -215,11 +216,11 @@ func run(o opts) error {
 		if err != nil {
 			return err
 		}
-		var res workflows.RunResult
+		var res runs.Result
 		if err := r.Get(ctx, &res); err != nil {
 			return err
 		}
-		if res.Outcome != workflows.OutcomeScored {
+		if res.Outcome != runs.OutcomeScored {
 			return fmt.Errorf("run %s ended %s: %s", r.GetID(), res.Outcome, res.Reason)
 		}
 		if i > 0 { // the first warms the caches
@@ -345,13 +346,13 @@ func benchmark(ctx context.Context, c client.Client, cfg *config.Config, pol wor
 	if err != nil {
 		return err
 	}
-	stored, err := runresults.GetAll[workflows.RunResult](ctx, e.Store, in.Matrix("load-benchmark").Runs(), nil)
+	stored, err := runresults.GetAll[runs.Result](ctx, e.Store, in.Matrix("load-benchmark").Runs(), nil)
 	if err != nil {
 		return err
 	}
 	scored := 0
 	for _, s := range stored {
-		if s != nil && s.Outcome == workflows.OutcomeScored {
+		if s != nil && s.Outcome == runs.OutcomeScored {
 			scored++
 		}
 	}
@@ -372,8 +373,8 @@ func await(ctx context.Context, c client.Client, ids []string) ([]time.Duration,
 	g.SetLimit(64)
 	for i, id := range ids {
 		g.Go(func() error {
-			var res workflows.RunResult
-			if err := c.GetWorkflow(gctx, id, "").Get(gctx, &res); err != nil || res.Outcome != workflows.OutcomeScored {
+			var res runs.Result
+			if err := c.GetWorkflow(gctx, id, "").Get(gctx, &res); err != nil || res.Outcome != runs.OutcomeScored {
 				lost.Add(1)
 				return nil
 			}

@@ -134,7 +134,7 @@ func openWorkspace(ctx context.Context, cfg *config.Config, engine *checkpoint.E
 		}
 	}
 	c := cfg.Container
-	return &activities.ContainerWorkspace{Docker: docker, Engine: engine, AgentImage: c.AgentImage, EvalImage: c.EvalImage, Paths: c.Paths,
+	return &activities.ContainerWorkspace{Docker: docker, Engine: engine, BuiltinImage: c.AgentImage, EvalImage: c.EvalImage, Paths: c.Paths,
 		Workdir: c.Workdir, Self: c.Self, MemoryBytes: c.MemoryMB << 20, CPUs: c.CPUs, PidsLimit: c.PidsLimit, User: c.User}, docker, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/internal/metrics"
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -18,11 +19,11 @@ import (
 func fleetCounts(c client.Client, namespace string) *metrics.Fleet {
 	base := fmt.Sprintf("WorkflowType = '%s'", workflows.RunWorkflowName)
 	var running, ended []metrics.Count
-	for _, p := range workflows.Phases() {
+	for _, p := range runs.Phases() {
 		running = append(running, metrics.Count{Value: string(p),
 			Query: fmt.Sprintf("%s AND ExecutionStatus = 'Running' AND %s = '%s'", base, workflows.SAPhase.GetName(), p)})
 	}
-	for _, o := range workflows.Outcomes() {
+	for _, o := range runs.Outcomes() {
 		ended = append(ended, metrics.Count{Value: string(o),
 			Query: fmt.Sprintf("%s AND ExecutionStatus != 'Running' AND %s = '%s'", base, workflows.SAOutcome.GetName(), o)})
 	}

@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"strconv"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -26,10 +25,9 @@ func reapJobs(ctx context.Context, s provision.Provider, c client.Client, period
 			return true
 		}
 		for _, j := range jobs {
-			key, attempt, _ := provision.ParseJobName(j.Name)
-			runID, _, isEval := strings.Cut(key, "#")
-			n := strconv.Itoa(attempt)
-			if isEval {
+			h, _ := provision.ParseJobName(j.Name)
+			runID, n := h.RunID, strconv.Itoa(h.N)
+			if h.Role != "" {
 				n = "" // an evaluation's number is not an attempt's
 			}
 			// The containers' fence asks the same question of a run.

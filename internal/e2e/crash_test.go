@@ -11,8 +11,8 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/internal/testenv"
-	"github.com/mlrb/mlrb/workflows"
 )
 
 const (
@@ -40,7 +40,7 @@ func TestWorkerKilledMidRun(t *testing.T) {
 	e.waitServer()
 	runID := e.startRun("--task", "e2e_crash", "--agent", "reference", "--seed", "5", "--time-limit", "25s")
 	st := e.waitCheckpoints(runID, 2)
-	if st.Phase != string(workflows.PhaseRunning) || st.Attempt != 1 {
+	if st.Phase != string(runs.PhaseRunning) || st.Attempt != 1 {
 		t.Fatalf("before the crash: %+v", st)
 	}
 	// Let the agent work past the checkpoint: that work is what gets lost.

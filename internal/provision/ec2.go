@@ -16,6 +16,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/mlrb/mlrb/deploy"
+	"github.com/mlrb/mlrb/internal/runs"
 )
 
 // Tags on mlrb's instances: the deployment that launched them, the run
@@ -50,8 +51,8 @@ type EC2 struct {
 // one instance per token, so a retried request never launches twice. The
 // deployment is part of it: another deployment's run of the same id is
 // another instance.
-func ClientToken(deployment, runID string, attempt int) string {
-	sum := sha256.Sum256([]byte(deployment + "\x00" + JobName(runID, attempt)))
+func ClientToken(deployment string, h runs.Holder) string {
+	sum := sha256.Sum256([]byte(deployment + "\x00" + JobName(h)))
 	return "mlrb-" + hex.EncodeToString(sum[:20])
 }
 
@@ -73,20 +74,20 @@ func (e *EC2) Launch(ctx context.Context, r Request) (Job, error) {
 	if !ok {
 		return Job{}, fmt.Errorf("provision.ec2.instance_types has no instance type for GPU type %q", r.GPUType)
 	}
-	name := JobName(r.RunID, r.Attempt)
+	name := JobName(r.Holder)
 	ud, err := e.UserData(r.GPUType, r.GPUCount)
 	if err != nil {
 		return Job{}, err
 	}
 	in := &ec2.RunInstancesInput{
 		ImageId: aws.String(e.AMI), InstanceType: types.InstanceType(itype), MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
-		ClientToken: aws.String(ClientToken(e.Deployment, r.RunID, r.Attempt)),
+		ClientToken: aws.String(ClientToken(e.Deployment, r.Holder)),
 		UserData:    aws.String(base64.StdEncoding.EncodeToString([]byte(ud))),
 		TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeInstance, Tags: []types.Tag{
 			{Key: aws.String("Name"), Value: aws.String(name)},
 			{Key: aws.String(TagDeployment), Value: aws.String(e.Deployment)},
-			{Key: aws.String(TagRun), Value: aws.String(r.RunID)},
-			{Key: aws.String(TagAttempt), Value: aws.String(strconv.Itoa(r.Attempt))},
+			{Key: aws.String(TagRun), Value: aws.String(r.Holder.JobKey())},
+			{Key: aws.String(TagAttempt), Value: aws.String(strconv.Itoa(r.Holder.N))},
 		}}},
 		// The user data shuts the instance down when its worker exits,
 		// and shutting down terminates it: a host whose worker is gone
@@ -164,7 +165,7 @@ func (e *EC2) List(ctx context.Context) ([]Job, error) {
 				if in.State != nil {
 					state = string(in.State.Name)
 				}
-				jobs = append(jobs, Job{ID: id, Name: JobName(run, attempt), HostID: id, State: state})
+				jobs = append(jobs, Job{ID: id, Name: JobName(runs.ParseJobKey(run, attempt)), HostID: id, State: state})
 			}
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/mlrb/mlrb/internal/runs"
 )
 
 // fakeEC2 speaks the EC2 Query protocol for the calls the provider makes
@@ -123,7 +124,7 @@ func TestEC2Wire(t *testing.T) {
 		Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")})
 	e := &EC2{Client: client, InstanceTypes: map[string]string{"A100-40GB": "p4d.24xlarge"}, AMI: "ami-123", Spot: true, Worker: "/usr/local/bin/mlrb-worker", Deployment: "default/mlrb"}
 	ctx := context.Background()
-	req := Request{RunID: "bench/a/t/s1", Attempt: 3, GPUType: "A100-40GB", GPUCount: 2}
+	req := Request{Holder: runs.Holder{RunID: "bench/a/t/s1", N: 3}, GPUType: "A100-40GB", GPUCount: 2}
 	job, err := e.Launch(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +139,7 @@ func TestEC2Wire(t *testing.T) {
 	}
 	q := ls[0]
 	for k, want := range map[string]string{
-		"ClientToken": ClientToken("default/mlrb", "bench/a/t/s1", 3), "ImageId": "ami-123", "InstanceType": "p4d.24xlarge", "MinCount": "1", "MaxCount": "1",
+		"ClientToken": ClientToken("default/mlrb", runs.Holder{RunID: "bench/a/t/s1", N: 3}), "ImageId": "ami-123", "InstanceType": "p4d.24xlarge", "MinCount": "1", "MaxCount": "1",
 		"InstanceMarketOptions.MarketType": "spot", "InstanceMarketOptions.SpotOptions.SpotInstanceType": "one-time",
 		"InstanceInitiatedShutdownBehavior": "terminate", "TagSpecification.1.ResourceType": "instance",
 		"MetadataOptions.HttpTokens": "required", "MetadataOptions.HttpPutResponseHopLimit": "1",
@@ -152,7 +153,7 @@ func TestEC2Wire(t *testing.T) {
 			t.Fatalf("a retry changed the client token: %s", l.Get("ClientToken"))
 		}
 	}
-	if tags := f.tags[job.ID]; tags[TagRun] != "bench/a/t/s1" || tags[TagAttempt] != "3" || tags["Name"] != JobName("bench/a/t/s1", 3) || tags[TagDeployment] != "default/mlrb" {
+	if tags := f.tags[job.ID]; tags[TagRun] != "bench/a/t/s1" || tags[TagAttempt] != "3" || tags["Name"] != JobName(runs.Holder{RunID: "bench/a/t/s1", N: 3}) || tags[TagDeployment] != "default/mlrb" {
 		t.Fatalf("tags = %v", tags)
 	}
 	ud, err := base64.StdEncoding.DecodeString(q.Get("UserData"))
@@ -176,8 +177,8 @@ func TestEC2Wire(t *testing.T) {
 	if err != nil || len(jobs) != 1 || jobs[0].ID != job.ID {
 		t.Fatalf("list = %+v, %v", jobs, err)
 	}
-	if run, n, ok := ParseJobName(jobs[0].Name); !ok || run != "bench/a/t/s1" || n != 3 {
-		t.Fatalf("the listed instance's run: %q %d", run, n)
+	if h, ok := ParseJobName(jobs[0].Name); !ok || h.RunID != "bench/a/t/s1" || h.N != 3 {
+		t.Fatalf("the listed instance's run: %+v", h)
 	}
 	if err := e.Stop(ctx, job.ID); err != nil {
 		t.Fatal(err)
@@ -188,7 +189,7 @@ func TestEC2Wire(t *testing.T) {
 	if err := e.Stop(ctx, "i-gone"); err != nil {
 		t.Fatalf("terminating an instance that is gone: %v", err)
 	}
-	if _, err := e.Launch(ctx, Request{RunID: "r", Attempt: 1, GPUType: "V100"}); err == nil || !strings.Contains(err.Error(), "provision.ec2.instance_types") {
+	if _, err := e.Launch(ctx, Request{Holder: runs.Holder{RunID: "r", N: 1}, GPUType: "V100"}); err == nil || !strings.Contains(err.Error(), "provision.ec2.instance_types") {
 		t.Fatalf("an unmapped GPU type: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/mlrb/mlrb/internal/runs"
 )
 
 // Provider is one way of obtaining hosts (provision.kind).
@@ -27,8 +28,8 @@ type Provider interface {
 
 // Request is what an attempt needs.
 type Request struct {
-	RunID    string
-	Attempt  int
+	// Holder is the attempt or evaluation the host serves.
+	Holder   runs.Holder
 	GPUType  string // the task's, e.g. A100-40GB
 	GPUCount int
 	// TimeLimit is how long the host may live: the budget left and a

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mlrb/mlrb/deploy"
+	"github.com/mlrb/mlrb/internal/runs"
 )
 
 // Slurm submits a batch job per attempt that runs a worker with the
@@ -41,33 +42,34 @@ type Slurm struct {
 // attempt, so that a reaper can find the run of any job.
 const namePrefix = "mlrb:"
 
-// JobName names an attempt's job.
-func JobName(runID string, attempt int) string {
-	return fmt.Sprintf("%s%s:a%d", namePrefix, runID, attempt)
+// JobName names the job of h: mlrb:<run>[#evaluation]:a<n>.
+func JobName(h runs.Holder) string {
+	return fmt.Sprintf("%s%s:a%d", namePrefix, h.JobKey(), h.N)
 }
 
 // ParseJobName is JobName backwards.
-func ParseJobName(name string) (runID string, attempt int, ok bool) {
+func ParseJobName(name string) (runs.Holder, bool) {
 	rest, found := strings.CutPrefix(name, namePrefix)
 	i := strings.LastIndex(rest, ":a")
 	if !found || i <= 0 {
-		return "", 0, false
+		return runs.Holder{}, false
 	}
 	n, err := strconv.Atoi(rest[i+2:])
 	if err != nil {
-		return "", 0, false
+		return runs.Holder{}, false
 	}
-	return rest[:i], n, true
+	return runs.ParseJobKey(rest[:i], n), true
 }
 
 // HostID is the host id of an attempt's job: known before submission, so
 // that the run can lease on its queue while the job waits to start. A
 // hash of the run id keeps it one run's: b/a/t/s1 and b-a-t-s1 read alike
 // once made safe, and a lease on another run's queue would go to its job.
-func HostID(runID string, attempt int) string {
+func HostID(h runs.Holder) string {
 	r := strings.NewReplacer("/", "-", ":", "-", " ", "-", "#", "-")
-	sum := sha256.Sum256([]byte(runID))
-	return fmt.Sprintf("slurm-%s-%s-a%d", r.Replace(runID), hex.EncodeToString(sum[:4]), attempt)
+	key := h.JobKey()
+	sum := sha256.Sum256([]byte(key))
+	return fmt.Sprintf("slurm-%s-%s-a%d", r.Replace(key), hex.EncodeToString(sum[:4]), h.N)
 }
 
 // GRES is the Slurm GRES type of a GPU type: its model, lower case
@@ -80,7 +82,7 @@ func GRES(gpuType string) string {
 // Launch submits (or finds, when a retried request already did) the
 // attempt's job.
 func (s *Slurm) Launch(ctx context.Context, r Request) (Job, error) {
-	name := JobName(r.RunID, r.Attempt)
+	name := JobName(r.Holder)
 	// Only this user's jobs of this deployment are adopted: a job of the
 	// same name anyone else submitted is not this attempt's host.
 	if jobs, err := s.List(ctx); err != nil {
@@ -92,7 +94,7 @@ func (s *Slurm) Launch(ctx context.Context, r Request) (Job, error) {
 			}
 		}
 	}
-	host := HostID(r.RunID, r.Attempt)
+	host := HostID(r.Holder)
 	export, creds := jobEnv(s.environ())
 	credFile := s.WorkDir + "/" + host + ".cred"
 	if err := writeCredentials(credFile, creds); err != nil {
@@ -210,11 +212,11 @@ func (s *Slurm) List(ctx context.Context) ([]Job, error) {
 		if len(f) != 4 || !strings.HasPrefix(f[1], namePrefix) || f[3] != s.comment() {
 			continue
 		}
-		runID, attempt, ok := ParseJobName(f[1])
+		h, ok := ParseJobName(f[1])
 		if !ok {
 			continue
 		}
-		jobs = append(jobs, Job{ID: f[0], Name: f[1], HostID: HostID(runID, attempt), State: f[2]})
+		jobs = append(jobs, Job{ID: f[0], Name: f[1], HostID: HostID(h), State: f[2]})
 	}
 	return jobs, nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/internal/testenv"
 )
 
@@ -23,7 +24,7 @@ func TestSlurmJobLifecycle(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "seen")
 	s := &Slurm{Worker: []string{"/bin/sh", "-c", `echo "$MLRB_HOST_ID $MLRB_HOST_GPU_DEVICES $MLRB_HOST_GPU_TYPE" > ` + out + `; sleep 120`}, WorkDir: dir}
-	req := Request{RunID: "bench/agent/task/s1", Attempt: 2, GPUType: "A100-40GB", GPUCount: 1, TimeLimit: 5 * time.Minute}
+	req := Request{Holder: runs.Holder{RunID: "bench/agent/task/s1", N: 2}, GPUType: "A100-40GB", GPUCount: 1, TimeLimit: 5 * time.Minute}
 	job, err := s.Launch(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -40,11 +41,11 @@ func TestSlurmJobLifecycle(t *testing.T) {
 			break
 		}
 	}
-	if want := HostID("bench/agent/task/s1", 2) + " 0 A100-40GB"; seen != want {
+	if want := HostID(runs.Holder{RunID: "bench/agent/task/s1", N: 2}) + " 0 A100-40GB"; seen != want {
 		t.Fatalf("the job's worker saw %q, want %q", seen, want)
 	}
 	jobs, err := s.List(ctx)
-	if err != nil || len(jobs) != 1 || jobs[0].ID != job.ID || jobs[0].HostID != HostID("bench/agent/task/s1", 2) {
+	if err != nil || len(jobs) != 1 || jobs[0].ID != job.ID || jobs[0].HostID != HostID(runs.Holder{RunID: "bench/agent/task/s1", N: 2}) {
 		t.Fatalf("list = %+v, %v", jobs, err)
 	}
 	if err := s.Stop(ctx, job.ID); err != nil {
@@ -62,11 +63,12 @@ func TestSlurmJobLifecycle(t *testing.T) {
 }
 
 func TestJobNames(t *testing.T) {
-	run, n, ok := ParseJobName(JobName("b/a:x/t/s1", 12))
-	if !ok || run != "b/a:x/t/s1" || n != 12 || GRES("A100-80GB") != "a100" {
-		t.Fatalf("%q %d %v", run, n, ok)
+	want := runs.Holder{RunID: "b/a:x/t/s1", Role: runs.RoleEvaluation, N: 12}
+	h, ok := ParseJobName(JobName(want))
+	if !ok || h != want || GRES("A100-80GB") != "a100" {
+		t.Fatalf("%+v %v", h, ok)
 	}
-	if _, _, ok := ParseJobName("train-llama"); ok {
+	if _, ok := ParseJobName("train-llama"); ok {
 		t.Fatal("a job that is not mlrb's")
 	}
 }
@@ -111,7 +113,7 @@ func TestJobEnvExportsNoCredential(t *testing.T) {
 // b-a-t-s1 got the same Slurm host id (so one run's lease could land on
 // the other's job), as b/a/t/s1 and b_a_t_s1 got one container name.
 func TestNamesAreOneRunsOwn(t *testing.T) {
-	if HostID("b/a/t/s1", 1) == HostID("b-a-t-s1", 1) {
+	if HostID(runs.Holder{RunID: "b/a/t/s1", N: 1}) == HostID(runs.Holder{RunID: "b-a-t-s1", N: 1}) {
 		t.Fatal("two runs share a host id")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -31,19 +32,19 @@ type Source interface {
 	List(ctx context.Context, prefix string) (map[string]Listed, error)
 	// Results reads the results of completed runs (nil where a run has
 	// none).
-	Results(ctx context.Context, ids []string) (map[string]*workflows.RunResult, error)
+	Results(ctx context.Context, ids []string) (map[string]*runs.Result, error)
 	// Status asks a closed run how far it got (its status query).
 	Status(ctx context.Context, id string) (workflows.Status, error)
 }
 
 // RerunOutcomes end a run without a result its agent is to blame for: a
 // resumed benchmark runs them again (from their checkpoints).
-var RerunOutcomes = []workflows.Outcome{workflows.OutcomeInfraFailed, workflows.OutcomeEvaluationFailed}
+var RerunOutcomes = []runs.Outcome{runs.OutcomeInfraFailed, runs.OutcomeEvaluationFailed}
 
 // Plan is a benchmark's runs sorted for a resume.
 type Plan struct {
 	// Kept are the runs with a result, kept as they are.
-	Kept map[string]workflows.RunResult
+	Kept map[string]runs.Result
 	// Carried is what the runs to continue lost, waited and were granted.
 	Carried map[string]workflows.Ledger
 	// Again are the runs to continue, in the benchmark's order.
@@ -56,13 +57,13 @@ type Plan struct {
 }
 
 // Make sorts the runs of benchmark id for a resume.
-func Make(ctx context.Context, src Source, id string, runs []workflows.ChildRun) (*Plan, error) {
+func Make(ctx context.Context, src Source, id string, children []workflows.ChildRun) (*Plan, error) {
 	listed, err := src.List(ctx, id+"/")
 	if err != nil {
 		return nil, fmt.Errorf("list the runs of %s: %w", id, err)
 	}
 	var completed []string
-	for _, r := range runs {
+	for _, r := range children {
 		if l, ok := listed[r.ID]; ok && l.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 			completed = append(completed, r.ID)
 		}
@@ -71,8 +72,8 @@ func Make(ctx context.Context, src Source, id string, runs []workflows.ChildRun)
 	if err != nil {
 		return nil, fmt.Errorf("results of %s: %w", id, err)
 	}
-	p := &Plan{Kept: map[string]workflows.RunResult{}, Carried: map[string]workflows.Ledger{}, Uncarried: map[string]error{}}
-	for _, r := range runs {
+	p := &Plan{Kept: map[string]runs.Result{}, Carried: map[string]workflows.Ledger{}, Uncarried: map[string]error{}}
+	for _, r := range children {
 		l, ok := listed[r.ID]
 		switch {
 		case !ok: // never started
@@ -90,7 +91,7 @@ func Make(ctx context.Context, src Source, id string, runs []workflows.ChildRun)
 	return p, nil
 }
 
-func (p *Plan) completed(id string, res *workflows.RunResult) error {
+func (p *Plan) completed(id string, res *runs.Result) error {
 	if res == nil {
 		return fmt.Errorf("run %s completed but its result is not stored", id)
 	}

@@ -11,13 +11,14 @@ import (
 
 	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/runresults"
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/workflows"
 )
 
 // fakeSource answers from maps and counts its calls.
 type fakeSource struct {
 	listed   map[string]Listed
-	results  map[string]*workflows.RunResult
+	results  map[string]*runs.Result
 	statuses map[string]workflows.Status
 	lists    int
 	prefix   string
@@ -30,9 +31,9 @@ func (f *fakeSource) List(_ context.Context, prefix string) (map[string]Listed, 
 	return f.listed, nil
 }
 
-func (f *fakeSource) Results(_ context.Context, ids []string) (map[string]*workflows.RunResult, error) {
+func (f *fakeSource) Results(_ context.Context, ids []string) (map[string]*runs.Result, error) {
 	f.asked = append(f.asked, ids...)
-	out := map[string]*workflows.RunResult{}
+	out := map[string]*runs.Result{}
 	for _, id := range ids {
 		out[id] = f.results[id]
 	}
@@ -49,8 +50,8 @@ func (f *fakeSource) Status(_ context.Context, id string) (workflows.Status, err
 
 func TestMakeSortsEveryKindOfRun(t *testing.T) {
 	m := runresults.Matrix{BenchmarkID: "b", Agents: []string{"a"}, Tasks: []string{"t"}, Seeds: []int64{1, 2, 3, 4, 5, 6, 7}}
-	runs := m.Runs()
-	id := func(i int) string { return runs[i].ID }
+	children := m.Runs()
+	id := func(i int) string { return children[i].ID }
 	closed := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	src := &fakeSource{
 		listed: map[string]Listed{
@@ -61,17 +62,17 @@ func TestMakeSortsEveryKindOfRun(t *testing.T) {
 			id(4): {ID: id(4), Status: enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT, Close: closed},
 			// id(5) never started; id(6) too
 		},
-		results: map[string]*workflows.RunResult{
-			id(0): {RunID: id(0), Outcome: workflows.OutcomeScored},
-			id(1): {RunID: id(1), Outcome: workflows.OutcomeInfraFailed, Budget: budget.Ledger{LimitS: 100, UsedS: 40, LostS: 7, InfraWaitS: 3, ExtendedS: 10}},
+		results: map[string]*runs.Result{
+			id(0): {RunID: id(0), Outcome: runs.OutcomeScored},
+			id(1): {RunID: id(1), Outcome: runs.OutcomeInfraFailed, Budget: budget.Ledger{LimitS: 100, UsedS: 40, LostS: 7, InfraWaitS: 3, ExtendedS: 10}},
 		},
 		statuses: map[string]workflows.Status{
 			// Running since 11:59:30 with 20 s used at the last checkpoint:
 			// closed at 12:00 it reached 50 s, 30 s of them lost.
-			id(3): {Phase: workflows.PhaseRunning, AttemptStartedAt: closed.Add(-30 * time.Second), Budget: budget.Ledger{LimitS: 100, UsedS: 20, LostS: 2}},
+			id(3): {Phase: runs.PhaseRunning, AttemptStartedAt: closed.Add(-30 * time.Second), Budget: budget.Ledger{LimitS: 100, UsedS: 20, LostS: 2}},
 		},
 	}
-	p, err := Make(context.Background(), src, "b", runs)
+	p, err := Make(context.Background(), src, "b", children)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestMakeSortsEveryKindOfRun(t *testing.T) {
 		t.Fatalf("uncarried %v: the run whose status cannot be read", p.Uncarried)
 	}
 	e := p.Entries()
-	if e[id(0)].Outcome != string(workflows.OutcomeScored) || e[id(1)].Carried == nil || e[id(3)].Carried == nil {
+	if e[id(0)].Outcome != string(runs.OutcomeScored) || e[id(1)].Carried == nil || e[id(3)].Carried == nil {
 		t.Fatalf("entries %+v", e)
 	}
 	if _, ok := e[id(5)]; ok {
@@ -109,9 +110,9 @@ func TestMakeSortsEveryKindOfRun(t *testing.T) {
 }
 
 func TestMakeRefusesACompletedRunWithoutResult(t *testing.T) {
-	runs := runresults.Matrix{BenchmarkID: "b", Agents: []string{"a"}, Tasks: []string{"t"}, Seeds: []int64{1}}.Runs()
-	src := &fakeSource{listed: map[string]Listed{runs[0].ID: {ID: runs[0].ID, Status: enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED}}}
-	if _, err := Make(context.Background(), src, "b", runs); err == nil || !strings.Contains(err.Error(), runs[0].ID) {
+	children := runresults.Matrix{BenchmarkID: "b", Agents: []string{"a"}, Tasks: []string{"t"}, Seeds: []int64{1}}.Runs()
+	src := &fakeSource{listed: map[string]Listed{children[0].ID: {ID: children[0].ID, Status: enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED}}}
+	if _, err := Make(context.Background(), src, "b", children); err == nil || !strings.Contains(err.Error(), children[0].ID) {
 		t.Fatalf("err = %v, want one naming the run", err)
 	}
 }

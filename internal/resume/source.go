@@ -11,6 +11,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/runresults"
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -61,22 +62,22 @@ func listed(e *workflowpb.WorkflowExecutionInfo) Listed {
 
 // Results reads the stored results; a run whose result was never stored
 // (its store failed for an hour) is asked for its workflow result.
-func (t Temporal) Results(ctx context.Context, ids []string) (map[string]*workflows.RunResult, error) {
-	runs := make([]runresults.Run, len(ids))
+func (t Temporal) Results(ctx context.Context, ids []string) (map[string]*runs.Result, error) {
+	stored := make([]runresults.Run, len(ids))
 	for i, id := range ids {
-		runs[i] = runresults.Run{ID: id}
+		stored[i] = runresults.Run{ID: id}
 	}
-	got, err := runresults.GetAll[workflows.RunResult](ctx, t.Store, runs, nil)
+	got, err := runresults.GetAll[runs.Result](ctx, t.Store, stored, nil)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]*workflows.RunResult, len(ids))
+	out := make(map[string]*runs.Result, len(ids))
 	for i, id := range ids {
 		if got[i] != nil {
 			out[id] = got[i]
 			continue
 		}
-		var res workflows.RunResult
+		var res runs.Result
 		if err := t.Client.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
 			return nil, fmt.Errorf("result of %s: %w", id, err)
 		}

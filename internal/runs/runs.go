@@ -1,0 +1,115 @@
+// Package runs is the vocabulary of a run, shared by the workflows, the
+// activities, the starter and the stores: how a run ends (Outcome), where
+// it is (Phase), where a benchmark's run is (ChildState), what it reports
+// (Result) and whom a lease or a provisioned host serves (Holder).
+package runs
+
+import (
+	"time"
+
+	"github.com/mlrb/mlrb/internal/budget"
+	"github.com/mlrb/mlrb/internal/leaderboard"
+)
+
+// Outcome is how a run ended.
+type Outcome string
+
+// Outcomes of a run. Infra and evaluator failures carry no score, never 0.
+const (
+	OutcomeScored           Outcome = "scored"
+	OutcomeAgentFailed      Outcome = "agent_failed"
+	OutcomeLimitReached     Outcome = "limit_reached"
+	OutcomeInfraFailed      Outcome = "infra_failed"
+	OutcomeEvaluationFailed Outcome = "evaluation_failed"
+	// OutcomeCanceled: an operator stopped the run; its work is kept in
+	// the final checkpoint, unscored.
+	OutcomeCanceled Outcome = "canceled"
+)
+
+// Outcomes lists every outcome.
+func Outcomes() []Outcome {
+	return []Outcome{OutcomeScored, OutcomeAgentFailed, OutcomeLimitReached, OutcomeInfraFailed, OutcomeEvaluationFailed, OutcomeCanceled}
+}
+
+// Phase is where a run is.
+type Phase string
+
+// Phases a run goes through, shown by the status query and MlrbPhase.
+const (
+	PhaseResolving  Phase = "resolving"
+	PhaseLeasing    Phase = "leasing"
+	PhaseRunning    Phase = "running"
+	PhaseRecovering Phase = "recovering"
+	PhaseEvaluating Phase = "evaluating"
+	// PhaseAwaitingEvalRetry: evaluation retries ran out; the run waits for
+	// a retry-evaluation update (the agent's work is never re-run).
+	PhaseAwaitingEvalRetry Phase = "awaiting_evaluation_retry"
+	PhaseDone              Phase = "done"
+)
+
+// Phases lists every phase, in a run's order.
+func Phases() []Phase {
+	return []Phase{PhaseResolving, PhaseLeasing, PhaseRunning, PhaseRecovering, PhaseEvaluating, PhaseAwaitingEvalRetry, PhaseDone}
+}
+
+// ChildState is where a benchmark's run is: queued, running, or ended
+// with its outcome.
+type ChildState string
+
+// States of a benchmark's runs before they end.
+const (
+	ChildQueued  ChildState = "queued"
+	ChildRunning ChildState = "running"
+)
+
+// StateOf is the state of a benchmark's run that ended with outcome o.
+func StateOf(o Outcome) ChildState { return ChildState(o) }
+
+// Ledger is a run's time account (see budget.Ledger).
+type Ledger = budget.Ledger
+
+// Cost is what a run consumed (see leaderboard.Cost).
+type Cost = leaderboard.Cost
+
+// Result is what a finished run reports.
+type Result struct {
+	RunID       string             `json:"run_id"`
+	Task        string             `json:"task"`
+	Agent       string             `json:"agent"`
+	Seed        int64              `json:"seed"`
+	Outcome     Outcome            `json:"outcome"`
+	Score       *float64           `json:"score"`
+	Metrics     map[string]float64 `json:"metrics"`
+	Attempts    int                `json:"attempts"`
+	Checkpoints int                `json:"checkpoints"`
+	SpecHash    string             `json:"spec_hash"`
+	Budget      Ledger             `json:"budget"`
+	Reason      string             `json:"reason,omitempty"`
+	ModelPath   string             `json:"model_path,omitempty"`
+	Violations  []string           `json:"constraint_violations,omitempty"`
+	EvalTries   int                `json:"evaluation_attempts"`
+	Evaluations []EvalAttempt      `json:"evaluations,omitempty"`
+	Cost        Cost               `json:"cost"`
+	// TimeLimitS and Hardware are the budget (before extensions) and the
+	// hardware class ("CPU", "1× A100") the run had.
+	TimeLimitS float64 `json:"time_limit_s,omitempty"`
+	Hardware   string  `json:"hardware,omitempty"`
+	// AgentImage and EvaluatorImage are digests, when containers ran them.
+	AgentImage     string `json:"agent_image,omitempty"`
+	EvaluatorImage string `json:"evaluator_image,omitempty"`
+}
+
+// EvalAttempt is one evaluation of the final checkpoint, kept in the result.
+type EvalAttempt struct {
+	Image string    `json:"image,omitempty"`
+	Score *float64  `json:"score,omitempty"`
+	Error string    `json:"error,omitempty"`
+	At    time.Time `json:"at"`
+}
+
+// End is how a run ended, as a benchmark waiting on it learns it.
+type End struct {
+	RunID   string
+	Outcome Outcome
+	Reason  string `json:",omitempty"`
+}
