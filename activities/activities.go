@@ -88,10 +88,10 @@ type Sandbox struct {
 
 // Fleet obtains hosts for provisioned runs.
 type Fleet struct {
-	// Provider obtains hosts (nil: provision.kind static); ProviderKind
-	// names it.
-	Provider     provision.Provider
-	ProviderKind string
+	// Provisioner obtains hosts (nil: provision.kind static);
+	// ProvisionerKind names it.
+	Provisioner     provision.Provider
+	ProvisionerKind string
 }
 
 // ResolveTask loads the spec from this worker's catalog and hashes it.

@@ -252,7 +252,7 @@ func (a *Activities) agentTask(in AgentInput, at *attempt, dl budget.Deadlines, 
 		return runtime.TaskSpec{}, err
 	}
 	env := contract.Env{Task: in.Task.ID, Seed: in.Seed, Deadline: dl.Hard, TimeRemaining: time.Until(dl.Hard), Attempt: in.Attempt,
-		Resumed: resumed, Suite: in.Task.Suite, Provider: in.Provider}
+		Resumed: resumed, Suite: in.Task.Suite, Provider: in.LLMProvider}
 	spec := a.Workspace.AgentTask(at, agents.Command(in.Agent), agentImage(in), &env)
 	secrets, err := a.secretValues(in.Secrets)
 	if err != nil {

@@ -71,7 +71,7 @@ func (c *checkpointer) start(ctx context.Context, agentSeconds float64) {
 // save takes one checkpoint; end is how the agent ended, on the final one.
 func (c *checkpointer) save(ctx context.Context, agentSeconds float64, end *checkpoint.Ending) (*CheckpointRef, error) {
 	start := time.Now()
-	ref, err := c.commit(ctx, agentSeconds, end)
+	ref, err := c.take(ctx, agentSeconds, end)
 	if err != nil {
 		c.live.Checkpoint(time.Since(start), end != nil, time.Time{}, 0, 0, err)
 		return nil, err
@@ -80,9 +80,9 @@ func (c *checkpointer) save(ctx context.Context, agentSeconds float64, end *chec
 	return ref, nil
 }
 
-// commit snapshots the workspace, prunes old checkpoints and announces
-// the new one to the run.
-func (c *checkpointer) commit(ctx context.Context, agentSeconds float64, end *checkpoint.Ending) (*CheckpointRef, error) {
+// take snapshots the workspace (the engine commits its manifest), prunes
+// old checkpoints and announces the new one to the run.
+func (c *checkpointer) take(ctx context.Context, agentSeconds float64, end *checkpoint.Ending) (*CheckpointRef, error) {
 	final := end != nil
 	snap := func() (*checkpoint.Manifest, error) {
 		return c.ws.Snapshot(ctx, c.at, checkpoint.Meta{RunID: c.at.runID, Seq: c.seq, Attempt: c.at.n, AgentSeconds: agentSeconds, Final: final, Ending: end}, c.prev)

@@ -47,7 +47,7 @@ func TestZombieManifestAfterTheFenceIsSteppedOver(t *testing.T) {
 	defer notes.close()
 	c := &checkpointer{ws: ws, engine: e, at: at, seq: 2, notes: notes, log: zap.NewNop()}
 	for i := 0; i < 3; i++ {
-		ref, err := c.commit(ctx, float64(i), nil)
+		ref, err := c.take(ctx, float64(i), nil)
 		if err != nil {
 			t.Fatalf("save %d: %v", i, err)
 		}

@@ -20,12 +20,12 @@ const (
 // instance running a worker for it. A retried request finds the host it
 // already obtained.
 func (a *Activities) ProvisionHost(ctx context.Context, req HostRequest) (*ProvisionedHost, error) {
-	if a.Provider == nil || a.ProviderKind != req.Kind {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("provision.kind %s: this worker provisions %q (set provision.kind on the workers that start runs' hosts)", req.Kind, a.ProviderKind), ErrBadTask, nil)
+	if a.Provisioner == nil || a.ProvisionerKind != req.Kind {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("provision.kind %s: this worker provisions %q (set provision.kind on the workers that start runs' hosts)", req.Kind, a.ProvisionerKind), ErrBadTask, nil)
 	}
 	// An evaluation's job is not an attempt's: its role tells them apart.
 	holder := runs.Holder{RunID: req.RunID, Role: req.Role, N: req.Attempt}
-	job, err := a.Provider.Launch(ctx, provision.Request{Holder: holder, GPUType: req.GPUType, GPUCount: req.GPUCount, TimeLimit: req.TimeLimit})
+	job, err := a.Provisioner.Launch(ctx, provision.Request{Holder: holder, GPUType: req.GPUType, GPUCount: req.GPUCount, TimeLimit: req.TimeLimit})
 	if err != nil {
 		return nil, fmt.Errorf("provision: %w", err)
 	}
@@ -35,8 +35,8 @@ func (a *Activities) ProvisionHost(ctx context.Context, req HostRequest) (*Provi
 // ReleaseHost gives a provisioned host back: its job is cancelled, its
 // instance terminated (one already gone is not an error).
 func (a *Activities) ReleaseHost(ctx context.Context, h ProvisionedHost) error {
-	if a.Provider == nil || h.Kind != a.ProviderKind {
+	if a.Provisioner == nil || h.Kind != a.ProvisionerKind {
 		return nil
 	}
-	return a.Provider.Stop(ctx, h.ID)
+	return a.Provisioner.Stop(ctx, h.ID)
 }

@@ -167,15 +167,16 @@ type ProvisionedHost struct {
 
 // AgentInput is one attempt of the agent.
 type AgentInput struct {
-	RunID    string
-	Attempt  int
-	Task     tasks.Spec
-	Agent    string
-	Seed     int64
-	Provider string
-	Image    string
-	Secrets  []string
-	Lease    Lease
+	RunID   string
+	Attempt int
+	Task    tasks.Spec
+	Agent   string
+	Seed    int64
+	// LLMProvider is the agent's LLM vendor (wire name "Provider").
+	LLMProvider string `json:"Provider"`
+	Image       string
+	Secrets     []string
+	Lease       Lease
 	// Budget is the run's ledger when the attempt starts: the deadlines
 	// come from its time left.
 	Budget   budget.Ledger

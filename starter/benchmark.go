@@ -98,7 +98,7 @@ func (o benchmarkOptions) input(g *globals) (string, workflows.BenchmarkInput, e
 	} else if err := checkID(id); err != nil {
 		return "", in, err
 	}
-	in = workflows.NewBenchmarkInput(ids, o.agents, o.seeds, o.concurrency, workflows.RunInput{Provider: cfg.Agent.Provider, Policy: app.Policy(cfg)})
+	in = workflows.NewBenchmarkInput(ids, o.agents, o.seeds, o.concurrency, workflows.RunInput{LLMProvider: cfg.Agent.Provider, Policy: app.Policy(cfg)})
 	in.ContinueAfter = o.continueAfter
 	return id, in, nil
 }

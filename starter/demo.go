@@ -66,7 +66,7 @@ func (o demoOptions) input(g *globals) (workflows.BenchmarkInput, error) {
 			return in, err
 		}
 	}
-	return workflows.NewBenchmarkInput(ids, []string{o.agent}, o.seeds, o.concurrency, workflows.RunInput{Provider: cfg.Agent.Provider, Policy: app.Policy(cfg)}), nil
+	return workflows.NewBenchmarkInput(ids, []string{o.agent}, o.seeds, o.concurrency, workflows.RunInput{LLMProvider: cfg.Agent.Provider, Policy: app.Policy(cfg)}), nil
 }
 
 // runDemo starts an embedded server, Web UI and worker, runs the mini

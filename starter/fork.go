@@ -79,7 +79,7 @@ func runFork(g *globals, o forkOptions, source string) error {
 	if id == "" {
 		id = fmt.Sprintf("%s-fork%d-%s", source, o.seq, randomSuffix())
 	}
-	in := workflows.RunInput{Task: src.Task, Agent: src.Agent, Seed: src.Seed, TimeLimit: src.TimeLimit, Provider: src.Provider, Image: src.Image, Secrets: src.Secrets,
+	in := workflows.RunInput{Task: src.Task, Agent: src.Agent, Seed: src.Seed, TimeLimit: src.TimeLimit, LLMProvider: src.LLMProvider, Image: src.Image, Secrets: src.Secrets,
 		ForkFrom: &workflows.ForkSource{RunID: source, Seq: o.seq}, Policy: app.Policy(cfg)}
 	run, err := c.ExecuteWorkflow(g.ctx, client.StartWorkflowOptions{ID: id, TaskQueue: cfg.Temporal.TaskQueue,
 		Memo: map[string]any{"task": src.Task, "agent": src.Agent, "seed": src.Seed, "forked_from": fmt.Sprintf("%s#%d", source, o.seq)}},

@@ -100,9 +100,9 @@ func writeHosts(w io.Writer, views []hostView, now time.Time) error {
 		if gpuType == "" {
 			gpuType = "-"
 		}
-		provider := v.Provider
-		if v.ProviderID != "" {
-			provider += " " + v.ProviderID
+		provider := v.Source
+		if v.SourceID != "" {
+			provider += " " + v.SourceID
 		}
 		idle := "-"
 		if !v.IdleSince.IsZero() {

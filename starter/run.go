@@ -71,7 +71,7 @@ func (o runOptions) input(g *globals) (string, workflows.RunInput, error) {
 	} else if err := checkID(id); err != nil {
 		return "", workflows.RunInput{}, err
 	}
-	return id, workflows.RunInput{Task: o.task, Agent: o.agent, Seed: o.seed, TimeLimit: o.limit, Provider: cfg.Agent.Provider,
+	return id, workflows.RunInput{Task: o.task, Agent: o.agent, Seed: o.seed, TimeLimit: o.limit, LLMProvider: cfg.Agent.Provider,
 		Image: o.image, Secrets: secrets, Policy: app.Policy(cfg)}, nil
 }
 

@@ -16,7 +16,7 @@ import (
 
 // timeLimit is the run's budget before extensions: the task's, unless the
 // run overrides it (zero until the task is resolved).
-func (r *run) timeLimit() time.Duration {
+func (r *runState) timeLimit() time.Duration {
 	if r.in.TimeLimit > 0 {
 		return r.in.TimeLimit
 	}
@@ -24,7 +24,7 @@ func (r *run) timeLimit() time.Duration {
 }
 
 // runAttempts runs the agent, re-leasing and resuming after infra losses.
-func (r *run) runAttempts(ctx workflow.Context) (*activities.AgentResult, error) {
+func (r *runState) runAttempts(ctx workflow.Context) (*activities.AgentResult, error) {
 	p := r.pol
 	first := r.st.Attempt // attempts of an earlier execution, on a continued run
 	for attempt := first + 1; attempt <= first+p.MaxInfraAttempts; attempt++ {
@@ -58,7 +58,7 @@ func (r *run) runAttempts(ctx workflow.Context) (*activities.AgentResult, error)
 // on it for attempt; the wait is booked as infra time. again: the
 // provisioned host never served its lease and was given back, and the
 // next attempt provisions another.
-func (r *run) leaseFor(ctx workflow.Context, attempt int) (lease activities.Lease, again bool, err error) {
+func (r *runState) leaseFor(ctx workflow.Context, attempt int) (lease activities.Lease, again bool, err error) {
 	r.setPhase(ctx, runs.PhaseLeasing)
 	leaseStart := workflow.Now(ctx)
 	r.st.LeasingSince = leaseStart
@@ -95,7 +95,7 @@ func (r *run) leaseFor(ctx workflow.Context, attempt int) (lease activities.Leas
 // and the host back. An attempt lost to the infrastructure books its time
 // (refunding what ran past the last checkpoint) and says so (lost): the
 // next attempt resumes; any error ends the run.
-func (r *run) runAgent(ctx workflow.Context, attempt int, lease activities.Lease, leased time.Time) (res *activities.AgentResult, lost bool, err error) {
+func (r *runState) runAgent(ctx workflow.Context, attempt int, lease activities.Lease, leased time.Time) (res *activities.AgentResult, lost bool, err error) {
 	p := r.pol
 	r.setPhase(ctx, runs.PhaseRunning)
 	started := workflow.Now(ctx)
@@ -103,7 +103,7 @@ func (r *run) runAgent(ctx workflow.Context, attempt int, lease activities.Lease
 	base := r.st.Budget.UsedS
 	in := activities.AgentInput{
 		RunID: r.st.RunID, Attempt: attempt, Task: r.spec.Spec, Agent: r.in.Agent, Seed: r.in.Seed,
-		Provider: r.in.Provider, Image: r.in.Image, Secrets: r.in.Secrets, Lease: lease, Budget: r.st.Budget,
+		LLMProvider: r.in.LLMProvider, Image: r.in.Image, Secrets: r.in.Secrets, Lease: lease, Budget: r.st.Budget,
 		Resume: r.last, NextSeq: r.nextSeq(), Interval: p.CheckpointInterval, Grace: p.Grace,
 	}
 	var bytes int64
@@ -195,7 +195,7 @@ func handedBack(err error) (activities.Progress, bool) {
 // is taken on: that host's, or "" for the shared queue where any static
 // host may answer. The host is in the run's state from the moment it
 // exists, so that it is given back whatever happens next.
-func (r *run) provision(ctx workflow.Context, role string, n int) (string, error) {
+func (r *runState) provision(ctx workflow.Context, role string, n int) (string, error) {
 	if r.pol.Provision == "" {
 		return "", nil
 	}
@@ -217,7 +217,7 @@ func (r *run) provision(ctx workflow.Context, role string, n int) (string, error
 }
 
 // releaseHost gives the provisioned host back (cancels its job), if any.
-func (r *run) releaseHost(ctx workflow.Context) {
+func (r *runState) releaseHost(ctx workflow.Context) {
 	if r.st.Host == nil {
 		return
 	}
@@ -229,7 +229,7 @@ func (r *run) releaseHost(ctx workflow.Context) {
 
 // release gives the lease back, best effort: a lease on a dead host died
 // with it.
-func (r *run) release(ctx workflow.Context, lease activities.Lease) {
+func (r *runState) release(ctx workflow.Context, lease activities.Lease) {
 	dctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
 	_ = releaseLease.call(dctx, callArgs{lease: lease}, lease)

@@ -16,7 +16,7 @@ import (
 // out, the run waits for a retry-evaluation update (an operator fixed the
 // evaluator) up to the policy's wait limit, rather than fail a run whose
 // agent work is done: the agent is never run again.
-func (r *run) evaluate(ctx workflow.Context, outcome runs.Outcome) (*runs.Result, error) {
+func (r *runState) evaluate(ctx workflow.Context, outcome runs.Outcome) (*runs.Result, error) {
 	r.setPhase(ctx, runs.PhaseEvaluating)
 	ev, err := r.runEvaluation(ctx, "")
 	if err == nil {
@@ -51,7 +51,7 @@ type retryState struct {
 // the other handlers): its validator admits it only while the run waits
 // for one, so before that it is refused as it was when the handler was
 // registered later.
-func (r *run) setRetryHandler(ctx workflow.Context) error {
+func (r *runState) setRetryHandler(ctx workflow.Context) error {
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateRetryEvaluation,
 		func(ctx workflow.Context, req RetryEvaluation) (runs.EvalAttempt, error) {
 			r.retry.busy = true
@@ -76,7 +76,7 @@ func (r *run) setRetryHandler(ctx workflow.Context) error {
 
 // runEvaluation evaluates the final checkpoint with the retry policy and
 // records the attempt; image replaces the evaluator image when set.
-func (r *run) runEvaluation(ctx workflow.Context, image string) (*activities.EvalResult, error) {
+func (r *runState) runEvaluation(ctx workflow.Context, image string) (*activities.EvalResult, error) {
 	in := activities.EvalInput{RunID: r.st.RunID, Task: r.spec.Spec, Seed: r.in.Seed, Final: *r.last, Image: image}
 	args := callArgs{pol: r.pol, timeout: r.spec.Spec.Evaluation.Timeout.D(), bytes: r.last.Bytes}
 	var err error

@@ -17,7 +17,7 @@ const (
 )
 
 // metrics is the run's handler, tagged with its task and agent.
-func (r *run) metrics(ctx workflow.Context) client.MetricsHandler {
+func (r *runState) metrics(ctx workflow.Context) client.MetricsHandler {
 	return workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"task": r.in.Task, "agent": r.in.Agent})
 }
 

@@ -12,8 +12,8 @@ import (
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
-// run is RunWorkflow's state: everything the status query shows.
-type run struct {
+// runState is RunWorkflow's state: everything the status query shows.
+type runState struct {
 	in         RunInput
 	pol        Policy
 	st         Status
@@ -35,7 +35,7 @@ type run struct {
 // restore → agent until the agent ends or the infra-attempt limit is hit,
 // then evaluation of the final checkpoint in a fresh workspace.
 func RunWorkflow(ctx workflow.Context, in RunInput) (*runs.Result, error) {
-	r := &run{in: in, pol: in.Policy.withDefaults()}
+	r := &runState{in: in, pol: in.Policy.withDefaults()}
 	res, err := r.drive(ctx)
 	if err != nil || res == nil {
 		return res, err
@@ -50,7 +50,7 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (*runs.Result, error) {
 // benchmarks of any size read it. A store down for the activity's whole
 // retry budget loses only that copy: the result is still the
 // workflow's, and the leaderboard counts the run missing.
-func (r *run) storeResult(ctx workflow.Context, res *runs.Result) {
+func (r *runState) storeResult(ctx workflow.Context, res *runs.Result) {
 	b, err := json.Marshal(res)
 	if err != nil {
 		workflow.GetLogger(ctx).Error("encode result", "error", err)
@@ -62,7 +62,7 @@ func (r *run) storeResult(ctx workflow.Context, res *runs.Result) {
 }
 
 // drive is the run: resolve, attempts, evaluation.
-func (r *run) drive(ctx workflow.Context) (*runs.Result, error) {
+func (r *runState) drive(ctx workflow.Context) (*runs.Result, error) {
 	in := r.in
 	if err := r.setup(ctx); err != nil {
 		return nil, err
@@ -99,7 +99,7 @@ func (r *run) drive(ctx workflow.Context) (*runs.Result, error) {
 // setup sets the run's state and its handlers up, in one place: the
 // queries, the search attributes, the checkpoint signals and the
 // operator's updates.
-func (r *run) setup(ctx workflow.Context) error {
+func (r *runState) setup(ctx workflow.Context) error {
 	in := r.in
 	r.st = Status{RunID: workflow.GetInfo(ctx).WorkflowExecution.ID, Task: in.Task, Agent: in.Agent, Seed: in.Seed, Phase: runs.PhaseResolving}
 	if c := in.Carried; c != nil {
@@ -121,7 +121,7 @@ func (r *run) setup(ctx workflow.Context) error {
 
 // setQueries answers the status query (starter status, the Web UI) and
 // the agent activity's steering query (its budget, a cancel).
-func (r *run) setQueries(ctx workflow.Context) error {
+func (r *runState) setQueries(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return r.status(), nil }); err != nil {
 		return fmt.Errorf("status query: %w", err)
 	}
@@ -135,7 +135,7 @@ func (r *run) setQueries(ctx workflow.Context) error {
 
 // receiveCheckpoints takes in, for the run's whole life, the checkpoint
 // commits and failures its attempts signal.
-func (r *run) receiveCheckpoints(ctx workflow.Context) {
+func (r *runState) receiveCheckpoints(ctx workflow.Context) {
 	r.ckCh = workflow.GetSignalChannel(ctx, activities.SignalCheckpoint)
 	failCh := workflow.GetSignalChannel(ctx, activities.SignalCheckpointFailed)
 	workflow.Go(ctx, func(ctx workflow.Context) {
@@ -143,7 +143,7 @@ func (r *run) receiveCheckpoints(ctx workflow.Context) {
 		sel.AddReceive(r.ckCh, func(c workflow.ReceiveChannel, _ bool) {
 			var ref activities.CheckpointRef
 			c.Receive(ctx, &ref)
-			r.commit(ctx, ref)
+			r.accept(ctx, ref)
 		})
 		sel.AddReceive(failCh, func(c workflow.ReceiveChannel, _ bool) {
 			var f activities.CheckpointFailure
@@ -161,7 +161,7 @@ func (r *run) receiveCheckpoints(ctx workflow.Context) {
 
 // setUpdates registers the operator's controls, as updates so that each
 // is audited in history: extend, cancel, retry-evaluation.
-func (r *run) setUpdates(ctx workflow.Context) error {
+func (r *runState) setUpdates(ctx workflow.Context) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateExtend, func(ctx workflow.Context, e Extend) (Ledger, error) {
 		r.st.Budget.Extend(e.By)
 		return r.st.Budget, nil
@@ -191,7 +191,7 @@ func (r *run) setUpdates(ctx workflow.Context) error {
 // startingPoint loads where a forked or continued run starts from; it
 // returns the agent's result when a continued run's agent had already
 // ended (only its evaluation is left).
-func (r *run) startingPoint(ctx workflow.Context) (*activities.AgentResult, error) {
+func (r *runState) startingPoint(ctx workflow.Context) (*activities.AgentResult, error) {
 	if f := r.in.ForkFrom; f != nil {
 		ref, err := loadCheckpoint.call(ctx, callArgs{}, activities.CheckpointSource{RunID: f.RunID, Seq: f.Seq})
 		if err != nil {
@@ -216,7 +216,7 @@ func (r *run) startingPoint(ctx workflow.Context) (*activities.AgentResult, erro
 		return nil, nil
 	}
 	ref.RunID = "" // its own, not a fork's
-	r.commit(ctx, *ref)
+	r.accept(ctx, *ref)
 	r.st.Attempt = max(ref.Attempt, ref.LastAttempt)
 	if e := ref.Ending; ref.Final && e != nil {
 		return &activities.AgentResult{StoppedBy: activities.StopReason(e.StoppedBy), ExitCode: e.ExitCode, Reason: e.Reason, AgentSeconds: ref.AgentSeconds}, nil
@@ -224,10 +224,10 @@ func (r *run) startingPoint(ctx workflow.Context) (*activities.AgentResult, erro
 	return nil, nil
 }
 
-// commit takes a committed checkpoint in. Checkpoints come in commit
+// accept takes a committed checkpoint in. Checkpoints come in commit
 // order; one seen again (a signal retried after a lost answer) is
 // ignored, and so is one from a superseded attempt.
-func (r *run) commit(ctx workflow.Context, c activities.CheckpointRef) {
+func (r *runState) accept(ctx workflow.Context, c activities.CheckpointRef) {
 	if r.last != nil && c.Seq <= r.last.Seq || r.superseded(ctx, c.From) {
 		return
 	}
@@ -242,7 +242,7 @@ func (r *run) commit(ctx workflow.Context, c activities.CheckpointRef) {
 // current one (a zombie: its worker lost, its agent still running); such
 // signals never move the run. From 0 is a signal sent before attempts
 // said who they were.
-func (r *run) superseded(ctx workflow.Context, from int) bool {
+func (r *runState) superseded(ctx workflow.Context, from int) bool {
 	if from == 0 || from == r.st.Attempt {
 		return false
 	}
@@ -258,7 +258,7 @@ func (r *run) superseded(ctx workflow.Context, from int) bool {
 // already be handed to the signal goroutine's selector, whose callback
 // runs only when this coroutine yields: it yields once first (no
 // command), so they are taken in while the attempt is still current.
-func (r *run) drainCheckpoints(ctx workflow.Context) {
+func (r *runState) drainCheckpoints(ctx workflow.Context) {
 	yielded := false
 	_ = workflow.Await(ctx, func() bool {
 		done := yielded
@@ -267,13 +267,13 @@ func (r *run) drainCheckpoints(ctx workflow.Context) {
 	})
 	var ref activities.CheckpointRef
 	for r.ckCh.ReceiveAsync(&ref) {
-		r.commit(ctx, ref)
+		r.accept(ctx, ref)
 		ref = activities.CheckpointRef{}
 	}
 }
 
 // steerable tells whether operator controls still apply.
-func (r *run) steerable() error {
+func (r *runState) steerable() error {
 	switch r.st.Phase {
 	case runs.PhaseResolving, runs.PhaseLeasing, runs.PhaseRunning, runs.PhaseRecovering:
 		return nil
@@ -282,7 +282,7 @@ func (r *run) steerable() error {
 }
 
 // status is the run's state as the status query shows it.
-func (r *run) status() Status {
+func (r *runState) status() Status {
 	st := r.st
 	if r.last != nil && r.last.RunID == "" { // a fork's inherited checkpoint is not its own
 		st.LastCheckpointAt, st.LastCheckpointAgentS = r.last.At, r.last.AgentSeconds
@@ -291,14 +291,14 @@ func (r *run) status() Status {
 	return st
 }
 
-func (r *run) nextSeq() int {
+func (r *runState) nextSeq() int {
 	if r.last == nil {
 		return 1
 	}
 	return r.last.Seq + 1
 }
 
-func (r *run) setPhase(ctx workflow.Context, phase runs.Phase) {
+func (r *runState) setPhase(ctx workflow.Context, phase runs.Phase) {
 	if r.st.Phase == phase {
 		return
 	}
@@ -308,7 +308,7 @@ func (r *run) setPhase(ctx workflow.Context, phase runs.Phase) {
 	}
 }
 
-func (r *run) finish(ctx workflow.Context, outcome runs.Outcome, reason string, ev *activities.EvalResult) *runs.Result {
+func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason string, ev *activities.EvalResult) *runs.Result {
 	r.setPhase(ctx, runs.PhaseDone)
 	r.st.Outcome = outcome
 	if err := workflow.UpsertTypedSearchAttributes(ctx, SAOutcome.ValueSet(string(outcome))); err != nil {
@@ -335,7 +335,7 @@ func (r *run) finish(ctx workflow.Context, outcome runs.Outcome, reason string, 
 
 // held counts the time a host was held for the run, from since (a
 // static lease's start) or from when the provisioned host was obtained.
-func (r *run) held(ctx workflow.Context, since time.Time) {
+func (r *runState) held(ctx workflow.Context, since time.Time) {
 	if r.st.Host != nil && !r.hostAt.IsZero() {
 		since = r.hostAt
 	}

@@ -140,7 +140,9 @@ type RunInput struct {
 	Benchmark string
 	// TimeLimit overrides the task's limit when positive.
 	TimeLimit time.Duration
-	Provider  string
+	// LLMProvider is the agent's LLM vendor (agent.provider: openai or
+	// anthropic). Its wire name stays "Provider": recorded inputs carry it.
+	LLMProvider string `json:"Provider"`
 	// Image is the agent image of container agents (agent "mlrb").
 	Image string
 	// Secrets names the worker-side secrets the agent gets as env; their

@@ -331,7 +331,7 @@ func benchmark(ctx context.Context, c client.Client, cfg *config.Config, pol wor
 	if err != nil {
 		return err
 	}
-	in := workflows.NewBenchmarkInput(cat.IDs("mini"), []string{"noop"}, o.seeds, o.conc, workflows.RunInput{Provider: "none", Policy: pol})
+	in := workflows.NewBenchmarkInput(cat.IDs("mini"), []string{"noop"}, o.seeds, o.conc, workflows.RunInput{LLMProvider: "none", Policy: pol})
 	t0 := time.Now()
 	r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "load-benchmark", TaskQueue: cfg.Temporal.TaskQueue}, workflows.BenchmarkWorkflowName, in)
 	if err != nil {

@@ -157,9 +157,9 @@ func (s *startup) openWorkspace() error {
 func (s *startup) openLeases() (err error) {
 	cfg := s.cfg
 	s.rec = newFleetRecord(s.engine.Store, hosts.Record{ID: cfg.Host.ID, Queue: s.hq, GPUType: cfg.Host.GPUType, Devices: cfg.Host.GPUDevices,
-		Slots: cfg.Host.MaxAgents, Worker: s.identity, StartedAt: time.Now().UTC(), Provider: "static"}, s.log.Named("fleet"))
+		Slots: cfg.Host.MaxAgents, Worker: s.identity, StartedAt: time.Now().UTC(), Source: "static"}, s.log.Named("fleet"))
 	if job := os.Getenv("SLURM_JOB_ID"); job != "" {
-		s.rec.rec.Provider, s.rec.rec.ProviderID = "slurm", job
+		s.rec.rec.Source, s.rec.rec.SourceID = "slurm", job
 	}
 	s.rec.dedicated = cfg.Host.Dedicated
 	s.pool, err = gpu.NewPool(gpu.Options{Slots: cfg.Host.MaxAgents, Devices: cfg.Host.GPUDevices, TTL: cfg.Host.LeaseTTL,
@@ -203,10 +203,10 @@ func (s *startup) registerMetrics() error {
 }
 
 func (s *startup) openProvider() (err error) {
-	if s.acts.Provider, err = openProvider(s.ctx, s.cfg); err != nil {
+	if s.acts.Provisioner, err = openProvider(s.ctx, s.cfg); err != nil {
 		return err
 	}
-	s.acts.ProviderKind = provisionKind(s.cfg.Provision.Kind)
+	s.acts.ProvisionerKind = provisionKind(s.cfg.Provision.Kind)
 	return nil
 }
 
@@ -218,10 +218,10 @@ func (s *startup) startRecord() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	go s.rec.run(ctx)
 	reaped := make(chan struct{})
-	if s.acts.Provider != nil {
+	if s.acts.Provisioner != nil {
 		go func() {
 			defer close(reaped)
-			reapJobs(ctx, s.acts.Provider, s.c, s.cfg.Provision.ReapInterval, s.log.Named("reaper"))
+			reapJobs(ctx, s.acts.Provisioner, s.c, s.cfg.Provision.ReapInterval, s.log.Named("reaper"))
 		}()
 	} else {
 		close(reaped)

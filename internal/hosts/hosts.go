@@ -34,10 +34,10 @@ type Record struct {
 	SeenAt    time.Time   `json:"seen_at"`
 	// Stopped is set by a worker that stopped cleanly.
 	Stopped bool `json:"stopped,omitempty"`
-	// Provider and ProviderID say where a provisioned host came from
+	// Source and SourceID say where a provisioned host came from
 	// (slurm and its job id); static hosts have none.
-	Provider   string `json:"provider,omitempty"`
-	ProviderID string `json:"provider_id,omitempty"`
+	Source   string `json:"provider,omitempty"`
+	SourceID string `json:"provider_id,omitempty"`
 	// IdleSince is when the host last had no lease (zero while busy).
 	IdleSince time.Time `json:"idle_since,omitempty"`
 }
