@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"time"
 
 	"github.com/mlrb/mlrb/internal/gateway"
@@ -56,14 +57,21 @@ func (a *Activities) openDoor(dir string, log *zap.Logger) (func(), error) {
 }
 
 // bound limits a task's output (agent.log_limit_mb) and, where the
-// runtime set no memory limit (container.memory_mb 0), its memory to the
-// task's resources.memory_gb: an agent that outgrows it is OOM-killed
-// under its own limit (its failure), never the host's OOM killer taking
-// the worker and every other attempt down with it.
+// runtime set no limit of its own (container.memory_mb, container.cpus
+// 0), its memory and CPUs to the task's resources.memory_gb and
+// resources.cpus: an agent that outgrows its memory is OOM-killed under
+// its own limit (its failure), never the host's OOM killer taking the
+// worker and every other attempt down with it, and one agent's CPUs are
+// not its neighbours'.
 func (a *Activities) bound(spec *runtime.TaskSpec, task *tasks.Spec) {
 	spec.LogLimit = a.LogLimit
 	if spec.MemoryBytes == 0 && task.Resources.MemoryGB > 0 {
 		spec.MemoryBytes = int64(task.Resources.MemoryGB) << 30
+	}
+	if spec.CPUs == 0 && task.Resources.CPUs > 0 {
+		// Docker refuses a limit above the host's CPUs: a smaller host
+		// gives what it has.
+		spec.CPUs = float64(min(task.Resources.CPUs, goruntime.NumCPU()))
 	}
 }
 

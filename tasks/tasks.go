@@ -58,9 +58,8 @@ type Metric struct {
 	Name string `yaml:"name" json:"name"`
 	// Aggregate is "single" (one part) or "mean" (unweighted mean of
 	// parts); lmeval.Score computes it.
-	Aggregate      string       `yaml:"aggregate" json:"aggregate"`
-	Parts          []MetricPart `yaml:"parts" json:"parts"`
-	HigherIsBetter bool         `yaml:"higher_is_better" json:"higher_is_better"`
+	Aggregate string       `yaml:"aggregate" json:"aggregate"`
+	Parts     []MetricPart `yaml:"parts" json:"parts"`
 }
 
 // MetricPart is one lm-eval task and the result field to read.
