@@ -266,12 +266,3 @@ func (l *Language) Items(purpose, phenomenon string, n int) []Item {
 	}
 	return out
 }
-
-// KnownPhenomenon tells whether Items can generate a phenomenon.
-func KnownPhenomenon(p string) bool {
-	switch p {
-	case "agreement", "attractor", "determiner", "word_order", "mc4":
-		return true
-	}
-	return false
-}
