@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -64,10 +65,7 @@ func benchmarkV0(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResult, err
 	if err := workflow.UpsertTypedSearchAttributes(ctx, SABenchmark.ValueSet(id), SAAgent.ValueSet(strings.Join(in.Agents, ","))); err != nil {
 		return nil, fmt.Errorf("search attributes: %w", err)
 	}
-	limit := in.Concurrency
-	if limit <= 0 {
-		limit = 4
-	}
+	limit := cmp.Or(max(in.Concurrency, 0), 4)
 	running := 0
 	sel := workflow.NewSelector(ctx)
 	next := 0
@@ -101,6 +99,12 @@ func benchmarkV0(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResult, err
 		}
 		sel.Select(ctx)
 	}
+	return resultV0(ctx, id, prog), nil
+}
+
+// resultV0 is a version 0 benchmark's result: every run's result, sorted,
+// and the leaderboard an activity computed and stored from them.
+func resultV0(ctx workflow.Context, id string, prog progressV0) *BenchmarkResult {
 	out := &BenchmarkResult{BenchmarkID: id, Runs: slices.Clone(prog.Finished)}
 	sort.Slice(out.Runs, func(a, b int) bool {
 		x, y := out.Runs[a], out.Runs[b]
@@ -114,12 +118,12 @@ func benchmarkV0(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResult, err
 	})
 	// The leaderboard comes from the run results, never from hand-made
 	// tables: an activity computes and stores it.
-	runs := LeaderboardRuns(out.Runs)
-	out.Setup = leaderboard.SetupOf(runs, prog.Policy)
-	keys, err := aggregate.call(ctx, callArgs{}, activities.AggregateInput{BenchmarkID: id, Runs: runs, Setup: out.Setup})
+	board := LeaderboardRuns(out.Runs)
+	out.Setup = leaderboard.SetupOf(board, prog.Policy)
+	keys, err := aggregate.call(ctx, callArgs{}, activities.AggregateInput{BenchmarkID: id, Runs: board, Setup: out.Setup})
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("leaderboard not stored", "error", err)
 	}
 	out.Leaderboard = keys
-	return out, nil
+	return out
 }

@@ -1,6 +1,7 @@
 // Package every runs a function on a period until its context ends or
 // the function says it is done: the loop of the provisioned-host reaper,
-// the container fence and the workspace size watch.
+// the container fence, the workspace size watch and the spot-notice
+// watch.
 package every
 
 import (
@@ -22,5 +23,12 @@ func Tick(ctx context.Context, period time.Duration, fn func() bool) {
 		if !fn() {
 			return
 		}
+	}
+}
+
+// Now is Tick with a first call at once.
+func Now(ctx context.Context, period time.Duration, fn func() bool) {
+	if ctx.Err() == nil && fn() {
+		Tick(ctx, period, fn)
 	}
 }

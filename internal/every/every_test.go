@@ -16,3 +16,15 @@ func TestTickStopsWhenDoneOrCanceled(t *testing.T) {
 	cancel()
 	Tick(ctx, time.Millisecond, func() bool { t.Fatal("called after its context ended"); return true })
 }
+
+func TestNowCallsAtOnce(t *testing.T) {
+	n := 0
+	// A period no test waits for: the one call is the immediate one.
+	Now(context.Background(), time.Hour, func() bool { n++; return false })
+	if n != 1 {
+		t.Fatalf("called %d times; want 1, at once", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	Now(ctx, time.Millisecond, func() bool { t.Fatal("called after its context ended"); return true })
+}

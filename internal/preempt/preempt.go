@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+	"github.com/mlrb/mlrb/internal/every"
 	"go.uber.org/zap"
 )
 
@@ -29,27 +30,21 @@ var notices = []struct{ path, what string }{
 }
 
 // WatchEC2 polls the instance metadata service (endpoint "": the
-// instance's own) every every until a notice appears, then calls notice
+// instance's own) every period until a notice appears, then calls notice
 // once with what it says; it returns when ctx ends. A metadata service
 // that cannot be reached is no notice: the watch goes on.
-func WatchEC2(ctx context.Context, endpoint string, every time.Duration, log *zap.Logger, notice func(what string)) {
+func WatchEC2(ctx context.Context, endpoint string, period time.Duration, log *zap.Logger, notice func(what string)) {
 	c := imds.New(imds.Options{Endpoint: endpoint, ClientEnableState: imds.ClientEnabled})
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
+	every.Now(ctx, period, func() bool {
 		for _, n := range notices {
 			if body, ok := read(ctx, c, n.path); ok {
 				log.Warn("preemption notice from the instance metadata service", zap.String("notice", n.what), zap.String("body", body))
 				notice(n.what + ": " + body)
-				return
+				return false
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+		return true
+	})
 }
 
 func read(ctx context.Context, c *imds.Client, path string) (string, bool) {

@@ -1,0 +1,115 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/mlrb/mlrb/internal/contract"
+	"github.com/mlrb/mlrb/internal/gateway"
+)
+
+// userSpec is a numeric uid[:gid]: names would resolve inside the image,
+// and the worker must own the workspace to the same ids.
+var userSpec = regexp.MustCompile(`^[0-9]+(:[0-9]+)?$`)
+
+// validListen tells a host:port a server can listen on.
+func validListen(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n > 0 && n <= 65535
+}
+
+// Validate checks the values that decode but make no sense.
+func (c *Config) Validate() error {
+	bad := func(format string, a ...any) error { return &Error{Msg: fmt.Sprintf(format, a...)} }
+	switch {
+	case c.Temporal.Address == "" || !strings.Contains(c.Temporal.Address, ":"):
+		return bad("temporal.address: %q is not host:port (e.g. 127.0.0.1:7233)", c.Temporal.Address)
+	case c.Temporal.Namespace == "":
+		return bad("temporal.namespace: must not be empty")
+	case c.Temporal.TaskQueue == "":
+		return bad("temporal.task_queue: must not be empty")
+	case c.Dev.Port <= 0 || c.Dev.Port > 65535:
+		return bad("dev.port: %d is not a TCP port (1-65535)", c.Dev.Port)
+	case c.Dev.UIPort < 0 || c.Dev.UIPort > 65535:
+		return bad("dev.ui_port: %d is not a TCP port (0 disables the UI)", c.Dev.UIPort)
+	case oneOf("storage.kind", c.Storage.Kind, StorageKinds) != nil:
+		return &Error{Msg: oneOf("storage.kind", c.Storage.Kind, StorageKinds).Error()}
+	case c.Storage.Kind == StorageS3 && c.Storage.S3.Bucket == "":
+		return bad("storage.s3.bucket: must be set when storage.kind is s3 (env MLRB_STORAGE_S3_BUCKET)")
+	case c.Storage.Parallel < 1 || c.Storage.Parallel > 256:
+		return bad("storage.parallel: %d is out of range (1 to 256)", c.Storage.Parallel)
+	case c.Checkpoint.Keep < 1:
+		return bad("checkpoint.keep: %d must be at least 1", c.Checkpoint.Keep)
+	case c.Checkpoint.AlertAfter < 1:
+		return bad("checkpoint.alert_after: %d must be at least 1", c.Checkpoint.AlertAfter)
+	case c.Checkpoint.ChunkSize < 64<<10 || c.Checkpoint.ChunkSize > 256<<20:
+		return bad("checkpoint.chunk_size: %d is out of range (64 KiB to 256 MiB)", c.Checkpoint.ChunkSize)
+	case c.Agent.MaxInfraAttempts < 1:
+		return bad("agent.max_infra_attempts: %d must be at least 1", c.Agent.MaxInfraAttempts)
+	case c.Eval.Attempts < 1:
+		return bad("eval.attempts: %d must be at least 1", c.Eval.Attempts)
+	case oneOf("host.runtime", c.Host.Runtime, Runtimes) != nil:
+		return &Error{Msg: oneOf("host.runtime", c.Host.Runtime, Runtimes).Error()}
+	case c.Host.Runtime == RuntimeDocker && (c.Container.AgentImage == "" || c.Container.EvalImage == ""):
+		return bad("container.agent_image and container.eval_image: must be set for host.runtime docker")
+	case c.Host.MaxAgents < 1:
+		return bad("host.max_agents: %d must be at least 1", c.Host.MaxAgents)
+	case c.Host.ID == "":
+		return bad("host.id: must not be empty (set MLRB_HOST_ID)")
+	case c.Agent.LogLimitMB < 0:
+		return bad("agent.log_limit_mb: %d must be 0 (no limit) or more", c.Agent.LogLimitMB)
+	case c.Agent.WorkspaceLimitGB < 0:
+		return bad("agent.workspace_limit_gb: %g must be 0 (no limit) or more", c.Agent.WorkspaceLimitGB)
+	case c.Container.User != "" && !userSpec.MatchString(c.Container.User):
+		return bad("container.user: %q is not uid or uid:gid (numbers, e.g. 1000:1000)", c.Container.User)
+	case oneOf("provision.kind", c.Provision.Kind, ProvisionKinds) != nil:
+		return &Error{Msg: oneOf("provision.kind", c.Provision.Kind, ProvisionKinds).Error()}
+	case c.Provision.Kind == ProvisionEC2 && c.Provision.EC2.AMI == "":
+		return bad("provision.ec2.ami: must be set for provision.kind ec2 (an image with the worker and its config)")
+	case oneOf("host.preemption", c.Host.Preemption, Preemptions) != nil:
+		return &Error{Msg: oneOf("host.preemption", c.Host.Preemption, Preemptions).Error()}
+	case c.Metrics.Listen != "" && !validListen(c.Metrics.Listen):
+		return bad("metrics.listen: %q is not host:port with a port (e.g. 127.0.0.1:9464 or :9464)", c.Metrics.Listen)
+	case c.Host.LeaseTTL < c.Agent.HeartbeatTimeout:
+		return bad("host.lease_ttl: %s is shorter than agent.heartbeat_timeout (%s); heartbeats renew leases, so make it at least that", c.Host.LeaseTTL, c.Agent.HeartbeatTimeout)
+	}
+	for _, p := range c.Agent.Egress {
+		if err := gateway.CheckPattern(p); err != nil {
+			return bad("agent.egress: %v", err)
+		}
+	}
+	for _, n := range c.Agent.SecretNames {
+		if err := contract.CheckSecretName(n); err != nil {
+			return bad("agent.secret_names: %v", err)
+		}
+	}
+	for _, g := range c.Checkpoint.Exclude {
+		if _, err := path.Match(g, ""); err != nil || strings.HasPrefix(g, "/") {
+			return bad("checkpoint.exclude: %q is not a relative path glob (like root/.cache/huggingface/token)", g)
+		}
+	}
+	if _, err := c.Provision.InstanceTypes(); err != nil {
+		return &Error{Msg: err.Error()}
+	}
+	seen := map[int]bool{}
+	for _, d := range c.Host.GPUDevices {
+		if d < 0 || seen[d] {
+			return bad("host.gpu_devices: %v must be distinct device ids >= 0", c.Host.GPUDevices)
+		}
+		seen[d] = true
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return bad("log.level: %q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+package leaderboard
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Formats are the renderings Write knows.
+var Formats = []string{"table", "md", "csv", "json", "svg"}
+
+// Write renders the leaderboard of a benchmark's runs in one of Formats.
+// The aggregate activity stores it and `starter results` prints it, so
+// both always show the same thing.
+func Write(w io.Writer, format, benchmarkID string, runs []Run, setup Setup) error {
+	rows := Summarise(runs)
+	cost := CostOf(runs)
+	notes := append([]string{cost.Line()}, setup.lines()...)
+	switch format {
+	case "table":
+		WriteTable(w, rows)
+		for _, p := range Paired(runs) {
+			fmt.Fprintf(w, "paired %s: %s − %s = %+.4f ± %.4f (SEM, n=%d)\n", p.Task, p.A, p.B, p.MeanDiff, p.SEM, p.N)
+		}
+		for _, l := range notes {
+			fmt.Fprintln(w, l)
+		}
+		return nil
+	case "md":
+		WriteMarkdown(w, rows)
+		fmt.Fprintln(w)
+		for _, l := range notes {
+			fmt.Fprintf(w, "- %s\n", l)
+		}
+		return nil
+	case "csv":
+		return WriteCSV(w, rows)
+	case "svg":
+		return WriteSVG(w, rows, notes)
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"benchmark_id": benchmarkID, "rows": jsonRows(rows), "paired": Paired(runs), "runs": runs, "setup": setup, "cost": cost})
+	}
+	return fmt.Errorf("format %q is not one of %s", format, strings.Join(Formats, ", "))
+}
+
+// jsonRows leaves out the statistics of a row with no score: JSON has no
+// NaN, and 0 would read as a score.
+func jsonRows(rows []Row) []map[string]any {
+	out := make([]map[string]any, 0, len(rows))
+	for _, r := range rows {
+		m := map[string]any{"task": r.Task, "agent": r.Agent, "runs": r.Runs, "scored": r.Scored, "invalid": r.Invalid, "retried": r.Retried, "cost": r.Cost}
+		if r.Scored > 0 {
+			m["mean"], m["std"], m["sem"], m["ci95"], m["min"], m["max"] = r.Mean, r.Std, r.SEM, []float64{r.CILow, r.CIHigh}, r.Min, r.Max
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// WriteMarkdown prints rows as a Markdown table.
+func WriteMarkdown(w io.Writer, rows []Row) {
+	fmt.Fprintln(w, "| task | agent | runs | scored | invalid / retried | mean | std | SEM | 95% CI (bootstrap) | min | max | GPU h used / billed |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %d / %d | %s | %s | %s | %s | %s | %s | %s / %s |\n", r.Task, r.Agent, r.Runs, r.Scored, r.Invalid, r.Retried,
+			num(r.Mean), num(r.Std), num(r.SEM), ci(r), num(r.Min), num(r.Max), num(r.Cost.GPUHours), num(r.Cost.BilledGPUHours))
+	}
+}
+
+// WriteCSV prints rows as CSV.
+func WriteCSV(w io.Writer, rows []Row) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"task", "agent", "runs", "scored", "invalid", "mean", "std", "sem", "ci95_low", "ci95_high", "min", "max", "retried",
+		"agent_hours", "gpu_hours", "billed_gpu_hours", "wasted_gpu_hours", "infra_wait_hours", "llm_tokens", "llm_usd"})
+	for _, r := range rows {
+		c := r.Cost
+		_ = cw.Write([]string{r.Task, r.Agent, strconv.Itoa(r.Runs), strconv.Itoa(r.Scored), strconv.Itoa(r.Invalid),
+			num(r.Mean), num(r.Std), num(r.SEM), num(r.CILow), num(r.CIHigh), num(r.Min), num(r.Max), strconv.Itoa(r.Retried),
+			num(c.AgentHours), num(c.GPUHours), num(c.BilledGPUHours), num(c.WastedGPUHours), num(c.InfraWaitHours),
+			strconv.FormatInt(c.LLMTokens, 10), strconv.FormatFloat(c.LLMUSD, 'f', 2, 64)})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func num(x float64) string {
+	if math.IsNaN(x) {
+		return ""
+	}
+	return strconv.FormatFloat(x, 'f', 4, 64)
+}
+
+func ci(r Row) string {
+	if r.Scored == 0 {
+		return ""
+	}
+	return fmt.Sprintf("[%s, %s]", num(r.CILow), num(r.CIHigh))
+}
+
+// WriteTable prints rows as an aligned text table.
+func WriteTable(w io.Writer, rows []Row) {
+	fmt.Fprintf(w, "%-28s %-10s %4s %6s %15s  %-17s %-7s %s\n", "task", "agent", "runs", "scored", "invalid/retried", "mean ± std", "SEM", "95% CI (bootstrap)")
+	fmt.Fprintln(w, strings.Repeat("-", 112))
+	for _, r := range rows {
+		ms := "—"
+		if r.Scored > 0 {
+			ms = fmt.Sprintf("%.4f ± %.4f", r.Mean, r.Std)
+		}
+		fmt.Fprintf(w, "%-28s %-10s %4d %6d %15s  %-17s %-7s %s\n", r.Task, r.Agent, r.Runs, r.Scored, fmt.Sprintf("%d / %d", r.Invalid, r.Retried), ms, num(r.SEM), ci(r))
+	}
+}
