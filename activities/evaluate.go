@@ -43,7 +43,7 @@ func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (res *EvalResul
 	}
 	// The evaluation's files go with it; the checkpoint stays in the store.
 	defer a.removeEvaluation(ev)
-	params, violations, err := model.CheckConstraints(ev.model, &in.Task)
+	check, err := model.CheckConstraints(ev.model, &in.Task)
 	if err != nil {
 		// The model cannot be loaded safely: the agent's failure, and
 		// no evaluator ever runs it.
@@ -61,6 +61,9 @@ func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (res *EvalResul
 	if err != nil {
 		return nil, err
 	}
+	for k, v := range check.Metrics {
+		metrics[k] = v
+	}
 	kept, err := a.keepResults(ctx, in.RunID, ev, name, body)
 	if err != nil {
 		return nil, err
@@ -73,9 +76,9 @@ func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (res *EvalResul
 		}
 		_ = f.Close()
 	}
-	a.Logger.Info("evaluated", zap.String("run", in.RunID), zap.Float64("score", score), zap.Strings("violations", violations))
+	a.Logger.Info("evaluated", zap.String("run", in.RunID), zap.Float64("score", score), zap.Strings("violations", check.Violations))
 	rel, _ := filepath.Rel(root.dir, ev.model)
-	return &EvalResult{Score: score, Metrics: metrics, ModelPath: filepath.ToSlash(rel), Params: params, Violations: violations, ResultsFile: kept,
+	return &EvalResult{Score: score, Metrics: metrics, ModelPath: filepath.ToSlash(rel), Params: check.Params, Violations: check.Violations, Flags: check.Flags, ResultsFile: kept,
 		Image: a.digest(ctx, spec.Image), Usage: readUsage(root)}, nil
 }
 

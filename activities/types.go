@@ -260,6 +260,9 @@ type EvalResult struct {
 	ModelPath  string
 	Params     int64
 	Violations []string
+	// Flags are findings that do not disqualify (an unmodified reference
+	// model).
+	Flags []string `json:",omitempty"`
 	// ResultsFile is the blob key of the evaluator's results file.
 	ResultsFile string
 	// Image is the evaluator image's digest (container runtime only).

@@ -98,9 +98,9 @@ func TestConfigAsASymlinkIsNeverRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	symlink(t, filepath.Join(host, "secret"), filepath.Join(dir, "config.json"))
-	params, _, err := model.CheckConstraints(dir, &tasks.Spec{Suite: "mini"})
-	if params != 0 || !errors.Is(err, safefs.ErrRefused) {
-		t.Fatalf("params %d, %v: the host file must not be read as the model's config", params, err)
+	check, err := model.CheckConstraints(dir, &tasks.Spec{Suite: "mini"})
+	if check != nil || !errors.Is(err, safefs.ErrRefused) {
+		t.Fatalf("%+v, %v: the host file must not be read as the model's config", check, err)
 	}
 }
 
@@ -109,7 +109,7 @@ func TestWeightsAsASymlinkAreRefused(t *testing.T) {
 	dir := filepath.Join(root, "output", "model")
 	modelDir(t, dir)
 	symlink(t, filepath.Join(host, "secret"), filepath.Join(dir, "model.safetensors"))
-	if _, _, err := model.CheckConstraints(dir, &tasks.Spec{}); !errors.Is(err, safefs.ErrRefused) {
+	if _, err := model.CheckConstraints(dir, &tasks.Spec{}); !errors.Is(err, safefs.ErrRefused) {
 		t.Fatalf("%v: want the symlinked weights refused", err)
 	}
 }

@@ -68,11 +68,34 @@ type Resources struct {
 }
 
 // Constraints are checked on the submitted model; zero means no limit.
+// A model that breaks one is disqualified: its score never counts.
 type Constraints struct {
-	MaxParams     int64    `yaml:"max_params" json:"max_params"`
-	MaxModelBytes int64    `yaml:"max_model_bytes" json:"max_model_bytes"`
-	AllowedDtypes []string `yaml:"allowed_dtypes" json:"allowed_dtypes"`
-	Rules         []string `yaml:"rules" json:"rules"`
+	MaxParams int64 `yaml:"max_params" json:"max_params"`
+	// MaxModelBytes bounds the weights' bytes.
+	MaxModelBytes int64 `yaml:"max_model_bytes" json:"max_model_bytes"`
+	// MaxPeakMemoryBytes bounds the memory of one forward pass at batch 1
+	// over PeakContext tokens (2,048 when 0) in the weights' dtype:
+	// weights, KV cache and activations, as the edge competition measured
+	// it (computed from config.json; see model.PeakMemory).
+	MaxPeakMemoryBytes int64    `yaml:"max_peak_memory_bytes,omitempty" json:"max_peak_memory_bytes,omitempty"`
+	PeakContext        int      `yaml:"peak_context,omitempty" json:"peak_context,omitempty"`
+	AllowedDtypes      []string `yaml:"allowed_dtypes" json:"allowed_dtypes"`
+	// AllowedFamilies are the config.json model_type values the model may
+	// have (empty: any): a competition's approved base-model families.
+	AllowedFamilies []string `yaml:"allowed_families,omitempty" json:"allowed_families,omitempty"`
+	// Reference is the model a compression task starts from.
+	Reference *ReferenceModel `yaml:"reference,omitempty" json:"reference,omitempty"`
+	Rules     []string        `yaml:"rules" json:"rules"`
+}
+
+// ReferenceModel is the model a task starts from: the result reports the
+// compression ratio against it (its parameters over the model's), and a
+// model with its exact tensor names and shapes is flagged as unmodified.
+type ReferenceModel struct {
+	Name   string `yaml:"name" json:"name"`
+	Params int64  `yaml:"params" json:"params"`
+	// ShapesSHA256 is model.ShapeDigest of its weights.
+	ShapesSHA256 string `yaml:"shapes_sha256" json:"shapes_sha256"`
 }
 
 // Evaluation is how the submitted model is scored. In Command, {model} is

@@ -253,13 +253,13 @@ func run(h *harness, gib, small int, scratch string) error {
 	if err != nil {
 		return err
 	}
-	params, _, err := model.CheckConstraints(modelDir, &tasks.Spec{})
+	check, err := model.CheckConstraints(modelDir, &tasks.Spec{})
 	if err != nil {
 		return err
 	}
 	tEval := time.Since(start)
 	_ = os.RemoveAll(evalDir)
 	fmt.Printf("evaluation start latency (restore the final checkpoint, find the model, read its headers: %d parameters): %s; peak RSS %.0f MiB\n",
-		params, tEval.Round(time.Millisecond), mib(peakRSS()))
+		check.Params, tEval.Round(time.Millisecond), mib(peakRSS()))
 	return nil
 }

@@ -12,13 +12,10 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/safefs"
-	"github.com/mlrb/mlrb/internal/safetensors"
-	"github.com/mlrb/mlrb/tasks"
 )
 
 // MaxReport caps what is read of the small files an agent leaves for the
@@ -90,62 +87,6 @@ func newestConfigDir(root string) (string, error) {
 		return nil
 	})
 	return best, err
-}
-
-// CheckConstraints reads the model's size and dtypes from the weights
-// the loader will load (safetensors.Summarise: model.safetensors or the
-// index's shards, nothing beside them) and lists every rule of the task
-// it breaks. Only a mini-suite model, which has no weights files (the
-// reference agent's JSON n-grams), is described by its config.json; a
-// full task's model is never taken at its config's word. A model that
-// cannot be loaded safely (pickled or linked weights, none at all, a
-// broken header) is refused with the reason: nothing of it is evaluated.
-func CheckConstraints(model string, spec *tasks.Spec) (int64, []string, error) {
-	c := spec.Constraints
-	params, bytes := int64(0), int64(0)
-	dtypes := map[string]int64{}
-	s, err := safetensors.Summarise(model)
-	switch {
-	case err == nil:
-		params, bytes, dtypes = s.Params, s.Bytes, s.DTypes
-	case errors.Is(err, safetensors.ErrNoFiles) && spec.Suite == "mini":
-		var cfg struct {
-			NumParameters int64  `json:"num_parameters"`
-			TorchDtype    string `json:"torch_dtype"`
-		}
-		b, err := safefs.ReadFile(model, "config.json", MaxReport)
-		if err != nil {
-			return 0, nil, fmt.Errorf("model config.json: %w", err)
-		}
-		_ = json.Unmarshal(b, &cfg)
-		params = cfg.NumParameters
-		if cfg.TorchDtype != "" {
-			dtypes[cfg.TorchDtype] = params
-		}
-		bytes = dirBytes(model)
-	default:
-		return 0, nil, fmt.Errorf("model weights: %w", err)
-	}
-	var v []string
-	if c.MaxParams > 0 && params > c.MaxParams {
-		v = append(v, fmt.Sprintf("%d parameters exceed the limit of %d", params, c.MaxParams))
-	}
-	if len(c.AllowedDtypes) > 0 {
-		names := make([]string, 0, len(dtypes))
-		for d := range dtypes {
-			names = append(names, d)
-		}
-		slices.Sort(names)
-		for _, d := range names {
-			if !slices.Contains(c.AllowedDtypes, d) {
-				v = append(v, fmt.Sprintf("%d parameters are %s; allowed: %s", dtypes[d], d, strings.Join(c.AllowedDtypes, ", ")))
-			}
-		}
-	}
-	if c.MaxModelBytes > 0 && bytes > c.MaxModelBytes {
-		v = append(v, fmt.Sprintf("weights take %d bytes, over the %d byte memory limit", bytes, c.MaxModelBytes))
-	}
-	return params, v, nil
 }
 
 func dirBytes(dir string) int64 {

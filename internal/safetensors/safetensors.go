@@ -151,6 +151,8 @@ type Summary struct {
 	Params int64
 	Bytes  int64            // tensor data bytes
 	DTypes map[string]int64 // torch dtype -> parameters
+	// Tensors are every file's tensors by name.
+	Tensors map[string]Tensor
 }
 
 // ErrNoFiles means the directory holds no weights the loader would load
@@ -252,7 +254,7 @@ func Summarise(dir string) (*Summary, error) {
 		return nil, err
 	}
 	defer func() { _ = d.Close() }()
-	s := &Summary{DTypes: map[string]int64{}}
+	s := &Summary{DTypes: map[string]int64{}, Tensors: map[string]Tensor{}}
 	for _, name := range files {
 		f, _, err := d.Open(name, nil)
 		if err != nil {
@@ -264,7 +266,8 @@ func Summarise(dir string) (*Summary, error) {
 			return nil, err
 		}
 		s.Files++
-		for _, t := range h.Tensors {
+		for name, t := range h.Tensors {
+			s.Tensors[name] = t
 			n := t.Elements()
 			s.Params += n
 			s.Bytes += n * dtypeSize[t.DType]
