@@ -61,7 +61,7 @@ func writeModel(t *testing.T, config map[string]any, dtype string, tensors map[s
 func phi2() (map[string]any, map[string][]int64) {
 	const layers, hidden, inter, vocab = 32, 2560, 10240, 51200
 	ts := map[string][]int64{
-		"model.embed_tokens.weight": {vocab, hidden},
+		"model.embed_tokens.weight":    {vocab, hidden},
 		"model.final_layernorm.weight": {hidden}, "model.final_layernorm.bias": {hidden},
 		"lm_head.weight": {vocab, hidden}, "lm_head.bias": {vocab},
 	}
