@@ -68,14 +68,6 @@ func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (res *EvalResul
 	if err != nil {
 		return nil, err
 	}
-	// agent-eval prints its table (parameters, tokens/s, perplexity,
-	// latency) instead of writing a file: read it from the log.
-	if f, err := os.Open(ev.Log()); err == nil {
-		for k, v := range lmeval.ParseAgentEvalTable(f) {
-			metrics["agent_eval/"+k] = v
-		}
-		_ = f.Close()
-	}
 	a.Logger.Info("evaluated", zap.String("run", in.RunID), zap.Float64("score", score), zap.Strings("violations", check.Violations))
 	rel, _ := filepath.Rel(root.dir, ev.model)
 	return &EvalResult{Score: score, Metrics: metrics, ModelPath: filepath.ToSlash(rel), Params: check.Params, Violations: check.Violations, Flags: check.Flags, ResultsFile: kept,

@@ -112,7 +112,8 @@ type Evaluation struct {
 	Timeout Duration `yaml:"timeout" json:"timeout"`
 	// Image is this task's evaluator image under the container runtime;
 	// empty means container.eval_image. Tasks differ in their harness
-	// (lm-eval, agent-eval), so one task's evaluator can be fixed alone.
+	// (lm-eval, the autoformalization scorer), so one task's evaluator
+	// can be fixed alone.
 	Image string `yaml:"image,omitempty" json:"image,omitempty"`
 	// Check, if set, checks every output the evaluator left in {outputs}
 	// where running it cannot touch the score.

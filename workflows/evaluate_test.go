@@ -137,3 +137,24 @@ func TestEvaluationHoldsALease(t *testing.T) {
 		t.Fatalf("evaluation lease %q; released %q", got.Lease.Token, released)
 	}
 }
+
+// TestRuleBreakerIsDisqualified: a model that breaks its task's rules
+// ends the run disqualified, with each rule and measured value in the
+// reason; its score is kept as a metric and never as the run's score.
+func TestRuleBreakerIsDisqualified(t *testing.T) {
+	env := newEnv(t)
+	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(agentDone(env, &activities.AgentResult{
+		StoppedBy: activities.StopExited, AgentSeconds: 3,
+	}, ck(1, 3)))
+	ev := score(0.9)
+	ev.Violations = []string{"9000000000 parameters exceed the limit of 8600000000"}
+	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(ev, nil)
+	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Seed: 1, Policy: testPolicy})
+	r := result(t, env)
+	if r.Outcome != runs.OutcomeDisqualified || r.Score != nil || r.Metrics["disqualified/score"] != 0.9 || r.Metrics["m"] != 0.9 {
+		t.Fatalf("result = %+v", r)
+	}
+	if !strings.Contains(r.Reason, "exceed the limit of 8600000000") || len(r.Violations) != 1 {
+		t.Fatalf("reason %q, violations %v", r.Reason, r.Violations)
+	}
+}

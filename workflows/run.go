@@ -3,6 +3,8 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -309,6 +311,10 @@ func (r *runState) setPhase(ctx workflow.Context, phase runs.Phase) {
 }
 
 func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason string, ev *activities.EvalResult) *runs.Result {
+	disqualified := ev != nil && len(ev.Violations) > 0 && workflow.GetVersion(ctx, versionDisqualify, workflow.DefaultVersion, 1) == 1
+	if disqualified {
+		outcome, reason = runs.OutcomeDisqualified, "the model breaks the task's rules: "+strings.Join(ev.Violations, "; ")
+	}
 	r.setPhase(ctx, runs.PhaseDone)
 	r.st.Outcome = outcome
 	if err := workflow.UpsertTypedSearchAttributes(ctx, SAOutcome.ValueSet(string(outcome))); err != nil {
@@ -326,9 +332,18 @@ func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason str
 	res.Cost.BilledGPUHours = r.heldS * float64(r.spec.Spec.Resources.GPUCount) / 3600
 	if ev != nil {
 		score := ev.Score
-		res.Score, res.Metrics, res.ModelPath, res.Violations = &score, ev.Metrics, ev.ModelPath, ev.Violations
+		res.Score, res.Metrics, res.ModelPath, res.Violations, res.Flags = &score, ev.Metrics, ev.ModelPath, ev.Violations, ev.Flags
 		res.EvaluatorImage = ev.Image
 		r.st.Score = &score
+	}
+	if disqualified {
+		m := maps.Clone(res.Metrics)
+		if m == nil {
+			m = map[string]float64{}
+		}
+		m["disqualified/score"] = *res.Score
+		res.Metrics = m
+		res.Score, r.st.Score = nil, nil
 	}
 	return res
 }

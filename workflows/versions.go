@@ -29,4 +29,8 @@ const (
 	// (boot timeout, a dead job or instance) is given back and another
 	// provisioned for the next attempt; before, the run ended.
 	versionReprovision = "reprovision-a-host-that-never-served"
+	// versionDisqualify: a model that breaks its task's rules ends the run
+	// disqualified, unscored (its score kept as a metric); before, it was
+	// scored with the violations beside.
+	versionDisqualify = "disqualify-rule-breakers"
 )

@@ -19,6 +19,8 @@ func TestBenchmarkResume(t *testing.T) {
 	// Checkpoints 4 s apart leave a wide gap in which to terminate.
 	e.vars = append(e.vars, "MLRB_CHECKPOINT_INTERVAL=4s")
 	e.addTask("e2e_fast", "mini_baby_lm", map[string]string{"trials: 24": "trials: 3"})
+	// The same task with a parameter limit the reference model breaks.
+	e.addTask("e2e_dq", "mini_baby_lm", map[string]string{"trials: 24": "trials: 3", "  max_params: 0": "  max_params: 1"})
 	e.start("worker", "--dev")
 	e.waitServer()
 	const bench = "bench-resume"
@@ -106,5 +108,25 @@ func TestBenchmarkResume(t *testing.T) {
 	}
 	if out, _, code := e.starter("benchmark", "resume", bench); code != 0 || !strings.Contains(out, "nothing to resume") {
 		t.Fatalf("a benchmark with every result needs no resume (exit %d): %s", code, out)
+	}
+	disqualifiedInTheLeaderboard(t, e)
+}
+
+// disqualifiedInTheLeaderboard: a benchmark whose e2e_dq runs break their
+// task's parameter limit shows them as runs that did not succeed (scored
+// 0 of 2, 2 disqualified) with no mean, beside e2e_fast's scored runs.
+func disqualifiedInTheLeaderboard(t *testing.T, e *env) {
+	out, errs, code := e.starter("benchmark", "--agents", "reference", "--tasks", "e2e_fast,e2e_dq", "--seeds", "2", "--id", "bench-dq",
+		"--concurrency", "2", "--wait", "--format", "csv")
+	if code != 0 {
+		t.Fatalf("benchmark (exit %d): %s", code, errs)
+	}
+	if !strings.Contains(out, "e2e_dq,reference,2,0,2,2,,") || !strings.Contains(out, "e2e_fast,reference,2,2,0,0,0.") {
+		t.Fatalf("leaderboard: want e2e_dq 2 runs, 0 scored, 2 invalid, 2 disqualified, no mean; e2e_fast 2 scored:\n%s", out)
+	}
+	var res result
+	e.starterJSON(&res, "result", "bench-dq/reference/e2e_dq/s1", "--json")
+	if res.Outcome != "disqualified" || res.Score != nil || !strings.Contains(res.Reason, "exceed the limit of 1") {
+		t.Fatalf("disqualified run: %+v", res)
 	}
 }

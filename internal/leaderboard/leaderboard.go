@@ -11,6 +11,10 @@ import (
 	"time"
 )
 
+// OutcomeDisqualified is the outcome of a run whose model broke its
+// task's rules (runs.OutcomeDisqualified): unscored, counted apart.
+const OutcomeDisqualified = "disqualified"
+
 // Run is what the leaderboard needs of a run result.
 type Run struct {
 	Task    string   `json:"task"`

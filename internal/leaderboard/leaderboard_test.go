@@ -95,7 +95,7 @@ func TestSetupAndRetries(t *testing.T) {
 	if err := Write(&b, "table", "x", runs, setup); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"1 / 3", "budget 24h0m0s on 1× A100: t", "budget 30s on CPU: u", "up to 3 infra attempts"} {
+	for _, want := range []string{"1 (0) / 3", "budget 24h0m0s on 1× A100: t", "budget 30s on CPU: u", "up to 3 infra attempts"} {
 		if !strings.Contains(b.String(), want) {
 			t.Fatalf("table has no %q:\n%s", want, b.String())
 		}
@@ -169,5 +169,25 @@ func TestInfiniteCostNeverBreaksTheLeaderboard(t *testing.T) {
 	c := CostOf(runs)
 	if math.IsInf(c.LLMUSD, 0) || c.LLMUSD < 0 || c.LLMTokens != math.MaxInt64 {
 		t.Fatalf("total = %+v", c)
+	}
+}
+
+// TestDisqualifiedRunsCountAsFailures: a disqualified run is in the run
+// count, not in the scored count ("2 of 3 succeeded") and not in the mean.
+func TestDisqualifiedRunsCountAsFailures(t *testing.T) {
+	one, two := 0.5, 0.7
+	rows := Summarise([]Run{
+		{Task: "t", Agent: "a", Seed: 1, Outcome: "scored", Score: &one},
+		{Task: "t", Agent: "a", Seed: 2, Outcome: "scored", Score: &two},
+		{Task: "t", Agent: "a", Seed: 3, Outcome: OutcomeDisqualified},
+	})
+	r := rows[0]
+	if r.Runs != 3 || r.Scored != 2 || r.Invalid != 1 || r.Disqualified != 1 || r.Mean != 0.6 {
+		t.Fatalf("row %+v", r)
+	}
+	var b strings.Builder
+	WriteTable(&b, rows)
+	if !strings.Contains(b.String(), "1 (1) / 0") {
+		t.Fatalf("table:\n%s", b.String())
 	}
 }

@@ -8,17 +8,19 @@ import (
 
 // Row summarises one task × agent.
 type Row struct {
-	Task    string  `json:"task"`
-	Agent   string  `json:"agent"`
-	Runs    int     `json:"runs"`
-	Scored  int     `json:"scored"`  // runs with a score (scored or limit_reached)
-	Invalid int     `json:"invalid"` // runs without a score: never averaged as 0
-	Retried int     `json:"retried"` // runs that took more than one agent attempt or evaluation
-	Mean    float64 `json:"mean"`
-	Std     float64 `json:"std"` // sample standard deviation of the scores
-	SEM     float64 `json:"sem"` // standard error of the mean: std / sqrt(n)
-	Min     float64 `json:"min"`
-	Max     float64 `json:"max"`
+	Task    string `json:"task"`
+	Agent   string `json:"agent"`
+	Runs    int    `json:"runs"`
+	Scored  int    `json:"scored"`  // runs with a score (scored or limit_reached)
+	Invalid int    `json:"invalid"` // runs without a score: never averaged as 0
+	// Disqualified are the invalid runs whose model broke the task's rules.
+	Disqualified int     `json:"disqualified"`
+	Retried      int     `json:"retried"` // runs that took more than one agent attempt or evaluation
+	Mean         float64 `json:"mean"`
+	Std          float64 `json:"std"` // sample standard deviation of the scores
+	SEM          float64 `json:"sem"` // standard error of the mean: std / sqrt(n)
+	Min          float64 `json:"min"`
+	Max          float64 `json:"max"`
 	// CILow and CIHigh bound a 95 % bootstrap interval of the mean.
 	CILow  float64 `json:"ci95_low"`
 	CIHigh float64 `json:"ci95_high"`
@@ -42,6 +44,9 @@ func Summarise(runs []Run) []Row {
 			row.Cost.Add(r.Cost)
 			if r.Attempts > 1 || r.EvalTries > 1 {
 				row.Retried++
+			}
+			if r.Outcome == OutcomeDisqualified {
+				row.Disqualified++
 			}
 			if r.Score == nil {
 				row.Invalid++

@@ -54,7 +54,7 @@ func Write(w io.Writer, format, benchmarkID string, runs []Run, setup Setup) err
 func jsonRows(rows []Row) []map[string]any {
 	out := make([]map[string]any, 0, len(rows))
 	for _, r := range rows {
-		m := map[string]any{"task": r.Task, "agent": r.Agent, "runs": r.Runs, "scored": r.Scored, "invalid": r.Invalid, "retried": r.Retried, "cost": r.Cost}
+		m := map[string]any{"task": r.Task, "agent": r.Agent, "runs": r.Runs, "scored": r.Scored, "invalid": r.Invalid, "disqualified": r.Disqualified, "retried": r.Retried, "cost": r.Cost}
 		if r.Scored > 0 {
 			m["mean"], m["std"], m["sem"], m["ci95"], m["min"], m["max"] = r.Mean, r.Std, r.SEM, []float64{r.CILow, r.CIHigh}, r.Min, r.Max
 		}
@@ -65,10 +65,10 @@ func jsonRows(rows []Row) []map[string]any {
 
 // WriteMarkdown prints rows as a Markdown table.
 func WriteMarkdown(w io.Writer, rows []Row) {
-	fmt.Fprintln(w, "| task | agent | runs | scored | invalid / retried | mean | std | SEM | 95% CI (bootstrap) | min | max | GPU h used / billed |")
+	fmt.Fprintln(w, "| task | agent | runs | scored | invalid (disqualified) / retried | mean | std | SEM | 95% CI (bootstrap) | min | max | GPU h used / billed |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
 	for _, r := range rows {
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %d / %d | %s | %s | %s | %s | %s | %s | %s / %s |\n", r.Task, r.Agent, r.Runs, r.Scored, r.Invalid, r.Retried,
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %d (%d) / %d | %s | %s | %s | %s | %s | %s | %s / %s |\n", r.Task, r.Agent, r.Runs, r.Scored, r.Invalid, r.Disqualified, r.Retried,
 			num(r.Mean), num(r.Std), num(r.SEM), ci(r), num(r.Min), num(r.Max), num(r.Cost.GPUHours), num(r.Cost.BilledGPUHours))
 	}
 }
@@ -76,11 +76,11 @@ func WriteMarkdown(w io.Writer, rows []Row) {
 // WriteCSV prints rows as CSV.
 func WriteCSV(w io.Writer, rows []Row) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"task", "agent", "runs", "scored", "invalid", "mean", "std", "sem", "ci95_low", "ci95_high", "min", "max", "retried",
+	_ = cw.Write([]string{"task", "agent", "runs", "scored", "invalid", "disqualified", "mean", "std", "sem", "ci95_low", "ci95_high", "min", "max", "retried",
 		"agent_hours", "gpu_hours", "billed_gpu_hours", "wasted_gpu_hours", "infra_wait_hours", "llm_tokens", "llm_usd"})
 	for _, r := range rows {
 		c := r.Cost
-		_ = cw.Write([]string{r.Task, r.Agent, strconv.Itoa(r.Runs), strconv.Itoa(r.Scored), strconv.Itoa(r.Invalid),
+		_ = cw.Write([]string{r.Task, r.Agent, strconv.Itoa(r.Runs), strconv.Itoa(r.Scored), strconv.Itoa(r.Invalid), strconv.Itoa(r.Disqualified),
 			num(r.Mean), num(r.Std), num(r.SEM), num(r.CILow), num(r.CIHigh), num(r.Min), num(r.Max), strconv.Itoa(r.Retried),
 			num(c.AgentHours), num(c.GPUHours), num(c.BilledGPUHours), num(c.WastedGPUHours), num(c.InfraWaitHours),
 			strconv.FormatInt(c.LLMTokens, 10), strconv.FormatFloat(c.LLMUSD, 'f', 2, 64)})
@@ -105,13 +105,13 @@ func ci(r Row) string {
 
 // WriteTable prints rows as an aligned text table.
 func WriteTable(w io.Writer, rows []Row) {
-	fmt.Fprintf(w, "%-28s %-10s %4s %6s %15s  %-17s %-7s %s\n", "task", "agent", "runs", "scored", "invalid/retried", "mean ± std", "SEM", "95% CI (bootstrap)")
+	fmt.Fprintf(w, "%-28s %-10s %4s %6s %19s  %-17s %-7s %s\n", "task", "agent", "runs", "scored", "invalid (dq)/retried", "mean ± std", "SEM", "95% CI (bootstrap)")
 	fmt.Fprintln(w, strings.Repeat("-", 112))
 	for _, r := range rows {
 		ms := "—"
 		if r.Scored > 0 {
 			ms = fmt.Sprintf("%.4f ± %.4f", r.Mean, r.Std)
 		}
-		fmt.Fprintf(w, "%-28s %-10s %4d %6d %15s  %-17s %-7s %s\n", r.Task, r.Agent, r.Runs, r.Scored, fmt.Sprintf("%d / %d", r.Invalid, r.Retried), ms, num(r.SEM), ci(r))
+		fmt.Fprintf(w, "%-28s %-10s %4d %6d %19s  %-17s %-7s %s\n", r.Task, r.Agent, r.Runs, r.Scored, fmt.Sprintf("%d (%d) / %d", r.Invalid, r.Disqualified, r.Retried), ms, num(r.SEM), ci(r))
 	}
 }

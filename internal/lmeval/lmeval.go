@@ -98,7 +98,9 @@ func Score(r *Results, m tasks.Metric) (float64, map[string]float64, error) {
 	metrics := map[string]float64{}
 	for task, fields := range r.Results {
 		for f, v := range fields {
-			if x, ok := v.(float64); ok && !strings.Contains(f, "stderr") && !math.IsNaN(x) && !math.IsInf(x, 0) {
+			// Metrics are "metric,filter" keys; lm-eval 0.4.12 adds
+			// plain ones beside them (sample_len, name) that are not.
+			if x, ok := v.(float64); ok && strings.Contains(f, ",") && !strings.Contains(f, "stderr") && !math.IsNaN(x) && !math.IsInf(x, 0) {
 				metrics[task+"/"+f] = x
 			}
 		}

@@ -93,3 +93,22 @@ func TestMissingMetric(t *testing.T) {
 		t.Fatalf("err = %v, want ErrNoScore", err)
 	}
 }
+
+// TestRowsOfLMEval0412: lm-eval 0.4.12's writer puts name and sample_len
+// beside the "metric,filter" fields of every row; they are not metrics.
+func TestRowsOfLMEval0412(t *testing.T) {
+	body := []byte(`{"results": {"mmlu": {"alias": "mmlu", "name": "mmlu", "sample_len": 14042, "acc,none": 0.5523, "acc_stderr,none": 0.0041}},
+		"groups": {"mmlu": {"alias": "mmlu", "name": "mmlu", "sample_len": 14042, "acc,none": 0.5523, "acc_stderr,none": 0.0041}},
+		"n-samples": {"mmlu_anatomy": {"original": 135, "effective": 135}}, "lm_eval_version": "0.4.12"}`)
+	r, err := Parse(body, "results.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	score, metrics, err := Score(r, tasks.Metric{Name: "mmlu_acc", Aggregate: "single", Parts: []tasks.MetricPart{{Task: "mmlu", Field: "acc,none"}}})
+	if err != nil || score != 0.5523 {
+		t.Fatalf("score %v, %v", score, err)
+	}
+	if _, ok := metrics["mmlu/sample_len"]; ok || len(metrics) != 2 {
+		t.Fatalf("metrics %v: only mmlu/acc,none and the score", metrics)
+	}
+}

@@ -24,11 +24,15 @@ const (
 	// OutcomeCanceled: an operator stopped the run; its work is kept in
 	// the final checkpoint, unscored.
 	OutcomeCanceled Outcome = "canceled"
+	// OutcomeDisqualified: the model breaks its task's rules (the
+	// violations name each rule and the measured value); its score is
+	// kept as a metric and never counts.
+	OutcomeDisqualified Outcome = "disqualified"
 )
 
 // Outcomes lists every outcome.
 func Outcomes() []Outcome {
-	return []Outcome{OutcomeScored, OutcomeAgentFailed, OutcomeLimitReached, OutcomeInfraFailed, OutcomeEvaluationFailed, OutcomeCanceled}
+	return []Outcome{OutcomeScored, OutcomeAgentFailed, OutcomeLimitReached, OutcomeInfraFailed, OutcomeEvaluationFailed, OutcomeCanceled, OutcomeDisqualified}
 }
 
 // Phase is where a run is.
@@ -87,6 +91,9 @@ type Result struct {
 	Reason      string             `json:"reason,omitempty"`
 	ModelPath   string             `json:"model_path,omitempty"`
 	Violations  []string           `json:"constraint_violations,omitempty"`
+	// Flags are findings that do not disqualify (an unmodified reference
+	// model).
+	Flags []string `json:"flags,omitempty"`
 	EvalTries   int                `json:"evaluation_attempts"`
 	Evaluations []EvalAttempt      `json:"evaluations,omitempty"`
 	Cost        Cost               `json:"cost"`
