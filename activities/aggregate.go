@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 
+	"github.com/mlrb/mlrb/internal/anchors"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 )
 
@@ -29,7 +30,23 @@ func (a *Activities) Aggregate(ctx context.Context, in AggregateInput) ([]string
 	return a.storeLeaderboard(ctx, in.BenchmarkID, in.Runs, in.Setup)
 }
 
+// storeLeaderboard stores the leaderboard in every format, each row's gap
+// closed against its task's anchors (the store's, else the catalog's).
 func (a *Activities) storeLeaderboard(ctx context.Context, benchmarkID string, runs []leaderboard.Run, setup leaderboard.Setup) ([]string, error) {
+	if a.Catalog != nil {
+		ids := map[string]bool{}
+		var taskIDs []string
+		for _, r := range runs {
+			if !ids[r.Task] {
+				ids[r.Task] = true
+				taskIDs = append(taskIDs, r.Task)
+			}
+		}
+		var err error
+		if setup.Anchors, err = anchors.ForLeaderboard(ctx, a.Engine.Store, a.Catalog, taskIDs); err != nil {
+			return nil, err
+		}
+	}
 	prefix := "benchmarks/" + url.PathEscape(benchmarkID) + "/leaderboard."
 	var keys []string
 	for _, format := range []string{"json", "csv", "md", "svg"} {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
 
+	"github.com/mlrb/mlrb/internal/anchors"
 	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/internal/leaderboard"
@@ -62,7 +63,10 @@ func runResults(g *globals, o resultsOptions, id string) error {
 		return err
 	}
 	runs = append(runs, snap.awaitingRetry()...)
-	setup := leaderboard.SetupOf(workflows.LeaderboardRuns(runs), snap.prog.Policy)
+	setup, err := withAnchors(g, leaderboard.SetupOf(workflows.LeaderboardRuns(runs), snap.prog.Policy), runs)
+	if err != nil {
+		return err
+	}
 	return printLeaderboard(g.out, id, runs, setup, o.format)
 }
 
@@ -93,7 +97,35 @@ func printBenchmark(g *globals, res *workflows.BenchmarkResult, format string) e
 			return err
 		}
 	}
-	return printLeaderboard(g.out, res.BenchmarkID, runs, res.Setup, format)
+	setup, err := withAnchors(g, res.Setup, runs)
+	if err != nil {
+		return err
+	}
+	return printLeaderboard(g.out, res.BenchmarkID, runs, setup, format)
+}
+
+// withAnchors gives the setup the anchors of the runs' tasks as they are
+// now (the store's measurements, else the catalog's): anchors measured
+// after a benchmark ended apply to its leaderboard too.
+func withAnchors(g *globals, setup leaderboard.Setup, results []runs.Result) (leaderboard.Setup, error) {
+	cfg, cat, err := g.catalog()
+	if err != nil {
+		return setup, err
+	}
+	store, err := app.OpenStore(g.ctx, cfg)
+	if err != nil {
+		return setup, err
+	}
+	seen := map[string]bool{}
+	var ids []string
+	for _, r := range results {
+		if !seen[r.Task] {
+			seen[r.Task] = true
+			ids = append(ids, r.Task)
+		}
+	}
+	setup.Anchors, err = anchors.ForLeaderboard(g.ctx, store, cat, ids)
+	return setup, err
 }
 
 // storedRuns reads the results a benchmark's runs stored in the blob

@@ -75,22 +75,31 @@ func (o runOptions) input(g *globals) (string, workflows.RunInput, error) {
 		Image: o.image, Secrets: secrets, Policy: app.Policy(cfg)}, nil
 }
 
-// runRun starts one run; with --wait it prints the run's result.
-func runRun(g *globals, o runOptions) error {
+// startRun checks the options and starts the run.
+func startRun(g *globals, o runOptions) (client.WorkflowRun, error) {
 	id, in, err := o.input(g)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c, err := g.client()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	run, err := c.ExecuteWorkflow(g.ctx, client.StartWorkflowOptions{
 		ID: id, TaskQueue: g.cfg.Temporal.TaskQueue,
 		Memo: map[string]any{"task": in.Task, "agent": in.Agent, "seed": in.Seed},
 	}, workflows.RunWorkflowName, in)
 	if err != nil {
-		return fmt.Errorf("start run: %w", err)
+		return nil, fmt.Errorf("start run: %w", err)
+	}
+	return run, nil
+}
+
+// runRun starts one run; with --wait it prints the run's result.
+func runRun(g *globals, o runOptions) error {
+	run, err := startRun(g, o)
+	if err != nil {
+		return err
 	}
 	if !o.wait {
 		if o.json {

@@ -186,6 +186,9 @@ func (s *Spec) validate() error {
 			return fmt.Errorf("reference.start %q must be scratch, base, experts or large", r.Start)
 		}
 	}
+	if err := s.Anchors.check(); err != nil {
+		return err
+	}
 	if _, err := s.RenderPrompt(); err != nil {
 		return err
 	}

@@ -34,7 +34,10 @@ type Spec struct {
 	Constraints   Constraints `yaml:"constraints" json:"constraints"`
 	Evaluation    Evaluation  `yaml:"evaluation" json:"evaluation"`
 	Reference     *Reference  `yaml:"reference,omitempty" json:"reference,omitempty"`
-	Prompt        string      `yaml:"prompt" json:"prompt"`
+	// Anchors, when set, are the baseline and top scores the leaderboard
+	// measures the gap closed against.
+	Anchors *Anchors `yaml:"anchors,omitempty" json:"anchors,omitempty"`
+	Prompt  string   `yaml:"prompt" json:"prompt"`
 }
 
 // Dataset is data the agent may train on.

@@ -19,8 +19,8 @@ func TestBenchmarkResume(t *testing.T) {
 	// Checkpoints 4 s apart leave a wide gap in which to terminate.
 	e.vars = append(e.vars, "MLRB_CHECKPOINT_INTERVAL=4s")
 	e.addTask("e2e_fast", "mini_baby_lm", map[string]string{"trials: 24": "trials: 3"})
-	// The same task with a parameter limit the reference model breaks.
-	e.addTask("e2e_dq", "mini_baby_lm", map[string]string{"trials: 24": "trials: 3", "  max_params: 0": "  max_params: 1"})
+	// The same task with a dtype rule the reference model (float32) breaks.
+	e.addTask("e2e_dq", "mini_baby_lm", map[string]string{"trials: 24": "trials: 3", "  allowed_dtypes: [float32]": "  allowed_dtypes: [bfloat16]"})
 	e.start("worker", "--dev")
 	e.waitServer()
 	const bench = "bench-resume"
@@ -113,7 +113,7 @@ func TestBenchmarkResume(t *testing.T) {
 }
 
 // disqualifiedInTheLeaderboard: a benchmark whose e2e_dq runs break their
-// task's parameter limit shows them as runs that did not succeed (scored
+// task's dtype rule shows them as runs that did not succeed (scored
 // 0 of 2, 2 disqualified) with no mean, beside e2e_fast's scored runs.
 func disqualifiedInTheLeaderboard(t *testing.T, e *env) {
 	out, errs, code := e.starter("benchmark", "--agents", "reference", "--tasks", "e2e_fast,e2e_dq", "--seeds", "2", "--id", "bench-dq",
@@ -121,12 +121,42 @@ func disqualifiedInTheLeaderboard(t *testing.T, e *env) {
 	if code != 0 {
 		t.Fatalf("benchmark (exit %d): %s", code, errs)
 	}
+	var res result
+	e.starterJSON(&res, "result", "bench-dq/reference/e2e_dq/s1", "--json")
+	if res.Outcome != "disqualified" || res.Score != nil || !strings.Contains(res.Reason, "are float32; allowed: bfloat16") || res.Metrics["disqualified/score"] <= 0 {
+		t.Fatalf("disqualified run: %+v", res)
+	}
 	if !strings.Contains(out, "e2e_dq,reference,2,0,2,2,,") || !strings.Contains(out, "e2e_fast,reference,2,2,0,0,0.") {
 		t.Fatalf("leaderboard: want e2e_dq 2 runs, 0 scored, 2 invalid, 2 disqualified, no mean; e2e_fast 2 scored:\n%s", out)
 	}
-	var res result
-	e.starterJSON(&res, "result", "bench-dq/reference/e2e_dq/s1", "--json")
-	if res.Outcome != "disqualified" || res.Score != nil || !strings.Contains(res.Reason, "exceed the limit of 1") {
-		t.Fatalf("disqualified run: %+v", res)
+	measuredAnchors(t, e)
+}
+
+// measuredAnchors: `starter anchors measure` scores e2e_fast's baseline
+// (the no-op agent's untrained model) and top (the reference agent)
+// with this system's evaluator and stores them with their runs; then
+// `starter results` shows, beside bench-dq's raw means, the share of the
+// gap each closed, in every format.
+func measuredAnchors(t *testing.T, e *env) {
+	for _, m := range [][]string{{"baseline", "noop"}, {"top", "reference"}} {
+		out, errs, code := e.starter("anchors", "measure", "e2e_fast", "--role", m[0], "--agent", m[1])
+		if code != 0 || !strings.Contains(out, "e2e_fast "+m[0]+": ") || !strings.Contains(out, "run anchor-e2e_fast-"+m[0]) || !strings.Contains(out, "evaluator mlrb process sha256:") {
+			t.Fatalf("anchors measure %s (exit %d): %s %s", m[0], code, out, errs)
+		}
 	}
+	if out, _, code := e.starter("anchors", "list"); code != 0 || !strings.Contains(out, "agent noop") || !strings.Contains(out, "e2e_dq") {
+		t.Fatalf("anchors list (exit %d): %s", code, out)
+	}
+	want := map[string]string{"table": "gap closed %", "md": "| gap closed % |", "csv": "gap_closed_pct,baseline,top", "json": `"gap_closed_pct":`, "svg": "gap closed e2e_fast/reference:"}
+	for format, w := range want {
+		out, errs, code := e.starter("results", "bench-dq", "--format", format)
+		if code != 0 || !strings.Contains(out, w) || !strings.Contains(out, "e2e_fast") {
+			t.Fatalf("results --format %s (exit %d): %s\n%s", format, code, errs, out)
+		}
+	}
+	out, _, _ := e.starter("results", "bench-dq", "--format", "table")
+	if !regexp.MustCompile(`e2e_fast +reference +2 +2 +0 \(0\) / 0 +0\.\d+ ± 0\.\d+ +-?\d+\.\d `).MatchString(out) || !strings.Contains(out, "gap closed, mean over 1 tasks with anchors: reference") {
+		t.Fatalf("the table shows no gap closed for e2e_fast:\n%s", out)
+	}
+	t.Logf("leaderboard with measured anchors:\n%s", out)
 }

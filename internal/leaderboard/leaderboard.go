@@ -119,6 +119,9 @@ type Setup struct {
 	Policy Policy `json:"policy"`
 	// Tasks maps each task to its budget and hardware class.
 	Tasks map[string]TaskSetup `json:"tasks"`
+	// Anchors are the tasks' baseline and top scores, where known: each
+	// row's gap closed is measured against them.
+	Anchors map[string]Anchor `json:"anchors,omitempty"`
 }
 
 // TaskSetup is one task's budget and hardware class.

@@ -191,3 +191,43 @@ func TestDisqualifiedRunsCountAsFailures(t *testing.T) {
 		t.Fatalf("table:\n%s", b.String())
 	}
 }
+
+// TestGapClosedInEveryFormat: with anchors, each row shows beside its raw
+// mean the share of the anchor gap it closed, unclipped, and the
+// benchmark-wide mean per agent; a near-zero gap is flagged.
+func TestGapClosedInEveryFormat(t *testing.T) {
+	s := func(x float64) *float64 { return &x }
+	runs := []Run{
+		{Task: "t", Agent: "a", Seed: 1, Outcome: "scored", Score: s(0.6)},
+		{Task: "t", Agent: "a", Seed: 2, Outcome: "scored", Score: s(0.7)},
+		{Task: "u", Agent: "a", Seed: 1, Outcome: "scored", Score: s(0.3)},
+		{Task: "v", Agent: "a", Seed: 1, Outcome: "scored", Score: s(0.5)},
+	}
+	setup := Setup{Anchors: map[string]Anchor{
+		"t": {Baseline: 0.5, Top: 0.9, Source: "measured"}, // (0.65-0.5)/0.4 = 37.5 %
+		"u": {Baseline: 0.5, Top: 0.9},                     // below the baseline: -50 %
+		"v": {Baseline: 0.5, Top: 0.5001},                  // near-zero gap
+	}}
+	want := map[string][]string{
+		"table": {"37.5", "-50.0", "(near-zero gap)", "gap closed %", "gap closed, mean over 3 tasks with anchors: a"},
+		"md":    {"| gap closed % |", "| 37.5 |", "| -50.0 |"},
+		"csv":   {"gap_closed_pct,baseline,top", "t,a,2,2,0,0,0.6500,37.5000,0.5000,0.9000,", "u,a,1,1,0,0,0.3000,-50.0000,0.5000,0.9000,"},
+		"json":  {`"gap_closed_pct": 37.4999`, `"gap_closed_pct": -50`, `"near_zero_gap": true`, `"gap_closed_means"`},
+		"svg":   {"gap closed t/a: 37.5 %", "gap closed u/a: -50.0 %"},
+	}
+	for _, f := range Formats {
+		var b strings.Builder
+		if err := Write(&b, f, "b", runs, setup); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want[f] {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%s lacks %q:\n%s", f, w, b.String())
+			}
+		}
+	}
+	var b strings.Builder
+	if err := Write(&b, "csv", "b", runs, Setup{}); err != nil || strings.Contains(b.String(), "37.5") {
+		t.Fatalf("without anchors no gap is shown: %v\n%s", err, b.String())
+	}
+}

@@ -26,6 +26,13 @@ type Row struct {
 	CIHigh float64 `json:"ci95_high"`
 	// Cost is what the group's runs consumed.
 	Cost Total `json:"cost"`
+	// GapClosed is the mean's share of its task's anchor gap, in percent
+	// (NaN without anchors or a score); NearZeroGap flags a gap too small
+	// to divide by. Baseline and Top are the anchors.
+	GapClosed   float64  `json:"-"`
+	NearZeroGap bool     `json:"-"`
+	Baseline    *float64 `json:"-"`
+	Top         *float64 `json:"-"`
 }
 
 // Summarise groups runs by task and agent.
@@ -38,7 +45,7 @@ func Summarise(runs []Run) []Row {
 	}
 	var rows []Row
 	for k, rs := range groups {
-		row := Row{Task: k.task, Agent: k.agent, Runs: len(rs), Min: math.Inf(1), Max: math.Inf(-1)}
+		row := Row{Task: k.task, Agent: k.agent, Runs: len(rs), Min: math.Inf(1), Max: math.Inf(-1), GapClosed: math.NaN()}
 		var xs []float64
 		for _, r := range rs {
 			row.Cost.Add(r.Cost)

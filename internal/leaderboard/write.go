@@ -17,9 +17,9 @@ var Formats = []string{"table", "md", "csv", "json", "svg"}
 // The aggregate activity stores it and `starter results` prints it, so
 // both always show the same thing.
 func Write(w io.Writer, format, benchmarkID string, runs []Run, setup Setup) error {
-	rows := Summarise(runs)
+	rows := withAnchors(Summarise(runs), setup.Anchors)
 	cost := CostOf(runs)
-	notes := append([]string{cost.Line()}, setup.lines()...)
+	notes := append(append([]string{cost.Line()}, setup.lines()...), gapLines(rows, setup.Anchors)...)
 	switch format {
 	case "table":
 		WriteTable(w, rows)
@@ -40,11 +40,12 @@ func Write(w io.Writer, format, benchmarkID string, runs []Run, setup Setup) err
 	case "csv":
 		return WriteCSV(w, rows)
 	case "svg":
-		return WriteSVG(w, rows, notes)
+		return WriteSVG(w, rows, append(gapRows(rows), notes...))
 	case "json":
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"benchmark_id": benchmarkID, "rows": jsonRows(rows), "paired": Paired(runs), "runs": runs, "setup": setup, "cost": cost})
+		return enc.Encode(map[string]any{"benchmark_id": benchmarkID, "rows": jsonRows(rows), "paired": Paired(runs), "runs": runs, "setup": setup, "cost": cost,
+			"gap_closed_means": GapMeans(rows)})
 	}
 	return fmt.Errorf("format %q is not one of %s", format, strings.Join(Formats, ", "))
 }
@@ -58,6 +59,12 @@ func jsonRows(rows []Row) []map[string]any {
 		if r.Scored > 0 {
 			m["mean"], m["std"], m["sem"], m["ci95"], m["min"], m["max"] = r.Mean, r.Std, r.SEM, []float64{r.CILow, r.CIHigh}, r.Min, r.Max
 		}
+		if r.Baseline != nil {
+			m["baseline"], m["top"], m["near_zero_gap"] = *r.Baseline, *r.Top, r.NearZeroGap
+		}
+		if !math.IsNaN(r.GapClosed) && !math.IsInf(r.GapClosed, 0) {
+			m["gap_closed_pct"] = r.GapClosed
+		}
 		out = append(out, m)
 	}
 	return out
@@ -65,23 +72,23 @@ func jsonRows(rows []Row) []map[string]any {
 
 // WriteMarkdown prints rows as a Markdown table.
 func WriteMarkdown(w io.Writer, rows []Row) {
-	fmt.Fprintln(w, "| task | agent | runs | scored | invalid (disqualified) / retried | mean | std | SEM | 95% CI (bootstrap) | min | max | GPU h used / billed |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+	fmt.Fprintln(w, "| task | agent | runs | scored | invalid (disqualified) / retried | mean | gap closed % | std | SEM | 95% CI (bootstrap) | min | max | GPU h used / billed |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
 	for _, r := range rows {
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %d (%d) / %d | %s | %s | %s | %s | %s | %s | %s / %s |\n", r.Task, r.Agent, r.Runs, r.Scored, r.Invalid, r.Disqualified, r.Retried,
-			num(r.Mean), num(r.Std), num(r.SEM), ci(r), num(r.Min), num(r.Max), num(r.Cost.GPUHours), num(r.Cost.BilledGPUHours))
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %d (%d) / %d | %s | %s | %s | %s | %s | %s | %s | %s / %s |\n", r.Task, r.Agent, r.Runs, r.Scored, r.Invalid, r.Disqualified, r.Retried,
+			num(r.Mean), gapCell(r), num(r.Std), num(r.SEM), ci(r), num(r.Min), num(r.Max), num(r.Cost.GPUHours), num(r.Cost.BilledGPUHours))
 	}
 }
 
 // WriteCSV prints rows as CSV.
 func WriteCSV(w io.Writer, rows []Row) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"task", "agent", "runs", "scored", "invalid", "disqualified", "mean", "std", "sem", "ci95_low", "ci95_high", "min", "max", "retried",
+	_ = cw.Write([]string{"task", "agent", "runs", "scored", "invalid", "disqualified", "mean", "gap_closed_pct", "baseline", "top", "std", "sem", "ci95_low", "ci95_high", "min", "max", "retried",
 		"agent_hours", "gpu_hours", "billed_gpu_hours", "wasted_gpu_hours", "infra_wait_hours", "llm_tokens", "llm_usd"})
 	for _, r := range rows {
 		c := r.Cost
 		_ = cw.Write([]string{r.Task, r.Agent, strconv.Itoa(r.Runs), strconv.Itoa(r.Scored), strconv.Itoa(r.Invalid), strconv.Itoa(r.Disqualified),
-			num(r.Mean), num(r.Std), num(r.SEM), num(r.CILow), num(r.CIHigh), num(r.Min), num(r.Max), strconv.Itoa(r.Retried),
+			num(r.Mean), num(r.GapClosed), optNum(r.Baseline), optNum(r.Top), num(r.Std), num(r.SEM), num(r.CILow), num(r.CIHigh), num(r.Min), num(r.Max), strconv.Itoa(r.Retried),
 			num(c.AgentHours), num(c.GPUHours), num(c.BilledGPUHours), num(c.WastedGPUHours), num(c.InfraWaitHours),
 			strconv.FormatInt(c.LLMTokens, 10), strconv.FormatFloat(c.LLMUSD, 'f', 2, 64)})
 	}
@@ -90,7 +97,7 @@ func WriteCSV(w io.Writer, rows []Row) error {
 }
 
 func num(x float64) string {
-	if math.IsNaN(x) {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
 		return ""
 	}
 	return strconv.FormatFloat(x, 'f', 4, 64)
@@ -103,15 +110,34 @@ func ci(r Row) string {
 	return fmt.Sprintf("[%s, %s]", num(r.CILow), num(r.CIHigh))
 }
 
+func optNum(x *float64) string {
+	if x == nil {
+		return ""
+	}
+	return num(*x)
+}
+
+// gapCell is a row's gap closed, flagged when its gap is near zero.
+func gapCell(r Row) string {
+	s := strconv.FormatFloat(r.GapClosed, 'f', 1, 64)
+	switch {
+	case r.Baseline == nil || math.IsNaN(r.GapClosed) || math.IsInf(r.GapClosed, 0):
+		return "—"
+	case r.NearZeroGap:
+		return s + " (near-zero gap)"
+	}
+	return s
+}
+
 // WriteTable prints rows as an aligned text table.
 func WriteTable(w io.Writer, rows []Row) {
-	fmt.Fprintf(w, "%-28s %-10s %4s %6s %19s  %-17s %-7s %s\n", "task", "agent", "runs", "scored", "invalid (dq)/retried", "mean ± std", "SEM", "95% CI (bootstrap)")
-	fmt.Fprintln(w, strings.Repeat("-", 112))
+	fmt.Fprintf(w, "%-28s %-10s %4s %6s %19s  %-17s %-12s %-7s %s\n", "task", "agent", "runs", "scored", "invalid (dq)/retried", "mean ± std", "gap closed %", "SEM", "95% CI (bootstrap)")
+	fmt.Fprintln(w, strings.Repeat("-", 125))
 	for _, r := range rows {
 		ms := "—"
 		if r.Scored > 0 {
 			ms = fmt.Sprintf("%.4f ± %.4f", r.Mean, r.Std)
 		}
-		fmt.Fprintf(w, "%-28s %-10s %4d %6d %19s  %-17s %-7s %s\n", r.Task, r.Agent, r.Runs, r.Scored, fmt.Sprintf("%d (%d) / %d", r.Invalid, r.Disqualified, r.Retried), ms, num(r.SEM), ci(r))
+		fmt.Fprintf(w, "%-28s %-10s %4d %6d %19s  %-17s %-12s %-7s %s\n", r.Task, r.Agent, r.Runs, r.Scored, fmt.Sprintf("%d (%d) / %d", r.Invalid, r.Disqualified, r.Retried), ms, gapCell(r), num(r.SEM), ci(r))
 	}
 }

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"gopkg.in/yaml.v3"
+
+	"github.com/mlrb/mlrb/internal/anchors"
+	"github.com/mlrb/mlrb/internal/app"
+	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/tasks"
+)
+
+func anchorsCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "anchors", Short: "the baseline and top scores the leaderboard measures the gap closed against"}
+	cmd.AddCommand(anchorsMeasureCmd(), anchorsListCmd())
+	return cmd
+}
+
+// anchorsMeasureOptions are `starter anchors measure`'s flags.
+type anchorsMeasureOptions struct {
+	role  string
+	run   runOptions
+	print bool
+}
+
+func (o *anchorsMeasureOptions) AddFlags(f *pflag.FlagSet) {
+	f.StringVar(&o.role, "role", "", "baseline (e.g. the no-op agent's untrained model) or top (e.g. the reference agent at a long budget)")
+	f.StringVar(&o.run.agent, "agent", "", "the agent whose model is the anchor")
+	f.Int64Var(&o.run.seed, "seed", 0, "seed (0 or more)")
+	f.DurationVar(&o.run.limit, "time-limit", 0, "agent time budget (default: the task's)")
+	f.StringVar(&o.run.image, "image", "", "agent image (agent mlrb)")
+	f.BoolVar(&o.print, "yaml", false, "also print the anchor as the catalog's anchors entry takes it")
+}
+
+func (o anchorsMeasureOptions) check() error {
+	if err := anchors.CheckRole(o.role); err != nil {
+		return cli.Usagef("--role: %v", err)
+	}
+	if o.run.agent == "" {
+		return cli.Usagef("--agent: name the agent whose model is the %s", o.role)
+	}
+	return nil
+}
+
+func anchorsMeasureCmd() *cobra.Command {
+	var o anchorsMeasureOptions
+	cmd := &cobra.Command{
+		Use:   "measure TASK --role baseline|top --agent AGENT",
+		Short: "run AGENT on TASK, score its model with this system's own evaluator and store the score as the task's anchor, with its provenance",
+		Args:  cobra.ExactArgs(1),
+		PreRunE: func(*cobra.Command, []string) error {
+			return o.check()
+		},
+		RunE: run(func(g *globals, args []string) error { return runAnchorsMeasure(g, o, args[0]) }),
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+// runAnchorsMeasure runs the anchor's run to its end and stores its score
+// with the run, agent, budget and evaluator that produced it.
+func runAnchorsMeasure(g *globals, o anchorsMeasureOptions, task string) error {
+	o.run.task, o.run.id = task, fmt.Sprintf("anchor-%s-%s-%s", task, o.role, randomSuffix())
+	run, err := startRun(g, o.run)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.errOut, "measuring the %s of %s: run %s\n", o.role, task, run.GetID())
+	var res runs.Result
+	if err := run.Get(g.ctx, &res); err != nil {
+		return fmt.Errorf("run %s: %w", run.GetID(), err)
+	}
+	if res.Score == nil {
+		return fmt.Errorf("run %s ended %s without a score (%s): no anchor", res.RunID, res.Outcome, res.Reason)
+	}
+	a := tasks.Anchor{Score: *res.Score, RunID: res.RunID, Agent: res.Agent, TimeLimit: tasks.Duration(time.Duration(res.TimeLimitS * float64(time.Second))),
+		Evaluator: evaluatorOf(res), Measured: time.Now().UTC().Truncate(time.Second)}
+	store, err := app.OpenStore(g.ctx, g.cfg)
+	if err != nil {
+		return err
+	}
+	if err := anchors.Put(g.ctx, store, task, o.role, a); err != nil {
+		return err
+	}
+	fmt.Fprintf(g.out, "%s %s: %.6f (%s)\n", task, o.role, a.Score, anchors.Describe(&a))
+	if o.print {
+		b, err := yaml.Marshal(map[string]any{"anchors": map[string]tasks.Anchor{o.role: a}})
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(g.out, string(b))
+	}
+	return nil
+}
+
+// evaluatorOf names what scored a run: the evaluator image's digest, or
+// the worker binary's for process evaluators (as the worker reported it).
+func evaluatorOf(res runs.Result) string {
+	if res.EvaluatorImage != "" {
+		return res.EvaluatorImage
+	}
+	return "unrecorded (a worker from before evaluators were recorded)"
+}
+
+// anchorsListOptions are `starter anchors list`'s flags.
+type anchorsListOptions struct{ suite string }
+
+func (o *anchorsListOptions) AddFlags(f *pflag.FlagSet) {
+	f.StringVar(&o.suite, "suite", "", "only this suite: full or mini")
+}
+
+func anchorsListCmd() *cobra.Command {
+	var o anchorsListOptions
+	cmd := &cobra.Command{
+		Use: "list", Short: "list each task's anchors and where they come from (a measurement in the store wins over the catalog's)", Args: cobra.NoArgs,
+		RunE: run(func(g *globals, _ []string) error { return runAnchorsList(g, o) }),
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+func runAnchorsList(g *globals, o anchorsListOptions) error {
+	cfg, cat, err := g.catalog()
+	if err != nil {
+		return err
+	}
+	store, err := app.OpenStore(g.ctx, cfg)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TASK\tROLE\tSCORE\tSOURCE")
+	for _, id := range cat.IDs(o.suite) {
+		spec, _ := cat.Get(id)
+		a, err := anchors.Of(g.ctx, store, spec)
+		if err != nil {
+			return err
+		}
+		writeAnchor(tw, id, anchors.Baseline, a.Baseline)
+		writeAnchor(tw, id, anchors.Top, a.Top)
+	}
+	return tw.Flush()
+}
+
+func writeAnchor(w io.Writer, task, role string, a *tasks.Anchor) {
+	if a == nil {
+		fmt.Fprintf(w, "%s\t%s\t—\tnone (`starter anchors measure %s --role %s --agent ...`)\n", task, role, task, role)
+		return
+	}
+	fmt.Fprintf(w, "%s\t%s\t%.6f\t%s\n", task, role, a.Score, anchors.Describe(a))
+}
