@@ -7,13 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/subosito/gotenv"
@@ -247,37 +245,6 @@ func (a *Activities) digest(ctx context.Context, image string) string {
 	}
 	return d
 }
-
-// evaluator names what scored a model: the evaluator image's digest, or,
-// where evaluators are processes, the worker binary ({self}) by its
-// content's hash, so that an anchor measured here says which build
-// scored it.
-func (a *Activities) evaluator(ctx context.Context, image string) string {
-	if image != "" {
-		return a.digest(ctx, image)
-	}
-	selfOnce.Do(func() {
-		exe, err := os.Executable()
-		if err != nil {
-			return
-		}
-		f, err := os.Open(exe)
-		if err != nil {
-			return
-		}
-		defer func() { _ = f.Close() }()
-		h := sha256.New()
-		if _, err := io.Copy(h, f); err == nil {
-			selfDigest = "mlrb process sha256:" + hex.EncodeToString(h.Sum(nil))
-		}
-	})
-	return selfDigest
-}
-
-var (
-	selfOnce   sync.Once
-	selfDigest string
-)
 
 // secretValues looks up the named secrets in the worker's env file, and
 // nowhere else: the worker's own environment holds its store, Temporal

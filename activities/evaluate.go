@@ -70,8 +70,8 @@ func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (res *EvalResul
 	}
 	a.Logger.Info("evaluated", zap.String("run", in.RunID), zap.Float64("score", score), zap.Strings("violations", check.Violations))
 	rel, _ := filepath.Rel(root.dir, ev.model)
-	return &EvalResult{Score: score, Metrics: metrics, ModelPath: filepath.ToSlash(rel), Params: check.Params, Violations: check.Violations, Flags: check.Flags, ResultsFile: kept,
-		Image: a.evaluator(ctx, spec.Image), Usage: readUsage(root)}, nil
+	return &EvalResult{Score: score, Metrics: metrics, ModelPath: filepath.ToSlash(rel), Params: check.Params, Violations: check.Violations, Flags: check.Flags, Provenance: r.Provenance, ResultsFile: kept,
+		Image: a.digest(ctx, spec.Image), Usage: readUsage(root)}, nil
 }
 
 // evaluate runs the evaluator over ev (and each output's check, if the

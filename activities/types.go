@@ -263,6 +263,9 @@ type EvalResult struct {
 	// Flags are findings that do not disqualify (an unmodified reference
 	// model).
 	Flags []string `json:",omitempty"`
+	// Provenance is what the evaluator scored against (its held-out
+	// set's hash).
+	Provenance map[string]string `json:",omitempty"`
 	// ResultsFile is the blob key of the evaluator's results file.
 	ResultsFile string
 	// Image is the evaluator image's digest (container runtime only).

@@ -53,8 +53,9 @@ type Workspace interface {
 	// host named name) where it can reach nothing: no network, nothing
 	// but the item mounted (tasks.Check); image as for EvalTask.
 	CheckTask(ev *evalDirs, item, name string, command []string, image string) runtime.TaskSpec
-	// Digest is what an image really is, recorded as provenance; "" where
-	// no image runs. An error means this workspace cannot run it.
+	// Digest is what an image really is, recorded as provenance; where
+	// tasks are processes, the {self} binary's content hash. An error
+	// means this workspace cannot run it.
 	Digest(ctx context.Context, image string) (string, error)
 }
 

@@ -2,10 +2,14 @@ package activities
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/contract"
@@ -82,5 +86,31 @@ func (w *DirWorkspace) Digest(_ context.Context, image string) (string, error) {
 	if image != "" {
 		return "", errors.New("this worker runs agents as processes; an agent image needs host.runtime docker")
 	}
-	return "", nil
+	return fileDigest(w.Self)
 }
+
+// fileDigest names a process task's binary by its content (the built-in
+// agents and the reference evaluator run from {self}), so that a result
+// or an anchor says which build ran it; hashed once per path.
+func fileDigest(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	if d, ok := digests.Load(path); ok {
+		return d.(string), nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("digest of %s: %w", path, err)
+	}
+	defer func() { _ = f.Close() }()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("digest of %s: %w", path, err)
+	}
+	d := "process " + filepath.Base(path) + " sha256:" + hex.EncodeToString(h.Sum(nil))
+	digests.Store(path, d)
+	return d, nil
+}
+
+var digests sync.Map // binary path -> its digest

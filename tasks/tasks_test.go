@@ -115,3 +115,20 @@ func TestRealTasksNameAnEvaluatorImage(t *testing.T) {
 		}
 	}
 }
+
+// TestMiniSuiteShipsMeasuredAnchors: every mini task carries a baseline
+// and a top measured here (starter anchors measure), with the run and
+// the evaluator that scored each, the top above the baseline.
+func TestMiniSuiteShipsMeasuredAnchors(t *testing.T) {
+	cat, err := Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range cat.IDs("mini") {
+		s, _ := cat.Get(id)
+		a := s.Anchors
+		if a == nil || a.Baseline == nil || a.Top == nil || a.Baseline.RunID == "" || a.Top.Evaluator == "" || a.Top.Score <= a.Baseline.Score {
+			t.Errorf("%s: anchors %+v", id, a)
+		}
+	}
+}

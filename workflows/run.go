@@ -332,7 +332,7 @@ func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason str
 	res.Cost.BilledGPUHours = r.heldS * float64(r.spec.Spec.Resources.GPUCount) / 3600
 	if ev != nil {
 		score := ev.Score
-		res.Score, res.Metrics, res.ModelPath, res.Violations, res.Flags = &score, ev.Metrics, ev.ModelPath, ev.Violations, ev.Flags
+		res.Score, res.Metrics, res.ModelPath, res.Violations, res.Flags, res.Provenance = &score, ev.Metrics, ev.ModelPath, ev.Violations, ev.Flags, ev.Provenance
 		res.EvaluatorImage = ev.Image
 		r.st.Score = &score
 	}

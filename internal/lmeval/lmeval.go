@@ -23,6 +23,9 @@ type Results struct {
 	Config   map[string]any            `json:"config,omitempty"`
 	NSamples map[string]map[string]int `json:"n-samples,omitempty"`
 	Date     float64                   `json:"date,omitempty"`
+	// Provenance is what an mlrb evaluator says of what it scored against
+	// (the held-out set's hash), kept in the run's result.
+	Provenance map[string]string `json:"mlrb_provenance,omitempty"`
 }
 
 // Write stores results as results_<date>.json under dir, as lm-eval does.

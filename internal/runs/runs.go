@@ -93,10 +93,13 @@ type Result struct {
 	Violations  []string           `json:"constraint_violations,omitempty"`
 	// Flags are findings that do not disqualify (an unmodified reference
 	// model).
-	Flags       []string      `json:"flags,omitempty"`
-	EvalTries   int           `json:"evaluation_attempts"`
-	Evaluations []EvalAttempt `json:"evaluations,omitempty"`
-	Cost        Cost          `json:"cost"`
+	Flags []string `json:"flags,omitempty"`
+	// Provenance is what the evaluator scored against (its held-out
+	// set's hash).
+	Provenance  map[string]string `json:"evaluation_provenance,omitempty"`
+	EvalTries   int               `json:"evaluation_attempts"`
+	Evaluations []EvalAttempt     `json:"evaluations,omitempty"`
+	Cost        Cost              `json:"cost"`
 	// TimeLimitS and Hardware are the budget (before extensions) and the
 	// hardware class ("CPU", "1× A100") the run had.
 	TimeLimitS float64 `json:"time_limit_s,omitempty"`
