@@ -9,7 +9,9 @@
 # Build it where PyPI, GitHub and Docker Hub are reachable and push it to
 # the registry the GPU hosts pull from. The held-out set is not in the
 # image: mount it and name it in MLRB_AUTOFORMALIZATION_DATA (JSON lines
-# of {"informal", "formal"}).
+# of MLRB's fields: informal_statement, informal_proof, formal_proof). It
+# must not come from MLRB's public train split: the image holds that
+# split's hashes, and the evaluator refuses items among them.
 # torch 2.10 or later: torch.load before it can run code from a crafted
 # file even with weights_only (CVE-2025-32434 below 2.6, CVE-2026-24747
 # below 2.10); the evaluator loads safetensors only in any case.
@@ -17,8 +19,9 @@ FROM pytorch/pytorch:2.10.0-cuda12.8-cudnn9-runtime
 RUN apt-get update && apt-get install -y --no-install-recommends curl git ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 RUN pip install --no-cache-dir \
-      "transformers==4.46.3" \
-      "accelerate==1.1.1" \
+      "transformers==4.57.1" \
+      "accelerate==1.10.1" \
+      "datasets==3.6.0" \
       "sentencepiece==0.2.0" \
       "sacrebleu==2.4.3" \
       "rouge-score==0.1.2" \
@@ -26,9 +29,23 @@ RUN pip install --no-cache-dir \
 # Lean 3's last community release, and a project on mathlib 3 with its
 # compiled cache (mathlib 3 is archived: its master no longer moves).
 ENV ELAN_HOME=/opt/elan PATH=/opt/elan/bin:$PATH
-RUN curl -sSfL https://raw.githubusercontent.com/leanprover/elan/master/elan-init.sh \
+# elan pinned to a release (it still reads Lean 3's leanpkg.toml).
+RUN curl -sSfL https://raw.githubusercontent.com/leanprover/elan/v4.2.3/elan-init.sh \
       | sh -s -- -y --no-modify-path --default-toolchain leanprover-community/lean:3.51.1
-RUN mkdir -p /opt/lean && cd /opt/lean && leanproject new mlrb && chmod -R a+rX /opt/lean
+# mathlibtools fetches mathlib 3's compiled cache from a CDN that may be
+# gone: a file importing mathlib must compile in seconds here, or the
+# build fails (without the cache, each 2-minute check would rebuild
+# mathlib and time out).
+RUN mkdir -p /opt/lean && cd /opt/lean && leanproject new mlrb \
+    && printf 'import data.real.basic\n\ntheorem mlrb_smoke : (2:ℝ) = 1 + 1 := by norm_num\n' > mlrb/src/mlrb_smoke.lean \
+    && cd mlrb && timeout 300 lean --make src/mlrb_smoke.lean && rm src/mlrb_smoke.lean \
+    && chmod -R a+rwX /opt/lean
 COPY autoformalization/mlrb-eval-autoformalization autoformalization/mlrb-lean-check /usr/local/bin/
-ENV HF_HOME=/root/.cache/huggingface MLRB_LEAN_PROJECT=/opt/lean/mlrb
+ENV HF_HOME=/opt/hf MLRB_LEAN_PROJECT=/opt/lean/mlrb MLRB_TRAIN_HASHES=/opt/mlrb/train_hashes.txt
+# MLRB's public train split, as hashes: a held-out item among them could
+# have been trained on, and is refused.
+RUN mkdir -p /opt/mlrb && python3 -c "import runpy, datasets; m = runpy.run_path('/usr/local/bin/mlrb-eval-autoformalization', run_name='mlrb'); \
+rows = datasets.load_dataset('AlgorithmicResearchGroup/math_reasoning_autoformalization_track', split='train'); \
+open('/opt/mlrb/train_hashes.txt', 'w').write(''.join(m['item_hash'](r['formal_proof']) + '\\n' for r in rows))" \
+    && test "$(wc -l < /opt/mlrb/train_hashes.txt)" -gt 3000
 WORKDIR /work
