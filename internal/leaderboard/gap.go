@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 )
 
 // Anchor is a task's baseline and top scores and where they come from.
@@ -98,7 +97,11 @@ func gapLines(rows []Row, anchors map[string]Anchor) []string {
 		if _, near := a.GapClosed(a.Top); near {
 			flag = " (near-zero gap: its share is noise)"
 		}
-		out = append(out, fmt.Sprintf("anchors %s: baseline %.4f, top %.4f%s%s", t, a.Baseline, a.Top, flag, strings.TrimRight(" — "+a.Source, " — ")))
+		source := ""
+		if a.Source != "" {
+			source = " — " + a.Source
+		}
+		out = append(out, fmt.Sprintf("anchors %s: baseline %.4f, top %.4f%s%s", t, a.Baseline, a.Top, flag, source))
 	}
 	return out
 }
