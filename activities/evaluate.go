@@ -61,6 +61,9 @@ func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (res *EvalResul
 	if err != nil {
 		return nil, err
 	}
+	if m := r.Measured; m != nil {
+		check.UseMeasuredPeak(in.Task.Constraints, m.PeakMemoryBytes, m.PeakContext, m.Device)
+	}
 	for k, v := range check.Metrics {
 		metrics[k] = v
 	}

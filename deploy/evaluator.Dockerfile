@@ -41,7 +41,7 @@ RUN pip install --no-cache-dir \
 # uid (container.user may not be root); evaluations run offline from it,
 # so a run's score names a fixed snapshot of its test data.
 ENV HF_HOME=/opt/hf HF_DATASETS_TRUST_REMOTE_CODE=1
-COPY lmeval/mlrb-eval-lmeval lmeval/mlrb-lmeval-smoke /usr/local/bin/
+COPY lmeval/mlrb-eval-lmeval lmeval/mlrb-lmeval-smoke lmeval/mlrb-peak-memory /usr/local/bin/
 # The smoke evaluation: a tiny randomly initialised causal LM, two items
 # per task of every task the catalog runs (which fills the cache), and the
 # catalog's metric keys read back from the results file.

@@ -26,6 +26,16 @@ type Results struct {
 	// Provenance is what an mlrb evaluator says of what it scored against
 	// (the held-out set's hash), kept in the run's result.
 	Provenance map[string]string `json:"mlrb_provenance,omitempty"`
+	// Measured is what the evaluator measured of the model on its GPU
+	// (mlrb-peak-memory), when it had one.
+	Measured *Measured `json:"mlrb_measured,omitempty"`
+}
+
+// Measured is a model's peak GPU memory over one batch-1 forward pass.
+type Measured struct {
+	PeakMemoryBytes int64  `json:"peak_memory_bytes"`
+	PeakContext     int    `json:"peak_context"`
+	Device          string `json:"device"`
 }
 
 // Write stores results as results_<date>.json under dir, as lm-eval does.

@@ -213,3 +213,22 @@ func TestEfficiencyFamilies(t *testing.T) {
 		}
 	}
 }
+
+// TestMeasuredPeakReplacesTheComputedOne: where the evaluator measured
+// the peak on its GPU, the rule is judged on that measure.
+func TestMeasuredPeakReplacesTheComputedOne(t *testing.T) {
+	cfg, ts := phi2()
+	c := check(t, writeModel(t, cfg, "F32", ts), "edge_llm_compression")
+	if len(c.Violations) != 1 {
+		t.Fatalf("computed: %v", c.Violations)
+	}
+	rules := task(t, "edge_llm_compression").Constraints
+	c.UseMeasuredPeak(rules, 11_900_000_000, 2048, "NVIDIA A100-SXM4-40GB")
+	if len(c.Violations) != 0 || c.Metrics["constraints/peak_memory_bytes_measured"] != 11.9e9 {
+		t.Fatalf("measured under the limit: %v", c.Violations)
+	}
+	c.UseMeasuredPeak(rules, 12_500_000_000, 2048, "NVIDIA A100-SXM4-40GB")
+	if len(c.Violations) != 1 || !strings.Contains(c.Violations[0], "as measured on NVIDIA A100") {
+		t.Fatalf("measured over the limit: %v", c.Violations)
+	}
+}
