@@ -67,6 +67,13 @@ func anchorsMeasureCmd() *cobra.Command {
 // runAnchorsMeasure runs the anchor's run to its end and stores its score
 // with the run, agent, budget and evaluator that produced it.
 func runAnchorsMeasure(g *globals, o anchorsMeasureOptions, task string) error {
+	_, cat, err := g.catalog()
+	if err != nil {
+		return err
+	}
+	if _, err := cat.Get(task); err != nil {
+		return cli.Usagef("TASK: %v", err)
+	}
 	o.run.task, o.run.id = task, fmt.Sprintf("anchor-%s-%s-%s", task, o.role, randomSuffix())
 	run, err := startRun(g, o.run)
 	if err != nil {

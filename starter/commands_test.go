@@ -82,6 +82,10 @@ func TestBadInputIsRefusedBeforeAnythingStarts(t *testing.T) {
 		{"results in a bad format", []string{"results", "b", "--format", "xls"}, "--format"},
 		{"restore into a full dir", []string{"checkpoint", "restore", "r", full}, "not empty"},
 		{"unknown task to show", []string{"tasks", "show", "nope"}, "nope"},
+		{"anchor without a role", []string{"anchors", "measure", "mini_baby_lm", "--agent", "noop"}, "--role"},
+		{"anchor of another role", []string{"anchors", "measure", "mini_baby_lm", "--agent", "noop", "--role", "best"}, "--role"},
+		{"anchor without an agent", []string{"anchors", "measure", "mini_baby_lm", "--role", "top"}, "--agent"},
+		{"anchor of an unknown task", []string{"anchors", "measure", "nope", "--role", "top", "--agent", "noop"}, "TASK"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
