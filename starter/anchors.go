@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"go.temporal.io/sdk/client"
 	"gopkg.in/yaml.v3"
 
 	"github.com/mlrb/mlrb/internal/anchors"
@@ -27,13 +28,15 @@ func anchorsCmd() *cobra.Command {
 type anchorsMeasureOptions struct {
 	role  string
 	run   runOptions
+	seeds int
 	print bool
 }
 
 func (o *anchorsMeasureOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.role, "role", "", "baseline (e.g. the no-op agent's untrained model) or top (e.g. the reference agent at a long budget)")
 	f.StringVar(&o.run.agent, "agent", "", "the agent whose model is the anchor")
-	f.Int64Var(&o.run.seed, "seed", 0, "seed (0 or more)")
+	f.Int64Var(&o.run.seed, "seed", 0, "the first seed (0 or more)")
+	f.IntVar(&o.seeds, "seeds", 1, "runs, seeds --seed onwards, the anchor is the mean of")
 	f.DurationVar(&o.run.limit, "time-limit", 0, "agent time budget (default: the task's)")
 	f.StringVar(&o.run.image, "image", "", "agent image (agent mlrb)")
 	f.BoolVar(&o.print, "yaml", false, "also print the anchor as the catalog's anchors entry takes it")
@@ -45,6 +48,9 @@ func (o anchorsMeasureOptions) check() error {
 	}
 	if o.run.agent == "" {
 		return cli.Usagef("--agent: name the agent whose model is the %s", o.role)
+	}
+	if o.seeds < 1 {
+		return cli.Usagef("--seeds: %d must be at least 1", o.seeds)
 	}
 	return nil
 }
@@ -64,8 +70,9 @@ func anchorsMeasureCmd() *cobra.Command {
 	return cmd
 }
 
-// runAnchorsMeasure runs the anchor's run to its end and stores its score
-// with the run, agent, budget and evaluator that produced it.
+// runAnchorsMeasure runs the anchor's runs (one per seed, at once) to
+// their end and stores the mean of their scores with the runs, agent,
+// budget and evaluator that produced it.
 func runAnchorsMeasure(g *globals, o anchorsMeasureOptions, task string) error {
 	_, cat, err := g.catalog()
 	if err != nil {
@@ -74,21 +81,19 @@ func runAnchorsMeasure(g *globals, o anchorsMeasureOptions, task string) error {
 	if _, err := cat.Get(task); err != nil {
 		return cli.Usagef("TASK: %v", err)
 	}
-	o.run.task, o.run.id = task, fmt.Sprintf("anchor-%s-%s-%s", task, o.role, randomSuffix())
-	run, err := startRun(g, o.run)
+	results, err := measureRuns(g, o, task)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(g.errOut, "measuring the %s of %s: run %s\n", o.role, task, run.GetID())
-	var res runs.Result
-	if err := run.Get(g.ctx, &res); err != nil {
-		return fmt.Errorf("run %s: %w", run.GetID(), err)
-	}
-	if res.Score == nil {
-		return fmt.Errorf("run %s ended %s without a score (%s): no anchor", res.RunID, res.Outcome, res.Reason)
-	}
-	a := tasks.Anchor{Score: *res.Score, RunID: res.RunID, Agent: res.Agent, TimeLimit: tasks.Duration(time.Duration(res.TimeLimitS * float64(time.Second))),
+	res := results[0]
+	a := tasks.Anchor{RunID: res.RunID, Agent: res.Agent, TimeLimit: tasks.Duration(time.Duration(res.TimeLimitS * float64(time.Second))),
 		Evaluator: evaluatorOf(res), Measured: time.Now().UTC().Truncate(time.Second)}
+	for _, r := range results {
+		a.Score += *r.Score / float64(len(results))
+		if len(results) > 1 {
+			a.Runs = append(a.Runs, r.RunID)
+		}
+	}
 	store, err := app.OpenStore(g.ctx, g.cfg)
 	if err != nil {
 		return err
@@ -105,6 +110,34 @@ func runAnchorsMeasure(g *globals, o anchorsMeasureOptions, task string) error {
 		fmt.Fprint(g.out, string(b))
 	}
 	return nil
+}
+
+// measureRuns starts one run per seed and waits for all; each must have
+// a score.
+func measureRuns(g *globals, o anchorsMeasureOptions, task string) ([]runs.Result, error) {
+	suffix := randomSuffix()
+	started := make([]client.WorkflowRun, o.seeds)
+	for i := range started {
+		ro := o.run
+		ro.task, ro.seed = task, o.run.seed+int64(i)
+		ro.id = fmt.Sprintf("anchor-%s-%s-s%d-%s", task, o.role, ro.seed, suffix)
+		run, err := startRun(g, ro)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(g.errOut, "measuring the %s of %s: run %s\n", o.role, task, run.GetID())
+		started[i] = run
+	}
+	out := make([]runs.Result, len(started))
+	for i, run := range started {
+		if err := run.Get(g.ctx, &out[i]); err != nil {
+			return nil, fmt.Errorf("run %s: %w", run.GetID(), err)
+		}
+		if r := out[i]; r.Score == nil {
+			return nil, fmt.Errorf("run %s ended %s without a score (%s): no anchor", r.RunID, r.Outcome, r.Reason)
+		}
+	}
+	return out, nil
 }
 
 // evaluatorOf names what scored a run: the evaluator image's digest, or

@@ -86,6 +86,7 @@ func TestBadInputIsRefusedBeforeAnythingStarts(t *testing.T) {
 		{"anchor of another role", []string{"anchors", "measure", "mini_baby_lm", "--agent", "noop", "--role", "best"}, "--role"},
 		{"anchor without an agent", []string{"anchors", "measure", "mini_baby_lm", "--role", "top"}, "--agent"},
 		{"anchor of an unknown task", []string{"anchors", "measure", "nope", "--role", "top", "--agent", "noop"}, "TASK"},
+		{"anchor over no seeds", []string{"anchors", "measure", "mini_baby_lm", "--role", "top", "--agent", "noop", "--seeds", "0"}, "--seeds"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

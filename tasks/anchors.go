@@ -16,11 +16,13 @@ type Anchors struct {
 }
 
 // Anchor is one reference score and where it comes from: measured here
-// (the run, its agent and budget, the evaluator that scored it) or, when
-// not, a citation.
+// (the run, its agent and budget, the evaluator that scored it; over
+// several seeds, the mean of their runs) or, when not, a citation.
 type Anchor struct {
-	Score     float64   `yaml:"score" json:"score"`
-	RunID     string    `yaml:"run_id,omitempty" json:"run_id,omitempty"`
+	Score float64 `yaml:"score" json:"score"`
+	RunID string  `yaml:"run_id,omitempty" json:"run_id,omitempty"`
+	// Runs are every run the score is the mean of, when more than one.
+	Runs      []string  `yaml:"runs,omitempty" json:"runs,omitempty"`
 	Agent     string    `yaml:"agent,omitempty" json:"agent,omitempty"`
 	TimeLimit Duration  `yaml:"time_limit,omitempty" json:"time_limit,omitempty"`
 	Evaluator string    `yaml:"evaluator,omitempty" json:"evaluator,omitempty"`

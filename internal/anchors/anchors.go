@@ -128,6 +128,9 @@ func Describe(a *tasks.Anchor) string {
 		return "cited: " + a.Citation
 	}
 	parts := []string{"run " + a.RunID}
+	if len(a.Runs) > 1 {
+		parts = []string{fmt.Sprintf("mean of %d runs (%s)", len(a.Runs), strings.Join(a.Runs, ", "))}
+	}
 	if a.Agent != "" {
 		parts = append(parts, "agent "+a.Agent)
 	}
