@@ -12,7 +12,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/mlrb/mlrb/internal/anchors"
-	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/tasks"
@@ -94,7 +93,7 @@ func runAnchorsMeasure(g *globals, o anchorsMeasureOptions, task string) error {
 			a.Runs = append(a.Runs, r.RunID)
 		}
 	}
-	store, err := app.OpenStore(g.ctx, g.cfg)
+	store, err := g.store()
 	if err != nil {
 		return err
 	}
@@ -167,11 +166,11 @@ func anchorsListCmd() *cobra.Command {
 }
 
 func runAnchorsList(g *globals, o anchorsListOptions) error {
-	cfg, cat, err := g.catalog()
+	_, cat, err := g.catalog()
 	if err != nil {
 		return err
 	}
-	store, err := app.OpenStore(g.ctx, cfg)
+	store, err := g.store()
 	if err != nil {
 		return err
 	}

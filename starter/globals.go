@@ -11,6 +11,7 @@ import (
 
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/app"
+	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/tasks"
 )
@@ -25,6 +26,7 @@ type globals struct {
 	errOut io.Writer
 	cfg    *config.Config
 	c      client.Client
+	blobs  blob.Store
 }
 
 // run makes a command's RunE: fn runs with the command's globals, and
@@ -62,6 +64,23 @@ func (g *globals) catalog() (*config.Config, *tasks.Catalog, error) {
 		return nil, nil, &cli.UsageError{Err: err}
 	}
 	return cfg, cat, nil
+}
+
+// store opens the configured blob store once.
+func (g *globals) store() (blob.Store, error) {
+	if g.blobs != nil {
+		return g.blobs, nil
+	}
+	cfg, err := g.config()
+	if err != nil {
+		return nil, err
+	}
+	s, err := app.OpenStore(g.ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	g.blobs = s
+	return s, nil
 }
 
 // client dials Temporal once.

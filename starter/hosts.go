@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/hosts"
 )
 
@@ -48,15 +47,11 @@ func hostsCmd() *cobra.Command {
 
 // runHosts lists the hosts that published to the store.
 func runHosts(g *globals, o hostsOptions) error {
-	cfg, err := g.config()
+	store, err := g.store()
 	if err != nil {
 		return err
 	}
-	e, err := app.OpenEngine(g.ctx, cfg)
-	if err != nil {
-		return err
-	}
-	recs, err := hosts.List(g.ctx, e.Store)
+	recs, err := hosts.List(g.ctx, store)
 	if err != nil {
 		return err
 	}
@@ -65,7 +60,7 @@ func runHosts(g *globals, o hostsOptions) error {
 		return printJSON(g.out, views)
 	}
 	if len(views) == 0 {
-		fmt.Fprintf(g.out, "no host has published to %s yet (workers publish there when they start)\n", e.Store)
+		fmt.Fprintf(g.out, "no host has published to %s yet (workers publish there when they start)\n", store)
 		return nil
 	}
 	return writeHosts(g.out, views, time.Now())

@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/internal/anchors"
-	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/runresults"
@@ -108,11 +107,11 @@ func printBenchmark(g *globals, res *workflows.BenchmarkResult, format string) e
 // now (the store's measurements, else the catalog's): anchors measured
 // after a benchmark ended apply to its leaderboard too.
 func withAnchors(g *globals, setup leaderboard.Setup, results []runs.Result) (leaderboard.Setup, error) {
-	cfg, cat, err := g.catalog()
+	_, cat, err := g.catalog()
 	if err != nil {
 		return setup, err
 	}
-	store, err := app.OpenStore(g.ctx, cfg)
+	store, err := g.store()
 	if err != nil {
 		return setup, err
 	}
@@ -141,7 +140,7 @@ func storedRuns(g *globals, id string, ended bool) ([]runs.Result, error) {
 	if err := startInput(g.ctx, c, id, &in); err != nil {
 		return nil, err
 	}
-	store, err := app.OpenStore(g.ctx, g.cfg)
+	store, err := g.store()
 	if err != nil {
 		return nil, err
 	}

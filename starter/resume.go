@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/mlrb/mlrb/activities"
-	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/internal/resume"
@@ -72,7 +71,7 @@ func runResume(g *globals, o resumeOptions, id string) error {
 	if err := startInput(g.ctx, c, id, &in); err != nil {
 		return err
 	}
-	store, err := app.OpenStore(g.ctx, g.cfg)
+	store, err := g.store()
 	if err != nil {
 		return err
 	}

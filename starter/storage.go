@@ -49,7 +49,7 @@ func runStore(g *globals, runID string, has func(blob.Store) (bool, error)) (blo
 	if err != nil {
 		return nil, err
 	}
-	store, err := app.OpenStore(g.ctx, cfg)
+	store, err := g.store()
 	if err != nil {
 		return nil, err
 	}
