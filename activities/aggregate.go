@@ -34,13 +34,9 @@ func (a *Activities) Aggregate(ctx context.Context, in AggregateInput) ([]string
 // closed against its task's anchors (the store's, else the catalog's).
 func (a *Activities) storeLeaderboard(ctx context.Context, benchmarkID string, runs []leaderboard.Run, setup leaderboard.Setup) ([]string, error) {
 	if a.Catalog != nil {
-		ids := map[string]bool{}
-		var taskIDs []string
-		for _, r := range runs {
-			if !ids[r.Task] {
-				ids[r.Task] = true
-				taskIDs = append(taskIDs, r.Task)
-			}
+		taskIDs := make([]string, len(runs))
+		for i, r := range runs {
+			taskIDs[i] = r.Task
 		}
 		var err error
 		if setup.Anchors, err = anchors.ForLeaderboard(ctx, a.Engine.Store, a.Catalog, taskIDs); err != nil {

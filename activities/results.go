@@ -73,7 +73,7 @@ func (a *Activities) AggregateResults(ctx context.Context, in AggregateResultsIn
 			// Every run of an ended benchmark has ended: one without a
 			// result was cut off, an infra failure, never left out.
 			missing++
-			r = &leaderboard.Run{Task: all[i].Task, Agent: all[i].Agent, Seed: all[i].Seed, Outcome: string(runs.OutcomeInfraFailed)}
+			r = &leaderboard.Run{Task: all[i].Task, Agent: all[i].Agent, Seed: all[i].Seed, Outcome: runs.OutcomeInfraFailed}
 		}
 		board = append(board, *r)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/contract"
-	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/tasks"
 )
 
@@ -104,13 +103,10 @@ type LeaseRequest struct {
 	Attempt  int
 	GPUCount int
 	GPUType  string
-	// Role is what the slot is for: "" an agent attempt, LeaseEvaluation
-	// an evaluation (Attempt then counts evaluations).
+	// Role is what the slot is for: "" an agent attempt,
+	// runs.RoleEvaluation an evaluation (Attempt then counts evaluations).
 	Role string `json:",omitempty"`
 }
-
-// LeaseEvaluation is the role of an evaluation's lease.
-const LeaseEvaluation = runs.RoleEvaluation
 
 // Lease is a granted slot. Token fences it: run id and attempt.
 type Lease struct {

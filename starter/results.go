@@ -115,13 +115,9 @@ func withAnchors(g *globals, setup leaderboard.Setup, results []runs.Result) (le
 	if err != nil {
 		return setup, err
 	}
-	seen := map[string]bool{}
-	var ids []string
-	for _, r := range results {
-		if !seen[r.Task] {
-			seen[r.Task] = true
-			ids = append(ids, r.Task)
-		}
+	ids := make([]string, len(results))
+	for i, r := range results {
+		ids[i] = r.Task
 	}
 	setup.Anchors, err = anchors.ForLeaderboard(g.ctx, store, cat, ids)
 	return setup, err

@@ -111,9 +111,6 @@ func (r *runState) runAgent(ctx workflow.Context, attempt int, lease activities.
 		bytes = r.last.Bytes // to restore, and about as much to save
 	}
 	out, err := runAgent.call(ctx, callArgs{pol: p, lease: lease, ledger: r.st.Budget, bytes: bytes}, in)
-	if out == nil {
-		out = &activities.AgentResult{}
-	}
 	r.drainCheckpoints(ctx)
 	if !(hostSilent(err) || released(err, out)) || workflow.GetVersion(ctx, versionLeaseExpires, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		r.release(ctx, lease)

@@ -227,7 +227,7 @@ func TestSlurmProvisionedAttempt(t *testing.T) {
 	pol.Provision, pol.ProvisionMargin = activities.ProvisionKindSlurm, time.Minute
 	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: pol})
 	r := result(t, env)
-	if r.Outcome != runs.OutcomeScored || len(*asked) != 2 || (*asked)[0].Role != "" || (*asked)[1].Role != activities.LeaseEvaluation ||
+	if r.Outcome != runs.OutcomeScored || len(*asked) != 2 || (*asked)[0].Role != "" || (*asked)[1].Role != runs.RoleEvaluation ||
 		(*asked)[0].TimeLimit != 30*time.Second+time.Minute {
 		t.Fatalf("outcome %s, hosts asked %+v", r.Outcome, *asked)
 	}

@@ -299,9 +299,6 @@ func (b *bench) aggregate(ctx workflow.Context) *BenchmarkResult {
 	out := &BenchmarkResult{BenchmarkID: b.id, Total: len(b.jobs), Ended: b.st.Ended}
 	in := activities.AggregateResultsInput{Runs: b.in.Matrix(b.id), Policy: b.in.Run.Policy.Leaderboard()}
 	agg, err := aggregateResults.call(ctx, callArgs{}, in)
-	if err == nil && agg == nil {
-		agg = &activities.AggregateResult{}
-	}
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("leaderboard not stored", "error", err)
 		return out

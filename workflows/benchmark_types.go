@@ -78,7 +78,7 @@ type BenchmarkResult struct {
 func LeaderboardRuns(results []runs.Result) []leaderboard.Run {
 	runs := make([]leaderboard.Run, 0, len(results))
 	for _, r := range results {
-		runs = append(runs, leaderboard.Run{Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: string(r.Outcome), Score: r.Score,
+		runs = append(runs, leaderboard.Run{Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: r.Outcome, Score: r.Score,
 			Attempts: r.Attempts, EvalTries: r.EvalTries, TimeLimitS: r.TimeLimitS, Hardware: r.Hardware, Cost: r.Cost})
 	}
 	return runs

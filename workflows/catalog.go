@@ -19,33 +19,33 @@ import (
 // workers register them (Register, RegisterShared, RegisterHost).
 var (
 	resolveTask = activityOf[activities.ResolveInput, *activities.ResolvedTask]{
-		name: activities.ResolveTaskName, on: onShared, options: quick, fn: (*activities.Activities).ResolveTask}
+		name: activities.ResolveTaskName, on: onShared, options: quickOptions, fn: (*activities.Activities).ResolveTask}
 	loadCheckpoint = activityOf[activities.CheckpointSource, *activities.CheckpointRef]{
-		name: activities.LoadCheckpointName, on: onShared, options: quick, fn: (*activities.Activities).LoadCheckpoint}
+		name: activities.LoadCheckpointName, on: onShared, options: quickOptions, fn: (*activities.Activities).LoadCheckpoint}
 	provisionHost = activityOf[activities.HostRequest, *activities.ProvisionedHost]{
-		name: activities.ProvisionHostName, on: onShared, options: provisioning, fn: (*activities.Activities).ProvisionHost}
+		name: activities.ProvisionHostName, on: onShared, options: provisionOptions, fn: (*activities.Activities).ProvisionHost}
 	releaseHost = actionOf[activities.ProvisionedHost]{
-		name: activities.ReleaseHostName, on: onShared, options: quick, fn: (*activities.Activities).ReleaseHost}
+		name: activities.ReleaseHostName, on: onShared, options: quickOptions, fn: (*activities.Activities).ReleaseHost}
 	// A provisioned host's slot is leased on its own queue.
 	acquireLease = activityOf[activities.LeaseRequest, *activities.Lease]{
-		name: activities.AcquireLeaseName, on: onShared | onHost, options: leasing, fn: (*activities.Activities).AcquireLease}
+		name: activities.AcquireLeaseName, on: onShared | onHost, options: leaseOptions, fn: (*activities.Activities).AcquireLease}
 	releaseLease = actionOf[activities.Lease]{
-		name: activities.ReleaseLeaseName, on: onHost, options: releasing, fn: (*activities.Activities).ReleaseLease}
+		name: activities.ReleaseLeaseName, on: onHost, options: releaseOptions, fn: (*activities.Activities).ReleaseLease}
 	runAgent = activityOf[activities.AgentInput, *activities.AgentResult]{
-		name: activities.RunAgentName, on: onHost, options: agentRun, fn: (*activities.Activities).RunAgent}
+		name: activities.RunAgentName, on: onHost, options: agentOptions, fn: (*activities.Activities).RunAgent}
 	evaluate = activityOf[activities.EvalInput, *activities.EvalResult]{
-		name: activities.EvaluateName, on: onShared | onHost, options: evaluation, fn: (*activities.Activities).Evaluate}
+		name: activities.EvaluateName, on: onShared | onHost, options: evalOptions, fn: (*activities.Activities).Evaluate}
 	storeResult = actionOf[activities.StoreResultInput]{
-		name: activities.StoreResultName, on: onShared, options: storing, fn: (*activities.Activities).StoreResult}
+		name: activities.StoreResultName, on: onShared, options: storeOptions, fn: (*activities.Activities).StoreResult}
 	readPlan = activityOf[activities.ReadPlanInput, map[string]activities.PlanEntry]{
-		name: activities.ReadPlanName, on: onShared, options: quick, fn: (*activities.Activities).ReadPlan}
+		name: activities.ReadPlanName, on: onShared, options: quickOptions, fn: (*activities.Activities).ReadPlan}
 	awaitRuns = activityOf[[]string, []runs.End]{
-		name: activities.AwaitRunsName, on: onShared, options: awaiting, fn: (*activities.Activities).AwaitRuns}
+		name: activities.AwaitRunsName, on: onShared, options: awaitOptions, fn: (*activities.Activities).AwaitRuns}
 	aggregateResults = activityOf[activities.AggregateResultsInput, *activities.AggregateResult]{
-		name: activities.AggregateResultsName, on: onShared, options: aggregating, fn: (*activities.Activities).AggregateResults}
+		name: activities.AggregateResultsName, on: onShared, options: aggregateOptions, fn: (*activities.Activities).AggregateResults}
 	// aggregate is the leaderboard of version 0 benchmarks (benchmarkV0).
 	aggregate = activityOf[activities.AggregateInput, []string]{
-		name: activities.AggregateName, on: onShared, options: aggregating, fn: (*activities.Activities).Aggregate}
+		name: activities.AggregateName, on: onShared, options: aggregateOptions, fn: (*activities.Activities).Aggregate}
 )
 
 // catalogue lists the entries for registration.
@@ -64,7 +64,7 @@ const (
 )
 
 // callArgs are what an activity's options are built from; each builder
-// reads the fields it needs.
+// (options.go) reads the fields it needs.
 type callArgs struct {
 	pol Policy
 	// lease is the slot the activity runs on (an attempt, a release).
@@ -76,33 +76,6 @@ type callArgs struct {
 	bytes int64
 	// timeout is the task's evaluation timeout.
 	timeout time.Duration
-}
-
-// The options builders of the catalogue; options.go gives their reasons.
-func quick(ctx workflow.Context, _ callArgs) workflow.Context       { return quickOptions(ctx) }
-func storing(ctx workflow.Context, _ callArgs) workflow.Context     { return storeOptions(ctx) }
-func awaiting(ctx workflow.Context, _ callArgs) workflow.Context    { return awaitOptions(ctx) }
-func aggregating(ctx workflow.Context, _ callArgs) workflow.Context { return aggregateOptions(ctx) }
-func provisioning(ctx workflow.Context, a callArgs) workflow.Context {
-	return provisionOptions(ctx, a.pol)
-}
-func releasing(ctx workflow.Context, a callArgs) workflow.Context {
-	return releaseOptions(ctx, a.lease)
-}
-func agentRun(ctx workflow.Context, a callArgs) workflow.Context {
-	return agentOptions(ctx, a.pol, a.lease, a.ledger, a.bytes)
-}
-func evaluation(ctx workflow.Context, a callArgs) workflow.Context {
-	return evalOptions(ctx, a.pol, a.timeout, a.bytes, a.hostQueue)
-}
-
-// leasing: on the shared queue, any static host may answer; on a
-// provisioned host's queue, the lease waits for its worker to boot.
-func leasing(ctx workflow.Context, a callArgs) workflow.Context {
-	if a.hostQueue == "" {
-		return leaseOptions(ctx, a.pol)
-	}
-	return workflow.WithTaskQueue(bootOptions(ctx, a.pol), a.hostQueue)
 }
 
 // entry is a catalogue entry as a worker registers it.

@@ -85,11 +85,11 @@ func (r *runState) runEvaluation(ctx workflow.Context, image string) (*activitie
 		// agent: the slot bounds evaluations per host and names the
 		// devices it may see.
 		var lease *activities.Lease
-		req := activities.LeaseRequest{RunID: r.st.RunID, Attempt: len(r.evals) + 1, Role: activities.LeaseEvaluation,
+		req := activities.LeaseRequest{RunID: r.st.RunID, Attempt: len(r.evals) + 1, Role: runs.RoleEvaluation,
 			GPUCount: r.spec.Spec.Resources.GPUCount, GPUType: r.spec.Spec.Resources.GPUType}
 		r.st.LeasingSince = workflow.Now(ctx)
 		var queue string
-		if queue, err = r.provision(ctx, activities.LeaseEvaluation, len(r.evals)+1); err == nil {
+		if queue, err = r.provision(ctx, runs.RoleEvaluation, len(r.evals)+1); err == nil {
 			defer r.releaseHost(ctx)
 			lease, err = acquireLease.call(ctx, callArgs{pol: r.pol, hostQueue: queue}, req)
 			leased := workflow.Now(ctx)
@@ -105,9 +105,6 @@ func (r *runState) runEvaluation(ctx workflow.Context, image string) (*activitie
 	var ev *activities.EvalResult
 	if err == nil {
 		ev, err = evaluate.call(ctx, args, in)
-	}
-	if err == nil && ev == nil {
-		ev = &activities.EvalResult{}
 	}
 	att := runs.EvalAttempt{Image: image, At: workflow.Now(ctx)}
 	if err != nil {

@@ -133,7 +133,7 @@ func TestEvaluationHoldsALease(t *testing.T) {
 	if r.Outcome != runs.OutcomeScored || got.Lease == nil || got.Lease.HostQueue != "mlrb-host-h" || !slices.Equal(got.Lease.Devices, []int{3}) {
 		t.Fatalf("outcome %s, evaluation lease %+v", r.Outcome, got.Lease)
 	}
-	if !strings.HasSuffix(got.Lease.Token, "#"+activities.LeaseEvaluation) || len(released) != 2 || released[1] != got.Lease.Token {
+	if !strings.HasSuffix(got.Lease.Token, "#"+runs.RoleEvaluation) || len(released) != 2 || released[1] != got.Lease.Token {
 		t.Fatalf("evaluation lease %q; released %q", got.Lease.Token, released)
 	}
 }

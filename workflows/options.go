@@ -20,17 +20,17 @@ const quickTimeout = 30 * time.Second
 
 // quickOptions: resolving a task and reading a checkpoint's manifest. A
 // few tries ride out a store or worker that blips; a bad task is final.
-func quickOptions(ctx workflow.Context) workflow.Context {
+func quickOptions(ctx workflow.Context, _ callArgs) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: quickTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrBadTask}},
 	})
 }
 
-// leaseOptions: a full host answers NoCapacity and the lease is tried
+// sharedLeaseOptions: a full host answers NoCapacity and the lease is tried
 // again, backing off to every 30 s, until LeaseTimeout (the longest a run
 // waits for a GPU slot in all) runs out.
-func leaseOptions(ctx workflow.Context, p Policy) workflow.Context {
+func sharedLeaseOptions(ctx workflow.Context, p Policy) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		ScheduleToCloseTimeout: p.LeaseTimeout,
 		StartToCloseTimeout:    quickTimeout,
@@ -45,9 +45,9 @@ func leaseOptions(ctx workflow.Context, p Policy) workflow.Context {
 // when the cluster is busy or the zone out of capacity; it is tried again,
 // backing off to every 5 minutes, as long as a run waits for a GPU in all
 // (LeaseTimeout). A bad request is final.
-func provisionOptions(ctx workflow.Context, p Policy) workflow.Context {
+func provisionOptions(ctx workflow.Context, a callArgs) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		ScheduleToCloseTimeout: p.LeaseTimeout,
+		ScheduleToCloseTimeout: a.pol.LeaseTimeout,
 		StartToCloseTimeout:    2 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Minute,
@@ -61,9 +61,18 @@ func provisionOptions(ctx workflow.Context, p Policy) workflow.Context {
 // serves (a node failure, a worker that cannot start) is given up on in
 // minutes, not the lease timeout's day.
 func bootOptions(ctx workflow.Context, p Policy) workflow.Context {
-	o := workflow.GetActivityOptions(leaseOptions(ctx, p))
+	o := workflow.GetActivityOptions(sharedLeaseOptions(ctx, p))
 	o.ScheduleToStartTimeout = p.BootTimeout
 	return workflow.WithActivityOptions(ctx, o)
+}
+
+// leaseOptions: on the shared queue, any static host may answer; on a
+// provisioned host's queue, the lease waits for its worker to boot.
+func leaseOptions(ctx workflow.Context, a callArgs) workflow.Context {
+	if a.hostQueue == "" {
+		return sharedLeaseOptions(ctx, a.pol)
+	}
+	return workflow.WithTaskQueue(bootOptions(ctx, a.pol), a.hostQueue)
 }
 
 // agentOptions: the attempt runs on the leased host's queue. A host that
@@ -74,7 +83,8 @@ func bootOptions(ctx workflow.Context, p Policy) workflow.Context {
 // supervisor's own deadlines end the agent well before it. The workflow
 // decides what follows a lost attempt, so the SDK never retries it, and
 // waits for a canceled attempt to stop its agent.
-func agentOptions(ctx workflow.Context, p Policy, lease activities.Lease, l budget.Ledger, bytes int64) workflow.Context {
+func agentOptions(ctx workflow.Context, a callArgs) workflow.Context {
+	p, lease, l, bytes := a.pol, a.lease, a.ledger, a.bytes
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              lease.HostQueue,
 		ScheduleToStartTimeout: 5*p.HeartbeatTimeout + time.Minute,
@@ -88,9 +98,9 @@ func agentOptions(ctx workflow.Context, p Policy, lease activities.Lease, l budg
 // releaseOptions: the release goes to the host that holds the lease; a
 // lease on a dead host died with it, so a minute without a worker ends
 // the try.
-func releaseOptions(ctx workflow.Context, lease activities.Lease) workflow.Context {
+func releaseOptions(ctx workflow.Context, a callArgs) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              lease.HostQueue,
+		TaskQueue:              a.lease.HostQueue,
 		ScheduleToStartTimeout: time.Minute,
 		StartToCloseTimeout:    quickTimeout,
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 3},
@@ -107,7 +117,8 @@ const evalMinHeartbeat = 30 * time.Second
 // backoff per policy, except a missing model or a bad task. On a leased
 // host's queue (hostQueue), a host that never picks it up is given up on
 // like an agent's; the run then waits for retry-eval, which leases again.
-func evalOptions(ctx workflow.Context, p Policy, timeout time.Duration, bytes int64, hostQueue string) workflow.Context {
+func evalOptions(ctx workflow.Context, a callArgs) workflow.Context {
+	p, timeout, bytes, hostQueue := a.pol, a.timeout, a.bytes, a.hostQueue
 	var toStart time.Duration
 	if hostQueue != "" {
 		toStart = 5*p.HeartbeatTimeout + time.Minute
@@ -127,7 +138,7 @@ func evalOptions(ctx workflow.Context, p Policy, timeout time.Duration, bytes in
 
 // aggregateOptions: computing and storing a leaderboard takes seconds;
 // ten tries ride out a store outage.
-func aggregateOptions(ctx workflow.Context) workflow.Context {
+func aggregateOptions(ctx workflow.Context, _ callArgs) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 5 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10}})
 }
@@ -135,7 +146,7 @@ func aggregateOptions(ctx workflow.Context) workflow.Context {
 // awaitOptions: AwaitRuns waits as long as a run may last (its budget,
 // evaluation retries and the wait for a retry-evaluation), heartbeating;
 // a lost worker is noticed within a minute and the wait starts again.
-func awaitOptions(ctx workflow.Context) workflow.Context {
+func awaitOptions(ctx workflow.Context, _ callArgs) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * 24 * time.Hour,
 		HeartbeatTimeout:    time.Minute,
@@ -145,7 +156,7 @@ func awaitOptions(ctx workflow.Context) workflow.Context {
 
 // storeOptions: storing a result takes a second; retries ride out a
 // store outage of up to an hour.
-func storeOptions(ctx workflow.Context) workflow.Context {
+func storeOptions(ctx workflow.Context, _ callArgs) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: quickTimeout, ScheduleToCloseTimeout: time.Hour,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},

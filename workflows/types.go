@@ -213,5 +213,5 @@ func (s Status) ReachedAt(now time.Time) float64 {
 	return s.Budget.RanUntil(since, now)
 }
 
-// Cost is what a run consumed (see leaderboard.Cost).
+// Cost is what a run consumed (see runs.Cost).
 type Cost = runs.Cost

@@ -100,11 +100,17 @@ func Of(ctx context.Context, s blob.Store, spec *tasks.Spec) (tasks.Anchors, err
 	return out, nil
 }
 
-// ForLeaderboard are the anchors of the tasks that have both, as the
-// leaderboard takes them. A task the catalog does not know has none.
+// ForLeaderboard are the anchors of the tasks (named once or more) that
+// have both, as the leaderboard takes them. A task the catalog does not
+// know has none.
 func ForLeaderboard(ctx context.Context, s blob.Store, cat *tasks.Catalog, taskIDs []string) (map[string]leaderboard.Anchor, error) {
 	out := map[string]leaderboard.Anchor{}
+	seen := map[string]bool{}
 	for _, id := range taskIDs {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
 		spec, err := cat.Get(id)
 		if err != nil {
 			continue

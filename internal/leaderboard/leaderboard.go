@@ -9,19 +9,17 @@ import (
 	"sort"
 	"strings"
 	"time"
-)
 
-// OutcomeDisqualified is the outcome of a run whose model broke its
-// task's rules (runs.OutcomeDisqualified): unscored, counted apart.
-const OutcomeDisqualified = "disqualified"
+	"github.com/mlrb/mlrb/internal/runs"
+)
 
 // Run is what the leaderboard needs of a run result.
 type Run struct {
-	Task    string   `json:"task"`
-	Agent   string   `json:"agent"`
-	Seed    int64    `json:"seed"`
-	Outcome string   `json:"outcome"`
-	Score   *float64 `json:"score"`
+	Task    string       `json:"task"`
+	Agent   string       `json:"agent"`
+	Seed    int64        `json:"seed"`
+	Outcome runs.Outcome `json:"outcome"`
+	Score   *float64     `json:"score"`
 	// Attempts and EvalTries count agent attempts and evaluations: more
 	// than one of either means the run was retried.
 	Attempts  int `json:"attempts,omitempty"`
@@ -33,22 +31,8 @@ type Run struct {
 	Cost       Cost    `json:"cost"`
 }
 
-// Cost is what a run consumed: agent and GPU hours from its ledger, GPU
-// hours lost to crashes, GPU hours billed, and the LLM usage the agent
-// reported, when it did.
-type Cost struct {
-	AgentHours     float64 `json:"agent_hours"`
-	GPUHours       float64 `json:"gpu_hours"`
-	InfraWaitHours float64 `json:"infra_wait_hours"`
-	WastedGPUHours float64 `json:"wasted_gpu_hours"`
-	// BilledGPUHours is GPU time held for the run, whether used or not:
-	// provisioned hosts from their start (boot and idle included) to
-	// their release, static hosts for the time their slot was leased.
-	BilledGPUHours  float64  `json:"billed_gpu_hours"`
-	LLMInputTokens  *int64   `json:"llm_input_tokens,omitempty"`
-	LLMOutputTokens *int64   `json:"llm_output_tokens,omitempty"`
-	LLMUSD          *float64 `json:"llm_usd,omitempty"`
-}
+// Cost is what a run consumed (runs.Cost).
+type Cost = runs.Cost
 
 // Total is the cost of a set of runs: hours summed, LLM tokens and
 // dollars summed over the runs that reported them.

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/mlrb/mlrb/internal/runs"
 )
 
 func f(x float64) *float64 { return &x }
@@ -179,7 +181,7 @@ func TestDisqualifiedRunsCountAsFailures(t *testing.T) {
 	rows := Summarise([]Run{
 		{Task: "t", Agent: "a", Seed: 1, Outcome: "scored", Score: &one},
 		{Task: "t", Agent: "a", Seed: 2, Outcome: "scored", Score: &two},
-		{Task: "t", Agent: "a", Seed: 3, Outcome: OutcomeDisqualified},
+		{Task: "t", Agent: "a", Seed: 3, Outcome: runs.OutcomeDisqualified},
 	})
 	r := rows[0]
 	if r.Runs != 3 || r.Scored != 2 || r.Invalid != 1 || r.Disqualified != 1 || r.Mean != 0.6 {

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+
+	"github.com/mlrb/mlrb/internal/runs"
 )
 
 // Row summarises one task × agent.
@@ -36,10 +38,10 @@ type Row struct {
 }
 
 // Summarise groups runs by task and agent.
-func Summarise(runs []Run) []Row {
+func Summarise(results []Run) []Row {
 	type key struct{ task, agent string }
 	groups := map[key][]Run{}
-	for _, r := range runs {
+	for _, r := range results {
 		k := key{r.Task, r.Agent}
 		groups[k] = append(groups[k], r)
 	}
@@ -52,7 +54,7 @@ func Summarise(runs []Run) []Row {
 			if r.Attempts > 1 || r.EvalTries > 1 {
 				row.Retried++
 			}
-			if r.Outcome == OutcomeDisqualified {
+			if r.Outcome == runs.OutcomeDisqualified {
 				row.Disqualified++
 			}
 			if r.Score == nil {

@@ -15,17 +15,14 @@ import (
 // the names the common families use (Llama and most: num_hidden_layers,
 // hidden_size; GPT-2: n_layer, n_embd; T5: num_layers, d_model).
 type Arch struct {
-	ModelType      string   `json:"model_type"`
-	Architectures  []string `json:"architectures"`
-	NameOrPath     string   `json:"_name_or_path"`
-	EncoderDecoder bool     `json:"is_encoder_decoder"`
-	Layers         int64
-	Hidden         int64
-	Heads          int64
-	KVHeads        int64
-	HeadDim        int64
-	Intermediate   int64
-	Vocab          int64
+	ModelType    string `json:"model_type"`
+	Layers       int64
+	Hidden       int64
+	Heads        int64
+	KVHeads      int64
+	HeadDim      int64
+	Intermediate int64
+	Vocab        int64
 }
 
 // ParseArch reads config.json's fields, whichever family's names they

@@ -27,15 +27,20 @@ type Check struct {
 	// Metrics are the measured figures, under "constraints/<name>":
 	// params, weight_bytes, peak_memory_bytes, compression_ratio.
 	Metrics map[string]float64
+	// peakViolation is the peak-memory rule's violation as computed from
+	// config.json, which a measure on the GPU replaces.
+	peakViolation string
 }
 
 func (c *Check) violate(format string, args ...any) {
 	c.Violations = append(c.Violations, fmt.Sprintf(format, args...))
 }
 
-// peakRule marks the violation of the peak-memory rule that a measure
-// replaces.
-const peakRule = "a batch-1 forward pass over"
+// violatePeak records the peak-memory rule's violation as computed.
+func (c *Check) violatePeak(format string, args ...any) {
+	c.violate(format, args...)
+	c.peakViolation = c.Violations[len(c.Violations)-1]
+}
 
 // UseMeasuredPeak puts the evaluator's GPU measure of the peak memory
 // (bytes over context tokens, on device) in place of the figure computed
@@ -44,16 +49,12 @@ func (c *Check) UseMeasuredPeak(rules tasks.Constraints, bytes int64, context in
 	if rules.MaxPeakMemoryBytes <= 0 || bytes <= 0 {
 		return
 	}
-	kept := c.Violations[:0]
-	for _, v := range c.Violations {
-		if !strings.HasPrefix(v, peakRule) && !strings.Contains(v, "peak memory of a") {
-			kept = append(kept, v)
-		}
+	if i := slices.Index(c.Violations, c.peakViolation); c.peakViolation != "" && i >= 0 {
+		c.Violations = slices.Delete(c.Violations, i, i+1)
 	}
-	c.Violations = kept
 	c.Metrics["constraints/peak_memory_bytes_measured"] = float64(bytes)
 	if bytes > rules.MaxPeakMemoryBytes {
-		c.violate("%s %d tokens took %d bytes of GPU memory as measured on %s, over the %d byte memory limit", peakRule, context, bytes, device, rules.MaxPeakMemoryBytes)
+		c.violate("a batch-1 forward pass over %d tokens took %d bytes of GPU memory as measured on %s, over the %d byte memory limit", context, bytes, device, rules.MaxPeakMemoryBytes)
 	}
 }
 
@@ -156,7 +157,7 @@ func (c *Check) peak(rules tasks.Constraints, arch *Arch, s *safetensors.Summary
 		context = DefaultPeakContext
 	}
 	if arch == nil {
-		c.violate("no config.json: the peak memory of a %d-token forward pass cannot be computed", context)
+		c.violatePeak("no config.json: the peak memory of a %d-token forward pass cannot be computed", context)
 		return
 	}
 	elem := int64(2)
@@ -165,14 +166,14 @@ func (c *Check) peak(rules tasks.Constraints, arch *Arch, s *safetensors.Summary
 	}
 	p, err := PeakMemory(arch, s.Bytes, elem, context)
 	if err != nil {
-		c.violate("the peak memory of a %d-token forward pass cannot be computed: %v", context, err)
+		c.violatePeak("the peak memory of a %d-token forward pass cannot be computed: %v", context, err)
 		return
 	}
 	c.Metrics["constraints/peak_memory_bytes"] = float64(p.Total())
 	c.Metrics["constraints/kv_cache_bytes"] = float64(p.KVCache)
 	if p.Total() > rules.MaxPeakMemoryBytes {
-		c.violate("%s %d tokens needs %d bytes (weights %d, KV cache %d, activations %d), over the %d byte memory limit",
-			peakRule, context, p.Total(), p.Weights, p.KVCache, p.Activations, rules.MaxPeakMemoryBytes)
+		c.violatePeak("a batch-1 forward pass over %d tokens needs %d bytes (weights %d, KV cache %d, activations %d), over the %d byte memory limit",
+			context, p.Total(), p.Weights, p.KVCache, p.Activations, rules.MaxPeakMemoryBytes)
 	}
 }
 

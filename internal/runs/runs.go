@@ -1,14 +1,15 @@
 // Package runs is the vocabulary of a run, shared by the workflows, the
 // activities, the starter and the stores: how a run ends (Outcome), where
 // it is (Phase), where a benchmark's run is (ChildState), what it reports
-// (Result) and whom a lease or a provisioned host serves (Holder).
+// (Result, Cost) and whom a lease or a provisioned host serves (Holder).
+// It imports nothing of mlrb's but the budget ledger: every other package
+// may import it.
 package runs
 
 import (
 	"time"
 
 	"github.com/mlrb/mlrb/internal/budget"
-	"github.com/mlrb/mlrb/internal/leaderboard"
 )
 
 // Outcome is how a run ended.
@@ -72,8 +73,22 @@ func StateOf(o Outcome) ChildState { return ChildState(o) }
 // Ledger is a run's time account (see budget.Ledger).
 type Ledger = budget.Ledger
 
-// Cost is what a run consumed (see leaderboard.Cost).
-type Cost = leaderboard.Cost
+// Cost is what a run consumed: agent and GPU hours from its ledger, GPU
+// hours lost to crashes, GPU hours billed, and the LLM usage the agent
+// reported, when it did.
+type Cost struct {
+	AgentHours     float64 `json:"agent_hours"`
+	GPUHours       float64 `json:"gpu_hours"`
+	InfraWaitHours float64 `json:"infra_wait_hours"`
+	WastedGPUHours float64 `json:"wasted_gpu_hours"`
+	// BilledGPUHours is GPU time held for the run, whether used or not:
+	// provisioned hosts from their start (boot and idle included) to
+	// their release, static hosts for the time their slot was leased.
+	BilledGPUHours  float64  `json:"billed_gpu_hours"`
+	LLMInputTokens  *int64   `json:"llm_input_tokens,omitempty"`
+	LLMOutputTokens *int64   `json:"llm_output_tokens,omitempty"`
+	LLMUSD          *float64 `json:"llm_usd,omitempty"`
+}
 
 // Result is what a finished run reports.
 type Result struct {
