@@ -1,0 +1,156 @@
+package transcript
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/restic/chunker"
+	"github.com/zeebo/blake3"
+	"go.uber.org/zap"
+
+	"github.com/mlrb/mlrb/internal/blob"
+	"github.com/mlrb/mlrb/internal/llm"
+)
+
+// MaxBody is what is kept of one body; the rest is counted, not stored.
+const MaxBody = 64 << 20
+
+// Chunk bounds: small enough that a prompt grown by one message shares
+// all but its last chunks with the one before, large enough that a
+// record's chunk list stays short.
+const (
+	minChunk    = 2 << 10
+	maxChunk    = 64 << 10
+	averageBits = 13 // about 8 KiB
+)
+
+// pol is the chunker's polynomial; fixed, so that every worker cuts the
+// same body the same way and a chunk is stored once per run.
+const pol = chunker.Pol(0x3DA3358B4DC173)
+
+var (
+	encoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	decoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxChunk*2))
+)
+
+// Recorder writes one attempt's records, each in the background as its
+// call ends (the agent never waits on the store); Wait waits for them.
+type Recorder struct {
+	Store   blob.Store
+	RunID   string
+	Attempt int
+	// Redact are strings never stored (the run's secret values, the
+	// attempt's token): replaced in every body and header.
+	Redact []string
+	// Ledger is the attempt's ledger now, stored with each record.
+	Ledger func() llm.Ledger
+	Log    *zap.Logger
+
+	mu     sync.Mutex
+	seq    int
+	scrub  *strings.Replacer
+	wg     sync.WaitGroup
+	stored sync.Map // chunk hashes known to be in the store
+}
+
+// Add numbers c and stores it with its bodies, in the background.
+func (r *Recorder) Add(c Call, req, resp []byte) {
+	r.mu.Lock()
+	r.seq++
+	c.Seq, c.Attempt = r.seq, r.Attempt
+	if r.Ledger != nil {
+		c.Total = r.Ledger()
+	}
+	if r.scrub == nil {
+		pairs := make([]string, 0, 2*len(r.Redact))
+		for _, s := range r.Redact {
+			if s != "" {
+				pairs = append(pairs, s, "[REDACTED]")
+			}
+		}
+		r.scrub = strings.NewReplacer(pairs...)
+	}
+	r.mu.Unlock()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		if err := r.store(context.Background(), &c, req, resp); err != nil && r.Log != nil {
+			r.Log.Warn("call not recorded", zap.Int("seq", c.Seq), zap.Error(err))
+		}
+	}()
+}
+
+// Wait waits for every record added so far to be stored.
+func (r *Recorder) Wait() { r.wg.Wait() }
+
+func (r *Recorder) store(ctx context.Context, c *Call, req, resp []byte) error {
+	for k, v := range c.Headers {
+		c.Headers[k] = r.scrub.Replace(v)
+	}
+	var err error
+	if req != nil {
+		if c.Request, err = r.putBody(ctx, req); err != nil {
+			return err
+		}
+	}
+	if resp != nil {
+		if c.Response, err = r.putBody(ctx, resp); err != nil {
+			return err
+		}
+	}
+	c.Error = r.scrub.Replace(c.Error)
+	b, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("record %d: %w", c.Seq, err)
+	}
+	if err := r.Store.Put(ctx, recordKey(r.RunID, r.Attempt, c.Seq), bytes.NewReader(b)); err != nil {
+		return fmt.Errorf("record %d: %w", c.Seq, err)
+	}
+	return nil
+}
+
+// putBody stores a body's chunks the store lacks and returns its list.
+func (r *Recorder) putBody(ctx context.Context, body []byte) (*Body, error) {
+	out := &Body{Bytes: int64(len(body))}
+	if len(body) > MaxBody {
+		body, out.Truncated = body[:MaxBody], true
+	}
+	body = []byte(r.scrub.Replace(string(body)))
+	ch := chunker.NewWithBoundaries(bytes.NewReader(body), pol, minChunk, maxChunk)
+	ch.SetAverageBits(averageBits)
+	buf := make([]byte, maxChunk)
+	for {
+		c, err := ch.Next(buf)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("chunk a body: %w", err)
+		}
+		sum := blake3.Sum256(c.Data)
+		h := hex.EncodeToString(sum[:])
+		out.Chunks = append(out.Chunks, h)
+		if _, ok := r.stored.Load(h); ok {
+			continue
+		}
+		key := chunkKey(r.RunID, h)
+		ok, err := r.Store.Exists(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("body chunk: %w", err)
+		}
+		if !ok {
+			if err := r.Store.Put(ctx, key, bytes.NewReader(encoder.EncodeAll(c.Data, nil))); err != nil {
+				return nil, fmt.Errorf("body chunk: %w", err)
+			}
+		}
+		r.stored.Store(h, struct{}{})
+	}
+}
