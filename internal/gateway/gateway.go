@@ -5,8 +5,8 @@
 // allow-list only, and never to anything of ours: loopback, link-local
 // (the instance metadata service), this host's own addresses, the
 // Temporal frontend, the blob store, the metrics listener. Each
-// connection is logged. The LLM gateway of the next step is served on the
-// same socket.
+// connection is logged and recorded in the run's transcript. The LLM
+// APIs (llm.go) are served on the same door.
 package gateway
 
 import (
@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/mlrb/mlrb/internal/transcript"
 )
 
 // Policy decides where an agent may connect.
@@ -178,7 +180,7 @@ func (p *Policy) Resolve(ctx context.Context, target string) (netip.AddrPort, er
 		// A name not on the list is refused before it is resolved: the
 		// agent learns nothing through our resolver.
 		if ok, _ := p.allowed(host, port, netip.Addr{}); !ok {
-			return netip.AddrPort{}, fmt.Errorf("%w: %s is not on the egress allow-list (agent.egress)", ErrRefused, target)
+			return netip.AddrPort{}, fmt.Errorf("%w: %s is not on the egress allow-list (gateway.allow)", ErrRefused, target)
 		}
 		found, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		if err != nil {
@@ -188,7 +190,7 @@ func (p *Policy) Resolve(ctx context.Context, target string) (netip.AddrPort, er
 			ips = append(ips, ip.Unmap())
 		}
 	}
-	why := fmt.Sprintf("%s is not on the egress allow-list (agent.egress)", target)
+	why := fmt.Sprintf("%s is not on the egress allow-list (gateway.allow)", target)
 	for _, ip := range ips {
 		ok, literal := p.allowed(host, port, ip)
 		switch {
@@ -219,6 +221,10 @@ type Gateway struct {
 	Log    *zap.Logger
 	// Dial connects to an address the policy let through.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// LLM serves the LLM APIs (nil: CONNECT only).
+	LLM *LLM
+	// Record keeps each connection in the transcript (nil: none).
+	Record *transcript.Recorder
 
 	srv  *http.Server
 	mu   sync.Mutex
@@ -267,16 +273,24 @@ func (g *Gateway) track(c net.Conn, on bool) bool {
 	return true
 }
 
-// ServeHTTP lets CONNECT through to what the policy allows; anything
-// else is refused (the LLM API routes come here next).
+// ServeHTTP serves the LLM APIs and lets CONNECT through to what the
+// policy allows; anything else (plain HTTP proxying) is refused.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodConnect {
-		http.Error(w, "mlrb gateway: only CONNECT host:port to the egress allow-list (agent.egress)", http.StatusForbidden)
+		// A proxy-style request for another host is not ours to carry.
+		if g.LLM != nil && (r.URL.Host == "" || r.URL.Host == r.Host) {
+			g.LLM.ServeHTTP(w, r)
+			return
+		}
+		g.record(transcript.Call{Host: r.Host, Error: "plain HTTP is not carried: only HTTPS (CONNECT) to the allow-list (gateway.allow)"}, time.Now())
+		http.Error(w, "mlrb gateway: only the LLM APIs, and CONNECT host:port to the allow-list (gateway.allow)", http.StatusForbidden)
 		return
 	}
+	start := time.Now()
 	to, err := g.Policy.Resolve(r.Context(), r.Host)
 	if err != nil {
 		g.Log.Info("agent connection refused", zap.String("to", r.Host), zap.Error(err))
+		g.record(transcript.Call{Host: r.Host, Status: http.StatusForbidden, Error: err.Error()}, start)
 		http.Error(w, "mlrb gateway: "+err.Error(), http.StatusForbidden)
 		return
 	}
@@ -287,6 +301,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	up, err := dial(r.Context(), "tcp", to.String())
 	if err != nil {
 		g.Log.Info("agent connection failed", zap.String("to", r.Host), zap.Stringer("addr", to), zap.Error(err))
+		g.record(transcript.Call{Host: r.Host, Status: http.StatusBadGateway, Error: err.Error()}, start)
 		http.Error(w, "mlrb gateway: "+err.Error(), http.StatusBadGateway)
 		return
 	}
@@ -308,7 +323,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	g.Log.Info("agent connection", zap.String("to", r.Host), zap.Stringer("addr", to))
 	_, _ = io.WriteString(down, "HTTP/1.1 200 Connection established\r\n\r\n")
-	start := time.Now()
 	// What the client sent after its CONNECT line is in rw's buffer.
 	out, in := splice(up, rw, down, up)
 	_ = up.Close()
@@ -316,6 +330,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.track(up, false)
 	g.track(down, false)
 	g.Log.Info("agent connection closed", zap.String("to", r.Host), zap.Int64("sent", out), zap.Int64("received", in), zap.Duration("for", time.Since(start)))
+	g.record(transcript.Call{Host: r.Host, Status: http.StatusOK, Sent: out, Received: in}, start)
+}
+
+// record keeps a connection, or a refusal, in the transcript.
+func (g *Gateway) record(c transcript.Call, start time.Time) {
+	if g.Record == nil {
+		return
+	}
+	c.Kind, c.Start, c.LatencyMS = transcript.KindConnect, start.UTC(), ms(time.Since(start))
+	g.Record.Add(c, nil, nil)
 }
 
 // splice copies a to b and c to d at once, each side's write end closed
