@@ -81,9 +81,11 @@ type Sandbox struct {
 	// LogLimit bounds what is kept of an agent's or evaluator's output,
 	// in bytes (0: none).
 	LogLimit int64
-	// Egress is where an agent's door lets it connect (agent.egress, and
+	// Egress is where an agent's door lets it connect (gateway.allow, and
 	// never anything of ours).
 	Egress *gateway.Policy
+	// LLM is how agents' LLM calls go out (no Prices: not served).
+	LLM LLMGateway
 }
 
 // Fleet obtains hosts for provisioned runs.

@@ -47,8 +47,13 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 	if err != nil {
 		return nil, err
 	}
+	ai, err := a.llmFor(ctx, in, spec.Redact, func() error { return context.Cause(ctx) }, log)
+	if err != nil {
+		return nil, err
+	}
+	ai.reportPrior(notes)
 	lv.step(stepStarting, 0)
-	h, closeDoor, err := a.start(ctx, spec, at.door, log)
+	h, closeDoor, err := a.start(ctx, spec, at.door, ai, log)
 	if err != nil {
 		return nil, fmt.Errorf("start agent: %w", err)
 	}
@@ -63,7 +68,7 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 	defer live.Ended()
 	ck := &checkpointer{ws: a.Workspace, engine: a.Engine, at: at, seq: in.NextSeq, prev: prev, keep: a.Keep, notes: notes, log: log, fenced: lv.fence,
 		live: live}
-	hk := &attemptHooks{a: a, ctx: ctx, at: at, ck: ck, lv: lv, log: log, lease: in.Lease.Token,
+	hk := &attemptHooks{a: a, ctx: ctx, at: at, ck: ck, lv: lv, log: log, lease: in.Lease.Token, llm: ai, notes: notes,
 		logs: &logstore.Shipper{Store: a.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Path: spec.LogPath}}
 	if a.WorkspaceLimit > 0 {
 		hk.size = watchSize(ctx, at.dir, a.WorkspaceLimit, log)
@@ -98,6 +103,7 @@ func (a *Activities) conclude(ctx context.Context, sv *supervisor, end ending, h
 		if _, err := hk.ck.save(hk.lv.counting(ctx), end.used, nil); err != nil {
 			hk.log.Warn("checkpoint of a stopped agent; its work since the last one is lost", zap.Error(err))
 		}
+		hk.llm.finish(notes, hk.at.n)
 		if err := notes.flush(ctx); err != nil {
 			return nil, err
 		}
@@ -119,6 +125,7 @@ func (a *Activities) conclude(ctx context.Context, sv *supervisor, end ending, h
 	if err := hk.ck.final(hk.lv.counting(ctx), end.used, ending); err != nil {
 		return nil, err
 	}
+	hk.llm.finish(notes, hk.at.n)
 	if err := notes.flush(ctx); err != nil {
 		return nil, err
 	}
@@ -286,7 +293,15 @@ type attemptHooks struct {
 	shipping chan struct{}
 	// size measures the workspace against its limit (nil: no limit).
 	size *sizeWatch
+	// llm is the attempt's side of the gateway (nil: none), notes the
+	// run's signals its ledger goes by.
+	llm   *attemptLLM
+	notes *notifier
 }
+
+func (k *attemptHooks) llmSpent() bool { return k.llm.spent() }
+
+func (k *attemptHooks) reportUsage() { k.llm.report(k.notes, k.at.n) }
 
 func (k *attemptHooks) reached(agentSeconds float64) { k.lv.agent(agentSeconds) }
 

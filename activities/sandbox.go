@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,38 +20,51 @@ import (
 // runtime's own limits: its one door out (the worker's gateway), its
 // output and memory bounds.
 
-// openDoor serves a task's gateway on the socket in dir, for its door
-// container to carry the task's connections to; the returned func shuts
-// it and every connection through it.
-func (a *Activities) openDoor(dir string, log *zap.Logger) (func(), error) {
-	sock := filepath.Join(dir, doorSocket)
-	if len(sock) > 107 {
-		return nil, fmt.Errorf("the gateway socket %s is longer than a unix socket path may be (107 bytes): shorten host.work_dir", sock)
-	}
+// openDoor serves a task's gateway, with the attempt's LLM side when it
+// has one (an agent's): on a unix socket in dir for its door container
+// to carry the task's connections to, or, for a task with no door (the
+// process runtime), on a loopback port. It returns the base URL the task
+// reaches it at; close shuts it and every connection through it.
+func (a *Activities) openDoor(dir string, container bool, ai *attemptLLM, log *zap.Logger) (base string, close func(), err error) {
 	_ = os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("the agent's door: %w", err)
+		return "", nil, fmt.Errorf("the agent's door: %w", err)
 	}
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		return nil, fmt.Errorf("the agent's door: %w", err)
-	}
-	// The door container may run as any user of its image.
-	if err := os.Chmod(sock, 0o666); err != nil {
-		_ = l.Close()
-		return nil, fmt.Errorf("the agent's door: %w", err)
+	var l net.Listener
+	if container {
+		sock := filepath.Join(dir, doorSocket)
+		if len(sock) > 107 {
+			return "", nil, fmt.Errorf("the gateway socket %s is longer than a unix socket path may be (107 bytes): shorten host.work_dir", sock)
+		}
+		if l, err = net.Listen("unix", sock); err != nil {
+			return "", nil, fmt.Errorf("the agent's door: %w", err)
+		}
+		// The door container may run as any user of its image.
+		if err := os.Chmod(sock, 0o666); err != nil {
+			_ = l.Close()
+			return "", nil, fmt.Errorf("the agent's door: %w", err)
+		}
+		base = "http://" + doorAddr
+	} else {
+		if l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return "", nil, fmt.Errorf("the agent's gateway: %w", err)
+		}
+		base = "http://" + l.Addr().String()
 	}
 	policy := a.Egress
 	if policy == nil {
 		policy = &gateway.Policy{}
 	}
 	g := &gateway.Gateway{Policy: policy, Log: log.Named("gateway")}
+	if ai != nil {
+		g.LLM, g.Record = ai.serve, ai.rec
+	}
 	go func() {
 		if err := g.Serve(l); err != nil {
 			log.Warn("the agent's gateway", zap.Error(err))
 		}
 	}()
-	return func() {
+	return base, func() {
 		_ = g.Close()
 		_ = os.RemoveAll(dir)
 	}, nil
@@ -76,12 +90,27 @@ func (a *Activities) bound(spec *runtime.TaskSpec, task *tasks.Spec) {
 }
 
 // start starts a task, behind its door when it has one (the gateway served
-// from doorDir). closeDoor shuts the door; call it once the task is gone.
-func (a *Activities) start(ctx context.Context, spec runtime.TaskSpec, doorDir string, log *zap.Logger) (h runtime.Handle, closeDoor func(), err error) {
+// from doorDir); an agent with an LLM side (ai) gets its gateway on a
+// loopback port when it has no door, and is told where it is and its
+// token. closeDoor shuts the door; call it once the task is gone.
+func (a *Activities) start(ctx context.Context, spec runtime.TaskSpec, doorDir string, ai *attemptLLM, log *zap.Logger) (h runtime.Handle, closeDoor func(), err error) {
 	closeDoor = func() {}
-	if spec.Door != nil {
-		if closeDoor, err = a.openDoor(doorDir, log); err != nil {
+	if spec.Door != nil || ai != nil {
+		var base string
+		if base, closeDoor, err = a.openDoor(doorDir, spec.Door != nil, ai, log); err != nil {
 			return nil, nil, err
+		}
+		if ai != nil {
+			if spec.Env == nil {
+				spec.Env = map[string]string{}
+			}
+			maps.Copy(spec.Env, gateway.AgentEnv(base, ai.token))
+			if spec.Door == nil {
+				// No door: the process may go around the proxy; told of it,
+				// what honours it is recorded and held to the allow-list.
+				proxy(spec.Env, base)
+			}
+			spec.Redact = append(spec.Redact, ai.token)
 		}
 	}
 	if h, err = a.Workspace.Start(ctx, spec); err != nil {
@@ -94,7 +123,7 @@ func (a *Activities) start(ctx context.Context, spec runtime.TaskSpec, doorDir s
 // runToEnd runs a task until it exits, its timeout passes (it is killed:
 // timedOut), or ctx ends (it is killed: err is ctx's).
 func (a *Activities) runToEnd(ctx context.Context, spec runtime.TaskSpec, doorDir string, timeout time.Duration, log *zap.Logger) (res runtime.ExitResult, timedOut bool, err error) {
-	h, closeDoor, err := a.start(ctx, spec, doorDir, log)
+	h, closeDoor, err := a.start(ctx, spec, doorDir, nil, log)
 	if err != nil {
 		return res, false, err
 	}

@@ -13,11 +13,11 @@ import (
 // the error goes into the run's history and logs.
 func TestEnvFileErrorHidesTheLine(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "agent.env")
-	if err := os.WriteFile(path, []byte("OPENAI_API_KEY=sk-fine\nsk-live-SECRETVALUE oops\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("WANDB_API_KEY=sk-fine\nsk-live-SECRETVALUE oops\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	a := &Activities{Sandbox: Sandbox{EnvFile: path}, Logger: zap.NewNop()}
-	_, err := a.secretValues([]string{"OPENAI_API_KEY"})
+	_, err := a.secretValues([]string{"WANDB_API_KEY"})
 	if err == nil || strings.Contains(err.Error(), "SECRETVALUE") || !strings.Contains(err.Error(), "line 2") {
 		t.Fatalf("err = %v; want line 2 named and its text left out", err)
 	}
@@ -32,7 +32,7 @@ func TestSecretNeverFromTheWorkersEnvironment(t *testing.T) {
 	t.Setenv("MLRB_STORAGE_S3_SECRET_ACCESS_KEY", "worker-s3-secret")
 	t.Setenv("ONLY_IN_ENV", "worker-env-value")
 	path := filepath.Join(t.TempDir(), "agent.env")
-	if err := os.WriteFile(path, []byte("OPENAI_API_KEY=sk-fine\nAWS_SECRET_ACCESS_KEY=in-file\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("WANDB_API_KEY=sk-fine\nAWS_SECRET_ACCESS_KEY=in-file\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	a := &Activities{Sandbox: Sandbox{EnvFile: path}, Logger: zap.NewNop()}
@@ -47,12 +47,12 @@ func TestSecretNeverFromTheWorkersEnvironment(t *testing.T) {
 			t.Errorf("%s: %v, %v; want refused (%s)", name, got, err, want)
 		}
 	}
-	got, err := a.secretValues([]string{"OPENAI_API_KEY"})
-	if err != nil || got["OPENAI_API_KEY"] != "sk-fine" {
+	got, err := a.secretValues([]string{"WANDB_API_KEY"})
+	if err != nil || got["WANDB_API_KEY"] != "sk-fine" {
 		t.Fatalf("a secret of the env file: %v, %v", got, err)
 	}
 	a.SecretNames = []string{"HUGGINGFACE_TOKEN"}
-	if _, err := a.secretValues([]string{"OPENAI_API_KEY"}); err == nil || !strings.Contains(err.Error(), "agent.secret_names") {
+	if _, err := a.secretValues([]string{"WANDB_API_KEY"}); err == nil || !strings.Contains(err.Error(), "agent.secret_names") {
 		t.Fatalf("a name outside the allow-list: %v", err)
 	}
 	if _, err := (&Activities{}).secretValues([]string{"ONLY_IN_ENV"}); err == nil {

@@ -44,6 +44,10 @@ type hooks interface {
 	// overLimit says how the workspace broke its size limit ("": it
 	// did not, or no limit is set).
 	overLimit() string
+	// llmSpent tells whether the run's LLM budget is spent.
+	llmSpent() bool
+	// reportUsage sends the attempt's LLM ledger to the run if it changed.
+	reportUsage()
 }
 
 // endKind is how supervision ended.
@@ -86,10 +90,14 @@ func (s *supervisor) tick() { s.hooks.reached(s.agentSeconds()) }
 // checkpointDue: a periodic checkpoint.
 func (s *supervisor) checkpointDue() { s.hooks.checkpoint(s.agentSeconds()) }
 
-// poll ships logs, enforces the workspace limit and applies the
-// operator's controls.
+// poll ships logs and the LLM ledger, enforces the workspace limit and
+// the LLM budget, and applies the operator's controls.
 func (s *supervisor) poll() {
 	s.hooks.shipLogs()
+	s.hooks.reportUsage()
+	if s.stopped == StopExited && s.failure == "" && s.hooks.llmSpent() {
+		s.llmBudgetSpent()
+	}
 	if why := s.hooks.overLimit(); why != "" && s.failure == "" && s.stopped == StopExited {
 		s.failure = why
 		s.log.Warn("workspace over its limit: the agent is killed and the run fails", zap.String("reason", why))
@@ -123,6 +131,15 @@ func (s *supervisor) cancel() {
 	}
 	s.stopped = StopCanceled
 	s.log.Info("canceled by an operator: SIGTERM, kill after the grace period")
+	s.dl.Cancel(s.now())
+	s.signal(syscall.SIGTERM)
+}
+
+// llmBudgetSpent stops the agent as its deadline would (SIGTERM now,
+// kill after the grace): it keeps its work and is evaluated.
+func (s *supervisor) llmBudgetSpent() {
+	s.stopped = StopLLMBudget
+	s.log.Info("the run's LLM budget is spent: SIGTERM, kill after the grace period")
 	s.dl.Cancel(s.now())
 	s.signal(syscall.SIGTERM)
 }

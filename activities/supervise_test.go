@@ -43,6 +43,8 @@ type fakeHooks struct {
 	moved                     []time.Time
 	steer                     steerAnswer
 	over                      string
+	spent                     bool
+	usageReports              int
 }
 
 type steerAnswer struct {
@@ -58,6 +60,8 @@ func (k *fakeHooks) steering() (float64, bool, bool) {
 }
 func (k *fakeHooks) deadlineMoved(t time.Time) { k.moved = append(k.moved, t) }
 func (k *fakeHooks) overLimit() string         { return k.over }
+func (k *fakeHooks) llmSpent() bool            { return k.spent }
+func (k *fakeHooks) reportUsage()              { k.usageReports++ }
 
 // An event at a time after the attempt's start.
 type event struct {
@@ -65,6 +69,7 @@ type event struct {
 	kind  string // tick, checkpoint, poll, soft, hard, exit, stop, gone
 	steer steerAnswer
 	exit  runtime.ExitResult
+	spent bool // the LLM budget is spent from this event on
 }
 
 var (
@@ -115,6 +120,10 @@ func TestSupervisorEvents(t *testing.T) {
 			[]syscall.Signal{sigTERM}, StopCanceled, agentEnded, 15 * time.Second, 1},
 		{"canceled after the soft deadline", []event{{at: 25 * time.Second, kind: "soft"}, {at: 26 * time.Second, kind: "poll", steer: steerAnswer{granted: 30, cancel: true, ok: true}}, {at: 27 * time.Second, kind: "exit"}},
 			[]syscall.Signal{sigTERM, sigTERM}, StopCanceled, agentEnded, 30 * time.Second, 0},
+		{"LLM budget spent: SIGTERM, kill after the grace", []event{{at: 10 * time.Second, kind: "poll", spent: true}, {at: 11 * time.Second, kind: "poll", spent: true}, {at: 15 * time.Second, kind: "hard"}, {at: 15 * time.Second, kind: "exit", exit: killed}},
+			[]syscall.Signal{sigTERM, sigKILL}, StopLLMBudget, agentEnded, 15 * time.Second, 0},
+		{"LLM budget spent during the grace of a deadline: the deadline stands", []event{{at: 25 * time.Second, kind: "soft"}, {at: 26 * time.Second, kind: "poll", spent: true}, {at: 27 * time.Second, kind: "exit"}},
+			[]syscall.Signal{sigTERM}, StopDeadline, agentEnded, 30 * time.Second, 0},
 		{"killed from outside: handed back", []event{{at: 8 * time.Second, kind: "exit", exit: outside}},
 			nil, StopExited, handedBack, 30 * time.Second, 0},
 		{"exit 137 of its own: the agent's failure (audit #7)", []event{{at: 8 * time.Second, kind: "exit", exit: exit137}},
@@ -141,7 +150,7 @@ func TestSupervisorEvents(t *testing.T) {
 			var end *ending
 			for _, e := range c.events {
 				now = t0.Add(e.at)
-				hooks.steer = e.steer
+				hooks.steer, hooks.spent = e.steer, e.spent
 				var got ending
 				switch e.kind {
 				case "tick":

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mlrb/mlrb/internal/llm"
+
 	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/contract"
@@ -42,6 +44,21 @@ type Steering struct {
 	// GrantedS is the run's budget in all, extensions included.
 	GrantedS        float64
 	CancelRequested bool
+}
+
+// SignalUsage carries an attempt's LLM ledger to the run: every few
+// seconds while it has changed, once more before the attempt ends (all
+// delivered before it returns), and, from a new attempt, the ledgers of
+// the run's earlier attempts as their transcripts hold them (a crashed
+// attempt's last calls included).
+const SignalUsage = "llm-usage"
+
+// UsageReport is the payload of SignalUsage: an attempt's ledger so far.
+type UsageReport struct {
+	Attempt int        `json:"attempt"`
+	Ledger  llm.Ledger `json:"ledger"`
+	// Prices names the table the ledger was costed with.
+	Prices llm.PriceRef `json:"prices"`
 }
 
 // SignalCheckpointFailed reports failed checkpoints (the agent keeps
@@ -180,6 +197,9 @@ type AgentInput struct {
 	NextSeq  int
 	Interval time.Duration
 	Grace    time.Duration
+	// LLMBudget bounds the run's LLM calls through the gateway, all its
+	// attempts together.
+	LLMBudget llm.Budget `json:",omitzero"`
 }
 
 // Progress is the heartbeat detail of the agent and evaluation
@@ -219,6 +239,9 @@ const (
 	StopExited   StopReason = "exited"   // the agent ended on its own
 	StopDeadline StopReason = "deadline" // SIGTERM at the soft deadline, or killed at the hard one
 	StopCanceled StopReason = "canceled" // an operator asked for a graceful stop
+	// StopLLMBudget: the run's LLM budget was spent; the agent got the
+	// soft stop of a deadline (SIGTERM, then kill after the grace).
+	StopLLMBudget StopReason = "llm_budget"
 )
 
 // AgentResult is how an attempt ended. Its checkpoints reached the

@@ -136,12 +136,16 @@ const doorAddr = "127.0.0.1:3128"
 func (w *ContainerWorkspace) door(dir string, t *runtime.TaskSpec) {
 	t.Door = &runtime.Door{Image: w.BuiltinImage, Binds: []string{dir + ":/door"}, Ready: filepath.Join(dir, "ready"),
 		Command: []string{w.Self, "door", "--listen", doorAddr, "--socket", "/door/door.sock", "--ready", "/door/ready"}}
-	proxy := "http://" + doorAddr
 	if t.Env == nil {
 		t.Env = map[string]string{}
 	}
+	proxy(t.Env, "http://"+doorAddr)
+}
+
+// proxy tells a task its gateway is its HTTP(S) proxy.
+func proxy(env map[string]string, url string) {
 	for _, k := range []string{"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"} {
-		t.Env[k] = proxy
+		env[k] = url
 	}
 }
 

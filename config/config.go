@@ -13,7 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// DefaultEgress is where an agent may connect unless agent.egress says
+// DefaultEgress is where an agent may connect unless gateway.allow says
 // otherwise: what MLRB's tasks fetch from (the Hugging Face hub and its
 // CDNs, PyPI, GitHub).
 var DefaultEgress = []string{"huggingface.co:443", "*.huggingface.co:443", "*.hf.co:443", "pypi.org:443", "files.pythonhosted.org:443",
@@ -33,6 +33,21 @@ type Config struct {
 	Provision  Provision  `mapstructure:"provision" yaml:"provision"`
 	Log        Log        `mapstructure:"log" yaml:"log"`
 	Metrics    Metrics    `mapstructure:"metrics" yaml:"metrics"`
+	Gateway    Gateway    `mapstructure:"gateway" yaml:"gateway"`
+}
+
+// Gateway configures each worker's run gateway: the agents' one door out.
+type Gateway struct {
+	// Allow is where agent containers may connect (gateway.Policy).
+	Allow []string `mapstructure:"allow" yaml:"allow"`
+	// Prices is the LLM price table file ("": the built-in one).
+	Prices string `mapstructure:"prices" yaml:"prices"`
+	// OpenAIURL and AnthropicURL are where LLM calls go.
+	OpenAIURL    string `mapstructure:"openai_url" yaml:"openai_url"`
+	AnthropicURL string `mapstructure:"anthropic_url" yaml:"anthropic_url"`
+	// OpenAIKey and AnthropicKey name the keys in agent.env_file.
+	OpenAIKey    string `mapstructure:"openai_key" yaml:"openai_key"`
+	AnthropicKey string `mapstructure:"anthropic_key" yaml:"anthropic_key"`
 }
 
 // Provision says how runs obtain their GPU hosts.
@@ -152,8 +167,6 @@ type Agent struct {
 	EnvFile string `mapstructure:"env_file" yaml:"env_file"`
 	// SecretNames, if set, are the only secret names runs may ask for.
 	SecretNames []string `mapstructure:"secret_names" yaml:"secret_names"`
-	// Egress is where agent containers may connect (gateway.Policy).
-	Egress []string `mapstructure:"egress" yaml:"egress"`
 	// WorkspaceLimitGB bounds an attempt's workspace on disk (0: none).
 	WorkspaceLimitGB float64 `mapstructure:"workspace_limit_gb" yaml:"workspace_limit_gb"`
 	// LogLimitMB bounds what is kept of an attempt's output (0: none).

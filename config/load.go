@@ -150,6 +150,10 @@ func unwrapPath(err error) error {
 	return err
 }
 
+// moved are keys renamed since a release: a config that still uses one
+// is told the new name.
+var moved = map[string]string{"agent.egress": "gateway.allow"}
+
 func checkKeys(m map[string]any, prefix string, known map[string]bool) error {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -160,6 +164,9 @@ func checkKeys(m map[string]any, prefix string, known map[string]bool) error {
 		full := k
 		if prefix != "" {
 			full = prefix + "." + k
+		}
+		if to, ok := moved[full]; ok {
+			return fmt.Errorf("config key %q is now %q: rename it", full, to)
 		}
 		if !known[full] {
 			return fmt.Errorf("unknown config key %q (known keys: see `starter config show`)", full)

@@ -1,12 +1,16 @@
 package config
 
 import (
+	"net/url"
+
 	"fmt"
 	"net"
 	"path"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/mlrb/mlrb/internal/llm"
 
 	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/gateway"
@@ -81,9 +85,17 @@ func (c *Config) Validate() error {
 	case c.Host.LeaseTTL < c.Agent.HeartbeatTimeout:
 		return bad("host.lease_ttl: %s is shorter than agent.heartbeat_timeout (%s); heartbeats renew leases, so make it at least that", c.Host.LeaseTTL, c.Agent.HeartbeatTimeout)
 	}
-	for _, p := range c.Agent.Egress {
+	if _, err := llm.LoadPrices(c.Gateway.Prices); err != nil {
+		return bad("%v", err)
+	}
+	for _, u := range []struct{ key, url string }{{"gateway.openai_url", c.Gateway.OpenAIURL}, {"gateway.anthropic_url", c.Gateway.AnthropicURL}} {
+		if p, err := url.Parse(u.url); err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" {
+			return bad("%s: %q is not an http(s) URL (e.g. https://api.openai.com/v1)", u.key, u.url)
+		}
+	}
+	for _, p := range c.Gateway.Allow {
 		if err := gateway.CheckPattern(p); err != nil {
-			return bad("agent.egress: %v", err)
+			return bad("gateway.allow: %v", err)
 		}
 	}
 	for _, n := range c.Agent.SecretNames {

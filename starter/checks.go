@@ -53,9 +53,6 @@ func randomSuffix() string {
 	return hex.EncodeToString(b)
 }
 
-// providerKeys are the secrets an MLRB agent needs for its LLM provider.
-var providerKeys = map[string]string{"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-
 // checkAgentFlags validates the agent's flags (secret names for every
 // agent, the MLRB image contract's for agent mlrb) and returns the secret
 // names the run passes.
@@ -77,15 +74,13 @@ func checkAgentFlags(agent, image, provider string, secrets []string) ([]string,
 	if image == "" {
 		return nil, cli.Usagef("--image: agent mlrb needs the agent image (built or loaded on the GPU hosts)")
 	}
-	key, ok := providerKeys[provider]
-	if !ok {
+	if provider != "openai" && provider != "anthropic" {
 		return nil, cli.Usagef("--provider: %q is not openai or anthropic", provider)
 	}
-	// As MLRB's run.sh: the provider's key and the Hugging Face token.
-	for _, k := range []string{key, "HUGGINGFACE_TOKEN"} {
-		if !slices.Contains(secrets, k) {
-			secrets = append(secrets, k)
-		}
+	// As MLRB's run.sh, the Hugging Face token; the provider's key never
+	// reaches the agent: the gateway gives it a token for its calls.
+	if !slices.Contains(secrets, "HUGGINGFACE_TOKEN") {
+		secrets = append(secrets, "HUGGINGFACE_TOKEN")
 	}
 	return secrets, nil
 }

@@ -96,7 +96,7 @@ func dial(ctx context.Context, cfg *config.Config, logger *zap.Logger, mh client
 }
 
 // egressPolicy is where agents may connect through their door: the
-// operator's agent.egress, never this deployment's own endpoints nor this
+// operator's gateway.allow, never this deployment's own endpoints nor this
 // host's addresses.
 func egressPolicy(ctx context.Context, cfg *config.Config) (*gateway.Policy, error) {
 	ours, err := gateway.Ours(ctx, cfg.Temporal.Address, cfg.Storage.S3.Endpoint, cfg.Metrics.Listen, cfg.Host.IMDSEndpoint,
@@ -104,7 +104,7 @@ func egressPolicy(ctx context.Context, cfg *config.Config) (*gateway.Policy, err
 	if err != nil {
 		return nil, err
 	}
-	return &gateway.Policy{Allow: cfg.Agent.Egress, Deny: ours}, nil
+	return &gateway.Policy{Allow: cfg.Gateway.Allow, Deny: ours}, nil
 }
 
 // releaseSlots are host-queue slots beyond the agents, for lease releases.

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -14,8 +15,10 @@ import (
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/checkpoint"
+	"github.com/mlrb/mlrb/internal/gateway"
 	"github.com/mlrb/mlrb/internal/gpu"
 	"github.com/mlrb/mlrb/internal/hosts"
+	"github.com/mlrb/mlrb/internal/llm"
 	"github.com/mlrb/mlrb/internal/metrics"
 	"github.com/mlrb/mlrb/internal/runtime"
 	"github.com/mlrb/mlrb/tasks"
@@ -177,12 +180,24 @@ func (s *startup) assemble() error {
 	if err != nil {
 		return err
 	}
+	prices, err := llm.LoadPrices(cfg.Gateway.Prices)
+	if err != nil {
+		return err
+	}
+	// Kept by its hash beside the runs it costs: any of them can be
+	// costed again, under it or another.
+	if err := s.engine.Store.Put(s.ctx, llm.PricesKey(prices.Ref()), bytes.NewReader(prices.JSON())); err != nil {
+		return fmt.Errorf("store the price table: %w", err)
+	}
 	s.acts = &activities.Activities{
 		Runs: activities.Runs{Catalog: s.catalog, Engine: s.engine, Keep: cfg.Checkpoint.Keep},
 		Host: activities.Host{HostID: cfg.Host.ID, HostQueue: s.hq, GPUType: cfg.Host.GPUType, GPUs: s.pool, WorkDir: cfg.WorkDir(),
 			QueueOf: func(id string) string { return HostQueue(cfg.Temporal.TaskQueue, id) }},
 		Sandbox: activities.Sandbox{Workspace: s.ws, EnvFile: cfg.Agent.EnvFile, SecretNames: cfg.Agent.SecretNames,
-			WorkspaceLimit: int64(cfg.Agent.WorkspaceLimitGB * (1 << 30)), LogLimit: cfg.Agent.LogLimitMB << 20, Egress: egress},
+			WorkspaceLimit: int64(cfg.Agent.WorkspaceLimitGB * (1 << 30)), LogLimit: cfg.Agent.LogLimitMB << 20, Egress: egress,
+			LLM: activities.LLMGateway{Prices: prices,
+				OpenAI:    gateway.Upstream{URL: cfg.Gateway.OpenAIURL, KeyName: cfg.Gateway.OpenAIKey},
+				Anthropic: gateway.Upstream{URL: cfg.Gateway.AnthropicURL, KeyName: cfg.Gateway.AnthropicKey}}},
 		Client: s.c, Logger: s.log.Named("activities"), Metrics: s.m,
 	}
 	return nil

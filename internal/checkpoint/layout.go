@@ -17,8 +17,9 @@ import (
 //
 // Beside them, outside this package: runs/<run>/result.json and
 // evaluations/ (internal/runresults, activities), runs/<run>/logs/
-// (internal/logstore), hosts/<id>.json (internal/hosts), benchmarks/
-// (activities). blob.RunPrefix names a run's folder for all of them.
+// (internal/logstore), runs/<run>/calls/ (internal/transcript),
+// hosts/<id>.json (internal/hosts), benchmarks/ (activities),
+// prices/<sha256>.json (internal/llm). blob.RunPrefix names a run's folder for all of them.
 
 func chunkKey(hash string) string { return "chunks/" + hash[:2] + "/" + hash }
 

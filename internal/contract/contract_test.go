@@ -58,3 +58,14 @@ func TestDeadlineFileWins(t *testing.T) {
 		t.Fatalf("deadline %v, want the file's %v", e.CurrentDeadline(), later)
 	}
 }
+
+func TestGatewayNamesAreNoSecrets(t *testing.T) {
+	for _, n := range append(GatewayNames, "openai_api_key") {
+		if err := CheckSecretName(n); err == nil || !strings.Contains(err.Error(), "gateway") {
+			t.Errorf("%s: %v", n, err)
+		}
+	}
+	if err := CheckSecretName("HUGGINGFACE_TOKEN"); err != nil {
+		t.Error(err)
+	}
+}

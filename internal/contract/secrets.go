@@ -3,6 +3,7 @@ package contract
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -14,6 +15,10 @@ var secretName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // they are defined: an agent holding them could write any score.
 var reservedPrefixes = []string{"MLRB_", "AWS_", "TEMPORAL_"}
 
+// GatewayNames are the variables the run gateway sets for every agent
+// (gateway.AgentEnv): never a secret's.
+var GatewayNames = []string{"OPENAI", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"}
+
 // CheckSecretName tells whether name may be passed to an agent as a
 // secret: an environment variable name that is none of the worker's own.
 // The error never repeats a name that is not a name (it may be a value).
@@ -22,6 +27,9 @@ func CheckSecretName(name string) error {
 		return fmt.Errorf("is not an environment variable name: pass the name of a variable in the worker's agent.env_file, never its value")
 	}
 	upper := strings.ToUpper(name)
+	if slices.Contains(GatewayNames, upper) {
+		return fmt.Errorf("names %s, refused: the gateway gives every agent a per-attempt token and the gateway's address under that name; the provider's key stays on the worker (gateway.openai_key, gateway.anthropic_key)", name)
+	}
 	for _, p := range reservedPrefixes {
 		if strings.HasPrefix(upper, p) {
 			return fmt.Errorf("names %s, refused: names starting %s are the worker's own credentials and settings, never an agent's; put the agent's key in agent.env_file under another name", name, p)

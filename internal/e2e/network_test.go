@@ -59,7 +59,7 @@ func TestAgentNetworkReachesNothingOfOurs(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.vars = append(e.vars, "MLRB_AGENT_ENV_FILE="+envFile, "MLRB_METRICS_LISTEN=0.0.0.0:"+strconv.Itoa(metrics),
-		"MLRB_HOST_IMDS_ENDPOINT=http://"+ours["metadata"], "MLRB_AGENT_EGRESS="+testHost)
+		"MLRB_HOST_IMDS_ENDPOINT=http://"+ours["metadata"], "MLRB_GATEWAY_ALLOW="+testHost)
 	e.addTask("e2e_net", "mini_baby_lm", nil)
 	e.start("worker", "--dev")
 	e.waitServer()

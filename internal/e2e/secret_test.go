@@ -66,7 +66,7 @@ func TestSecretsStayOnTheWorker(t *testing.T) {
 			exported = append(append(exported, '\n'), b...)
 		}
 	}
-	if !bytes.Contains(exported, []byte("OPENAI_API_KEY")) {
+	if !bytes.Contains(exported, []byte("HUGGINGFACE_TOKEN")) {
 		t.Fatal("the history should name the secret")
 	}
 	leaks := map[string][]byte{"history": exported, "agent log": []byte(logs)}

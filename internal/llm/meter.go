@@ -8,8 +8,8 @@ import (
 
 // Budget bounds a run's LLM use in dollars and tokens (0: no bound).
 type Budget struct {
-	USD    float64 `json:"usd,omitempty"`
-	Tokens int64   `json:"tokens,omitempty"`
+	USD    float64 `json:"usd,omitempty" yaml:"usd,omitempty"`
+	Tokens int64   `json:"tokens,omitempty" yaml:"tokens,omitempty"`
 }
 
 // Set tells whether the budget bounds anything.

@@ -1,0 +1,113 @@
+package activities
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/subosito/gotenv"
+	"go.uber.org/zap"
+
+	"github.com/mlrb/mlrb/internal/gateway"
+	"github.com/mlrb/mlrb/internal/llm"
+	"github.com/mlrb/mlrb/internal/transcript"
+)
+
+// LLMGateway is how agents' LLM calls leave this worker: priced by
+// Prices, sent to the providers with the keys named here, which are read
+// from agent.env_file when an attempt starts and never leave the worker.
+type LLMGateway struct {
+	Prices *llm.Prices
+	// OpenAI and Anthropic: their URL and KeyName (Key is read per attempt).
+	OpenAI, Anthropic gateway.Upstream
+}
+
+// attemptLLM is one attempt's side of the gateway: its token, its meter
+// under the run's budget, its transcript.
+type attemptLLM struct {
+	token  string
+	meter  *llm.Meter
+	rec    *transcript.Recorder
+	serve  *gateway.LLM
+	prices llm.PriceRef
+	// prior are the run's earlier attempts' ledgers, from their transcripts.
+	prior map[int]llm.Ledger
+	// sent is the ledger last reported to the run.
+	sent llm.Ledger
+}
+
+// llmFor sets an attempt's gateway up: a fresh token, the provider keys
+// from the env file, what the run's earlier attempts spent (from their
+// transcripts: a crashed attempt's calls count), and its recorder, which
+// scrubs the token, the keys and the run's secrets from what it stores.
+func (a *Activities) llmFor(ctx context.Context, in AgentInput, secrets []string, live func() error, log *zap.Logger) (*attemptLLM, error) {
+	if a.LLM.Prices == nil {
+		return nil, nil
+	}
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("attempt token: %w", err)
+	}
+	token := "mlrb-" + hex.EncodeToString(b)
+	oa, an := a.LLM.OpenAI, a.LLM.Anthropic
+	if a.EnvFile != "" {
+		// A worker without the file, or a key, refuses those calls by name.
+		if file, err := gotenv.Read(a.EnvFile); err == nil {
+			oa.Key, an.Key = file[oa.KeyName], file[an.KeyName]
+		}
+	}
+	prior, err := transcript.Totals(ctx, a.Engine.Store, in.RunID, in.Attempt)
+	if err != nil {
+		return nil, fmt.Errorf("the run's earlier LLM calls: %w", err)
+	}
+	var spent llm.Ledger
+	for _, n := range slices.Sorted(maps.Keys(prior)) {
+		spent.Merge(prior[n])
+	}
+	meter := llm.NewMeter(in.LLMBudget, spent.Usage)
+	redact := append([]string{token, oa.Key, an.Key}, secrets...)
+	rec := &transcript.Recorder{Store: a.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Redact: redact, Ledger: meter.Ledger, Log: log}
+	return &attemptLLM{token: token, meter: meter, rec: rec, prices: a.LLM.Prices.Ref(), prior: prior,
+		serve: &gateway.LLM{Token: token, OpenAI: oa, Anthropic: an, Prices: a.LLM.Prices, Meter: meter, Record: rec, Live: live, Log: log}}, nil
+}
+
+// report sends the attempt's ledger to the run when it changed since the
+// last report.
+func (l *attemptLLM) report(n *notifier, attempt int) {
+	if l == nil {
+		return
+	}
+	now := l.meter.Ledger()
+	if now.Usage == l.sent.Usage {
+		return
+	}
+	l.sent = now
+	n.send(SignalUsage, UsageReport{Attempt: attempt, Ledger: now, Prices: l.prices})
+}
+
+// reportPrior tells the run what its earlier attempts spent, as their
+// transcripts say.
+func (l *attemptLLM) reportPrior(n *notifier) {
+	if l == nil {
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(l.prior)) {
+		n.send(SignalUsage, UsageReport{Attempt: k, Ledger: l.prior[k], Prices: l.prices})
+	}
+}
+
+// finish waits for the attempt's records to be stored and reports its
+// final ledger.
+func (l *attemptLLM) finish(n *notifier, attempt int) {
+	if l == nil {
+		return
+	}
+	l.rec.Wait()
+	l.report(n, attempt)
+}
+
+// spent tells whether the run's LLM budget is spent.
+func (l *attemptLLM) spent() bool { return l != nil && l.meter.Spent() }
