@@ -12,6 +12,7 @@ import (
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/llm"
 	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -23,6 +24,7 @@ type runOptions struct {
 	seed                   int64
 	limit                  time.Duration
 	wait, json             bool
+	budget                 llm.Budget
 }
 
 func (o *runOptions) AddFlags(f *pflag.FlagSet) {
@@ -33,6 +35,8 @@ func (o *runOptions) AddFlags(f *pflag.FlagSet) {
 	f.Int64Var(&o.seed, "seed", 0, "seed (0 or more)")
 	f.DurationVar(&o.limit, "time-limit", 0, "agent time budget (default: the task's)")
 	f.StringVar(&o.id, "id", "", "run id (default: generated)")
+	f.Float64Var(&o.budget.USD, "llm-budget-usd", 0, "the run's LLM budget in dollars, at the gateway's prices (default: the task's llm_budget)")
+	f.Int64Var(&o.budget.Tokens, "llm-budget-tokens", 0, "the run's LLM budget in tokens (default: the task's)")
 	config.AddFlags(f, append([]string{"agent.provider"}, cli.PolicyKeys...)...)
 	f.BoolVar(&o.wait, "wait", false, "wait for the result")
 	f.BoolVar(&o.json, "json", false, "print JSON")
@@ -65,6 +69,9 @@ func (o runOptions) input(g *globals) (string, workflows.RunInput, error) {
 	if err != nil {
 		return "", workflows.RunInput{}, err
 	}
+	if err := o.budget.Check(); err != nil {
+		return "", workflows.RunInput{}, cli.Usagef("--llm-budget-%v", err)
+	}
 	id := o.id
 	if id == "" {
 		id = newRunID(o.task, o.seed)
@@ -72,7 +79,17 @@ func (o runOptions) input(g *globals) (string, workflows.RunInput, error) {
 		return "", workflows.RunInput{}, err
 	}
 	return id, workflows.RunInput{Task: o.task, Agent: o.agent, Seed: o.seed, TimeLimit: o.limit, LLMProvider: cfg.Agent.Provider,
-		Image: o.image, Secrets: secrets, Policy: app.Policy(cfg)}, nil
+		Image: o.image, Secrets: secrets, Policy: app.Policy(cfg), LLMBudget: o.runBudget()}, nil
+}
+
+// runBudget is the run's own LLM budget, nil when no flag set one (the
+// task's then holds).
+func (o runOptions) runBudget() *llm.Budget {
+	if !o.budget.Set() {
+		return nil
+	}
+	b := o.budget
+	return &b
 }
 
 // startRun checks the options and starts the run.

@@ -143,6 +143,8 @@ func (s *Spec) validate() error {
 		return missing("resources.cpus")
 	case s.Resources.GPUCount > 0 && s.Resources.GPUType == "":
 		return missing("resources.gpu_type")
+	case s.LLMBudget != nil && s.LLMBudget.Check() != nil:
+		return fmt.Errorf("llm_budget.%v", s.LLMBudget.Check())
 	}
 	switch s.Metric.Aggregate {
 	case "single":

@@ -12,6 +12,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/mlrb/mlrb/internal/llm"
 	"gopkg.in/yaml.v3"
 )
 
@@ -37,7 +38,10 @@ type Spec struct {
 	// Anchors, when set, are the baseline and top scores the leaderboard
 	// measures the gap closed against.
 	Anchors *Anchors `yaml:"anchors,omitempty" json:"anchors,omitempty"`
-	Prompt  string   `yaml:"prompt" json:"prompt"`
+	// LLMBudget bounds a run's LLM calls through the gateway (a run may
+	// set its own: starter run --llm-budget-usd).
+	LLMBudget *llm.Budget `yaml:"llm_budget,omitempty" json:"llm_budget,omitempty"`
+	Prompt    string      `yaml:"prompt" json:"prompt"`
 }
 
 // Dataset is data the agent may train on.

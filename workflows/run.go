@@ -31,6 +31,10 @@ type runState struct {
 	heldS float64
 	// hostAt is when the current provisioned host was obtained.
 	hostAt time.Time
+	// usage is the run's LLM ledger, per attempt.
+	usage usageState
+	// why explains an outcome that is not plain from it (a spent budget).
+	why string
 }
 
 // RunWorkflow drives one run: resolve the task, then attempts of lease →
@@ -94,6 +98,9 @@ func (r *runState) drive(ctx workflow.Context) (*runs.Result, error) {
 		return r.finish(ctx, runs.OutcomeAgentFailed, "the agent left no checkpoint", nil), nil
 	case agent.StoppedBy == activities.StopDeadline:
 		return r.evaluate(ctx, runs.OutcomeLimitReached)
+	case agent.StoppedBy == activities.StopLLMBudget:
+		r.why = r.budgetSpentReason()
+		return r.evaluate(ctx, runs.OutcomeLimitReached)
 	}
 	return r.evaluate(ctx, runs.OutcomeScored)
 }
@@ -136,10 +143,11 @@ func (r *runState) setQueries(ctx workflow.Context) error {
 }
 
 // receiveCheckpoints takes in, for the run's whole life, the checkpoint
-// commits and failures its attempts signal.
+// commits and failures and the LLM ledgers its attempts signal.
 func (r *runState) receiveCheckpoints(ctx workflow.Context) {
 	r.ckCh = workflow.GetSignalChannel(ctx, activities.SignalCheckpoint)
 	failCh := workflow.GetSignalChannel(ctx, activities.SignalCheckpointFailed)
+	r.usage.ch = workflow.GetSignalChannel(ctx, activities.SignalUsage)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(r.ckCh, func(c workflow.ReceiveChannel, _ bool) {
@@ -154,6 +162,11 @@ func (r *runState) receiveCheckpoints(ctx workflow.Context) {
 				return
 			}
 			r.st.CheckpointFailures, r.st.CheckpointError = f.Consecutive, f.Error
+		})
+		sel.AddReceive(r.usage.ch, func(c workflow.ReceiveChannel, _ bool) {
+			var rep activities.UsageReport
+			c.Receive(ctx, &rep)
+			r.usage.take(rep)
 		})
 		for {
 			sel.Select(ctx)
@@ -272,6 +285,7 @@ func (r *runState) drainCheckpoints(ctx workflow.Context) {
 		r.accept(ctx, ref)
 		ref = activities.CheckpointRef{}
 	}
+	r.usage.drain(ctx)
 }
 
 // steerable tells whether operator controls still apply.
@@ -290,6 +304,7 @@ func (r *runState) status() Status {
 		st.LastCheckpointAt, st.LastCheckpointAgentS = r.last.At, r.last.AgentSeconds
 	}
 	st.CheckpointStale = st.CheckpointFailures >= r.pol.CheckpointAlertAfter
+	st.LLM = r.llm()
 	return st
 }
 
@@ -315,6 +330,9 @@ func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason str
 	if disqualified {
 		outcome, reason = runs.OutcomeDisqualified, "the model breaks the task's rules: "+strings.Join(ev.Violations, "; ")
 	}
+	if reason == "" {
+		reason = r.why
+	}
 	r.setPhase(ctx, runs.PhaseDone)
 	r.st.Outcome = outcome
 	if err := workflow.UpsertTypedSearchAttributes(ctx, SAOutcome.ValueSet(string(outcome))); err != nil {
@@ -330,6 +348,7 @@ func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason str
 	}
 	res.Cost = costOf(r.st.Budget, r.spec.Spec.Resources.GPUCount, ev)
 	res.Cost.BilledGPUHours = r.heldS * float64(r.spec.Spec.Resources.GPUCount) / 3600
+	r.measured(&res.Cost)
 	if ev != nil {
 		score := ev.Score
 		res.Score, res.Metrics, res.ModelPath, res.Violations, res.Flags, res.Provenance = &score, ev.Metrics, ev.ModelPath, ev.Violations, ev.Flags, ev.Provenance

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/leaderboard"
+	"github.com/mlrb/mlrb/internal/llm"
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
@@ -148,6 +149,8 @@ type RunInput struct {
 	// Secrets names the worker-side secrets the agent gets as env; their
 	// values never pass through Temporal.
 	Secrets []string
+	// LLMBudget bounds the run's LLM calls (nil: the task's llm_budget).
+	LLMBudget *llm.Budget `json:",omitempty"`
 	// ForkFrom starts the run from another run's checkpoint (an ablation).
 	ForkFrom *ForkSource `json:",omitempty"`
 	// Continue says this run id ran before (its benchmark is resumed):
@@ -196,6 +199,8 @@ type Status struct {
 	// Host is the host provisioned for the current attempt or evaluation
 	// (its Slurm job), while it is held.
 	Host *activities.ProvisionedHost `json:"host,omitempty"`
+	// LLM is the run's LLM use through the gateway so far.
+	LLM *RunLLM `json:"llm,omitempty"`
 }
 
 // ReachedAt estimates the agent seconds a running attempt has reached at

@@ -34,16 +34,22 @@ type Run struct {
 // Cost is what a run consumed (runs.Cost).
 type Cost = runs.Cost
 
-// Total is the cost of a set of runs: hours summed, LLM tokens and
-// dollars summed over the runs that reported them.
+// Total is the cost of a set of runs: hours summed; LLM calls, tokens
+// and dollars as the gateway measured them; and, apart, what agents
+// reported of themselves (usage.json), which is never the cost.
 type Total struct {
 	AgentHours     float64 `json:"agent_hours"`
 	GPUHours       float64 `json:"gpu_hours"`
 	BilledGPUHours float64 `json:"billed_gpu_hours"`
 	WastedGPUHours float64 `json:"wasted_gpu_hours"`
 	InfraWaitHours float64 `json:"infra_wait_hours"`
+	LLMCalls       int64   `json:"llm_calls"`
 	LLMTokens      int64   `json:"llm_tokens"`
 	LLMUSD         float64 `json:"llm_usd"`
+	// LLMRateLimitWaitS is how long providers told agents to wait (429).
+	LLMRateLimitWaitS float64 `json:"llm_rate_limit_wait_s,omitempty"`
+	ReportedTokens    int64   `json:"reported_llm_tokens,omitempty"`
+	ReportedUSD       float64 `json:"reported_llm_usd,omitempty"`
 }
 
 // Add counts one run's cost in.
@@ -58,11 +64,19 @@ func (t *Total) Add(c Cost) {
 	// infinite or wrapped.
 	for _, n := range []*int64{c.LLMInputTokens, c.LLMOutputTokens} {
 		if n != nil && *n > 0 {
-			t.LLMTokens = satAdd(t.LLMTokens, *n)
+			t.ReportedTokens = satAdd(t.ReportedTokens, *n)
 		}
 	}
 	if c.LLMUSD != nil && *c.LLMUSD > 0 && !math.IsInf(*c.LLMUSD, 0) {
-		t.LLMUSD = min(t.LLMUSD+*c.LLMUSD, math.MaxFloat64)
+		t.ReportedUSD = min(t.ReportedUSD+*c.LLMUSD, math.MaxFloat64)
+	}
+	if l := c.LLM; l != nil {
+		t.LLMCalls = satAdd(t.LLMCalls, max(l.Calls, 0))
+		t.LLMTokens = satAdd(t.LLMTokens, max(l.Tokens.Total(), 0))
+		if l.USD > 0 && !math.IsInf(l.USD, 0) {
+			t.LLMUSD = min(t.LLMUSD+l.USD, math.MaxFloat64)
+		}
+		t.LLMRateLimitWaitS += max(l.RateLimitWaitS, 0)
 	}
 }
 
@@ -85,8 +99,12 @@ func CostOf(runs []Run) Total {
 
 // Line renders a total as the leaderboard's cost line.
 func (t Total) Line() string {
-	return fmt.Sprintf("cost: %.3f agent h, %.3f GPU h used by agents of %.3f GPU h billed (hosts held, boot and idle included), %.3f GPU h wasted by crashes, %.3f h infra wait, %d LLM tokens, $%.2f reported",
-		t.AgentHours, t.GPUHours, t.BilledGPUHours, t.WastedGPUHours, t.InfraWaitHours, t.LLMTokens, t.LLMUSD)
+	line := fmt.Sprintf("cost: %.3f agent h, %.3f GPU h used by agents of %.3f GPU h billed (hosts held, boot and idle included), %.3f GPU h wasted by crashes, %.3f h infra wait, %d LLM calls, %d LLM tokens, $%.2f LLM (measured at the gateway)",
+		t.AgentHours, t.GPUHours, t.BilledGPUHours, t.WastedGPUHours, t.InfraWaitHours, t.LLMCalls, t.LLMTokens, t.LLMUSD)
+	if t.ReportedTokens > 0 || t.ReportedUSD > 0 {
+		line += fmt.Sprintf("; agents reported %d tokens, $%.2f", t.ReportedTokens, t.ReportedUSD)
+	}
+	return line
 }
 
 // Policy is the part of the budget policy that is the same for every run

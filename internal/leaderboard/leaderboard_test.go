@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mlrb/mlrb/internal/llm"
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
@@ -120,18 +121,19 @@ func TestCostInEveryFormat(t *testing.T) {
 	f := func(x float64) *float64 { return &x }
 	tokens, usd := int64(1200), 2.5
 	runs := []Run{
-		{Task: "t", Agent: "a", Seed: 1, Score: f(0.5), Cost: Cost{AgentHours: 1, GPUHours: 1, BilledGPUHours: 1.25, LLMInputTokens: &tokens, LLMUSD: &usd}},
+		{Task: "t", Agent: "a", Seed: 1, Score: f(0.5), Cost: Cost{AgentHours: 1, GPUHours: 1, BilledGPUHours: 1.25, LLMInputTokens: &tokens, LLMUSD: &usd,
+			LLM: &llm.Ledger{Usage: llm.Usage{Calls: 7, USD: 3.75, Tokens: llm.Tokens{Input: 900, CacheRead: 100, Output: 500}}}}},
 		{Task: "t", Agent: "a", Seed: 2, Outcome: "infra_failed", Cost: Cost{AgentHours: 0.5, GPUHours: 0.5, BilledGPUHours: 2, WastedGPUHours: 0.25}},
 	}
-	if rows := Summarise(runs); rows[0].Cost.BilledGPUHours != 3.25 || rows[0].Cost.GPUHours != 1.5 || rows[0].Cost.LLMTokens != 1200 {
+	if rows := Summarise(runs); rows[0].Cost.BilledGPUHours != 3.25 || rows[0].Cost.GPUHours != 1.5 || rows[0].Cost.LLMTokens != 1500 || rows[0].Cost.ReportedTokens != 1200 {
 		t.Fatalf("row cost = %+v", rows[0].Cost)
 	}
 	want := map[string][]string{
-		"table": {"1.500 GPU h used by agents of 3.250 GPU h billed", "0.250 GPU h wasted", "1200 LLM tokens, $2.50"},
+		"table": {"1.500 GPU h used by agents of 3.250 GPU h billed", "0.250 GPU h wasted", "7 LLM calls, 1500 LLM tokens, $3.75 LLM (measured at the gateway); agents reported 1200 tokens, $2.50"},
 		"md":    {"GPU h used / billed", "| 1.5000 / 3.2500 |", "- cost: 1.500 agent h"},
-		"csv":   {"gpu_hours,billed_gpu_hours", ",1.5000,3.2500,0.2500,"},
+		"csv":   {"gpu_hours,billed_gpu_hours", ",1.5000,3.2500,0.2500,", ",7,1500,3.7500,2.5000"},
 		"svg":   {"3.250 GPU h billed"},
-		"json":  {`"billed_gpu_hours": 3.25`, `"llm_usd": 2.5`},
+		"json":  {`"billed_gpu_hours": 3.25`, `"llm_usd": 3.75`, `"reported_llm_usd": 2.5`},
 	}
 	for format, subs := range want {
 		var b strings.Builder
@@ -157,6 +159,8 @@ func TestInfiniteCostNeverBreaksTheLeaderboard(t *testing.T) {
 		{Task: "t", Agent: "a", Seed: 1, Score: f(0.5), Cost: Cost{LLMUSD: f(1e308), LLMInputTokens: i(math.MaxInt64 - 1)}},
 		{Task: "t", Agent: "a", Seed: 2, Score: f(0.6), Cost: Cost{LLMUSD: f(1e308), LLMInputTokens: i(10)}},
 		{Task: "t", Agent: "a", Seed: 3, Score: f(0.7), Cost: Cost{LLMUSD: f(-1e6), LLMOutputTokens: i(-5)}},
+		{Task: "t", Agent: "a", Seed: 4, Score: f(0.7), Cost: Cost{LLM: &llm.Ledger{Usage: llm.Usage{Calls: -3, USD: 1e308, Tokens: llm.Tokens{Output: math.MaxInt64}}}}},
+		{Task: "t", Agent: "a", Seed: 5, Score: f(0.7), Cost: Cost{LLM: &llm.Ledger{Usage: llm.Usage{USD: 1e308, Tokens: llm.Tokens{Output: 10}}}}},
 	}
 	for _, format := range []string{"json", "table", "md", "csv", "svg"} {
 		var b strings.Builder
@@ -169,7 +173,7 @@ func TestInfiniteCostNeverBreaksTheLeaderboard(t *testing.T) {
 		}
 	}
 	c := CostOf(runs)
-	if math.IsInf(c.LLMUSD, 0) || c.LLMUSD < 0 || c.LLMTokens != math.MaxInt64 {
+	if math.IsInf(c.ReportedUSD, 0) || c.ReportedUSD < 0 || c.ReportedTokens != math.MaxInt64 || math.IsInf(c.LLMUSD, 0) || c.LLMTokens != math.MaxInt64 || c.LLMCalls != 0 {
 		t.Fatalf("total = %+v", c)
 	}
 }

@@ -84,13 +84,13 @@ func WriteMarkdown(w io.Writer, rows []Row) {
 func WriteCSV(w io.Writer, rows []Row) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"task", "agent", "runs", "scored", "invalid", "disqualified", "mean", "gap_closed_pct", "baseline", "top", "std", "sem", "ci95_low", "ci95_high", "min", "max", "retried",
-		"agent_hours", "gpu_hours", "billed_gpu_hours", "wasted_gpu_hours", "infra_wait_hours", "llm_tokens", "llm_usd"})
+		"agent_hours", "gpu_hours", "billed_gpu_hours", "wasted_gpu_hours", "infra_wait_hours", "llm_calls", "llm_tokens", "llm_usd", "reported_llm_usd"})
 	for _, r := range rows {
 		c := r.Cost
 		_ = cw.Write([]string{r.Task, r.Agent, strconv.Itoa(r.Runs), strconv.Itoa(r.Scored), strconv.Itoa(r.Invalid), strconv.Itoa(r.Disqualified),
 			num(r.Mean), num(r.GapClosed), optNum(r.Baseline), optNum(r.Top), num(r.Std), num(r.SEM), num(r.CILow), num(r.CIHigh), num(r.Min), num(r.Max), strconv.Itoa(r.Retried),
 			num(c.AgentHours), num(c.GPUHours), num(c.BilledGPUHours), num(c.WastedGPUHours), num(c.InfraWaitHours),
-			strconv.FormatInt(c.LLMTokens, 10), strconv.FormatFloat(c.LLMUSD, 'f', 2, 64)})
+			strconv.FormatInt(c.LLMCalls, 10), strconv.FormatInt(c.LLMTokens, 10), strconv.FormatFloat(c.LLMUSD, 'f', 4, 64), strconv.FormatFloat(c.ReportedUSD, 'f', 4, 64)})
 	}
 	cw.Flush()
 	return cw.Error()

@@ -3,6 +3,7 @@ package llm
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 )
 
@@ -10,6 +11,21 @@ import (
 type Budget struct {
 	USD    float64 `json:"usd,omitempty" yaml:"usd,omitempty"`
 	Tokens int64   `json:"tokens,omitempty" yaml:"tokens,omitempty"`
+}
+
+// MaxBudgetUSD bounds a budget in dollars: beyond it a figure is a typo.
+const MaxBudgetUSD = 1e6
+
+// Check tells whether the budget is one: dollars and tokens not negative,
+// dollars a finite figure up to MaxBudgetUSD.
+func (b Budget) Check() error {
+	if math.IsNaN(b.USD) || b.USD < 0 || b.USD > MaxBudgetUSD {
+		return fmt.Errorf("usd: %g is not a budget in dollars (0 to %g; 0: none)", b.USD, MaxBudgetUSD)
+	}
+	if b.Tokens < 0 {
+		return fmt.Errorf("tokens: %d is negative (0: none)", b.Tokens)
+	}
+	return nil
 }
 
 // Set tells whether the budget bounds anything.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mlrb/mlrb/internal/budget"
+	"github.com/mlrb/mlrb/internal/llm"
 )
 
 // Outcome is how a run ended.
@@ -84,7 +85,14 @@ type Cost struct {
 	// BilledGPUHours is GPU time held for the run, whether used or not:
 	// provisioned hosts from their start (boot and idle included) to
 	// their release, static hosts for the time their slot was leased.
-	BilledGPUHours  float64  `json:"billed_gpu_hours"`
+	BilledGPUHours float64 `json:"billed_gpu_hours"`
+	// LLM is the run's LLM use as the gateway measured it, costed with
+	// the price table LLMPrices names: the run's LLM cost.
+	LLM       *llm.Ledger   `json:"llm,omitempty"`
+	LLMPrices *llm.PriceRef `json:"llm_prices,omitempty"`
+	// LLMInputTokens, LLMOutputTokens and LLMUSD are what the agent
+	// reported of itself (output/usage.json): shown apart, never summed
+	// with what was measured.
 	LLMInputTokens  *int64   `json:"llm_input_tokens,omitempty"`
 	LLMOutputTokens *int64   `json:"llm_output_tokens,omitempty"`
 	LLMUSD          *float64 `json:"llm_usd,omitempty"`

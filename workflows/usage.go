@@ -1,0 +1,94 @@
+package workflows
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/llm"
+	"github.com/mlrb/mlrb/internal/runs"
+)
+
+// RunLLM is what a run's LLM calls through the gateway used: its ledger,
+// all attempts together, the budget it ran under and the price table it
+// was costed with.
+type RunLLM struct {
+	Ledger llm.Ledger   `json:"ledger"`
+	Budget llm.Budget   `json:"budget,omitzero"`
+	Prices llm.PriceRef `json:"prices"`
+}
+
+// usageState keeps each attempt's latest ledger, as its reports come.
+type usageState struct {
+	ch       workflow.ReceiveChannel
+	attempts map[int]llm.Ledger
+	prices   llm.PriceRef
+}
+
+// take keeps a report unless the attempt's ledger already counts more
+// calls: reports of one attempt only grow, and a new attempt's report of
+// an earlier one (from its transcript) may be ahead of what that attempt
+// signalled before it was lost, never behind.
+func (u *usageState) take(rep activities.UsageReport) {
+	if u.attempts == nil {
+		u.attempts = map[int]llm.Ledger{}
+	}
+	if old, ok := u.attempts[rep.Attempt]; ok && old.Calls+old.Refused > rep.Ledger.Calls+rep.Ledger.Refused {
+		return
+	}
+	u.attempts[rep.Attempt] = rep.Ledger
+	u.prices = rep.Prices
+}
+
+// drain takes the reports already delivered.
+func (u *usageState) drain(ctx workflow.Context) {
+	var rep activities.UsageReport
+	for u.ch.ReceiveAsync(&rep) {
+		u.take(rep)
+		rep = activities.UsageReport{}
+	}
+}
+
+// total is the run's ledger, summed in attempt order.
+func (u *usageState) total() llm.Ledger {
+	var l llm.Ledger
+	for _, n := range slices.Sorted(maps.Keys(u.attempts)) {
+		l.Merge(u.attempts[n])
+	}
+	return l
+}
+
+// llmBudget is the run's LLM budget: its own, else its task's.
+func (r *runState) llmBudget() llm.Budget {
+	if r.in.LLMBudget != nil {
+		return *r.in.LLMBudget
+	}
+	if b := r.spec.Spec.LLMBudget; b != nil {
+		return *b
+	}
+	return llm.Budget{}
+}
+
+// llm is the run's LLM use so far, for its status and result (nil: the
+// agent made no call through the gateway).
+func (r *runState) llm() *RunLLM {
+	if len(r.usage.attempts) == 0 {
+		return nil
+	}
+	return &RunLLM{Ledger: r.usage.total(), Budget: r.llmBudget(), Prices: r.usage.prices}
+}
+
+// measured puts the gateway's measure of the run's LLM use in its cost.
+func (r *runState) measured(c *runs.Cost) {
+	if l := r.llm(); l != nil {
+		c.LLM, c.LLMPrices = &l.Ledger, &l.Prices
+	}
+}
+
+// budgetSpentReason says why a run whose LLM budget was spent stopped.
+func (r *runState) budgetSpentReason() string {
+	return fmt.Sprintf("the run's LLM budget (%s) was spent: the agent was stopped as at its deadline and its model evaluated", r.llmBudget())
+}
