@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -271,7 +272,9 @@ func (l *LLM) relay(w http.ResponseWriter, resp *http.Response, c *call) {
 	flusher, _ := w.(http.Flusher)
 	st := &llm.Stream{API: c.api}
 	var kept bytes.Buffer
-	buf := make([]byte, 32<<10)
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
 	for {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
@@ -311,6 +314,10 @@ func (l *LLM) relay(w http.ResponseWriter, resp *http.Response, c *call) {
 	c.hold.Settle(c.rec.Model, c.rec.Usage)
 	l.finish(c, kept.Bytes())
 }
+
+// copyBufs are the buffers answers are relayed through, one per call in
+// flight, reused.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
 
 // usage is what the call cost: as the provider reported it, priced by the
 // table; the reservation when a successful call's usage never came (a

@@ -62,6 +62,8 @@ func newRig(t *testing.T, budget llm.Budget, fake *llmfake.Fake) *llmRig {
 	}
 	meter := llm.NewMeter(budget, llm.Usage{})
 	rec := &transcript.Recorder{Store: store, RunID: "run-gw", Attempt: 1, Redact: []string{token, realOpenAI, realAnthropic}, Ledger: meter.Ledger}
+	// Before the store's directory goes: records still being written.
+	t.Cleanup(rec.Wait)
 	g := &Gateway{Policy: &Policy{}, Log: zap.NewNop(), Record: rec, LLM: &LLM{Token: token, Prices: prices, Meter: meter, Record: rec,
 		OpenAI: Upstream{URL: up + "/v1", Key: realOpenAI}, Anthropic: Upstream{URL: up, Key: realAnthropic}}}
 	l, err := net.Listen("tcp", "127.0.0.1:0")

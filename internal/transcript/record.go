@@ -59,7 +59,13 @@ type Recorder struct {
 	scrub  *strings.Replacer
 	wg     sync.WaitGroup
 	stored sync.Map // chunk hashes known to be in the store
+	// slots bounds the records stored at once: a thousand calls ending
+	// together wait their turn, each holding only its bodies.
+	slots chan struct{}
 }
+
+// storing is how many records a recorder stores at once.
+const storing = 8
 
 // Add numbers c and stores it with its bodies, in the background.
 func (r *Recorder) Add(c Call, req, resp []byte) {
@@ -77,11 +83,14 @@ func (r *Recorder) Add(c Call, req, resp []byte) {
 			}
 		}
 		r.scrub = strings.NewReplacer(pairs...)
+		r.slots = make(chan struct{}, storing)
 	}
 	r.mu.Unlock()
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
+		r.slots <- struct{}{}
+		defer func() { <-r.slots }()
 		if err := r.store(context.Background(), &c, req, resp); err != nil && r.Log != nil {
 			r.Log.Warn("call not recorded", zap.Int("seq", c.Seq), zap.Error(err))
 		}
