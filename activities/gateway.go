@@ -25,12 +25,9 @@ type LLMGateway struct {
 	OpenAI, Anthropic gateway.Upstream
 }
 
-// attemptLLM is one attempt's side of the gateway: its token, its meter
-// under the run's budget, its transcript.
+// attemptLLM is one attempt's side of the gateway: serve holds its token,
+// its meter under the run's budget and its transcript.
 type attemptLLM struct {
-	token  string
-	meter  *llm.Meter
-	rec    *transcript.Recorder
 	serve  *gateway.LLM
 	prices llm.PriceRef
 	// prior are the run's earlier attempts' ledgers, from their transcripts.
@@ -54,10 +51,13 @@ func (a *Activities) llmFor(ctx context.Context, in AgentInput, secrets []string
 	token := "mlrb-" + hex.EncodeToString(b)
 	oa, an := a.LLM.OpenAI, a.LLM.Anthropic
 	if a.EnvFile != "" {
-		// A worker without the file, or a key, refuses those calls by name.
-		if file, err := gotenv.Read(a.EnvFile); err == nil {
-			oa.Key, an.Key = file[oa.KeyName], file[an.KeyName]
+		// Without the file, or a key, the gateway refuses those calls
+		// naming the key; the agent still runs.
+		file, err := gotenv.Read(a.EnvFile)
+		if err != nil {
+			log.Warn("agent.env_file unreadable: LLM calls are refused", zap.String("problem", envFileProblem(a.EnvFile)))
 		}
+		oa.Key, an.Key = file[oa.KeyName], file[an.KeyName]
 	}
 	prior, err := transcript.Totals(ctx, a.Engine.Store, in.RunID, in.Attempt)
 	if err != nil {
@@ -70,7 +70,7 @@ func (a *Activities) llmFor(ctx context.Context, in AgentInput, secrets []string
 	meter := llm.NewMeter(in.LLMBudget, spent.Usage)
 	redact := append([]string{token, oa.Key, an.Key}, secrets...)
 	rec := &transcript.Recorder{Store: a.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Redact: redact, Ledger: meter.Ledger, Log: log}
-	return &attemptLLM{token: token, meter: meter, rec: rec, prices: a.LLM.Prices.Ref(), prior: prior,
+	return &attemptLLM{prices: a.LLM.Prices.Ref(), prior: prior,
 		serve: &gateway.LLM{Token: token, OpenAI: oa, Anthropic: an, Prices: a.LLM.Prices, Meter: meter, Record: rec, Live: live, Log: log}}, nil
 }
 
@@ -80,7 +80,7 @@ func (l *attemptLLM) report(n *notifier, attempt int) {
 	if l == nil {
 		return
 	}
-	now := l.meter.Ledger()
+	now := l.serve.Meter.Ledger()
 	if now.Usage == l.sent.Usage {
 		return
 	}
@@ -99,15 +99,17 @@ func (l *attemptLLM) reportPrior(n *notifier) {
 	}
 }
 
-// finish waits for the attempt's records to be stored and reports its
-// final ledger.
+// finish waits for the attempt's calls to be settled and their records
+// stored, and reports its final ledger: the agent is gone, but the answer
+// to its last call reached it before the call was settled.
 func (l *attemptLLM) finish(n *notifier, attempt int) {
 	if l == nil {
 		return
 	}
-	l.rec.Wait()
+	l.serve.Wait()
+	l.serve.Record.Wait()
 	l.report(n, attempt)
 }
 
 // spent tells whether the run's LLM budget is spent.
-func (l *attemptLLM) spent() bool { return l != nil && l.meter.Spent() }
+func (l *attemptLLM) spent() bool { return l != nil && l.serve.Meter.Spent() }

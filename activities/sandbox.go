@@ -57,7 +57,7 @@ func (a *Activities) openDoor(dir string, container bool, ai *attemptLLM, log *z
 	}
 	g := &gateway.Gateway{Policy: policy, Log: log.Named("gateway")}
 	if ai != nil {
-		g.LLM, g.Record = ai.serve, ai.rec
+		g.LLM, g.Record = ai.serve, ai.serve.Record
 	}
 	go func() {
 		if err := g.Serve(l); err != nil {
@@ -104,13 +104,13 @@ func (a *Activities) start(ctx context.Context, spec runtime.TaskSpec, doorDir s
 			if spec.Env == nil {
 				spec.Env = map[string]string{}
 			}
-			maps.Copy(spec.Env, gateway.AgentEnv(base, ai.token))
+			maps.Copy(spec.Env, gateway.AgentEnv(base, ai.serve.Token))
 			if spec.Door == nil {
 				// No door: the process may go around the proxy; told of it,
 				// what honours it is recorded and held to the allow-list.
 				proxy(spec.Env, base)
 			}
-			spec.Redact = append(spec.Redact, ai.token)
+			spec.Redact = append(spec.Redact, ai.serve.Token)
 		}
 	}
 	if h, err = a.Workspace.Start(ctx, spec); err != nil {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mlrb/mlrb/internal/llm"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
@@ -19,10 +21,11 @@ import (
 )
 
 // resultsOptions are `starter results`'s flags.
-type resultsOptions struct{ format string }
+type resultsOptions struct{ format, prices string }
 
 func (o *resultsOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.format, "format", "table", "table, md, csv, json or svg (a chart with error bars)")
+	f.StringVar(&o.prices, "prices", "", "cost the runs' LLM calls again under this price table (gateway.prices format) instead of the one each run was costed with")
 }
 
 func resultsCmd() *cobra.Command {
@@ -40,6 +43,13 @@ func resultsCmd() *cobra.Command {
 
 // runResults prints a benchmark's leaderboard: partial while it runs.
 func runResults(g *globals, o resultsOptions, id string) error {
+	var prices *llm.Prices
+	if o.prices != "" {
+		var err error
+		if prices, err = llm.LoadPrices(o.prices); err != nil {
+			return cli.Usagef("--prices: %v", err)
+		}
+	}
 	c, err := g.client()
 	if err != nil {
 		return err
@@ -48,25 +58,62 @@ func runResults(g *globals, o resultsOptions, id string) error {
 	if err != nil {
 		return err
 	}
-	if !busy {
-		return awaitLeaderboard(g, c.GetWorkflow(g.ctx, id, ""), o.format)
+	var rs []runs.Result
+	var setup leaderboard.Setup
+	if busy {
+		rs, setup, err = partialBoard(g, c, id)
+	} else {
+		var res workflows.BenchmarkResult
+		if err := c.GetWorkflow(g.ctx, id, "").Get(g.ctx, &res); err != nil {
+			return fmt.Errorf("benchmark %s: %w", id, err)
+		}
+		rs, setup, err = benchmarkBoard(g, &res)
 	}
-	snap, err := snapshotBenchmark(g.ctx, c, id, true)
 	if err != nil {
 		return err
+	}
+	if prices != nil {
+		if rs, err = recosted(rs, prices); err != nil {
+			return err
+		}
+	}
+	return printLeaderboard(g.out, id, rs, setup, o.format)
+}
+
+// partialBoard is a running benchmark's runs so far and its setup.
+func partialBoard(g *globals, c client.Client, id string) ([]runs.Result, leaderboard.Setup, error) {
+	snap, err := snapshotBenchmark(g.ctx, c, id, true)
+	if err != nil {
+		return nil, leaderboard.Setup{}, err
 	}
 	fmt.Fprintf(g.errOut, "benchmark %s is running: %d of %d runs done; the leaderboard holds those and the runs waiting for an evaluation retry (invalid until retried)\n",
 		id, snap.prog.Done, snap.prog.Total)
-	runs, err := storedRuns(g, id, false)
+	rs, err := storedRuns(g, id, false)
 	if err != nil {
-		return err
+		return nil, leaderboard.Setup{}, err
 	}
-	runs = append(runs, snap.awaitingRetry()...)
-	setup, err := withAnchors(g, leaderboard.SetupOf(workflows.LeaderboardRuns(runs), snap.prog.Policy), runs)
-	if err != nil {
-		return err
+	rs = append(rs, snap.awaitingRetry()...)
+	setup, err := withAnchors(g, leaderboard.SetupOf(workflows.LeaderboardRuns(rs), snap.prog.Policy), rs)
+	return rs, setup, err
+}
+
+// recosted is the runs with their measured LLM use costed under prices:
+// any past run can be costed again, from its per-model ledger.
+func recosted(rs []runs.Result, prices *llm.Prices) ([]runs.Result, error) {
+	out := slices.Clone(rs)
+	for i, r := range out {
+		if r.Cost.LLM == nil {
+			continue
+		}
+		usd, err := r.Cost.LLM.Recost(prices)
+		if err != nil {
+			return nil, cli.Usagef("--prices: run %s: %v", r.RunID, err)
+		}
+		l, ref := r.Cost.LLM.Clone(), prices.Ref()
+		l.USD = usd
+		out[i].Cost.LLM, out[i].Cost.LLMPrices = &l, &ref
 	}
-	return printLeaderboard(g.out, id, runs, setup, o.format)
+	return out, nil
 }
 
 func checkFormat(format string) error {
@@ -86,21 +133,27 @@ func awaitLeaderboard(g *globals, run client.WorkflowRun, format string) error {
 	return printBenchmark(g, &res, format)
 }
 
-// printBenchmark prints an ended benchmark's leaderboard, from the results
-// its runs stored (or, for a benchmark from before those, its own).
+// printBenchmark prints an ended benchmark's leaderboard.
 func printBenchmark(g *globals, res *workflows.BenchmarkResult, format string) error {
-	runs := res.Runs
-	if len(runs) == 0 {
-		var err error
-		if runs, err = storedRuns(g, res.BenchmarkID, true); err != nil {
-			return err
-		}
-	}
-	setup, err := withAnchors(g, res.Setup, runs)
+	rs, setup, err := benchmarkBoard(g, res)
 	if err != nil {
 		return err
 	}
-	return printLeaderboard(g.out, res.BenchmarkID, runs, setup, format)
+	return printLeaderboard(g.out, res.BenchmarkID, rs, setup, format)
+}
+
+// benchmarkBoard is an ended benchmark's runs, from the results they
+// stored (or, for a benchmark from before those, its own), and its setup.
+func benchmarkBoard(g *globals, res *workflows.BenchmarkResult) ([]runs.Result, leaderboard.Setup, error) {
+	rs := res.Runs
+	if len(rs) == 0 {
+		var err error
+		if rs, err = storedRuns(g, res.BenchmarkID, true); err != nil {
+			return nil, leaderboard.Setup{}, err
+		}
+	}
+	setup, err := withAnchors(g, res.Setup, rs)
+	return rs, setup, err
 }
 
 // withAnchors gives the setup the anchors of the runs' tasks as they are

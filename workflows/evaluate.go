@@ -15,12 +15,13 @@ import (
 // evaluate scores the final checkpoint. When the evaluation's retries run
 // out, the run waits for a retry-evaluation update (an operator fixed the
 // evaluator) up to the policy's wait limit, rather than fail a run whose
-// agent work is done: the agent is never run again.
-func (r *runState) evaluate(ctx workflow.Context, outcome runs.Outcome) (*runs.Result, error) {
+// agent work is done: the agent is never run again. why, if set, is what
+// the result says of an outcome its name does not explain.
+func (r *runState) evaluate(ctx workflow.Context, outcome runs.Outcome, why string) (*runs.Result, error) {
 	r.setPhase(ctx, runs.PhaseEvaluating)
 	ev, err := r.runEvaluation(ctx, "")
 	if err == nil {
-		return r.finish(ctx, outcome, "", ev), nil
+		return r.finish(ctx, outcome, why, ev), nil
 	}
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) && ae.Type() == activities.ErrNoModel {
@@ -37,7 +38,7 @@ func (r *runState) evaluate(ctx workflow.Context, outcome runs.Outcome) (*runs.R
 	if !ok && r.retry.scored == nil {
 		return r.finish(ctx, runs.OutcomeEvaluationFailed, "evaluation failed and no retry came within the wait limit: "+r.evals[len(r.evals)-1].Error, nil), nil
 	}
-	return r.finish(ctx, outcome, "", r.retry.scored), nil
+	return r.finish(ctx, outcome, why, r.retry.scored), nil
 }
 
 // retryState is the retry-evaluation update's: one evaluation retried at

@@ -33,8 +33,6 @@ type runState struct {
 	hostAt time.Time
 	// usage is the run's LLM ledger, per attempt.
 	usage usageState
-	// why explains an outcome that is not plain from it (a spent budget).
-	why string
 }
 
 // RunWorkflow drives one run: resolve the task, then attempts of lease →
@@ -97,12 +95,11 @@ func (r *runState) drive(ctx workflow.Context) (*runs.Result, error) {
 	case r.last == nil:
 		return r.finish(ctx, runs.OutcomeAgentFailed, "the agent left no checkpoint", nil), nil
 	case agent.StoppedBy == activities.StopDeadline:
-		return r.evaluate(ctx, runs.OutcomeLimitReached)
+		return r.evaluate(ctx, runs.OutcomeLimitReached, "")
 	case agent.StoppedBy == activities.StopLLMBudget:
-		r.why = r.budgetSpentReason()
-		return r.evaluate(ctx, runs.OutcomeLimitReached)
+		return r.evaluate(ctx, runs.OutcomeLimitReached, r.budgetSpentReason())
 	}
-	return r.evaluate(ctx, runs.OutcomeScored)
+	return r.evaluate(ctx, runs.OutcomeScored, "")
 }
 
 // setup sets the run's state and its handlers up, in one place: the
@@ -285,7 +282,7 @@ func (r *runState) drainCheckpoints(ctx workflow.Context) {
 		r.accept(ctx, ref)
 		ref = activities.CheckpointRef{}
 	}
-	r.usage.drain(ctx)
+	r.usage.drain()
 }
 
 // steerable tells whether operator controls still apply.
@@ -329,9 +326,6 @@ func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason str
 	disqualified := ev != nil && len(ev.Violations) > 0 && workflow.GetVersion(ctx, versionDisqualify, workflow.DefaultVersion, 1) == 1
 	if disqualified {
 		outcome, reason = runs.OutcomeDisqualified, "the model breaks the task's rules: "+strings.Join(ev.Violations, "; ")
-	}
-	if reason == "" {
-		reason = r.why
 	}
 	r.setPhase(ctx, runs.PhaseDone)
 	r.st.Outcome = outcome

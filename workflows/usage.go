@@ -44,7 +44,7 @@ func (u *usageState) take(rep activities.UsageReport) {
 }
 
 // drain takes the reports already delivered.
-func (u *usageState) drain(ctx workflow.Context) {
+func (u *usageState) drain() {
 	var rep activities.UsageReport
 	for u.ch.ReceiveAsync(&rep) {
 		u.take(rep)

@@ -3,15 +3,11 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -122,40 +118,20 @@ func TestAgentCallsThroughTheGateway(t *testing.T) {
 }
 
 // noKeys looks for the provider keys everywhere a run leaves anything:
-// its history (as the SDK and the official CLI export it), its logs, its
-// checkpoints, every blob and the worker's log.
+// its history (as the official CLI exports it), its logs, its
+// checkpoints, every blob (call bodies decompressed) and the worker's log.
 func noKeys(t *testing.T, e *env, runID, logs string) {
 	t.Helper()
-	leaks := map[string][]byte{"agent log": []byte(logs)}
-	temporal := testenv.Tool(t, "temporal", installTemporal)
-	cli, err := exec.Command(temporal, "workflow", "show", "--workflow-id", runID, "-o", "json",
-		"--address", "127.0.0.1:"+strconv.Itoa(e.port), "--namespace", "default").Output()
-	if err != nil {
-		t.Fatalf("temporal workflow show: %v", err)
-	}
-	for _, m := range regexp.MustCompile(`"data":\s*"([A-Za-z0-9+/=]+)"`).FindAllSubmatch(cli, -1) {
-		if b, err := base64.StdEncoding.DecodeString(string(m[1])); err == nil {
-			cli = append(append(cli, '\n'), b...)
-		}
-	}
+	cli := withPayloads(e.exportHistory(testenv.Tool(t, "temporal", installTemporal), runID, ""))
 	if !bytes.Contains(cli, []byte("llm-usage")) {
 		t.Fatal("the history holds no usage report: the export is not the run's")
 	}
-	leaks["history exported by the temporal CLI"] = cli
+	leaks := map[string][]byte{"agent log": []byte(logs), "history exported by the temporal CLI": cli}
 	restored := filepath.Join(t.TempDir(), "ws")
 	if _, errs, code := e.starter("checkpoint", "restore", runID, restored); code != 0 {
 		t.Fatalf("checkpoint restore: %s", errs)
 	}
-	for _, root := range []string{restored, filepath.Join(e.state, "blobs"), filepath.Join(e.state, "worker.log")} {
-		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() {
-				if b, err := os.ReadFile(p); err == nil {
-					leaks[p] = b
-				}
-			}
-			return nil
-		})
-	}
+	readFiles(leaks, restored, filepath.Join(e.state, "blobs"), filepath.Join(e.state, "worker.log"))
 	// Bodies are stored compressed: read them back to look inside.
 	store, err := blob.NewFS(filepath.Join(e.state, "blobs"))
 	if err != nil {
@@ -171,14 +147,9 @@ func noKeys(t *testing.T, e *env, runID, logs string) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			leaks[fmt.Sprintf("call %d's bodies", c.Seq)] = append(leaks[fmt.Sprintf("call %d's bodies", c.Seq)], body...)
+			k := fmt.Sprintf("call %d's bodies", c.Seq)
+			leaks[k] = append(leaks[k], body...)
 		}
 	}
-	for where, b := range leaks {
-		for _, key := range []string{gwOpenAIKey, gwAnthropicKey} {
-			if bytes.Contains(b, []byte(key)) {
-				t.Errorf("a provider key is in %s", where)
-			}
-		}
-	}
+	holdsNone(t, leaks, gwOpenAIKey, gwAnthropicKey)
 }

@@ -2,14 +2,10 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/base64"
 	"errors"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -60,27 +56,12 @@ func TestSecretsStayOnTheWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Payloads are base64 in the export: decode them so a leak cannot hide.
-	for _, m := range regexp.MustCompile(`"data":"([A-Za-z0-9+/=]+)"`).FindAllSubmatch(exported, -1) {
-		if b, err := base64.StdEncoding.DecodeString(string(m[1])); err == nil {
-			exported = append(append(exported, '\n'), b...)
-		}
-	}
+	exported = withPayloads(exported)
 	if !bytes.Contains(exported, []byte("HUGGINGFACE_TOKEN")) {
 		t.Fatal("the history should name the secret")
 	}
 	leaks := map[string][]byte{"history": exported, "agent log": []byte(logs)}
-	temporal := testenv.Tool(t, "temporal", installTemporal)
-	cliExport, err := exec.Command(temporal, "workflow", "show", "--workflow-id", res.RunID, "-o", "json",
-		"--address", "127.0.0.1:"+strconv.Itoa(e.port), "--namespace", "default").Output()
-	if err != nil {
-		t.Fatalf("temporal workflow show: %v", err)
-	}
-	for _, m := range regexp.MustCompile(`"data":\s*"([A-Za-z0-9+/=]+)"`).FindAllSubmatch(cliExport, -1) {
-		if b, err := base64.StdEncoding.DecodeString(string(m[1])); err == nil {
-			cliExport = append(append(cliExport, '\n'), b...)
-		}
-	}
+	cliExport := withPayloads(e.exportHistory(testenv.Tool(t, "temporal", installTemporal), res.RunID, ""))
 	if !bytes.Contains(cliExport, []byte("HUGGINGFACE_TOKEN")) {
 		t.Fatal("the CLI's export should name the secret")
 	}
@@ -99,23 +80,8 @@ func TestSecretsStayOnTheWorker(t *testing.T) {
 			t.Errorf("the token file %s was checkpointed (%v)", f, err)
 		}
 	}
-	for _, root := range []string{restored, filepath.Join(e.state, "blobs"), filepath.Join(e.state, "worker.log")} {
-		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() {
-				if b, err := os.ReadFile(p); err == nil {
-					leaks[p] = b
-				}
-			}
-			return nil
-		})
-	}
-	for where, b := range leaks {
-		for _, secret := range []string{fakeOpenAI, fakeHF} {
-			if bytes.Contains(b, []byte(secret)) {
-				t.Errorf("secret found in %s", where)
-			}
-		}
-	}
+	readFiles(leaks, restored, filepath.Join(e.state, "blobs"), filepath.Join(e.state, "worker.log"))
+	holdsNone(t, leaks, fakeOpenAI, fakeHF)
 }
 
 // buildEnvImage is an agent image that prints its environment: no

@@ -53,7 +53,15 @@ type LLM struct {
 	// agent's SDK decides), so a request is never sent twice.
 	Transport http.RoundTripper
 	Log       *zap.Logger
+
+	// calls are the calls in progress: a call's answer reaches the agent
+	// before the call is settled and recorded.
+	calls sync.WaitGroup
 }
+
+// Wait waits for the calls in progress to be settled and handed to the
+// recorder: once the agent is gone, its last call is in the ledger.
+func (l *LLM) Wait() { l.calls.Wait() }
 
 // MaxRequest bounds a request body.
 const MaxRequest = 32 << 20
@@ -101,6 +109,8 @@ func writeAPIError(w http.ResponseWriter, api llm.API, status int, kind, msg str
 }
 
 func (l *LLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	l.calls.Add(1)
+	defer l.calls.Done()
 	c := &call{started: time.Now(), rec: transcript.Call{Kind: transcript.KindLLM, Start: time.Now().UTC()}}
 	api, ok := routes[r.URL.Path]
 	c.api, c.rec.API = api, api
@@ -303,10 +313,8 @@ func (l *LLM) relay(w http.ResponseWriter, resp *http.Response, c *call) {
 		}
 	}
 	seen := st.Seen
-	if !c.rec.Stream || !seen.Known {
-		if whole := llm.FromBody(c.api, kept.Bytes()); whole.Known {
-			seen = whole
-		}
+	if !c.rec.Stream {
+		seen = llm.FromBody(c.api, kept.Bytes())
 	}
 	c.rec.Status = resp.StatusCode
 	c.rec.Served, c.rec.Raw = seen.Model, seen.Raw

@@ -33,6 +33,7 @@ const (
 )
 
 type llmRig struct {
+	gw     *Gateway
 	fake   *llmfake.Fake
 	meter  *llm.Meter
 	store  blob.Store
@@ -76,7 +77,14 @@ func newRig(t *testing.T, budget llm.Budget, fake *llmfake.Fake) *llmRig {
 	for k, v := range AgentEnv(base, token) {
 		t.Setenv(k, v)
 	}
-	return &llmRig{fake: fake, meter: meter, store: store, rec: rec, url: base, hashes: &seenBodies{}}
+	return &llmRig{gw: g, fake: fake, meter: meter, store: store, rec: rec, url: base, hashes: &seenBodies{}}
+}
+
+// settled waits for the calls made so far to be settled and recorded (an
+// answer reaches the client before its call is settled).
+func (r *llmRig) settled() {
+	r.gw.LLM.Wait()
+	r.rec.Wait()
 }
 
 // seenBodies hashes the bytes each answer brought the client.
@@ -193,7 +201,7 @@ func TestOfficialSDKsThroughTheGateway(t *testing.T) {
 		t.Errorf("the stream's usage was not asked for: %s", req.Body)
 	}
 
-	rig.rec.Wait()
+	rig.settled()
 	l := rig.meter.Ledger()
 	if l.Calls != 6 || l.Estimated != 0 || l.USD <= 0 || len(l.ByModel) != 3 {
 		t.Fatalf("ledger %+v", l)
@@ -251,6 +259,7 @@ func TestGatewayRefusals(t *testing.T) {
 	if _, err := once.Chat.Completions.New(ctx, chat); err != nil {
 		t.Fatalf("after the wait: %v", err)
 	}
+	rig.settled()
 	l := rig.meter.Ledger()
 	if l.Refused != 3 || l.RateLimited != 1 || l.RateLimitWaitS != llmfake.RetryAfter || l.Failed != 1 || l.Calls != 2 {
 		t.Errorf("ledger %+v", l.Usage)
@@ -294,11 +303,15 @@ func TestBudgetUnderFiftyConcurrentCalls(t *testing.T) {
 	}
 	// The provider holds its answers until 40 calls were refused: the 10
 	// admitted ones are all in flight while the others ask.
-	for rig.meter.Ledger().Refused < 40 {
-		time.Sleep(time.Millisecond)
+	for wait := time.Now(); rig.meter.Ledger().Refused < 40; time.Sleep(time.Millisecond) {
+		if time.Since(wait) > time.Minute {
+			close(gate)
+			t.Fatalf("after a minute, %d calls refused and %d at the provider; want 40 and 10", rig.meter.Ledger().Refused, rig.fake.InFlight())
+		}
 	}
 	close(gate)
 	wg.Wait()
+	rig.settled()
 	l := rig.meter.Ledger()
 	if ok != 10 || refused != 40 {
 		t.Fatalf("%d answered, %d refused", ok, refused)

@@ -164,12 +164,16 @@ func TestRecost(t *testing.T) {
 	l.Record("gpt-4o", Usage{Calls: 1, Tokens: Tokens{Input: 1e6}, USD: 2.5})
 	l.Record("", Usage{Refused: 1})
 	p, _ := BuiltinPrices()
-	if usd, ok := l.Recost(p); !ok || usd != 2.5 {
-		t.Errorf("recost %v %v", usd, ok)
+	if usd, err := l.Recost(p); err != nil || usd != 2.5 {
+		t.Errorf("recost %v %v", usd, err)
 	}
 	other, _ := ParsePrices([]byte("date: 2026-01-01\nmodels:\n- names: [gpt-4o]\n  input: 1\n  output: 1\n"), "t")
 	if usd, _ := l.Recost(other); usd != 1 {
 		t.Errorf("recost under another table: %v", usd)
+	}
+	none, _ := ParsePrices([]byte("date: 2026-01-01\nmodels: []\n"), "t")
+	if _, err := l.Recost(none); err == nil || !strings.Contains(err.Error(), `"gpt-4o"`) {
+		t.Errorf("recost without its model's price: %v", err)
 	}
 	var sum Ledger
 	sum.Merge(l)

@@ -35,43 +35,35 @@ func FromBody(api API, body []byte) Seen {
 	if !u.IsObject() {
 		return s
 	}
-	s.take(api, u, false)
+	s.take(api, u)
 	return s
+}
+
+// openAIFields are where OpenAI's two APIs put the same four counts:
+// input (cached included), cached input, output, reasoning (of output).
+var openAIFields = map[API][4]string{
+	ChatCompletions: {"prompt_tokens", "prompt_tokens_details.cached_tokens", "completion_tokens", "completion_tokens_details.reasoning_tokens"},
+	Responses:       {"input_tokens", "input_tokens_details.cached_tokens", "output_tokens", "output_tokens_details.reasoning_tokens"},
 }
 
 // take reads one usage object. Anthropic streams it in parts: the input
 // in message_start, the output (a running total) in message_delta; each
 // part overrides what it gives.
-func (s *Seen) take(api API, u gjson.Result, partial bool) {
+func (s *Seen) take(api API, u gjson.Result) {
 	s.Known = true
 	s.Raw = append(s.Raw, json.RawMessage(u.Raw))
-	n := func(path string) (int64, bool) {
-		r := u.Get(path)
-		return r.Int(), r.Exists()
+	if f, ok := openAIFields[api]; ok {
+		in, cached := u.Get(f[0]).Int(), u.Get(f[1]).Int()
+		s.Tokens = Tokens{Input: max(in-cached, 0), CacheRead: cached, Output: u.Get(f[2]).Int(), Reasoning: u.Get(f[3]).Int()}
+		return
 	}
-	switch api {
-	case ChatCompletions:
-		in, _ := n("prompt_tokens")
-		cached, _ := n("prompt_tokens_details.cached_tokens")
-		out, _ := n("completion_tokens")
-		reason, _ := n("completion_tokens_details.reasoning_tokens")
-		s.Tokens = Tokens{Input: max(in-cached, 0), CacheRead: cached, Output: out, Reasoning: reason}
-	case Responses:
-		in, _ := n("input_tokens")
-		cached, _ := n("input_tokens_details.cached_tokens")
-		out, _ := n("output_tokens")
-		reason, _ := n("output_tokens_details.reasoning_tokens")
-		s.Tokens = Tokens{Input: max(in-cached, 0), CacheRead: cached, Output: out, Reasoning: reason}
-	case Messages:
-		set := func(dst *int64, path string) {
-			if v, ok := n(path); ok && (!partial || v > 0) {
-				*dst = v
-			}
+	for dst, path := range map[*int64]string{&s.Tokens.Input: "input_tokens", &s.Tokens.CacheRead: "cache_read_input_tokens",
+		&s.Tokens.CacheWrite: "cache_creation_input_tokens", &s.Tokens.Output: "output_tokens"} {
+		// A part that leaves a count out, or gives 0 for it, keeps the
+		// count an earlier part gave.
+		if v := u.Get(path).Int(); v > 0 {
+			*dst = v
 		}
-		set(&s.Tokens.Input, "input_tokens")
-		set(&s.Tokens.CacheRead, "cache_read_input_tokens")
-		set(&s.Tokens.CacheWrite, "cache_creation_input_tokens")
-		set(&s.Tokens.Output, "output_tokens")
 	}
 }
 
@@ -109,36 +101,26 @@ func (st *Stream) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// event reads one line of the stream: usage rides on a data line.
+// event reads one line of the stream: usage rides on a data line, with
+// the model that answered beside it (OpenAI's last chunk, Responses'
+// response.completed, Anthropic's message_start and message_delta).
 func (st *Stream) event(line []byte) {
-	line = bytes.TrimRight(line, "\r")
-	data, ok := bytes.CutPrefix(line, []byte("data:"))
-	if !ok || !bytes.Contains(data, []byte(`"usage"`)) && !bytes.Contains(data, []byte(`"model"`)) {
+	data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r"), []byte("data:"))
+	if !ok || !bytes.Contains(data, []byte(`"usage"`)) {
 		return
 	}
 	ev := gjson.ParseBytes(bytes.TrimSpace(data))
-	var u gjson.Result
-	switch st.API {
-	case ChatCompletions:
-		u = ev.Get("usage")
-		if m := ev.Get("model").String(); m != "" {
-			st.Seen.Model = m
-		}
-	case Responses:
-		u = ev.Get("response.usage")
-		if m := ev.Get("response.model").String(); m != "" {
-			st.Seen.Model = m
-		}
-	case Messages:
-		u = ev.Get("usage")
-		if !u.IsObject() {
-			u = ev.Get("message.usage")
-		}
-		if m := ev.Get("message.model").String(); m != "" {
-			st.Seen.Model = m
-		}
+	u, model := ev.Get("usage"), ev.Get("model")
+	switch {
+	case st.API == Responses:
+		u, model = ev.Get("response.usage"), ev.Get("response.model")
+	case st.API == Messages && !u.IsObject():
+		u, model = ev.Get("message.usage"), ev.Get("message.model")
+	}
+	if m := model.String(); m != "" {
+		st.Seen.Model = m
 	}
 	if u.IsObject() {
-		st.Seen.take(st.API, u, st.API == Messages)
+		st.Seen.take(st.API, u)
 	}
 }

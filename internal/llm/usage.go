@@ -4,8 +4,8 @@
 package llm
 
 import (
+	"fmt"
 	"maps"
-	"math"
 	"slices"
 )
 
@@ -98,19 +98,20 @@ func (l Ledger) Clone() Ledger {
 	return l
 }
 
-// Recost is the ledger's cost under another price table, or false when a
-// model in it has no price there.
-func (l Ledger) Recost(p *Prices) (float64, bool) {
+// Recost is the ledger's cost under another price table; a model in it
+// that the table does not price is an error naming it.
+func (l Ledger) Recost(p *Prices) (float64, error) {
 	var usd float64
-	for m, u := range l.ByModel {
+	for _, m := range slices.Sorted(maps.Keys(l.ByModel)) {
+		u := l.ByModel[m]
 		if u.Tokens == (Tokens{}) {
 			continue
 		}
 		pr, ok := p.Lookup(m)
 		if !ok {
-			return math.NaN(), false
+			return 0, fmt.Errorf("model %q has no price in the table dated %s", m, p.Date)
 		}
 		usd += pr.Cost(u.Tokens)
 	}
-	return usd, true
+	return usd, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -140,9 +139,6 @@ func ReadBody(ctx context.Context, store blob.Store, runID string, b *Body) ([]b
 
 func get(ctx context.Context, store blob.Store, key string, limit int64) ([]byte, error) {
 	rc, err := store.Get(ctx, key)
-	if errors.Is(err, blob.ErrNotFound) {
-		return nil, fmt.Errorf("%s: %w", key, err)
-	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"hash"
 	"io"
 	"net/http"
 	"os"
@@ -26,17 +27,17 @@ var n int
 
 type hashed struct {
 	io.ReadCloser
-	sum  []byte
+	h    hash.Hash
 	done bool
 }
 
 func (h *hashed) Read(p []byte) (int, error) {
 	k, err := h.ReadCloser.Read(p)
-	h.sum = append(h.sum, p[:k]...)
+	h.h.Write(p[:k])
 	if err == io.EOF && !h.done {
 		h.done = true
 		n++
-		fmt.Printf("answer %d sha256 %x\n", n, sha256.Sum256(h.sum))
+		fmt.Printf("answer %d sha256 %x\n", n, h.h.Sum(nil))
 	}
 	return k, err
 }
@@ -44,7 +45,7 @@ func (h *hashed) Read(p []byte) (int, error) {
 func middleware(r *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	resp, err := next(r)
 	if err == nil {
-		resp.Body = &hashed{ReadCloser: resp.Body}
+		resp.Body = &hashed{ReadCloser: resp.Body, h: sha256.New()}
 	}
 	return resp, err
 }
