@@ -109,7 +109,13 @@ func (b *hashingBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *hashingBody) Close() error { b.done(); return b.ReadCloser.Close() }
+// Close reads what the SDK left (a stream's reader may stop at its last
+// event), so that the sum is of every byte the answer brought.
+func (b *hashingBody) Close() error {
+	_, _ = io.Copy(b.h, b.ReadCloser)
+	b.done()
+	return b.ReadCloser.Close()
+}
 
 func (b *hashingBody) done() {
 	b.once.Do(func() {

@@ -25,6 +25,10 @@ import (
 // n numbers the answers in the order their bodies end.
 var n int
 
+// hashed hashes an answer's bytes and prints the sum once the body is
+// done: at its end, or when the SDK closes it (a stream's reader may stop
+// at its last event and close before reading the end; what is left is
+// read then, so the sum is of every byte the answer brought).
 type hashed struct {
 	io.ReadCloser
 	h    hash.Hash
@@ -34,12 +38,27 @@ type hashed struct {
 func (h *hashed) Read(p []byte) (int, error) {
 	k, err := h.ReadCloser.Read(p)
 	h.h.Write(p[:k])
-	if err == io.EOF && !h.done {
-		h.done = true
-		n++
-		fmt.Printf("answer %d sha256 %x\n", n, h.h.Sum(nil))
+	if err == io.EOF {
+		h.print()
 	}
 	return k, err
+}
+
+func (h *hashed) Close() error {
+	if !h.done {
+		_, _ = io.Copy(h.h, h.ReadCloser)
+		h.print()
+	}
+	return h.ReadCloser.Close()
+}
+
+func (h *hashed) print() {
+	if h.done {
+		return
+	}
+	h.done = true
+	n++
+	fmt.Printf("answer %d sha256 %x\n", n, h.h.Sum(nil))
 }
 
 func middleware(r *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
