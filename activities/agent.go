@@ -66,7 +66,7 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 	}
 	live := a.Metrics.AttemptStarted(in.RunID, in.Task.ID, in.Agent, in.Attempt, last)
 	defer live.Ended()
-	ck := &checkpointer{ws: a.Workspace, engine: a.Engine, at: at, seq: in.NextSeq, prev: prev, keep: a.Keep, notes: notes, log: log, fenced: lv.fence,
+	ck := &checkpointer{ws: a.Workspace, engine: a.Engine, at: at, seq: in.NextSeq, prev: prev, keep: a.Keep, marks: in.Marks, notes: notes, log: log, fenced: lv.fence,
 		live: live}
 	hk := &attemptHooks{a: a, ctx: ctx, at: at, ck: ck, lv: lv, log: log, lease: in.Lease.Token, llm: ai, notes: notes,
 		logs: &logstore.Shipper{Store: a.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Path: spec.LogPath}}

@@ -18,12 +18,15 @@ import (
 // agent keeps running), and the final or hand-back one in line. Each
 // commit is announced to the run through the notifier.
 type checkpointer struct {
-	ws      Workspace
-	engine  *checkpoint.Engine
-	at      *attempt
-	seq     int
-	prev    *checkpoint.Manifest
-	keep    int
+	ws     Workspace
+	engine *checkpoint.Engine
+	at     *attempt
+	seq    int
+	prev   *checkpoint.Manifest
+	keep   int
+	// marks are the curve's, in agent seconds: retention spares the
+	// checkpoints next to them.
+	marks   []float64
 	notes   *notifier
 	log     *zap.Logger
 	running chan struct{}
@@ -110,7 +113,7 @@ func (c *checkpointer) take(ctx context.Context, agentSeconds float64, end *chec
 			zap.Int("seq", m.Seq), zap.Strings("files", m.Unsettled))
 	}
 	if c.keep > 0 {
-		if n, err := c.engine.Prune(ctx, c.at.runID, c.keep); err != nil {
+		if n, err := c.engine.Prune(ctx, c.at.runID, c.keep, c.marks...); err != nil {
 			c.log.Warn("retention", zap.Error(err))
 		} else if n > 0 {
 			c.log.Debug("retention dropped old checkpoints", zap.Int("manifests", n))

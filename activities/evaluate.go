@@ -82,7 +82,11 @@ func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (res *EvalResul
 // it wrote, with the checks' rate written in; it returns them as parsed
 // and as stored, and the evaluator's task.
 func (a *Activities) evaluate(ctx context.Context, in EvalInput, ev *evalDirs, image string, lv *liveness) (runtime.TaskSpec, *lmeval.Results, string, []byte, error) {
-	spec := a.Workspace.EvalTask(ev, in.Task.Evaluation.Command, image)
+	command := in.Task.Evaluation.Command
+	if c := in.Task.Evaluation.Curve; in.Mark && c != nil && len(c.Command) > 0 {
+		command = c.Command
+	}
+	spec := a.Workspace.EvalTask(ev, command, image)
 	a.bound(&spec, &in.Task)
 	spec.Labels = map[string]string{runtime.LabelRun: in.RunID, runtime.LabelRole: "evaluator"}
 	if in.Lease != nil {
@@ -96,7 +100,7 @@ func (a *Activities) evaluate(ctx context.Context, in EvalInput, ev *evalDirs, i
 		return spec, nil, "", nil, err
 	}
 	lv.step(stepReadResults, 0)
-	name, body, err := readResults(ev, in.Task.Evaluation.Command)
+	name, body, err := readResults(ev, command)
 	if err != nil {
 		return spec, nil, "", nil, err
 	}
@@ -130,7 +134,14 @@ type snapshot struct{ dir, workdir string }
 func (a *Activities) prepareEvaluation(ctx context.Context, in EvalInput, lv *liveness) (*evalDirs, snapshot, error) {
 	lv.step(stepPreparing, 0)
 	try := activity.GetInfo(ctx).Attempt
-	dir := filepath.Join(a.WorkDir, "eval", runKey(in.RunID), fmt.Sprintf("try-%d", try))
+	// A mark's evaluation has a directory (and results key) of its own:
+	// the final one's may be kept beside it.
+	name, role, task := fmt.Sprintf("try-%d", try), runs.RoleEvaluation, fmt.Sprintf("eval-%s-%d", runKey(in.RunID), try)
+	if in.Mark {
+		name, role = fmt.Sprintf("mark-%d-try-%d", in.Final.Seq, try), fmt.Sprintf("mark%d-", in.Final.Seq)
+		task = fmt.Sprintf("eval-%s-mark%d-%d", runKey(in.RunID), in.Final.Seq, try)
+	}
+	dir := filepath.Join(a.WorkDir, "eval", runKey(in.RunID), name)
 	_ = os.RemoveAll(dir)
 	root := snapshot{dir: filepath.Join(dir, "workspace")}
 	m, err := a.Engine.Load(ctx, in.RunID, in.Final.Seq)
@@ -138,7 +149,7 @@ func (a *Activities) prepareEvaluation(ctx context.Context, in EvalInput, lv *li
 		err = fmt.Errorf("#%d is attempt %d's, the run accepted attempt %d's", m.Seq, m.Attempt, in.Final.Attempt)
 	}
 	if err != nil {
-		return nil, root, fmt.Errorf("final checkpoint: %w", err)
+		return nil, root, fmt.Errorf("checkpoint #%d: %w", in.Final.Seq, err)
 	}
 	lv.step(stepRestoring, m.Bytes)
 	if err := a.Engine.Restore(lv.counting(ctx), m, root.dir); err != nil {
@@ -156,9 +167,9 @@ func (a *Activities) prepareEvaluation(ctx context.Context, in EvalInput, lv *li
 		_ = os.RemoveAll(dir)
 		return nil, root, temporal.NewNonRetryableApplicationError(err.Error(), ErrNoModel, err)
 	}
-	ev := &evalDirs{name: fmt.Sprintf("eval-%s-%d", runKey(in.RunID), try), dir: dir, model: modelDir, results: filepath.Join(dir, "results"),
+	ev := &evalDirs{name: task, dir: dir, model: modelDir, results: filepath.Join(dir, "results"),
 		outputs: filepath.Join(dir, "outputs"), resultsName: resultsName(), spec: filepath.Join(dir, "task.json"), task: in.Task.ID, seed: in.Seed,
-		door: a.doorDir(runs.Holder{RunID: in.RunID, Role: runs.RoleEvaluation, N: int(try)}.Token())}
+		door: a.doorDir(runs.Holder{RunID: in.RunID, Role: role, N: int(try)}.Token())}
 	for _, d := range []string{ev.results, ev.outputs, filepath.Join(dir, "run")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, root, fmt.Errorf("eval dir: %w", err)

@@ -26,6 +26,7 @@ const (
 	ProvisionHostName  = "ProvisionHost"
 	ReleaseHostName    = "ReleaseHost"
 	EvaluateName       = "Evaluate"
+	PickMarksName      = "PickMarks"
 )
 
 // SignalCheckpoint is the one way a committed checkpoint reaches the
@@ -200,6 +201,9 @@ type AgentInput struct {
 	// LLMBudget bounds the run's LLM calls through the gateway, all its
 	// attempts together.
 	LLMBudget llm.Budget `json:",omitzero"`
+	// Marks are the run's curve marks in agent seconds: retention keeps
+	// the checkpoints next to them for the curve's evaluations.
+	Marks []float64 `json:",omitempty"`
 }
 
 // Progress is the heartbeat detail of the agent and evaluation
@@ -270,6 +274,9 @@ type EvalInput struct {
 	// Lease is the GPU slot the evaluation holds on this host; its devices
 	// are the only ones the evaluator sees (nil: none).
 	Lease *Lease `json:",omitempty"`
+	// Mark: Final is a checkpoint on the run's curve, scored by the
+	// task's curve command when it names one (its dev split).
+	Mark bool `json:",omitempty"`
 }
 
 // EvalResult is a scored model.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/mlrb/mlrb/tasks"
 )
 
 // DefaultEgress is where an agent may connect unless gateway.allow says
@@ -181,6 +183,27 @@ type Eval struct {
 	// WaitLimit is how long a run whose evaluation failed waits for
 	// `starter retry-eval` before it ends evaluation_failed.
 	WaitLimit time.Duration `mapstructure:"wait_limit" yaml:"wait_limit"`
+	// Curve overrides the tasks' curve marks (["off"]: none).
+	Curve []string `mapstructure:"curve" yaml:"curve"`
+}
+
+// CurveOff is eval.curve's value that scores no marks.
+const CurveOff = "off"
+
+// CurveMarks are eval.curve's marks; off: no curve; none and not off:
+// each task's own.
+func (e Eval) CurveMarks() (marks []tasks.Mark, off bool, err error) {
+	if len(e.Curve) == 1 && e.Curve[0] == CurveOff {
+		return nil, true, nil
+	}
+	for _, s := range e.Curve {
+		m, err := tasks.ParseMark(s)
+		if err != nil {
+			return nil, false, err
+		}
+		marks = append(marks, m)
+	}
+	return marks, false, nil
 }
 
 // Host describes the machine a worker runs on.

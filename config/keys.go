@@ -67,6 +67,7 @@ var Table = []Key{
 	{Name: "gateway.openai_key", Default: "OPENAI_API_KEY", Doc: "the name of the OpenAI key in `agent.env_file`; the key stays on the worker (agents get a per-attempt token)"},
 	{Name: "gateway.anthropic_key", Default: "ANTHROPIC_API_KEY", Doc: "the name of the Anthropic key in `agent.env_file`"},
 	{Name: "eval.attempts", Default: 3, Flag: "eval-tries", Doc: "evaluation tries before the run waits for `retry-eval` (each bounded by the task's `evaluation.timeout`)"},
+	{Name: "eval.curve", Default: []string{}, ShownAs: "the task's `evaluation.curve`", Doc: "marks of agent time (`1h`) or fractions of the budget (`0.25`) at which a run's checkpoints are scored after its final evaluation (its score over time); `[off]`: none"},
 	{Name: "eval.wait_limit", Default: 72 * time.Hour, Doc: "how long it waits before ending `evaluation_failed`"},
 	{Name: "host.id", Default: hostname(), ShownAs: "hostname", Flag: "host-id", Doc: "this host's id"},
 	{Name: "host.gpu_devices", Default: []int{}, Doc: "GPU ids this host leases; empty means CPU only"},

@@ -103,6 +103,9 @@ func (c *Config) Validate() error {
 			return bad("agent.secret_names: %v", err)
 		}
 	}
+	if _, _, err := c.Eval.CurveMarks(); err != nil {
+		return bad("eval.curve: %v (or [off] for no curve)", err)
+	}
 	for _, g := range c.Checkpoint.Exclude {
 		if _, err := path.Match(g, ""); err != nil || strings.HasPrefix(g, "/") {
 			return bad("checkpoint.exclude: %q is not a relative path glob (like root/.cache/huggingface/token)", g)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -49,11 +51,13 @@ type statusView struct {
 	// LeaseWaitS is how long the run has been waiting for a slot, while
 	// it waits (also counted in budget.infra_wait_s).
 	LeaseWaitS *float64 `json:"lease_wait_s,omitempty"`
+	// Curve is the run's score over time, as far as it is scored.
+	Curve []runs.Mark `json:"curve,omitempty"`
 }
 
 func view(st workflows.Status, now time.Time) statusView {
 	v := statusView{RunID: st.RunID, Task: st.Task, Phase: st.Phase, Attempt: st.Attempt, Checkpoints: st.Checkpoints, Outcome: st.Outcome, Score: st.Score, Budget: st.Budget,
-		CheckpointFailures: st.CheckpointFailures, CheckpointStale: st.CheckpointStale, CheckpointError: st.CheckpointError}
+		CheckpointFailures: st.CheckpointFailures, CheckpointStale: st.CheckpointStale, CheckpointError: st.CheckpointError, Curve: st.Curve}
 	if !st.LastCheckpointAt.IsZero() {
 		age := math.Round(now.Sub(st.LastCheckpointAt).Seconds()*10) / 10
 		v.LastCheckpointAgeS = &age
@@ -153,6 +157,31 @@ func writeStatus(w io.Writer, v statusView) {
 	}
 	if v.Outcome != "" {
 		fmt.Fprintf(w, "outcome      %s\n", v.Outcome)
+	}
+	writeCurve(w, "curve        ", v.Curve)
+}
+
+// writeCurve prints a run's marks, one line each: the mark, the
+// checkpoint and its agent time, the score and the best so far.
+func writeCurve(w io.Writer, label string, marks []runs.Mark) {
+	for i, m := range marks {
+		if i > 0 {
+			label = strings.Repeat(" ", len(label))
+		}
+		what := "pending"
+		switch {
+		case m.Score != nil:
+			what = fmt.Sprintf("%.4f (best %.4f)", *m.Score, *m.Best)
+		case m.NoModel != "":
+			what = "no model yet"
+		case m.Error != "":
+			what = "failed after " + strconv.Itoa(m.Tries) + " tries: " + cli.Printable(m.Error)
+		}
+		at := "no checkpoint"
+		if m.Seq > 0 {
+			at = fmt.Sprintf("#%d at %s", m.Seq, time.Duration(m.AgentS*float64(time.Second)).Round(time.Second))
+		}
+		fmt.Fprintf(w, "%s%-9s %-18s %s %s\n", label, time.Duration(m.AtS*float64(time.Second)).Round(time.Second), at, m.Split, what)
 	}
 }
 

@@ -16,14 +16,15 @@ import (
 
 // retryOptions are `starter retry-eval`'s flags.
 type retryOptions struct {
-	image, bench string
-	json, failed bool
+	image, bench        string
+	json, failed, curve bool
 }
 
 func (o *retryOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.image, "image", "", "evaluator image to use instead of the configured one")
 	f.StringVar(&o.bench, "benchmark", "", "retry every waiting run of this benchmark (with --failed)")
 	f.BoolVar(&o.failed, "failed", false, "with --benchmark: the runs whose evaluation failed")
+	f.BoolVar(&o.curve, "curve", false, "retry the curve's marks whose evaluations failed (runs awaiting_curve_retry), not the final evaluation")
 	f.BoolVar(&o.json, "json", false, "print JSON")
 }
 
@@ -57,6 +58,20 @@ func runRetryEval(g *globals, o retryOptions, args []string) error {
 	if o.bench != "" {
 		return retryBenchmark(g, c, o)
 	}
+	if o.curve {
+		marks, err := retryCurve(g.ctx, c, args[0], o.image)
+		if err != nil {
+			return err
+		}
+		if o.json {
+			return printJSON(g.out, marks)
+		}
+		writeCurve(g.out, "curve  ", marks)
+		if failed := failedMarks(marks); failed > 0 {
+			return fmt.Errorf("%d marks failed again; the run keeps waiting for another retry", failed)
+		}
+		return nil
+	}
 	att, err := retryOne(g.ctx, c, args[0], o.image)
 	if err != nil {
 		return err
@@ -72,18 +87,35 @@ func runRetryEval(g *globals, o retryOptions, args []string) error {
 }
 
 func retryBenchmark(g *globals, c client.Client, o retryOptions) error {
-	q := fmt.Sprintf("MlrbBenchmark = '%s' AND MlrbPhase = '%s' AND ExecutionStatus = 'Running'", o.bench, runs.PhaseAwaitingEvalRetry)
+	phase := runs.PhaseAwaitingEvalRetry
+	if o.curve {
+		phase = runs.PhaseAwaitingCurveRetry
+	}
+	q := fmt.Sprintf("MlrbBenchmark = '%s' AND MlrbPhase = '%s' AND ExecutionStatus = 'Running'", o.bench, phase)
 	resp, err := c.ListWorkflow(g.ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, PageSize: 1000})
 	if err != nil {
 		return fmt.Errorf("list waiting runs of %s: %w", o.bench, err)
 	}
 	if len(resp.Executions) == 0 {
-		fmt.Fprintf(g.out, "no run of %s is waiting for an evaluation retry\n", o.bench)
+		fmt.Fprintf(g.out, "no run of %s is %s\n", o.bench, phase)
 		return nil
 	}
 	bad := 0
 	for _, e := range resp.Executions {
 		id := e.Execution.WorkflowId
+		if o.curve {
+			marks, err := retryCurve(g.ctx, c, id, o.image)
+			if err == nil && failedMarks(marks) > 0 {
+				err = fmt.Errorf("%d marks failed again", failedMarks(marks))
+			}
+			if err != nil {
+				bad++
+				fmt.Fprintf(g.out, "%s: %v\n", id, err)
+			} else {
+				fmt.Fprintf(g.out, "%s: curve scored\n", id)
+			}
+			continue
+		}
 		att, err := retryOne(g.ctx, c, id, o.image)
 		switch {
 		case err != nil:
@@ -108,4 +140,22 @@ func retryOne(ctx context.Context, c client.Client, runID, image string) (*runs.
 		return nil, err
 	}
 	return &att, nil
+}
+
+func retryCurve(ctx context.Context, c client.Client, runID, image string) ([]runs.Mark, error) {
+	var marks []runs.Mark
+	if err := update(ctx, c, runID, workflows.UpdateRetryCurve, workflows.RetryEvaluation{Image: image}, &marks); err != nil {
+		return nil, err
+	}
+	return marks, nil
+}
+
+func failedMarks(marks []runs.Mark) int {
+	n := 0
+	for _, m := range marks {
+		if !m.Done() {
+			n++
+		}
+	}
+	return n
 }

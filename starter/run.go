@@ -152,5 +152,6 @@ func printResult(w io.Writer, r *runs.Result, asJSON bool) error {
 	for _, v := range r.Violations {
 		fmt.Fprintf(w, "violation  %s\n", v)
 	}
+	writeCurve(w, "curve      ", r.Curve)
 	return nil
 }

@@ -137,6 +137,8 @@ func (s *Spec) validate() error {
 		return missing("evaluation.check.timeout")
 	case s.Evaluation.Check != nil && (s.Evaluation.Check.Task == "" || s.Evaluation.Check.Field == ""):
 		return missing("evaluation.check.task and evaluation.check.field")
+	case s.Evaluation.Curve != nil && len(s.Evaluation.Curve.At) == 0:
+		return missing("evaluation.curve.at")
 	case s.Prompt == "":
 		return missing("prompt")
 	case s.Resources.CPUs <= 0:

@@ -125,6 +125,8 @@ type Evaluation struct {
 	// Check, if set, checks every output the evaluator left in {outputs}
 	// where running it cannot touch the score.
 	Check *Check `yaml:"check,omitempty" json:"check,omitempty"`
+	// Curve scores the run's checkpoints over its agent time.
+	Curve *Curve `yaml:"curve,omitempty" json:"curve,omitempty"`
 }
 
 // Check runs each output of a model that is itself code (a Lean proof,
@@ -207,7 +209,11 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // Hash is the spec's content hash: sha256 of its canonical JSON. A result
 // carries it so a leaderboard never mixes runs of different task versions.
 func (s *Spec) Hash() string {
-	b, err := json.Marshal(s)
+	// The curve's marks say when the research is sampled, not how the
+	// model is scored: runs with other marks stay comparable.
+	c := *s
+	c.Evaluation.Curve = nil
+	b, err := json.Marshal(&c)
 	if err != nil {
 		panic(fmt.Sprintf("tasks: spec %s does not marshal: %v", s.ID, err))
 	}

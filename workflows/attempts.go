@@ -62,7 +62,7 @@ func (r *runState) leaseFor(ctx workflow.Context, attempt int) (lease activities
 	r.setPhase(ctx, runs.PhaseLeasing)
 	leaseStart := workflow.Now(ctx)
 	r.st.LeasingSince = leaseStart
-	queue, err := r.provision(ctx, "", attempt)
+	queue, err := r.provision(ctx, "", attempt, 0)
 	if err != nil {
 		return lease, false, fmt.Errorf("no host for attempt %d: %s", attempt, errText(err))
 	}
@@ -85,6 +85,7 @@ func (r *runState) leaseFor(ctx workflow.Context, attempt int) (lease activities
 	lease = *got
 	r.st.LeasingSince = time.Time{}
 	wait := workflow.Now(ctx).Sub(leaseStart)
+	r.leaseWaitS = wait.Seconds()
 	r.st.Budget.Wait(wait.Seconds())
 	r.metrics(ctx).Timer(MetricLeaseWait).Record(wait)
 	r.metrics(ctx).Timer(MetricInfraWait).Record(wait)
@@ -104,7 +105,7 @@ func (r *runState) runAgent(ctx workflow.Context, attempt int, lease activities.
 	in := activities.AgentInput{
 		RunID: r.st.RunID, Attempt: attempt, Task: r.spec.Spec, Agent: r.in.Agent, Seed: r.in.Seed,
 		LLMProvider: r.in.LLMProvider, Image: r.in.Image, Secrets: r.in.Secrets, Lease: lease, Budget: r.st.Budget,
-		Resume: r.last, NextSeq: r.nextSeq(), Interval: p.CheckpointInterval, Grace: p.Grace, LLMBudget: r.llmBudget(),
+		Resume: r.last, NextSeq: r.nextSeq(), Interval: p.CheckpointInterval, Grace: p.Grace, LLMBudget: r.llmBudget(), Marks: r.curveMarks(),
 	}
 	var bytes int64
 	if r.last != nil {
@@ -112,6 +113,11 @@ func (r *runState) runAgent(ctx workflow.Context, attempt int, lease activities.
 	}
 	out, err := runAgent.call(ctx, callArgs{pol: p, lease: lease, ledger: r.st.Budget, bytes: bytes}, in)
 	r.drainCheckpoints(ctx)
+	rec := runs.AttemptRecord{N: attempt, Host: lease.HostID, LeaseWaitS: r.leaseWaitS, LeasedAt: leased, FromS: base}
+	defer func() {
+		rec.EndedAt, rec.ToS = workflow.Now(ctx), r.st.Budget.UsedS
+		r.attempts = append(r.attempts, rec)
+	}()
 	if !(hostSilent(err) || released(err, out)) || workflow.GetVersion(ctx, versionLeaseExpires, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		r.release(ctx, lease)
 	}
@@ -121,14 +127,21 @@ func (r *runState) runAgent(ctx workflow.Context, attempt int, lease activities.
 		// A completed attempt ends on its final checkpoint: all its time counts.
 		r.st.Budget.Preserve(out.AgentSeconds)
 		r.agentImage = out.Image
+		rec.End, rec.Detail = string(out.StoppedBy), exitText(out)
 		return out, false, nil
 	}
+	rec.End, rec.Detail = "lost", errText(err)
+	if _, ok := handedBack(err); ok {
+		rec.End = "handed_back"
+	}
 	if !isInfraLoss(err) {
+		rec.End = "failed"
 		return nil, false, fmt.Errorf("agent attempt %d: %s", attempt, errText(err))
 	}
 	wall := workflow.Now(ctx).Sub(started)
 	before := r.st.Budget
 	r.st.Budget.Crash(ranTo(err, base, wall, p.HeartbeatTimeout), wall.Seconds(), base)
+	rec.LostS = r.st.Budget.LostS - before.LostS
 	r.metrics(ctx).Timer(MetricLost).Record(seconds(r.st.Budget.LostS - before.LostS))
 	r.metrics(ctx).Timer(MetricInfraWait).Record(seconds(r.st.Budget.InfraWaitS - before.InfraWaitS))
 	workflow.GetLogger(ctx).Warn("agent attempt lost; resuming from the last checkpoint",
@@ -187,19 +200,19 @@ func handedBack(err error) (activities.Progress, bool) {
 	return p, ok
 }
 
-// provision obtains a host for an attempt (role "") or an evaluation
-// when the run's policy provisions hosts, and returns the queue the lease
+// provision obtains a host for an attempt (role "") or an evaluation (or
+// a curve's, work long) when the run's policy provisions hosts, and returns the queue the lease
 // is taken on: that host's, or "" for the shared queue where any static
 // host may answer. The host is in the run's state from the moment it
 // exists, so that it is given back whatever happens next.
-func (r *runState) provision(ctx workflow.Context, role string, n int) (string, error) {
+func (r *runState) provision(ctx workflow.Context, role string, n int, work time.Duration) (string, error) {
 	if r.pol.Provision == "" {
 		return "", nil
 	}
 	res := r.spec.Spec.Resources
 	left := time.Duration(r.st.Budget.Left() * float64(time.Second))
 	if role != "" {
-		left = r.spec.Spec.Evaluation.Timeout.D()
+		left = work
 	}
 	if r.last != nil {
 		left += 2 * budget.Transfer(r.last.Bytes) // its restore and final save, at a slow pace

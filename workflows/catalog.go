@@ -35,6 +35,8 @@ var (
 		name: activities.RunAgentName, on: onHost, options: agentOptions, fn: (*activities.Activities).RunAgent}
 	evaluate = activityOf[activities.EvalInput, *activities.EvalResult]{
 		name: activities.EvaluateName, on: onShared | onHost, options: evalOptions, fn: (*activities.Activities).Evaluate}
+	pickMarks = activityOf[activities.MarksInput, []runs.Mark]{
+		name: activities.PickMarksName, on: onShared, options: quickOptions, fn: (*activities.Activities).PickMarks}
 	storeResult = actionOf[activities.StoreResultInput]{
 		name: activities.StoreResultName, on: onShared, options: storeOptions, fn: (*activities.Activities).StoreResult}
 	readPlan = activityOf[activities.ReadPlanInput, map[string]activities.PlanEntry]{
@@ -50,7 +52,7 @@ var (
 
 // catalogue lists the entries for registration.
 var catalogue = []entry{resolveTask, loadCheckpoint, provisionHost, releaseHost, acquireLease, releaseLease,
-	runAgent, evaluate, storeResult, readPlan, awaitRuns, aggregateResults, aggregate}
+	runAgent, evaluate, pickMarks, storeResult, readPlan, awaitRuns, aggregateResults, aggregate}
 
 // served says which task queues serve an activity.
 type served int

@@ -3,7 +3,6 @@ package workflows
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -21,7 +20,7 @@ func (r *runState) evaluate(ctx workflow.Context, outcome runs.Outcome, why stri
 	r.setPhase(ctx, runs.PhaseEvaluating)
 	ev, err := r.runEvaluation(ctx, "")
 	if err == nil {
-		return r.finish(ctx, outcome, why, ev), nil
+		return r.scoredOverTime(ctx, outcome, why, ev)
 	}
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) && ae.Type() == activities.ErrNoModel {
@@ -38,7 +37,18 @@ func (r *runState) evaluate(ctx workflow.Context, outcome runs.Outcome, why stri
 	if !ok && r.retry.scored == nil {
 		return r.finish(ctx, runs.OutcomeEvaluationFailed, "evaluation failed and no retry came within the wait limit: "+r.evals[len(r.evals)-1].Error, nil), nil
 	}
-	return r.finish(ctx, outcome, why, r.retry.scored), nil
+	return r.scoredOverTime(ctx, outcome, why, r.retry.scored)
+}
+
+// scoredOverTime finishes a run whose final model is scored (ev), after
+// its curve.
+func (r *runState) scoredOverTime(ctx workflow.Context, outcome runs.Outcome, why string, ev *activities.EvalResult) (*runs.Result, error) {
+	if workflow.GetVersion(ctx, versionCurve, workflow.DefaultVersion, 1) == 1 {
+		if err := r.scoreOverTime(ctx, ev); err != nil {
+			return nil, err
+		}
+	}
+	return r.finish(ctx, outcome, why, ev), nil
 }
 
 // retryState is the retry-evaluation update's: one evaluation retried at
@@ -80,34 +90,26 @@ func (r *runState) setRetryHandler(ctx workflow.Context) error {
 func (r *runState) runEvaluation(ctx workflow.Context, image string) (*activities.EvalResult, error) {
 	in := activities.EvalInput{RunID: r.st.RunID, Task: r.spec.Spec, Seed: r.in.Seed, Final: *r.last, Image: image}
 	args := callArgs{pol: r.pol, timeout: r.spec.Spec.Evaluation.Timeout.D(), bytes: r.last.Bytes}
+	started := workflow.Now(ctx)
 	var err error
 	if workflow.GetVersion(ctx, versionEvalOnLease, workflow.DefaultVersion, 1) == 1 {
 		// The evaluator gets the task's GPUs from a host's pool, like an
 		// agent: the slot bounds evaluations per host and names the
 		// devices it may see.
 		var lease *activities.Lease
-		req := activities.LeaseRequest{RunID: r.st.RunID, Attempt: len(r.evals) + 1, Role: runs.RoleEvaluation,
-			GPUCount: r.spec.Spec.Resources.GPUCount, GPUType: r.spec.Spec.Resources.GPUType}
-		r.st.LeasingSince = workflow.Now(ctx)
-		var queue string
-		if queue, err = r.provision(ctx, runs.RoleEvaluation, len(r.evals)+1); err == nil {
-			defer r.releaseHost(ctx)
-			lease, err = acquireLease.call(ctx, callArgs{pol: r.pol, hostQueue: queue}, req)
-			leased := workflow.Now(ctx)
-			defer r.held(ctx, leased)
-		}
-		r.st.LeasingSince = time.Time{}
+		var done func()
+		lease, done, err = r.leaseSlot(ctx, runs.RoleEvaluation, len(r.evals)+1, r.spec.Spec.Evaluation.Timeout.D())
+		defer done()
 		if err == nil {
 			in.Lease = lease
 			args.hostQueue = lease.HostQueue
-			defer r.release(ctx, *lease)
 		}
 	}
 	var ev *activities.EvalResult
 	if err == nil {
 		ev, err = evaluate.call(ctx, args, in)
 	}
-	att := runs.EvalAttempt{Image: image, At: workflow.Now(ctx)}
+	att := runs.EvalAttempt{Started: started, Image: image, At: workflow.Now(ctx)}
 	if err != nil {
 		att.Error = errText(err)
 	} else {
@@ -116,6 +118,7 @@ func (r *runState) runEvaluation(ctx workflow.Context, image string) (*activitie
 		if ev.Image != "" {
 			att.Image = ev.Image
 		}
+		r.curve.image = image // the marks are scored as the final model was
 	}
 	r.evals = append(r.evals, att)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +34,12 @@ type runState struct {
 	hostAt time.Time
 	// usage is the run's LLM ledger, per attempt.
 	usage usageState
+	curve curveState
+	// attempts and checkpoints are the run's timeline, for its result.
+	attempts    []runs.AttemptRecord
+	checkpoints []runs.CheckpointInfo
+	// leaseWaitS is the last lease's wait, for its attempt's record.
+	leaseWaitS float64
 }
 
 // RunWorkflow drives one run: resolve the task, then attempts of lease →
@@ -197,6 +204,9 @@ func (r *runState) setUpdates(ctx workflow.Context) error {
 	if err := r.setRetryHandler(ctx); err != nil {
 		return fmt.Errorf("retry-evaluation update: %w", err)
 	}
+	if err := r.setRetryCurveHandler(ctx); err != nil {
+		return fmt.Errorf("retry-curve update: %w", err)
+	}
 	return nil
 }
 
@@ -245,6 +255,10 @@ func (r *runState) accept(ctx workflow.Context, c activities.CheckpointRef) {
 	}
 	r.st.Checkpoints++
 	r.st.CheckpointFailures, r.st.CheckpointError = 0, ""
+	if c.RunID == "" { // a fork's inherited checkpoint is not its own
+		r.checkpoints = append(r.checkpoints, runs.CheckpointInfo{Seq: c.Seq, Attempt: c.Attempt, At: c.At, AgentS: c.AgentSeconds,
+			Files: c.Files, Bytes: c.Bytes, NewBytes: c.NewBytes, Final: c.Final})
+	}
 	cp := c
 	r.last = &cp
 	r.st.Budget.Preserve(c.AgentSeconds)
@@ -302,6 +316,7 @@ func (r *runState) status() Status {
 	}
 	st.CheckpointStale = st.CheckpointFailures >= r.pol.CheckpointAlertAfter
 	st.LLM = r.llm()
+	st.Curve = slices.Clone(r.curve.marks)
 	return st
 }
 
@@ -336,6 +351,7 @@ func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason str
 		RunID: r.st.RunID, Task: r.in.Task, Agent: r.in.Agent, Seed: r.in.Seed, Outcome: outcome,
 		Attempts: r.st.Attempt, Checkpoints: r.st.Checkpoints, SpecHash: r.spec.Hash, Budget: r.st.Budget, Reason: reason,
 		Metrics: map[string]float64{}, AgentImage: r.agentImage, Evaluations: r.evals, EvalTries: len(r.evals),
+		Curve: r.curve.marks, AttemptLog: r.attempts, CheckpointLog: r.checkpoints,
 	}
 	if r.spec.Hash != "" { // resolved
 		res.TimeLimitS, res.Hardware = r.timeLimit().Seconds(), hardwareClass(r.spec.Spec.Resources.GPUCount, r.spec.Spec.Resources.GPUType)

@@ -22,6 +22,8 @@ import (
 var testPolicy = Policy{
 	CheckpointInterval: 2 * time.Second, HeartbeatTimeout: 5 * time.Second, Grace: time.Second,
 	MaxInfraAttempts: 3, EvalAttempts: 3, LeaseTimeout: time.Minute, EvalWaitLimit: 24 * time.Hour,
+	// The curve has tests of its own (curve_test.go).
+	NoCurve: true,
 }
 
 func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment { return newEnvResolvingIn(t, 0) }

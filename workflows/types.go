@@ -13,6 +13,7 @@ import (
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/llm"
 	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/tasks"
 )
 
 // Ledger is a run's time account (see budget.Ledger).
@@ -69,6 +70,9 @@ type Policy struct {
 	// lease (its job or instance started, its worker polling); past it
 	// the host is given back and another provisioned (0: 20 minutes).
 	BootTimeout time.Duration `json:",omitempty"`
+	// Curve replaces the task's curve marks; NoCurve scores none.
+	Curve   []tasks.Mark `json:",omitempty"`
+	NoCurve bool         `json:",omitempty"`
 }
 
 // MaxCheckpointsPerRun bounds the checkpoints a run's budget allows at
@@ -201,6 +205,8 @@ type Status struct {
 	Host *activities.ProvisionedHost `json:"host,omitempty"`
 	// LLM is the run's LLM use through the gateway so far.
 	LLM *RunLLM `json:"llm,omitempty"`
+	// Curve is the run's score over time, as far as it is scored.
+	Curve []runs.Mark `json:"curve,omitempty"`
 }
 
 // ReachedAt estimates the agent seconds a running attempt has reached at

@@ -33,4 +33,8 @@ const (
 	// disqualified, unscored (its score kept as a metric); before, it was
 	// scored with the violations beside.
 	versionDisqualify = "disqualify-rule-breakers"
+	// versionCurve: after the final evaluation, the checkpoints at the
+	// curve's marks are scored on leased slots (score over time); before,
+	// the run ended with its final score.
+	versionCurve = "score-over-time"
 )

@@ -19,6 +19,7 @@ import (
 	"github.com/mlrb/mlrb/internal/gateway"
 	"github.com/mlrb/mlrb/internal/lmeval"
 	"github.com/mlrb/mlrb/internal/reference"
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/tasks"
 )
 
@@ -81,7 +82,7 @@ func Commands() []*cobra.Command {
 	noop := agentCommand("noop-agent", "submit an untrained model at once (to measure orchestration overhead)",
 		func(_ context.Context, spec *tasks.Spec, env contract.Env) error { return reference.Noop(spec, env) })
 	idle := agentCommand("idle-agent", "submit an untrained model at once, then wait for the soft deadline (SIGTERM)", reference.Idle)
-	var task, model, output, resultsFile string
+	var task, model, output, resultsFile, split string
 	var seed uint64
 	eval := &cobra.Command{
 		Use: "reference-eval", Hidden: true, SilenceUsage: true,
@@ -91,7 +92,7 @@ func Commands() []*cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := reference.Evaluate(spec, seed, model)
+			res, err := reference.Evaluate(spec, seed, model, split)
 			if err != nil {
 				return err
 			}
@@ -112,6 +113,7 @@ func Commands() []*cobra.Command {
 	eval.Flags().Uint64Var(&seed, "seed", 0, "seed of the run")
 	eval.Flags().StringVar(&model, "model", "", "model directory")
 	eval.Flags().StringVar(&output, "output_path", "", "results directory (a results_<date>.json in it)")
+	eval.Flags().StringVar(&split, "split", runs.SplitTest, "held-out split: test (final models) or dev (a run's curve)")
 	eval.Flags().StringVar(&resultsFile, "results_file", "", "the results file to write (the name the worker reads)")
 	var listen, socket, ready string
 	door := &cobra.Command{

@@ -92,7 +92,7 @@ func provisionKind(k config.ProvisionKind) string {
 // Policy is the run policy the config asks for; the starter puts it into
 // each run's input so that it replays identically.
 func Policy(cfg *config.Config) workflows.Policy {
-	return workflows.Policy{
+	p := workflows.Policy{
 		CheckpointInterval: cfg.Checkpoint.Interval,
 		HeartbeatTimeout:   cfg.Agent.HeartbeatTimeout,
 		Grace:              cfg.Agent.Grace,
@@ -106,4 +106,7 @@ func Policy(cfg *config.Config) workflows.Policy {
 		ProvisionMargin:      cfg.Provision.Margin,
 		BootTimeout:          cfg.Provision.BootTimeout,
 	}
+	// Validated with the config.
+	p.Curve, p.NoCurve, _ = cfg.Eval.CurveMarks()
+	return p
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 )
@@ -234,9 +235,10 @@ func (e *Engine) GC(ctx context.Context, o GCOptions) (*GCReport, error) {
 }
 
 // Prune deletes what superseded attempts committed, keeps a run's last
-// keep checkpoints and its final ones, and deletes the other manifests;
-// their chunks become garbage for GC.
-func (e *Engine) Prune(ctx context.Context, runID string, keep int) (int, error) {
+// keep checkpoints, its final ones and, for each of marks (agent
+// seconds: the curve's), the last at or before it and the first after
+// it, and deletes the other manifests; their chunks become garbage for GC.
+func (e *Engine) Prune(ctx context.Context, runID string, keep int, marks ...float64) (int, error) {
 	keys, err := e.manifestKeys(ctx, runID)
 	if err != nil {
 		return 0, fmt.Errorf("prune: %w", err)
@@ -262,8 +264,9 @@ func (e *Engine) Prune(ctx context.Context, runID string, keep int) (int, error)
 		}
 	}
 	if len(own) > keep {
+		spared := NearMarks(own, marks)
 		for _, m := range own[:len(own)-keep] {
-			if !m.Final {
+			if !m.Final && !spared[m.Seq] {
 				drop = append(drop, m)
 			}
 		}
@@ -274,4 +277,21 @@ func (e *Engine) Prune(ctx context.Context, runID string, keep int) (int, error)
 		}
 	}
 	return len(drop), nil
+}
+
+// NearMarks are the checkpoints (by seq) of ms, in commit order, that lie
+// next to a mark: the last at or before it and the first after it. A
+// mark's nearest checkpoint is one of them, whatever is committed later.
+func NearMarks(ms []*Manifest, marks []float64) map[int]bool {
+	near := map[int]bool{}
+	for _, at := range marks {
+		i := sort.Search(len(ms), func(i int) bool { return ms[i].AgentSeconds > at })
+		if i > 0 {
+			near[ms[i-1].Seq] = true
+		}
+		if i < len(ms) {
+			near[ms[i].Seq] = true
+		}
+	}
+	return near
 }

@@ -77,6 +77,9 @@ func newEnv(t *testing.T, vars ...string) *env {
 		"MLRB_TASKS_DIR=" + e.tasksDir,
 		"MLRB_HOST_ID=e2e",
 		"MLRB_LOG_LEVEL=debug",
+		// Curves add evaluations after each run; the tests of score over
+		// time turn them on (report_test.go).
+		"MLRB_EVAL_CURVE=off",
 	}, vars...)
 	return e
 }

@@ -6,12 +6,21 @@ import (
 	"path/filepath"
 
 	"github.com/mlrb/mlrb/internal/lmeval"
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/tasks"
 )
 
-// Evaluate scores the model in modelDir on held-out items generated from
-// the seed (a stream the agent never sees), as lm-eval style results.
-func Evaluate(spec *tasks.Spec, seed uint64, modelDir string) (*lmeval.Results, error) {
+// Evaluate scores the model in modelDir on held-out items of split
+// generated from the seed, as lm-eval style results.
+func Evaluate(spec *tasks.Spec, seed uint64, modelDir, split string) (*lmeval.Results, error) {
+	purpose := "eval"
+	switch split {
+	case runs.SplitTest, "":
+	case runs.SplitDev:
+		purpose = "dev"
+	default:
+		return nil, fmt.Errorf("split %q: want %s or %s", split, runs.SplitTest, runs.SplitDev)
+	}
 	ref := spec.Reference
 	if ref == nil {
 		return nil, fmt.Errorf("task %s is not a mini task: the reference evaluator only scores the mini suite", spec.ID)
@@ -23,7 +32,7 @@ func Evaluate(spec *tasks.Spec, seed uint64, modelDir string) (*lmeval.Results, 
 	res := &lmeval.Results{
 		Results:  map[string]map[string]any{},
 		NSamples: map[string]map[string]int{},
-		Config:   map[string]any{"model": "mlrb-reference", "model_args": "pretrained=" + modelDir, "task": spec.ID, "seed": seed},
+		Config:   map[string]any{"model": "mlrb-reference", "model_args": "pretrained=" + modelDir, "task": spec.ID, "seed": seed, "split": purpose},
 	}
 	switch ref.Kind {
 	case "lm":
@@ -36,7 +45,7 @@ func Evaluate(spec *tasks.Spec, seed uint64, modelDir string) (*lmeval.Results, 
 		}
 		l := NewLanguage(seed)
 		for _, ph := range ref.Phenomena {
-			items := l.Items("eval", ph, ref.EvalItems)
+			items := l.Items(purpose, ph, ref.EvalItems)
 			correct := 0
 			for _, it := range items {
 				bestI, bestLP := 0, math.Inf(-1)
@@ -63,7 +72,7 @@ func Evaluate(spec *tasks.Spec, seed uint64, modelDir string) (*lmeval.Results, 
 		if err != nil {
 			return nil, err
 		}
-		pairs := NewArith(seed).Pairs("eval", ref.EvalItems)
+		pairs := NewArith(seed).Pairs(purpose, ref.EvalItems)
 		var sum, sq float64
 		checks := 0
 		for _, p := range pairs {

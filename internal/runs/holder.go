@@ -9,6 +9,17 @@ import (
 // agent's attempt has none.
 const RoleEvaluation = "evaluation"
 
+// RoleCurve is the role of the lease or host a run's curve is scored on
+// (N counts the rounds: the first, then each retry-curve).
+const RoleCurve = "curve"
+
+// Splits a curve's marks are scored on: the test split (the final
+// evaluation's command) or a dev split the task names for them.
+const (
+	SplitTest = "test"
+	SplitDev  = "dev"
+)
+
 // Holder is whom a GPU lease or a provisioned host serves: attempt N of a
 // run's agent (Role ""), or its Nth evaluation (RoleEvaluation).
 type Holder struct {

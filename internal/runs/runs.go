@@ -50,12 +50,18 @@ const (
 	// PhaseAwaitingEvalRetry: evaluation retries ran out; the run waits for
 	// a retry-evaluation update (the agent's work is never re-run).
 	PhaseAwaitingEvalRetry Phase = "awaiting_evaluation_retry"
-	PhaseDone              Phase = "done"
+	// PhaseScoringCurve: the final model is scored; the checkpoints at the
+	// curve's marks are being evaluated.
+	PhaseScoringCurve Phase = "scoring_curve"
+	// PhaseAwaitingCurveRetry: a mark's evaluations ran out; the run waits
+	// for a retry-curve update, its final score kept.
+	PhaseAwaitingCurveRetry Phase = "awaiting_curve_retry"
+	PhaseDone               Phase = "done"
 )
 
 // Phases lists every phase, in a run's order.
 func Phases() []Phase {
-	return []Phase{PhaseResolving, PhaseLeasing, PhaseRunning, PhaseRecovering, PhaseEvaluating, PhaseAwaitingEvalRetry, PhaseDone}
+	return []Phase{PhaseResolving, PhaseLeasing, PhaseRunning, PhaseRecovering, PhaseEvaluating, PhaseAwaitingEvalRetry, PhaseScoringCurve, PhaseAwaitingCurveRetry, PhaseDone}
 }
 
 // ChildState is where a benchmark's run is: queued, running, or ended
@@ -130,14 +136,23 @@ type Result struct {
 	// AgentImage and EvaluatorImage are digests, when containers ran them.
 	AgentImage     string `json:"agent_image,omitempty"`
 	EvaluatorImage string `json:"evaluator_image,omitempty"`
+	// Curve is the run's score over agent time, best so far at each mark.
+	Curve []Mark `json:"curve,omitempty"`
+	// AttemptLog and CheckpointLog are the run's timeline: its agent
+	// attempts and the checkpoints it committed (a continued run's hold
+	// what this execution saw).
+	AttemptLog    []AttemptRecord  `json:"attempt_log,omitempty"`
+	CheckpointLog []CheckpointInfo `json:"checkpoint_log,omitempty"`
 }
 
 // EvalAttempt is one evaluation of the final checkpoint, kept in the result.
 type EvalAttempt struct {
-	Image string    `json:"image,omitempty"`
-	Score *float64  `json:"score,omitempty"`
-	Error string    `json:"error,omitempty"`
-	At    time.Time `json:"at"`
+	// Started is when it was asked for (its lease wait included).
+	Started time.Time `json:"started"`
+	Image   string    `json:"image,omitempty"`
+	Score   *float64  `json:"score,omitempty"`
+	Error   string    `json:"error,omitempty"`
+	At      time.Time `json:"at"`
 }
 
 // End is how a run ended, as a benchmark waiting on it learns it.
@@ -145,4 +160,75 @@ type End struct {
 	RunID   string
 	Outcome Outcome
 	Reason  string `json:",omitempty"`
+}
+
+// Mark is one point of a run's score over time: the committed checkpoint
+// nearest a mark of agent time, evaluated after the run's final
+// evaluation with the same evaluator.
+type Mark struct {
+	// AtS is the mark, in agent seconds.
+	AtS float64 `json:"at_s"`
+	// Seq and AgentS are the checkpoint evaluated and the agent time it
+	// holds (0: the run had no checkpoint to evaluate).
+	Seq    int     `json:"seq,omitempty"`
+	AgentS float64 `json:"agent_s"`
+	// Score is the checkpoint's; Best the best score at or before it.
+	Score *float64 `json:"score,omitempty"`
+	Best  *float64 `json:"best,omitempty"`
+	// NoModel says why the checkpoint had no model to score ("no model
+	// yet"): never a 0.
+	NoModel string `json:"no_model,omitempty"`
+	// Error is the last failed evaluation's, while the mark has none
+	// that succeeded.
+	Error string `json:"error,omitempty"`
+	// Split is the held-out split scored: "dev" when the task names a
+	// dev-split evaluation for its marks, else "test".
+	Split string `json:"split"`
+	Tries int    `json:"tries"`
+}
+
+// Done tells whether the mark has its answer: a score, or no model.
+func (m Mark) Done() bool { return m.Score != nil || m.NoModel != "" }
+
+// BestSoFar fills each mark's Best: the highest score at or before it.
+func BestSoFar(marks []Mark) {
+	var best *float64
+	for i := range marks {
+		if s := marks[i].Score; s != nil && (best == nil || *s > *best) {
+			v := *s
+			best = &v
+		}
+		marks[i].Best = best
+	}
+}
+
+// AttemptRecord is one agent attempt on the run's timeline.
+type AttemptRecord struct {
+	N    int    `json:"n"`
+	Host string `json:"host,omitempty"`
+	// LeaseWaitS is the wait for its slot (and host), before LeasedAt.
+	LeaseWaitS float64   `json:"lease_wait_s"`
+	LeasedAt   time.Time `json:"leased_at"`
+	EndedAt    time.Time `json:"ended_at"`
+	// FromS and ToS are the agent time it started from and reached;
+	// LostS what a loss cost (run past the last checkpoint).
+	FromS float64 `json:"from_s"`
+	ToS   float64 `json:"to_s"`
+	LostS float64 `json:"lost_s,omitempty"`
+	// End is how it ended: "exited", "deadline", "llm_budget",
+	// "canceled", "handed_back", "lost".
+	End    string `json:"end"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// CheckpointInfo is one committed checkpoint, as the run accepted it.
+type CheckpointInfo struct {
+	Seq      int       `json:"seq"`
+	Attempt  int       `json:"attempt"`
+	At       time.Time `json:"at"`
+	AgentS   float64   `json:"agent_s"`
+	Files    int       `json:"files"`
+	Bytes    int64     `json:"bytes"`
+	NewBytes int64     `json:"new_bytes"`
+	Final    bool      `json:"final,omitempty"`
 }

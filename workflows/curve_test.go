@@ -1,0 +1,157 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/tasks"
+)
+
+// TestScoreOverTime: after the final evaluation, the checkpoints the
+// marks picked are evaluated once each on one curve lease, with the
+// task's dev split: a checkpoint without a model is "no model yet", a
+// mark whose evaluations ran out waits for retry-curve (the final score
+// kept), and the curve is best so far.
+func TestScoreOverTime(t *testing.T) {
+	env := newEnv(t)
+	pol := testPolicy
+	pol.NoCurve = false
+	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.AgentInput) (*activities.AgentResult, error) {
+			// mini_baby_lm: 30 s, marks at 0.1, 0.2, 0.35, 0.5 and 0.75 of it.
+			if !slices.Equal(in.Marks, []float64{3, 6, 10.5, 15, 22.5}) {
+				return nil, temporal.NewNonRetryableApplicationError("marks "+fmtFloats(in.Marks), activities.ErrBadTask, nil)
+			}
+			return committed(env, in, &activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 10}, ck(1, 2), ck(2, 5), ck(3, 10))
+		})
+	env.OnActivity(activities.PickMarksName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.MarksInput) ([]runs.Mark, error) {
+			if in.Final.Seq != 3 || in.Split != runs.SplitDev || in.SlackS != 2 {
+				return nil, temporal.NewNonRetryableApplicationError("pick input", activities.ErrBadTask, nil)
+			}
+			seqs := []int{1, 2, 3, 3, 3}
+			out := make([]runs.Mark, len(in.Marks))
+			for i, at := range in.Marks {
+				out[i] = runs.Mark{AtS: at, Seq: seqs[i], Split: in.Split}
+			}
+			return out, nil
+		})
+	evaluated := map[int]int{}
+	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.EvalInput) (*activities.EvalResult, error) {
+			if !in.Mark {
+				return score(0.8), nil
+			}
+			evaluated[in.Final.Seq]++
+			switch {
+			case in.Final.Seq == 1:
+				return nil, temporal.NewNonRetryableApplicationError("no model dir", activities.ErrNoModel, nil)
+			case in.Final.Seq == 2 && in.Image != "evaluator:fixed":
+				return nil, errors.New("evaluator crashed")
+			case in.Final.Seq == 2:
+				return score(0.6), nil
+			}
+			return score(0.7), nil
+		})
+	var roles []string
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+		var l activities.LeaseRequest
+		if info.ActivityType.Name == activities.AcquireLeaseName && args.Get(&l) == nil {
+			roles = append(roles, l.Role)
+		}
+	})
+	var waiting Status
+	var retried []runs.Mark
+	var rejected error
+	env.RegisterDelayedCallback(func() {
+		v, _ := env.QueryWorkflow(QueryStatus)
+		_ = v.Get(&waiting)
+		env.UpdateWorkflow(UpdateRetryCurve, "fixed", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { rejected = err }, OnAccept: func() {},
+			OnComplete: func(v any, _ error) { retried, _ = v.([]runs.Mark) },
+		}, RetryEvaluation{Image: "evaluator:fixed"})
+	}, time.Hour)
+	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: pol})
+	r := result(t, env)
+	if waiting.Phase != runs.PhaseAwaitingCurveRetry || rejected != nil || len(retried) != 5 {
+		t.Fatalf("while waiting: %+v; retry-curve: %v %+v", waiting, rejected, retried)
+	}
+	if r.Outcome != runs.OutcomeScored || r.Score == nil || *r.Score != 0.8 {
+		t.Fatalf("result %+v", r)
+	}
+	if evaluated[1] != 1 || evaluated[2] != 3+1 || evaluated[3] != 1 {
+		t.Fatalf("evaluations per checkpoint: %v", evaluated)
+	}
+	if !slices.Equal(roles, []string{"", runs.RoleEvaluation, runs.RoleCurve, runs.RoleCurve}) {
+		t.Fatalf("leases: %q", roles)
+	}
+	c := r.Curve
+	if len(c) != 5 || c[0].NoModel == "" || c[0].Score != nil || c[0].Best != nil {
+		t.Fatalf("curve %+v", c)
+	}
+	want := []float64{0.6, 0.7, 0.7, 0.7}
+	for i, m := range c[1:] {
+		if m.Score == nil || *m.Score != want[i] || *m.Best != want[i] || m.Error != "" || m.Split != runs.SplitDev {
+			t.Fatalf("mark %d: %+v", i+1, m)
+		}
+	}
+	if len(r.AttemptLog) != 1 || r.AttemptLog[0].End != string(activities.StopExited) || r.AttemptLog[0].ToS != 10 || len(r.CheckpointLog) != 3 {
+		t.Fatalf("timeline: %+v %+v", r.AttemptLog, r.CheckpointLog)
+	}
+}
+
+// TestCurveWithoutRetryKeepsTheScore: marks whose evaluations never
+// succeed leave the run scored, its curve saying why, after the wait.
+func TestCurveWithoutRetryKeepsTheScore(t *testing.T) {
+	env := newEnv(t)
+	pol := testPolicy
+	pol.NoCurve, pol.Curve = false, marksOf(t, "5s", "0.5")
+	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(agentDone(env,
+		&activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 20}, ck(1, 5), ck(2, 20)))
+	env.OnActivity(activities.PickMarksName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.MarksInput) ([]runs.Mark, error) {
+			if !slices.Equal(in.Marks, []float64{5, 15}) {
+				return nil, temporal.NewNonRetryableApplicationError("marks "+fmtFloats(in.Marks), activities.ErrBadTask, nil)
+			}
+			return []runs.Mark{{AtS: 5, Seq: 1, Split: in.Split}, {AtS: 15, Seq: 2, Split: in.Split}}, nil
+		})
+	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.EvalInput) (*activities.EvalResult, error) {
+			if in.Mark {
+				return nil, errors.New("dev split missing")
+			}
+			return score(0.5), nil
+		})
+	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: pol})
+	r := result(t, env)
+	if r.Outcome != runs.OutcomeScored || *r.Score != 0.5 || len(r.Curve) != 2 || r.Curve[0].Error == "" || r.Curve[0].Score != nil {
+		t.Fatalf("result %+v", r)
+	}
+}
+
+func marksOf(t *testing.T, ss ...string) []tasks.Mark {
+	t.Helper()
+	var out []tasks.Mark
+	for _, s := range ss {
+		m, err := tasks.ParseMark(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func fmtFloats(xs []float64) string { return fmt.Sprint(xs) }
