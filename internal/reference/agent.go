@@ -1,6 +1,7 @@
 package reference
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -84,6 +86,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if len(grid) > ref.Trials {
 		grid = grid[:ref.Trials]
 	}
+	// Simple models first, as research goes: a baseline, then richer
+	// ones (the n-gram order), so that the run's curve shows progress.
+	slices.SortStableFunc(grid, func(a, b map[string]float64) int { return cmp.Compare(a["order"], b["order"]) })
 	best := bestOf(done, search.lowerIsBetter())
 	pace := time.Duration(ref.TrialSeconds * float64(time.Second))
 	for n := len(done); n < len(grid); n++ {
