@@ -50,25 +50,7 @@ func runResults(g *globals, o resultsOptions, id string) error {
 			return cli.Usagef("--prices: %v", err)
 		}
 	}
-	c, err := g.client()
-	if err != nil {
-		return err
-	}
-	busy, _, err := running(g.ctx, c, id)
-	if err != nil {
-		return err
-	}
-	var rs []runs.Result
-	var setup leaderboard.Setup
-	if busy {
-		rs, setup, err = partialBoard(g, c, id)
-	} else {
-		var res workflows.BenchmarkResult
-		if err := c.GetWorkflow(g.ctx, id, "").Get(g.ctx, &res); err != nil {
-			return fmt.Errorf("benchmark %s: %w", id, err)
-		}
-		rs, setup, err = benchmarkBoard(g, &res)
-	}
+	rs, setup, err := loadBoard(g, id)
 	if err != nil {
 		return err
 	}
@@ -78,6 +60,26 @@ func runResults(g *globals, o resultsOptions, id string) error {
 		}
 	}
 	return printLeaderboard(g.out, id, rs, setup, o.format)
+}
+
+// loadBoard is a benchmark's runs and setup: so far, while it runs.
+func loadBoard(g *globals, id string) ([]runs.Result, leaderboard.Setup, error) {
+	c, err := g.client()
+	if err != nil {
+		return nil, leaderboard.Setup{}, err
+	}
+	busy, _, err := running(g.ctx, c, id)
+	if err != nil {
+		return nil, leaderboard.Setup{}, err
+	}
+	if busy {
+		return partialBoard(g, c, id)
+	}
+	var res workflows.BenchmarkResult
+	if err := c.GetWorkflow(g.ctx, id, "").Get(g.ctx, &res); err != nil {
+		return nil, leaderboard.Setup{}, fmt.Errorf("benchmark %s: %w", id, err)
+	}
+	return benchmarkBoard(g, &res)
 }
 
 // partialBoard is a running benchmark's runs so far and its setup.

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"sort"
 
+	"gonum.org/v1/gonum/stat/distuv"
+
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
@@ -26,6 +28,9 @@ type Row struct {
 	// CILow and CIHigh bound a 95 % bootstrap interval of the mean.
 	CILow  float64 `json:"ci95_low"`
 	CIHigh float64 `json:"ci95_high"`
+	// MDD is the smallest difference from another agent these seeds
+	// detect (80 % power, α = 0.05, unpaired): MDD(Std, Scored).
+	MDD float64 `json:"-"`
 	// Cost is what the group's runs consumed.
 	Cost Total `json:"cost"`
 	// GapClosed is the mean's share of its task's anchor gap, in percent
@@ -70,8 +75,9 @@ func Summarise(results []Run) []Row {
 		if row.Scored > 0 {
 			row.SEM = row.Std / math.Sqrt(float64(row.Scored))
 			row.CILow, row.CIHigh = BootstrapCI(xs, 2000, 0.95, 42)
+			row.MDD = MDD(row.Std, row.Scored)
 		} else {
-			row.Min, row.Max, row.SEM, row.CILow, row.CIHigh = math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN()
+			row.Min, row.Max, row.SEM, row.CILow, row.CIHigh, row.MDD = math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN()
 		}
 		rows = append(rows, row)
 	}
@@ -126,17 +132,30 @@ func BootstrapCI(xs []float64, resamples int, level float64, seed uint64) (float
 }
 
 // Pair compares two agents on the runs they share (same task and seed,
-// both scored).
+// both scored): the paired difference A − B, its 95 % t interval and
+// two-sided p-value, Holm-corrected across the tasks the two agents share.
 type Pair struct {
 	Task     string  `json:"task"`
 	A        string  `json:"a"`
 	B        string  `json:"b"`
 	N        int     `json:"n"`
 	MeanDiff float64 `json:"mean_diff"` // A - B
+	SD       float64 `json:"sd"`        // of the differences
 	SEM      float64 `json:"sem"`
+	CILow    float64 `json:"ci95_low"`
+	CIHigh   float64 `json:"ci95_high"`
+	P        float64 `json:"p"`
+	PHolm    float64 `json:"p_holm"`
+	// MDD is the smallest difference these seeds detect with 80 % power at
+	// α = 0.05 (NaN under two seeds).
+	MDD float64 `json:"mdd"`
 }
 
-// Paired computes the paired difference for every pair of agents per task.
+// Significant tells whether the difference holds at α = 0.05 after Holm.
+func (p Pair) Significant() bool { return p.PHolm < 0.05 }
+
+// Paired computes the paired difference for every pair of agents per
+// task, with Holm's correction over each pair's tasks.
 func Paired(runs []Run) []Pair {
 	by := map[string]map[string]map[int64]float64{} // task -> agent -> seed -> score
 	for _, r := range runs {
@@ -152,17 +171,8 @@ func Paired(runs []Run) []Pair {
 		by[r.Task][r.Agent][r.Seed] = *r.Score
 	}
 	var out []Pair
-	tasks := make([]string, 0, len(by))
-	for t := range by {
-		tasks = append(tasks, t)
-	}
-	sort.Strings(tasks)
-	for _, t := range tasks {
-		agents := make([]string, 0, len(by[t]))
-		for a := range by[t] {
-			agents = append(agents, a)
-		}
-		sort.Strings(agents)
+	for _, t := range sortedKeys(by) {
+		agents := sortedKeys(by[t])
 		for i := range agents {
 			for j := i + 1; j < len(agents); j++ {
 				var d []float64
@@ -175,10 +185,88 @@ func Paired(runs []Run) []Pair {
 					continue
 				}
 				sort.Float64s(d)
-				m, s := MeanStd(d)
-				out = append(out, Pair{Task: t, A: agents[i], B: agents[j], N: len(d), MeanDiff: m, SEM: s / math.Sqrt(float64(len(d)))})
+				out = append(out, pairOf(t, agents[i], agents[j], d))
 			}
 		}
 	}
+	holm(out)
 	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// pairOf is the paired t statistics of the differences d.
+func pairOf(task, a, b string, d []float64) Pair {
+	n := len(d)
+	m, s := MeanStd(d)
+	p := Pair{Task: task, A: a, B: b, N: n, MeanDiff: m, SD: s, SEM: s / math.Sqrt(float64(n)),
+		CILow: math.NaN(), CIHigh: math.NaN(), P: math.NaN(), MDD: MDD(s, n)}
+	if n < 2 {
+		return p
+	}
+	if s == 0 { // every seed differs alike: no spread to test against
+		p.CILow, p.CIHigh, p.P = m, m, 1
+		if m != 0 {
+			p.P = 0
+		}
+		return p
+	}
+	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 1)}
+	half := t.Quantile(0.975) * p.SEM
+	p.CILow, p.CIHigh = m-half, m+half
+	p.P = 2 * t.Survival(math.Abs(m/p.SEM))
+	return p
+}
+
+// holm sets PHolm: Holm's step-down correction of the p-values of each
+// agent pair over the tasks it was compared on (the family a claim "A
+// beats B" rests on).
+func holm(ps []Pair) {
+	fam := map[[2]string][]int{}
+	for i, p := range ps {
+		k := [2]string{p.A, p.B}
+		fam[k] = append(fam[k], i)
+	}
+	for _, idx := range fam {
+		var tested []int
+		for _, i := range idx {
+			if math.IsNaN(ps[i].P) {
+				ps[i].PHolm = math.NaN()
+			} else {
+				tested = append(tested, i)
+			}
+		}
+		sort.SliceStable(tested, func(a, b int) bool { return ps[tested[a]].P < ps[tested[b]].P })
+		m, run := len(tested), 0.0
+		for k, i := range tested {
+			run = math.Max(run, math.Min(1, float64(m-k)*ps[i].P))
+			ps[i].PHolm = run
+		}
+	}
+}
+
+// PowerFactor is 2·(z₀.₉₇₅ + z₀.₈)², about 15.7: with it, n ≈
+// PowerFactor·σ²/δ² + 1 seeds detect a difference δ with 80 % power at
+// α = 0.05 (two-sided).
+var PowerFactor = 2 * math.Pow(distuv.UnitNormal.Quantile(0.975)+distuv.UnitNormal.Quantile(0.8), 2)
+
+// SeedsFor is the seeds needed to detect delta given the spread sigma.
+func SeedsFor(sigma, delta float64) int {
+	return int(math.Ceil(PowerFactor*sigma*sigma/(delta*delta))) + 1
+}
+
+// MDD is the minimum detectable difference at n seeds and spread sigma:
+// SeedsFor backwards (NaN under two seeds).
+func MDD(sigma float64, n int) float64 {
+	if n < 2 {
+		return math.NaN()
+	}
+	return math.Sqrt(PowerFactor * sigma * sigma / float64(n-1))
 }

@@ -20,11 +20,12 @@ func Write(w io.Writer, format, benchmarkID string, runs []Run, setup Setup) err
 	rows := withAnchors(Summarise(runs), setup.Anchors)
 	cost := CostOf(runs)
 	notes := append(append([]string{cost.Line()}, setup.lines()...), gapLines(rows, setup.Anchors)...)
+	notes = append(notes, Statement)
 	switch format {
 	case "table":
 		WriteTable(w, rows)
 		for _, p := range Paired(runs) {
-			fmt.Fprintf(w, "paired %s: %s − %s = %+.4f ± %.4f (SEM, n=%d)\n", p.Task, p.A, p.B, p.MeanDiff, p.SEM, p.N)
+			fmt.Fprintln(w, "paired "+PairLine(p))
 		}
 		for _, l := range notes {
 			fmt.Fprintln(w, l)
@@ -33,6 +34,9 @@ func Write(w io.Writer, format, benchmarkID string, runs []Run, setup Setup) err
 	case "md":
 		WriteMarkdown(w, rows)
 		fmt.Fprintln(w)
+		for _, p := range Paired(runs) {
+			fmt.Fprintf(w, "- paired %s\n", PairLine(p))
+		}
 		for _, l := range notes {
 			fmt.Fprintf(w, "- %s\n", l)
 		}
@@ -44,8 +48,8 @@ func Write(w io.Writer, format, benchmarkID string, runs []Run, setup Setup) err
 	case "json":
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"benchmark_id": benchmarkID, "rows": jsonRows(rows), "paired": Paired(runs), "runs": runs, "setup": setup, "cost": cost,
-			"gap_closed_means": GapMeans(rows)})
+		return enc.Encode(map[string]any{"benchmark_id": benchmarkID, "rows": jsonRows(rows), "paired": jsonPairs(Paired(runs)), "runs": runs, "setup": setup, "cost": cost,
+			"gap_closed_means": GapMeans(rows), "tasks": "fixed", "statement": Statement})
 	}
 	return fmt.Errorf("format %q is not one of %s", format, strings.Join(Formats, ", "))
 }
@@ -58,6 +62,9 @@ func jsonRows(rows []Row) []map[string]any {
 		m := map[string]any{"task": r.Task, "agent": r.Agent, "runs": r.Runs, "scored": r.Scored, "invalid": r.Invalid, "disqualified": r.Disqualified, "retried": r.Retried, "cost": r.Cost}
 		if r.Scored > 0 {
 			m["mean"], m["std"], m["sem"], m["ci95"], m["min"], m["max"] = r.Mean, r.Std, r.SEM, []float64{r.CILow, r.CIHigh}, r.Min, r.Max
+			if !math.IsNaN(r.MDD) {
+				m["mdd"] = r.MDD
+			}
 		}
 		if r.Baseline != nil {
 			m["baseline"], m["top"], m["near_zero_gap"] = *r.Baseline, *r.Top, r.NearZeroGap
@@ -72,11 +79,11 @@ func jsonRows(rows []Row) []map[string]any {
 
 // WriteMarkdown prints rows as a Markdown table.
 func WriteMarkdown(w io.Writer, rows []Row) {
-	fmt.Fprintln(w, "| task | agent | runs | scored | invalid (disqualified) / retried | mean | gap closed % | std | SEM | 95% CI (bootstrap) | min | max | GPU h used / billed |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+	fmt.Fprintln(w, "| task | agent | runs | scored | invalid (disqualified) / retried | mean | gap closed % | std | SEM | 95% CI (bootstrap) | min | max | GPU h used / billed | MDD (80 %) |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
 	for _, r := range rows {
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %d (%d) / %d | %s | %s | %s | %s | %s | %s | %s | %s / %s |\n", r.Task, r.Agent, r.Runs, r.Scored, r.Invalid, r.Disqualified, r.Retried,
-			num(r.Mean), gapCell(r), num(r.Std), num(r.SEM), ci(r), num(r.Min), num(r.Max), num(r.Cost.GPUHours), num(r.Cost.BilledGPUHours))
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %d (%d) / %d | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s |\n", r.Task, r.Agent, r.Runs, r.Scored, r.Invalid, r.Disqualified, r.Retried,
+			num(r.Mean), gapCell(r), num(r.Std), num(r.SEM), ci(r), num(r.Min), num(r.Max), num(r.Cost.GPUHours), num(r.Cost.BilledGPUHours), num(r.MDD))
 	}
 }
 
@@ -84,13 +91,13 @@ func WriteMarkdown(w io.Writer, rows []Row) {
 func WriteCSV(w io.Writer, rows []Row) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"task", "agent", "runs", "scored", "invalid", "disqualified", "mean", "gap_closed_pct", "baseline", "top", "std", "sem", "ci95_low", "ci95_high", "min", "max", "retried",
-		"agent_hours", "gpu_hours", "billed_gpu_hours", "wasted_gpu_hours", "infra_wait_hours", "llm_calls", "llm_tokens", "llm_usd", "reported_llm_usd"})
+		"agent_hours", "gpu_hours", "billed_gpu_hours", "wasted_gpu_hours", "infra_wait_hours", "llm_calls", "llm_tokens", "llm_usd", "reported_llm_usd", "mdd"})
 	for _, r := range rows {
 		c := r.Cost
 		_ = cw.Write([]string{r.Task, r.Agent, strconv.Itoa(r.Runs), strconv.Itoa(r.Scored), strconv.Itoa(r.Invalid), strconv.Itoa(r.Disqualified),
 			num(r.Mean), num(r.GapClosed), optNum(r.Baseline), optNum(r.Top), num(r.Std), num(r.SEM), num(r.CILow), num(r.CIHigh), num(r.Min), num(r.Max), strconv.Itoa(r.Retried),
 			num(c.AgentHours), num(c.GPUHours), num(c.BilledGPUHours), num(c.WastedGPUHours), num(c.InfraWaitHours),
-			strconv.FormatInt(c.LLMCalls, 10), strconv.FormatInt(c.LLMTokens, 10), strconv.FormatFloat(c.LLMUSD, 'f', 4, 64), strconv.FormatFloat(c.ReportedUSD, 'f', 4, 64)})
+			strconv.FormatInt(c.LLMCalls, 10), strconv.FormatInt(c.LLMTokens, 10), strconv.FormatFloat(c.LLMUSD, 'f', 4, 64), strconv.FormatFloat(c.ReportedUSD, 'f', 4, 64), num(r.MDD)})
 	}
 	cw.Flush()
 	return cw.Error()
@@ -131,13 +138,45 @@ func gapCell(r Row) string {
 
 // WriteTable prints rows as an aligned text table.
 func WriteTable(w io.Writer, rows []Row) {
-	fmt.Fprintf(w, "%-28s %-10s %4s %6s %19s  %-17s %-12s %-7s %s\n", "task", "agent", "runs", "scored", "invalid (dq)/retried", "mean ± std", "gap closed %", "SEM", "95% CI (bootstrap)")
-	fmt.Fprintln(w, strings.Repeat("-", 125))
+	fmt.Fprintf(w, "%-28s %-10s %4s %6s %19s  %-17s %-12s %-7s %-18s %s\n", "task", "agent", "runs", "scored", "invalid (dq)/retried", "mean ± std", "gap closed %", "SEM", "95% CI (bootstrap)", "MDD (80 %)")
+	fmt.Fprintln(w, strings.Repeat("-", 136))
 	for _, r := range rows {
 		ms := "—"
 		if r.Scored > 0 {
 			ms = fmt.Sprintf("%.4f ± %.4f", r.Mean, r.Std)
 		}
-		fmt.Fprintf(w, "%-28s %-10s %4d %6d %19s  %-17s %-12s %-7s %s\n", r.Task, r.Agent, r.Runs, r.Scored, fmt.Sprintf("%d (%d) / %d", r.Invalid, r.Disqualified, r.Retried), ms, gapCell(r), num(r.SEM), ci(r))
+		fmt.Fprintf(w, "%-28s %-10s %4d %6d %19s  %-17s %-12s %-7s %-18s %s\n", r.Task, r.Agent, r.Runs, r.Scored, fmt.Sprintf("%d (%d) / %d", r.Invalid, r.Disqualified, r.Retried), ms, gapCell(r), num(r.SEM), ci(r), num(r.MDD))
 	}
+}
+
+// Statement is the question the leaderboard's statistics answer.
+const Statement = "Tasks are treated as fixed: each interval and test is over seeds within its task (runs with a score only), " +
+	"paired differences over the seeds both agents ran, Holm-corrected across the tasks an agent pair shares; " +
+	"nothing here generalises to tasks outside this benchmark. MDD: the smallest difference the seeds detect with 80 % power at α = 0.05 " +
+	"(n ≈ 15.7·σ²/δ² + 1; `starter plan` turns it around)."
+
+// PairLine renders a paired comparison on one line.
+func PairLine(p Pair) string {
+	if p.N < 2 {
+		return fmt.Sprintf("%s: %s − %s = %+.4f (n=%d: too few shared seeds to test)", p.Task, p.A, p.B, p.MeanDiff, p.N)
+	}
+	verdict := "not significant"
+	if p.Significant() {
+		verdict = "significant"
+	}
+	return fmt.Sprintf("%s: %s − %s = %+.4f, 95%% CI [%+.4f, %+.4f], p = %.3g, Holm p = %.3g: %s (n=%d shared seeds, MDD %.4f)",
+		p.Task, p.A, p.B, p.MeanDiff, p.CILow, p.CIHigh, p.P, p.PHolm, verdict, p.N, p.MDD)
+}
+
+// jsonPairs leaves out what is NaN (too few seeds to test).
+func jsonPairs(ps []Pair) []map[string]any {
+	out := make([]map[string]any, 0, len(ps))
+	for _, p := range ps {
+		m := map[string]any{"task": p.Task, "a": p.A, "b": p.B, "n": p.N, "mean_diff": p.MeanDiff}
+		if p.N >= 2 {
+			m["sd"], m["sem"], m["ci95"], m["p"], m["p_holm"], m["mdd"], m["significant"] = p.SD, p.SEM, []float64{p.CILow, p.CIHigh}, p.P, p.PHolm, p.MDD, p.Significant()
+		}
+		out = append(out, m)
+	}
+	return out
 }

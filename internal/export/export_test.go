@@ -1,0 +1,119 @@
+package export
+
+import (
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/mlrb/mlrb/internal/llm"
+	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/transcript"
+)
+
+func sample() (*runs.Result, []transcript.Call) {
+	s, b := 0.8, 0.7
+	at := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	r := &runs.Result{RunID: "b/ref/t/s1", Task: "t", Agent: "ref", Seed: 1, Outcome: runs.OutcomeScored, Score: &s, Attempts: 2,
+		Metrics:       map[string]float64{"acc": 0.8, "constraints/params": 1e6},
+		AttemptLog:    []runs.AttemptRecord{{N: 1, End: "lost", LeasedAt: at}, {N: 2, End: "exited", FromS: 10, ToS: 30}},
+		CheckpointLog: []runs.CheckpointInfo{{Seq: 1, At: at, AgentS: 10, Bytes: 100}, {Seq: 2, AgentS: 30, Final: true}},
+		Curve:         []runs.Mark{{AtS: 5, NoModel: "no checkpoint yet", Split: "dev"}, {AtS: 15, Seq: 1, AgentS: 10, Score: &b, Best: &b, Split: "dev", Tries: 1}},
+		Cost:          runs.Cost{LLM: &llm.Ledger{Usage: llm.Usage{Calls: 1, USD: 0.5}}},
+	}
+	calls := []transcript.Call{{Seq: 1, Attempt: 2, Kind: transcript.KindLLM, Model: "gpt-4o", Status: 200, Start: at, Usage: llm.Usage{Tokens: llm.Tokens{Input: 10, Output: 5}, USD: 0.5}}}
+	return r, calls
+}
+
+// TestParquetRoundTrip: the tables read back with parquet-go hold the
+// rows written, a missing score as null, not 0.
+func TestParquetRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Open(dir, "parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, calls := sample()
+	if err := w.Result("b", r); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Calls(r.RunID, calls); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := parquet.ReadFile[Run](filepath.Join(dir, "runs.parquet"))
+	if err != nil || len(rs) != 1 || *rs[0].Score != 0.8 || rs[0].Attempts != 2 || rs[0].LLMUSD != 0.5 || rs[0].BenchmarkID != "b" {
+		t.Fatalf("runs %+v, %v", rs, err)
+	}
+	ms, err := parquet.ReadFile[Mark](filepath.Join(dir, "marks.parquet"))
+	if err != nil || len(ms) != 2 || ms[0].Score != nil || ms[0].NoModel == "" || *ms[1].Best != 0.7 {
+		t.Fatalf("marks %+v, %v", ms, err)
+	}
+	cs, err := parquet.ReadFile[Call](filepath.Join(dir, "calls.parquet"))
+	if err != nil || len(cs) != 1 || cs[0].Model != "gpt-4o" || cs[0].InputTokens != 10 || !cs[0].Start.Equal(calls[0].Start) {
+		t.Fatalf("calls %+v, %v", cs, err)
+	}
+	as, _ := parquet.ReadFile[Attempt](filepath.Join(dir, "attempts.parquet"))
+	ss, _ := parquet.ReadFile[Score](filepath.Join(dir, "scores.parquet"))
+	cks, _ := parquet.ReadFile[Checkpoint](filepath.Join(dir, "checkpoints.parquet"))
+	if len(as) != 2 || len(ss) != 2 || ss[0].Metric != "acc" || len(cks) != 2 || !cks[1].Final {
+		t.Fatalf("attempts %+v, scores %+v, checkpoints %+v", as, ss, cks)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "schema.json")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCSV: a header of the schema's columns, an empty cell for a
+// missing score.
+func TestCSV(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Open(dir, "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := sample()
+	if err := w.Result("b", r); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(dir, "marks.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(rows) != 3 {
+		t.Fatalf("rows %v, %v", rows, err)
+	}
+	if strings.Join(rows[0][:5], ",") != "run_id,task,agent,seed,mark_s" || rows[1][7] != "" || rows[2][7] != "0.7" {
+		t.Fatalf("marks.csv %v", rows)
+	}
+}
+
+// TestSchemaDocumented: every column of every table is in the README's
+// table of the export schema, with its type.
+func TestSchemaDocumented(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tab := range Schema() {
+		for _, c := range tab.Columns {
+			if c.Doc == "" || c.Type == "" {
+				t.Errorf("%s.%s has no doc or type", tab.Name, c.Name)
+			}
+			if !strings.Contains(string(b), "| "+tab.Name+" | `"+c.Name+"` | "+c.Type+" |") {
+				t.Errorf("README documents no %s.%s (%s): run `go run ./starter export --schema`", tab.Name, c.Name, c.Type)
+			}
+		}
+	}
+}

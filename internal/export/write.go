@@ -1,0 +1,280 @@
+package export
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/transcript"
+)
+
+// Formats are the formats Open writes.
+var Formats = []string{"parquet", "csv"}
+
+// Writer writes an export's tables, one file each, row by row.
+type Writer struct {
+	dir         string
+	runs        *table[Run]
+	attempts    *table[Attempt]
+	checkpoints *table[Checkpoint]
+	marks       *table[Mark]
+	calls       *table[Call]
+	scores      *table[Score]
+}
+
+// Open creates dir and a file per table in format.
+func Open(dir, format string) (*Writer, error) {
+	if !slices.Contains(Formats, format) {
+		return nil, fmt.Errorf("format %q is not one of %s", format, strings.Join(Formats, ", "))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	w := &Writer{dir: dir}
+	var err error
+	open := func(name string) string { return filepath.Join(dir, name+"."+format) }
+	if w.runs, err = newTable[Run](open("runs"), format); err == nil {
+		if w.attempts, err = newTable[Attempt](open("attempts"), format); err == nil {
+			if w.checkpoints, err = newTable[Checkpoint](open("checkpoints"), format); err == nil {
+				if w.marks, err = newTable[Mark](open("marks"), format); err == nil {
+					if w.calls, err = newTable[Call](open("calls"), format); err == nil {
+						w.scores, err = newTable[Score](open("scores"), format)
+					}
+				}
+			}
+		}
+	}
+	if err != nil {
+		_ = w.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// Result writes a run's rows: the run, its attempts, checkpoints, marks
+// and scores.
+func (w *Writer) Result(benchmarkID string, r *runs.Result) error {
+	run := Run{BenchmarkID: benchmarkID, RunID: r.RunID, Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: string(r.Outcome), Score: r.Score,
+		Reason: r.Reason, Attempts: int64(r.Attempts), Checkpoints: int64(r.Checkpoints), EvalTries: int64(r.EvalTries), TimeLimitS: r.TimeLimitS,
+		GrantedS: r.Budget.GrantedS(), AgentS: r.Budget.UsedS, LostS: r.Budget.LostS, InfraWaitS: r.Budget.InfraWaitS,
+		GPUHours: r.Cost.GPUHours, BilledGPUH: r.Cost.BilledGPUHours, Hardware: r.Hardware, SpecHash: r.SpecHash, AgentImage: r.AgentImage, EvalImage: r.EvaluatorImage}
+	if l := r.Cost.LLM; l != nil {
+		run.LLMCalls, run.LLMTokens, run.LLMUSD = l.Calls, l.Tokens.Total(), l.USD
+	}
+	if p := r.Cost.LLMPrices; p != nil {
+		run.LLMPrices = p.Date + " " + p.SHA256
+	}
+	if err := w.runs.write(run); err != nil {
+		return err
+	}
+	for _, a := range r.AttemptLog {
+		if err := w.attempts.write(Attempt{RunID: r.RunID, N: int64(a.N), Host: a.Host, LeaseWaitS: a.LeaseWaitS, LeasedAt: a.LeasedAt.UTC(), EndedAt: a.EndedAt.UTC(),
+			FromS: a.FromS, ToS: a.ToS, LostS: a.LostS, End: a.End, Detail: a.Detail}); err != nil {
+			return err
+		}
+	}
+	for _, c := range r.CheckpointLog {
+		if err := w.checkpoints.write(Checkpoint{RunID: r.RunID, Seq: int64(c.Seq), Attempt: int64(c.Attempt), At: c.At.UTC(), AgentS: c.AgentS,
+			Files: int64(c.Files), Bytes: c.Bytes, NewBytes: c.NewBytes, Final: c.Final}); err != nil {
+			return err
+		}
+	}
+	for _, m := range r.Curve {
+		if err := w.marks.write(Mark{RunID: r.RunID, Task: r.Task, Agent: r.Agent, Seed: r.Seed, AtS: m.AtS, Seq: int64(m.Seq), AgentS: m.AgentS,
+			Score: m.Score, Best: m.Best, NoModel: m.NoModel, Error: m.Error, Split: m.Split, Tries: int64(m.Tries)}); err != nil {
+			return err
+		}
+	}
+	metrics := make([]string, 0, len(r.Metrics))
+	for k := range r.Metrics {
+		metrics = append(metrics, k)
+	}
+	sort.Strings(metrics)
+	for _, k := range metrics {
+		if err := w.scores.write(Score{RunID: r.RunID, Task: r.Task, Agent: r.Agent, Seed: r.Seed, Metric: k, Value: r.Metrics[k]}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Calls writes a run's recorded calls and connections.
+func (w *Writer) Calls(runID string, calls []transcript.Call) error {
+	for _, c := range calls {
+		t := c.Usage.Tokens
+		if err := w.calls.write(Call{RunID: runID, Attempt: int64(c.Attempt), Seq: int64(c.Seq), Kind: string(c.Kind), Start: c.Start.UTC(),
+			LatencyMS: c.LatencyMS, FirstByteMS: c.FirstByteMS, API: string(c.API), Model: c.Model, Status: int64(c.Status), Error: c.Error,
+			InputTokens: t.Input, CacheRead: t.CacheRead, CacheWrite: t.CacheWrite, OutputTokens: t.Output, USD: c.Usage.USD,
+			Host: c.Host, Sent: c.Sent, Received: c.Received}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close ends every table and writes schema.json beside them.
+func (w *Writer) Close() error {
+	var errs []error
+	for _, t := range []interface{ close() error }{w.runs, w.attempts, w.checkpoints, w.marks, w.calls, w.scores} {
+		if t != nil && !reflect.ValueOf(t).IsNil() {
+			errs = append(errs, t.close())
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(map[string]any{"version": SchemaVersion, "tables": Schema()}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(w.dir, "schema.json"), b, 0o644)
+}
+
+// table is one file: a Parquet writer, or CSV with a header row.
+type table[T any] struct {
+	f   *os.File
+	pq  *parquet.GenericWriter[T]
+	csv *csv.Writer
+	buf []T
+}
+
+func newTable[T any](path, format string) (*table[T], error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	t := &table[T]{f: f}
+	if format == "parquet" {
+		t.pq = parquet.NewGenericWriter[T](f, parquet.Compression(&parquet.Zstd))
+		return t, nil
+	}
+	t.csv = csv.NewWriter(f)
+	var cols []string
+	for _, c := range columns(reflect.TypeFor[T]()) {
+		cols = append(cols, c.Name)
+	}
+	return t, t.csv.Write(cols)
+}
+
+// rowsPerWrite batches Parquet rows: one call per row would be slow.
+const rowsPerWrite = 4096
+
+func (t *table[T]) write(row T) error {
+	if t.csv != nil {
+		return t.csv.Write(csvRow(reflect.ValueOf(row)))
+	}
+	t.buf = append(t.buf, row)
+	if len(t.buf) >= rowsPerWrite {
+		return t.flush()
+	}
+	return nil
+}
+
+func (t *table[T]) flush() error {
+	if len(t.buf) == 0 {
+		return nil
+	}
+	_, err := t.pq.Write(t.buf)
+	t.buf = t.buf[:0]
+	if err != nil {
+		return fmt.Errorf("export %s: %w", t.f.Name(), err)
+	}
+	return nil
+}
+
+func (t *table[T]) close() error {
+	var err error
+	if t.csv != nil {
+		t.csv.Flush()
+		err = t.csv.Error()
+	} else {
+		err = errors.Join(t.flush(), t.pq.Close())
+	}
+	return errors.Join(err, t.f.Close())
+}
+
+func csvRow(v reflect.Value) []string {
+	out := make([]string, v.NumField())
+	for i := range out {
+		out[i] = cell(v.Field(i))
+	}
+	return out
+}
+
+// cell renders a value for CSV: RFC 3339 times, shortest floats, an
+// empty cell for a missing optional value.
+func cell(f reflect.Value) string {
+	switch x := f.Interface().(type) {
+	case time.Time:
+		if x.IsZero() {
+			return ""
+		}
+		return x.UTC().Format(time.RFC3339Nano)
+	case *float64:
+		if x == nil {
+			return ""
+		}
+		return strconv.FormatFloat(*x, 'g', -1, 64)
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case bool:
+		return strconv.FormatBool(x)
+	case string:
+		return x
+	}
+	panic(fmt.Sprintf("export: no CSV form for %s", f.Type()))
+}
+
+// Column is one column of a table's schema.
+type Column struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	Doc  string `json:"doc"`
+}
+
+// TableSchema is one table's.
+type TableSchema struct {
+	Name    string   `json:"name"`
+	Doc     string   `json:"doc"`
+	Columns []Column `json:"columns"`
+}
+
+// Schema is the export's tables and columns, from the row types.
+func Schema() []TableSchema {
+	return []TableSchema{
+		{"runs", "one row per run", columns(reflect.TypeFor[Run]())},
+		{"attempts", "one row per agent attempt", columns(reflect.TypeFor[Attempt]())},
+		{"checkpoints", "one row per committed checkpoint", columns(reflect.TypeFor[Checkpoint]())},
+		{"marks", "one row per point of a run's score over time", columns(reflect.TypeFor[Mark]())},
+		{"calls", "one row per LLM call or connection the gateway recorded", columns(reflect.TypeFor[Call]())},
+		{"scores", "one row per metric of a run's final evaluation", columns(reflect.TypeFor[Score]())},
+	}
+}
+
+func columns(t reflect.Type) []Column {
+	out := make([]Column, t.NumField())
+	for i := range out {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("parquet"), ",")
+		typ := map[string]string{"string": "string", "int64": "int64", "float64": "double", "bool": "boolean", "*float64": "double", "time.Time": "timestamp (UTC)"}[f.Type.String()]
+		if strings.Contains(opts, "optional") {
+			typ += ", optional"
+		}
+		out[i] = Column{Name: name, Type: typ, Doc: f.Tag.Get("doc")}
+	}
+	return out
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/export"
+	"github.com/mlrb/mlrb/internal/transcript"
+)
+
+// exportOptions are `starter export`'s flags.
+type exportOptions struct {
+	format, out string
+	schema      bool
+}
+
+func (o *exportOptions) AddFlags(f *pflag.FlagSet) {
+	f.StringVar(&o.format, "format", "parquet", "parquet or csv: one file per table")
+	f.StringVarP(&o.out, "output", "o", "", "directory to write the tables to")
+	f.BoolVar(&o.schema, "schema", false, "print the tables' schema (Markdown) and exit")
+}
+
+func (o exportOptions) check(args []string) error {
+	switch {
+	case o.schema:
+		return nil
+	case len(args) != 1:
+		return cli.Usagef("give one BENCH_ID")
+	case o.out == "":
+		return cli.Usagef("-o: give the directory to write the tables to")
+	}
+	if !slices.Contains(export.Formats, o.format) {
+		return cli.Usagef("--format: %q is not one of %s", o.format, strings.Join(export.Formats, ", "))
+	}
+	return nil
+}
+
+func exportCmd() *cobra.Command {
+	var o exportOptions
+	cmd := &cobra.Command{
+		Use:     "export BENCH_ID --format parquet|csv -o DIR",
+		Short:   "write a benchmark's runs, attempts, checkpoints, curve marks, LLM calls and scores as tables for notebooks",
+		Args:    cobra.MaximumNArgs(1),
+		PreRunE: func(_ *cobra.Command, args []string) error { return o.check(args) },
+		RunE: run(func(g *globals, args []string) error {
+			if o.schema {
+				writeSchema(g.out)
+				return nil
+			}
+			return runExport(g, o, args[0])
+		}),
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+// runExport writes a benchmark's tables: each run's result, then its
+// calls read from its transcript run by run, so that memory holds one
+// run's calls at a time.
+func runExport(g *globals, o exportOptions, id string) error {
+	rs, _, err := loadBoard(g, id)
+	if err != nil {
+		return err
+	}
+	store, err := g.store()
+	if err != nil {
+		return err
+	}
+	w, err := export.Open(o.out, o.format)
+	if err != nil {
+		return err
+	}
+	calls := 0
+	for i := range rs {
+		if err := w.Result(id, &rs[i]); err != nil {
+			_ = w.Close()
+			return err
+		}
+		cs, err := transcript.List(g.ctx, store, rs[i].RunID, 0)
+		if err != nil {
+			_ = w.Close()
+			return fmt.Errorf("calls of %s: %w", rs[i].RunID, err)
+		}
+		if err := w.Calls(rs[i].RunID, cs); err != nil {
+			_ = w.Close()
+			return err
+		}
+		calls += len(cs)
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(g.out, "exported %d runs and %d calls of %s to %s (%s; schema.json beside)\n", len(rs), calls, id, o.out, o.format)
+	return nil
+}
+
+// writeSchema prints the export's tables as the README documents them.
+func writeSchema(w io.Writer) {
+	fmt.Fprintf(w, "Schema version %d.\n\n| table | column | type | meaning |\n|---|---|---|---|\n", export.SchemaVersion)
+	for _, t := range export.Schema() {
+		for _, c := range t.Columns {
+			fmt.Fprintf(w, "| %s | `%s` | %s | %s |\n", t.Name, c.Name, c.Type, c.Doc)
+		}
+	}
+}

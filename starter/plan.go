@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/leaderboard"
+	"github.com/mlrb/mlrb/workflows"
+)
+
+// planOptions are `starter plan`'s flags.
+type planOptions struct {
+	delta, sigma float64
+	from         string
+	json         bool
+}
+
+func (o *planOptions) AddFlags(f *pflag.FlagSet) {
+	f.Float64Var(&o.delta, "delta", 0, "the difference in score to detect (e.g. 0.05)")
+	f.StringVar(&o.from, "from", "", "benchmark whose runs give each task's σ (the paired σ of differences where agents share seeds)")
+	f.Float64Var(&o.sigma, "sigma", 0, "without --from: the σ of a task's scores to assume for every task")
+	f.BoolVar(&o.json, "json", false, "print JSON")
+}
+
+func (o planOptions) check() error {
+	switch {
+	case !(o.delta > 0) || math.IsInf(o.delta, 0):
+		return cli.Usagef("--delta: give the difference to detect, a positive number such as 0.05")
+	case o.from == "" && !(o.sigma > 0):
+		return cli.Usagef("give --from BENCH_ID (its runs give each task's σ) or --sigma S")
+	case o.from != "" && o.sigma != 0:
+		return cli.Usagef("--sigma: give it or --from, not both")
+	}
+	return nil
+}
+
+func planCmd() *cobra.Command {
+	var o planOptions
+	cmd := &cobra.Command{
+		Use:     "plan --delta D [--from BENCH_ID | --sigma S]",
+		Short:   "seeds per task to detect a difference δ with 80 % power at α = 0.05 (n ≈ 15.7·σ²/δ² + 1)",
+		Args:    cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error { return o.check() },
+		RunE:    run(func(g *globals, _ []string) error { return runPlan(g, o) }),
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+func runPlan(g *globals, o planOptions) error {
+	var plan []leaderboard.PlanRow
+	if o.from == "" {
+		plan = []leaderboard.PlanRow{{Task: "every task", Sigma: o.sigma, Source: "--sigma", Need: leaderboard.SeedsFor(o.sigma, o.delta)}}
+	} else {
+		rs, _, err := loadBoard(g, o.from)
+		if err != nil {
+			return err
+		}
+		plan = leaderboard.Plan(workflows.LeaderboardRuns(rs), o.delta)
+	}
+	if o.json {
+		return printJSON(g.out, map[string]any{"delta": o.delta, "alpha": 0.05, "power": 0.8, "factor": leaderboard.PowerFactor, "tasks": plan})
+	}
+	fmt.Fprintf(g.out, "seeds per agent to detect δ = %g with 80 %% power at α = 0.05 (n ≈ %.1f·σ²/δ² + 1)\n", o.delta, leaderboard.PowerFactor)
+	fmt.Fprintf(g.out, "%-28s %8s %6s %10s %7s  %s\n", "task", "σ", "seeds", "MDD now", "needed", "σ from")
+	for _, r := range plan {
+		need, mdd, sigma := "?", "", ""
+		if r.Need > 0 {
+			need, sigma = fmt.Sprint(r.Need), fmt.Sprintf("%.4f", r.Sigma)
+		}
+		if r.Seeds >= 2 {
+			mdd = fmt.Sprintf("%.4f", r.MDD)
+		}
+		fmt.Fprintf(g.out, "%-28s %8s %6d %10s %7s  %s\n", r.Task, sigma, r.Seeds, mdd, need, r.Source)
+	}
+	return nil
+}
