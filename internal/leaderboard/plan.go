@@ -56,4 +56,3 @@ func Plan(runs []Run, delta float64) []PlanRow {
 	sort.Slice(out, func(i, j int) bool { return out[i].Task < out[j].Task })
 	return out
 }
-
