@@ -33,8 +33,8 @@ func (a Anchor) GapClosed(score float64) (pct float64, near bool) {
 	return 100 * (score - a.Baseline) / gap, near
 }
 
-// withAnchors sets each row's gap closed from its task's anchors.
-func withAnchors(rows []Row, anchors map[string]Anchor) []Row {
+// WithAnchors sets each row's gap closed from its task's anchors.
+func WithAnchors(rows []Row, anchors map[string]Anchor) []Row {
 	for i := range rows {
 		rows[i].GapClosed = math.NaN()
 		a, ok := anchors[rows[i].Task]

@@ -17,7 +17,7 @@ var Formats = []string{"table", "md", "csv", "json", "svg"}
 // The aggregate activity stores it and `starter results` prints it, so
 // both always show the same thing.
 func Write(w io.Writer, format, benchmarkID string, runs []Run, setup Setup) error {
-	rows := withAnchors(Summarise(runs), setup.Anchors)
+	rows := WithAnchors(Summarise(runs), setup.Anchors)
 	cost := CostOf(runs)
 	notes := append(append([]string{cost.Line()}, setup.lines()...), gapLines(rows, setup.Anchors)...)
 	notes = append(notes, Statement)

@@ -1,0 +1,360 @@
+// Package report writes a benchmark's (or a run's) report as static
+// files that open from disk with no server: the leaderboard with its
+// intervals and gap closed, score-over-time curves per task and agent,
+// and a page per run with its attempts on a timeline, its checkpoints,
+// log, cost and its LLM calls and connections. Calls are written in
+// pages loaded one at a time (a 24 h run's transcript is never loaded
+// whole) and searched page by page.
+package report
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/mlrb/mlrb/internal/blob"
+	"github.com/mlrb/mlrb/internal/leaderboard"
+	"github.com/mlrb/mlrb/internal/logstore"
+	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/transcript"
+	"github.com/mlrb/mlrb/workflows"
+)
+
+//go:embed templates/*.html
+var templates embed.FS
+
+var pages = template.Must(template.New("").Funcs(template.FuncMap{
+	"num": func(x float64) string {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return "—"
+		}
+		return fmt.Sprintf("%.4f", x)
+	},
+	"opt": func(x *float64) string {
+		if x == nil {
+			return "—"
+		}
+		return fmt.Sprintf("%.4f", *x)
+	},
+	"human": human,
+	"bytes": func(n int64) string {
+		switch {
+		case n >= 1<<30:
+			return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+		case n >= 1<<20:
+			return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+		}
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	},
+	"pair": leaderboard.PairLine,
+}).ParseFS(templates, "templates/*.html"))
+
+// CallsPerPage is how many calls a page of a run's calls holds.
+const CallsPerPage = 500
+
+// LogTail is how much of a run's log its page keeps (its end).
+const LogTail = 256 << 10
+
+// Input is what a report shows.
+type Input struct {
+	// Title names the benchmark, or the run of a one-run report.
+	Title   string
+	Results []runs.Result
+	Setup   leaderboard.Setup
+	// Store holds the runs' logs and transcripts.
+	Store blob.Store
+	// Bodies, if positive, keeps that many bytes of each call's request
+	// and response in its page (0: none; `starter calls` prints them).
+	Bodies int
+	// Progress, if set, hears of each run written.
+	Progress func(done, total int)
+}
+
+// Write writes the report under dir: index.html, leaderboard.svg and
+// runs/<key>.html with runs/<key>/calls-NNNN.js.
+func Write(ctx context.Context, dir string, in Input) error {
+	if err := os.MkdirAll(filepath.Join(dir, "runs"), 0o755); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	lb := workflows.LeaderboardRuns(in.Results)
+	var svg bytes.Buffer
+	if err := leaderboard.Write(&svg, "svg", in.Title, lb, in.Setup); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "leaderboard.svg"), svg.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	idx := indexPage{Title: in.Title, Statement: leaderboard.Statement, Rows: leaderboard.WithAnchors(leaderboard.Summarise(lb), in.Setup.Anchors),
+		Pairs: leaderboard.Paired(lb), Cost: leaderboard.CostOf(lb).Line()}
+	idx.Curves = curvesByTask(in.Results)
+	for i := range in.Results {
+		r := &in.Results[i]
+		idx.Runs = append(idx.Runs, runLink{Key: Key(r.RunID), Result: r})
+	}
+	if err := render(filepath.Join(dir, "index.html"), "index.html", idx); err != nil {
+		return err
+	}
+	for i := range in.Results {
+		if err := writeRun(ctx, dir, in, &in.Results[i]); err != nil {
+			return err
+		}
+		if in.Progress != nil {
+			in.Progress(i+1, len(in.Results))
+		}
+	}
+	return nil
+}
+
+// Key is a run's file name in a report: its id, made safe, and a short
+// hash that keeps two ids apart.
+func Key(runID string) string {
+	safe := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
+			return r
+		}
+		return '_'
+	}, runID)
+	h := sha256.Sum256([]byte(runID))
+	return safe + "-" + hex.EncodeToString(h[:3])
+}
+
+type indexPage struct {
+	Title     string
+	Statement string
+	Rows      []leaderboard.Row
+	Pairs     []leaderboard.Pair
+	Cost      string
+	Curves    []taskCurve
+	Runs      []runLink
+}
+
+type runLink struct {
+	Key    string
+	Result *runs.Result
+}
+
+type taskCurve struct {
+	Task string
+	SVG  template.HTML
+}
+
+// curvesByTask draws each task's curves: per agent, the mean best so far
+// over its runs, with each run's own line under it.
+func curvesByTask(rs []runs.Result) []taskCurve {
+	byTask := map[string]map[string][][]runs.Mark{}
+	for _, r := range rs {
+		if len(r.Curve) == 0 {
+			continue
+		}
+		if byTask[r.Task] == nil {
+			byTask[r.Task] = map[string][][]runs.Mark{}
+		}
+		byTask[r.Task][r.Agent] = append(byTask[r.Task][r.Agent], r.Curve)
+	}
+	var out []taskCurve
+	for _, task := range sortedKeys(byTask) {
+		var lines []series
+		for i, agent := range sortedKeys(byTask[task]) {
+			color := palette[i%len(palette)]
+			for _, c := range byTask[task][agent] {
+				lines = append(lines, series{name: agent, color: color, pts: curvePoints(c), thin: true})
+			}
+			lines = append(lines, series{name: agent, color: color, pts: meanCurve(byTask[task][agent])})
+		}
+		var b bytes.Buffer
+		curveSVG(&b, task+": best score so far over agent time (mean over runs; thin: each run)", lines)
+		out = append(out, taskCurve{Task: task, SVG: template.HTML(b.String())}) // #nosec: our own SVG, every text escaped
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+type runPage struct {
+	Key      string
+	R        *runs.Result
+	Curve    template.HTML
+	Timeline template.HTML
+	Log      string
+	LogNote  string
+	Calls    int
+	Pages    int
+	PerPage  int
+	CallsErr string
+}
+
+// writeRun writes a run's page and its pages of calls.
+func writeRun(ctx context.Context, dir string, in Input, r *runs.Result) error {
+	p := runPage{Key: Key(r.RunID), R: r, PerPage: CallsPerPage}
+	if len(r.Curve) > 0 {
+		var b bytes.Buffer
+		curveSVG(&b, "best score so far over agent time", []series{{name: r.Agent, color: palette[0], pts: curvePoints(r.Curve)}})
+		p.Curve = template.HTML(b.String())
+	}
+	var tl bytes.Buffer
+	timelineSVG(&tl, r)
+	p.Timeline = template.HTML(tl.String())
+	p.Log, p.LogNote = logTail(ctx, in.Store, r.RunID)
+	n, err := writeCalls(ctx, filepath.Join(dir, "runs", p.Key), in, r.RunID)
+	if err != nil {
+		p.CallsErr = err.Error()
+	}
+	p.Calls, p.Pages = n, (n+CallsPerPage-1)/CallsPerPage
+	return render(filepath.Join(dir, "runs", p.Key+".html"), "run.html", p)
+}
+
+// call is a call as its page holds it (short names: a page holds 500).
+type call struct {
+	A     int     `json:"a"`
+	S     int     `json:"s"`
+	K     string  `json:"k"`
+	T     string  `json:"t"`
+	API   string  `json:"api,omitempty"`
+	M     string  `json:"m,omitempty"`
+	H     string  `json:"h,omitempty"`
+	St    int     `json:"st,omitempty"`
+	E     string  `json:"e,omitempty"`
+	In    int64   `json:"in,omitempty"`
+	CR    int64   `json:"cr,omitempty"`
+	Out   int64   `json:"out,omitempty"`
+	USD   float64 `json:"usd,omitempty"`
+	MS    float64 `json:"ms"`
+	FB    float64 `json:"fb,omitempty"`
+	Sent  int64   `json:"tx,omitempty"`
+	Recv  int64   `json:"rx,omitempty"`
+	Req   string  `json:"req,omitempty"`
+	Resp  string  `json:"resp,omitempty"`
+	Bytes [2]int64 `json:"b"`
+}
+
+// writeCalls writes a run's calls in pages of CallsPerPage, reading its
+// transcript a page at a time, and returns how many there are.
+func writeCalls(ctx context.Context, dir string, in Input, runID string) (int, error) {
+	if in.Store == nil {
+		return 0, nil
+	}
+	keys, err := transcript.Keys(ctx, in.Store, runID, 0)
+	if err != nil || len(keys) == 0 {
+		return 0, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, fmt.Errorf("report: %w", err)
+	}
+	for page := 0; page*CallsPerPage < len(keys); page++ {
+		batch := keys[page*CallsPerPage : min(len(keys), (page+1)*CallsPerPage)]
+		cs, err := transcript.Read(ctx, in.Store, batch)
+		if err != nil {
+			return 0, err
+		}
+		rows := make([]call, len(cs))
+		for i, c := range cs {
+			t := c.Usage.Tokens
+			rows[i] = call{A: c.Attempt, S: c.Seq, K: string(c.Kind), T: c.Start.UTC().Format("2006-01-02 15:04:05.000"), API: string(c.API), M: c.Model, H: c.Host,
+				St: c.Status, E: c.Error, In: t.Input, CR: t.CacheRead, Out: t.Output, USD: c.Usage.USD, MS: c.LatencyMS, FB: c.FirstByteMS, Sent: c.Sent, Recv: c.Received}
+			rows[i].Req, rows[i].Bytes[0] = body(ctx, in, runID, c.Request)
+			rows[i].Resp, rows[i].Bytes[1] = body(ctx, in, runID, c.Response)
+		}
+		b, err := json.Marshal(rows)
+		if err != nil {
+			return 0, err
+		}
+		// A script, not JSON: pages opened from disk cannot fetch files.
+		js := fmt.Sprintf("mlrbCalls(%d,%s);\n", page+1, b)
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("calls-%04d.js", page+1)), []byte(js), 0o644); err != nil {
+			return 0, fmt.Errorf("report: %w", err)
+		}
+	}
+	return len(keys), nil
+}
+
+// body is the start of a call's body, when the report keeps bodies.
+func body(ctx context.Context, in Input, runID string, b *transcript.Body) (string, int64) {
+	if b == nil {
+		return "", 0
+	}
+	if in.Bodies <= 0 {
+		return "", b.Bytes
+	}
+	raw, err := transcript.ReadBody(ctx, in.Store, runID, b)
+	if err != nil {
+		return "(unreadable: " + err.Error() + ")", b.Bytes
+	}
+	if len(raw) > in.Bodies {
+		raw = raw[:in.Bodies]
+	}
+	return strings.ToValidUTF8(string(raw), "�"), b.Bytes
+}
+
+// logTail is the end of a run's log (every attempt's, in order).
+func logTail(ctx context.Context, store blob.Store, runID string) (string, string) {
+	if store == nil {
+		return "", "no store given"
+	}
+	atts, err := logstore.Attempts(ctx, store, runID)
+	if err != nil {
+		return "", "log unreadable: " + err.Error()
+	}
+	t := &tail{max: LogTail}
+	for _, a := range atts {
+		fmt.Fprintf(t, "── attempt %d ──\n", a)
+		if _, err := logstore.Copy(ctx, store, runID, a, 0, t); err != nil {
+			return t.String(), "log partly unreadable: " + err.Error()
+		}
+	}
+	note := ""
+	if t.cut {
+		note = fmt.Sprintf("the last %d KiB of the log; `starter logs %s` prints it whole", LogTail>>10, runID)
+	}
+	return t.String(), note
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	buf []byte
+	max int
+	cut bool
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 2*t.max {
+		t.buf, t.cut = append([]byte(nil), t.buf[len(t.buf)-t.max:]...), true
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	if len(t.buf) > t.max {
+		t.buf, t.cut = t.buf[len(t.buf)-t.max:], true
+	}
+	return strings.ToValidUTF8(string(t.buf), "�")
+}
+
+func render(path, name string, data any) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := pages.ExecuteTemplate(f, name, data); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("report %s: %w", name, err)
+	}
+	return f.Close()
+}

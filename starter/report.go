@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/leaderboard"
+	"github.com/mlrb/mlrb/internal/report"
+	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/workflows"
+)
+
+// reportOptions are `starter report`'s flags.
+type reportOptions struct {
+	out    string
+	bodies int
+}
+
+func (o *reportOptions) AddFlags(f *pflag.FlagSet) {
+	f.StringVarP(&o.out, "output", "o", "", "directory to write the report to (open its index.html)")
+	f.IntVar(&o.bodies, "bodies", 0, "keep this many bytes of each LLM call's request and response in the report (0: none; `starter calls` prints them whole)")
+}
+
+func (o reportOptions) check() error {
+	switch {
+	case o.out == "":
+		return cli.Usagef("-o: give the directory to write the report to")
+	case o.bodies < 0:
+		return cli.Usagef("--bodies: %d must be 0 or more", o.bodies)
+	}
+	return nil
+}
+
+func reportCmd() *cobra.Command {
+	var o reportOptions
+	cmd := &cobra.Command{
+		Use:     "report BENCH_ID|RUN_ID -o DIR",
+		Short:   "write a static report (opens from disk): leaderboard with intervals and gap closed, score-over-time curves, a page per run with its timeline, checkpoints, log and LLM calls",
+		Args:    cobra.ExactArgs(1),
+		PreRunE: func(*cobra.Command, []string) error { return o.check() },
+		RunE:    run(func(g *globals, args []string) error { return runReport(g, o, args[0]) }),
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+func runReport(g *globals, o reportOptions, id string) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	info, err := describe(g.ctx, c, id)
+	if err != nil {
+		return err
+	}
+	var rs []runs.Result
+	var setup leaderboard.Setup
+	if info.GetType().GetName() == workflows.RunWorkflowName {
+		if busy, _, _ := running(g.ctx, c, id); busy {
+			return cli.Usagef("run %s is still running: report it when it has ended (`starter result %s --wait`)", id, id)
+		}
+		var r runs.Result
+		if err := c.GetWorkflow(g.ctx, id, "").Get(g.ctx, &r); err != nil {
+			return fmt.Errorf("run %s: %w", id, err)
+		}
+		rs = []runs.Result{r}
+		if setup, err = withAnchors(g, setup, rs); err != nil {
+			return err
+		}
+	} else if rs, setup, err = loadBoard(g, id); err != nil {
+		return err
+	}
+	store, err := g.store()
+	if err != nil {
+		return err
+	}
+	in := report.Input{Title: id, Results: rs, Setup: setup, Store: store, Bodies: o.bodies,
+		Progress: func(done, total int) {
+			if done%50 == 0 || done == total {
+				fmt.Fprintf(g.errOut, "report: %d of %d runs\n", done, total)
+			}
+		}}
+	if err := report.Write(g.ctx, o.out, in); err != nil {
+		return err
+	}
+	fmt.Fprintf(g.out, "report of %s (%d runs): %s\n", id, len(rs), filepath.Join(o.out, "index.html"))
+	return nil
+}
