@@ -12,7 +12,7 @@ import (
 var corpus = []string{
 	"worker_killed.json", "server_killed.json", "handed_back.json", "fork.json", "extended_canceled.json",
 	"evaluation_retried.json", "run_continued.json", "benchmark_resumed.json",
-	"benchmark_continued_as_new.json", "benchmark_ended.json",
+	"benchmark_continued_as_new.json", "benchmark_ended.json", "curve_scored.json",
 }
 
 // TestReplayRecordedHistories replays histories recorded from real runs

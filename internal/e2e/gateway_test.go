@@ -13,6 +13,8 @@ import (
 
 	"github.com/mlrb/mlrb/internal/blob"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/llmfake"
 	"github.com/mlrb/mlrb/internal/runs"
@@ -114,7 +116,37 @@ func TestAgentCallsThroughTheGateway(t *testing.T) {
 		t.Errorf("leaderboard lacks %q:\n%s", want, board.String())
 	}
 
+	reportWalk(t, e, res.RunID)
 	noKeys(t, e, res.RunID, logs)
+}
+
+// reportWalk opens the run's report from disk in Chromium and goes from
+// the leaderboard to the run to one of its calls, then searches them.
+func reportWalk(t *testing.T, e *env, runID string) {
+	t.Helper()
+	rep := t.TempDir()
+	if out, errs, code := e.starter("report", runID, "-o", rep, "--bodies", "4096"); code != 0 {
+		t.Fatalf("report (exit %d): %s %s", code, out, errs)
+	}
+	bctx := browser(t)
+	act(t, bctx, "open the report", chromedp.Navigate("file://"+filepath.Join(rep, "index.html")))
+	act(t, bctx, "open the run", chromedp.Click(chromedp.CSS("a.run")))
+	act(t, bctx, "its calls", chromedp.WaitVisible(chromedp.CSS("#calls tbody tr a.call")))
+	if n := act(t, bctx, "count calls", chromedp.Evaluate[int](`document.querySelectorAll("#calls tbody tr").length`)); n != 5 {
+		t.Fatalf("the run page lists %d calls, want 5", n)
+	}
+	act(t, bctx, "open a call", chromedp.Click(chromedp.CSS(`#calls a.call[href="#call-1-1"]`)))
+	act(t, bctx, "the call", chromedp.WaitVisible(chromedp.CSS("#call")))
+	if d := act(t, bctx, "read the call", chromedp.Text(chromedp.CSS("#call"))); !strings.Contains(d, "Propose a baseline for e2e_llm") || !strings.Contains(d, "status 200") {
+		t.Fatalf("the call's detail: %.1000s", d)
+	}
+	shoot(t, bctx, "report-call.png", "")
+	act(t, bctx, "search", chromedp.SetValue(chromedp.CSS("#q"), "claude"))
+	act(t, bctx, "search", chromedp.Click(chromedp.CSS("#search")))
+	act(t, bctx, "search done", chromedp.Poll[bool](`document.getElementById("found").textContent.indexOf("matches") >= 0`))
+	if n := act(t, bctx, "count matches", chromedp.Evaluate[int](`document.querySelectorAll("#calls tbody tr").length`)); n < 1 || n >= 5 {
+		t.Fatalf("searching claude shows %d calls", n)
+	}
 }
 
 // noKeys looks for the provider keys everywhere a run leaves anything:

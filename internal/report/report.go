@@ -222,25 +222,25 @@ func writeRun(ctx context.Context, dir string, in Input, r *runs.Result) error {
 
 // call is a call as its page holds it (short names: a page holds 500).
 type call struct {
-	A     int     `json:"a"`
-	S     int     `json:"s"`
-	K     string  `json:"k"`
-	T     string  `json:"t"`
-	API   string  `json:"api,omitempty"`
-	M     string  `json:"m,omitempty"`
-	H     string  `json:"h,omitempty"`
-	St    int     `json:"st,omitempty"`
-	E     string  `json:"e,omitempty"`
-	In    int64   `json:"in,omitempty"`
-	CR    int64   `json:"cr,omitempty"`
-	Out   int64   `json:"out,omitempty"`
-	USD   float64 `json:"usd,omitempty"`
-	MS    float64 `json:"ms"`
-	FB    float64 `json:"fb,omitempty"`
-	Sent  int64   `json:"tx,omitempty"`
-	Recv  int64   `json:"rx,omitempty"`
-	Req   string  `json:"req,omitempty"`
-	Resp  string  `json:"resp,omitempty"`
+	A     int      `json:"a"`
+	S     int      `json:"s"`
+	K     string   `json:"k"`
+	T     string   `json:"t"`
+	API   string   `json:"api,omitempty"`
+	M     string   `json:"m,omitempty"`
+	H     string   `json:"h,omitempty"`
+	St    int      `json:"st,omitempty"`
+	E     string   `json:"e,omitempty"`
+	In    int64    `json:"in,omitempty"`
+	CR    int64    `json:"cr,omitempty"`
+	Out   int64    `json:"out,omitempty"`
+	USD   float64  `json:"usd,omitempty"`
+	MS    float64  `json:"ms"`
+	FB    float64  `json:"fb,omitempty"`
+	Sent  int64    `json:"tx,omitempty"`
+	Recv  int64    `json:"rx,omitempty"`
+	Req   string   `json:"req,omitempty"`
+	Resp  string   `json:"resp,omitempty"`
 	Bytes [2]int64 `json:"b"`
 }
 
