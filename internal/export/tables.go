@@ -95,7 +95,7 @@ type Call struct {
 	Start        time.Time `parquet:"start" doc:"when it started (UTC)"`
 	LatencyMS    float64   `parquet:"latency_ms" doc:"the whole call"`
 	FirstByteMS  float64   `parquet:"first_byte_ms" doc:"to the answer's first byte"`
-	API          string    `parquet:"api" doc:"openai-chat, openai-responses or anthropic-messages"`
+	API          string    `parquet:"api" doc:"openai.chat.completions, openai.responses or anthropic.messages"`
 	Model        string    `parquet:"model" doc:"model asked for"`
 	Status       int64     `parquet:"status" doc:"HTTP status returned to the agent"`
 	Error        string    `parquet:"error" doc:"why the gateway refused or failed it"`
