@@ -17,8 +17,6 @@ type MarksInput struct {
 	// Final is the checkpoint the run's final evaluation scored: no
 	// later one counts (a zombie's never does).
 	Final CheckpointRef
-	// Split is what the marks are scored on ("dev" or "test").
-	Split string
 	// SlackS is how long after a mark a checkpoint may be taken and still
 	// stand for it (the checkpoint interval: the one due at the mark may
 	// commit late); a mark with none at or before it, nor within the
@@ -41,14 +39,14 @@ func (a *Activities) PickMarks(ctx context.Context, in MarksInput) ([]runs.Mark,
 			own = append(own, m)
 		}
 	}
-	return nearest(own, in.Marks, in.Split, in.SlackS), nil
+	return nearest(own, in.Marks, in.SlackS), nil
 }
 
 // nearest is PickMarks' choice over own, in commit order.
-func nearest(own []*checkpoint.Manifest, marks []float64, split string, slack float64) []runs.Mark {
+func nearest(own []*checkpoint.Manifest, marks []float64, slack float64) []runs.Mark {
 	out := make([]runs.Mark, len(marks))
 	for i, at := range marks {
-		out[i] = runs.Mark{AtS: at, Split: split}
+		out[i] = runs.Mark{AtS: at}
 		best := math.Inf(1)
 		for _, m := range own {
 			if m.AgentSeconds > at+slack {

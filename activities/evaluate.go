@@ -21,7 +21,6 @@ import (
 	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/lmeval"
 	"github.com/mlrb/mlrb/internal/model"
-	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/internal/runtime"
 	"github.com/mlrb/mlrb/internal/safefs"
 )
@@ -134,13 +133,13 @@ type snapshot struct{ dir, workdir string }
 func (a *Activities) prepareEvaluation(ctx context.Context, in EvalInput, lv *liveness) (*evalDirs, snapshot, error) {
 	lv.step(stepPreparing, 0)
 	try := activity.GetInfo(ctx).Attempt
-	// A mark's evaluation has a directory (and results key) of its own:
-	// the final one's may be kept beside it.
-	name, role, task := fmt.Sprintf("try-%d", try), runs.RoleEvaluation, fmt.Sprintf("eval-%s-%d", runKey(in.RunID), try)
+	// A mark's evaluation has a directory, results key, task and door of
+	// its own: the final one's may be kept beside it.
+	name := fmt.Sprintf("try-%d", try)
 	if in.Mark {
-		name, role = fmt.Sprintf("mark-%d-try-%d", in.Final.Seq, try), fmt.Sprintf("mark%d-", in.Final.Seq)
-		task = fmt.Sprintf("eval-%s-mark%d-%d", runKey(in.RunID), in.Final.Seq, try)
+		name = fmt.Sprintf("mark-%d-try-%d", in.Final.Seq, try)
 	}
+	task := "eval-" + runKey(in.RunID) + "-" + name
 	dir := filepath.Join(a.WorkDir, "eval", runKey(in.RunID), name)
 	_ = os.RemoveAll(dir)
 	root := snapshot{dir: filepath.Join(dir, "workspace")}
@@ -154,7 +153,7 @@ func (a *Activities) prepareEvaluation(ctx context.Context, in EvalInput, lv *li
 	lv.step(stepRestoring, m.Bytes)
 	if err := a.Engine.Restore(lv.counting(ctx), m, root.dir); err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, root, fmt.Errorf("restore final checkpoint: %w", err)
+		return nil, root, fmt.Errorf("restore checkpoint #%d: %w", m.Seq, err)
 	}
 	lv.step(stepFindModel, 0)
 	root.workdir = filepath.Join(root.dir, filepath.FromSlash(m.Workdir))
@@ -169,7 +168,7 @@ func (a *Activities) prepareEvaluation(ctx context.Context, in EvalInput, lv *li
 	}
 	ev := &evalDirs{name: task, dir: dir, model: modelDir, results: filepath.Join(dir, "results"),
 		outputs: filepath.Join(dir, "outputs"), resultsName: resultsName(), spec: filepath.Join(dir, "task.json"), task: in.Task.ID, seed: in.Seed,
-		door: a.doorDir(runs.Holder{RunID: in.RunID, Role: role, N: int(try)}.Token())}
+		door: a.doorDir(task)}
 	for _, d := range []string{ev.results, ev.outputs, filepath.Join(dir, "run")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, root, fmt.Errorf("eval dir: %w", err)

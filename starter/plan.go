@@ -9,7 +9,6 @@ import (
 
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/internal/leaderboard"
-	"github.com/mlrb/mlrb/workflows"
 )
 
 // planOptions are `starter plan`'s flags.
@@ -60,7 +59,7 @@ func runPlan(g *globals, o planOptions) error {
 		if err != nil {
 			return err
 		}
-		plan = leaderboard.Plan(workflows.LeaderboardRuns(rs), o.delta)
+		plan = leaderboard.Plan(leaderboard.RunsOf(rs), o.delta)
 	}
 	if o.json {
 		return printJSON(g.out, map[string]any{"delta": o.delta, "alpha": 0.05, "power": 0.8, "factor": leaderboard.PowerFactor, "tasks": plan})

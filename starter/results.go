@@ -95,7 +95,7 @@ func partialBoard(g *globals, c client.Client, id string) ([]runs.Result, leader
 		return nil, leaderboard.Setup{}, err
 	}
 	rs = append(rs, snap.awaitingRetry()...)
-	setup, err := withAnchors(g, leaderboard.SetupOf(workflows.LeaderboardRuns(rs), snap.prog.Policy), rs)
+	setup, err := withAnchors(g, leaderboard.SetupOf(leaderboard.RunsOf(rs), snap.prog.Policy), rs)
 	return rs, setup, err
 }
 
@@ -221,7 +221,7 @@ func resultRows(id string, all []workflows.ChildRun, got []*runs.Result, ended b
 }
 
 func printLeaderboard(w io.Writer, id string, runs []runs.Result, setup leaderboard.Setup, format string) error {
-	if err := leaderboard.Write(w, format, id, workflows.LeaderboardRuns(runs), setup); err != nil {
+	if err := leaderboard.Write(w, format, id, leaderboard.RunsOf(runs), setup); err != nil {
 		return cli.Usagef("--format: %v", err)
 	}
 	if format != "table" {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -48,8 +49,8 @@ func retryEvalCmd() *cobra.Command {
 	return cmd
 }
 
-// runRetryEval retries the evaluation of one run, or of every run of a
-// benchmark that waits for it.
+// runRetryEval retries the evaluation (or the curve) of one run, or of
+// every run of a benchmark that waits for it.
 func runRetryEval(g *globals, o retryOptions, args []string) error {
 	c, err := g.client()
 	if err != nil {
@@ -58,31 +59,14 @@ func runRetryEval(g *globals, o retryOptions, args []string) error {
 	if o.bench != "" {
 		return retryBenchmark(g, c, o)
 	}
-	if o.curve {
-		marks, err := retryCurve(g.ctx, c, args[0], o.image)
-		if err != nil {
-			return err
-		}
-		if o.json {
-			return printJSON(g.out, marks)
-		}
-		writeCurve(g.out, "curve  ", marks)
-		if failed := failedMarks(marks); failed > 0 {
-			return fmt.Errorf("%d marks failed again; the run keeps waiting for another retry", failed)
-		}
-		return nil
+	res, line, err := retryRun(g.ctx, c, args[0], o)
+	if o.json && res != nil {
+		return printJSON(g.out, res)
 	}
-	att, err := retryOne(g.ctx, c, args[0], o.image)
 	if err != nil {
 		return err
 	}
-	if o.json {
-		return printJSON(g.out, att)
-	}
-	if att.Score == nil {
-		return fmt.Errorf("evaluation failed again (%s); the run keeps waiting for another retry", att.Error)
-	}
-	fmt.Fprintf(g.out, "scored %.4f with evaluator %s; the agent did not run again\n", *att.Score, att.Image)
+	fmt.Fprint(g.out, line)
 	return nil
 }
 
@@ -103,29 +87,11 @@ func retryBenchmark(g *globals, c client.Client, o retryOptions) error {
 	bad := 0
 	for _, e := range resp.Executions {
 		id := e.Execution.WorkflowId
-		if o.curve {
-			marks, err := retryCurve(g.ctx, c, id, o.image)
-			if err == nil && failedMarks(marks) > 0 {
-				err = fmt.Errorf("%d marks failed again", failedMarks(marks))
-			}
-			if err != nil {
-				bad++
-				fmt.Fprintf(g.out, "%s: %v\n", id, err)
-			} else {
-				fmt.Fprintf(g.out, "%s: curve scored\n", id)
-			}
-			continue
-		}
-		att, err := retryOne(g.ctx, c, id, o.image)
-		switch {
-		case err != nil:
+		if _, line, err := retryRun(g.ctx, c, id, o); err != nil {
 			bad++
 			fmt.Fprintf(g.out, "%s: %v\n", id, err)
-		case att.Score == nil:
-			bad++
-			fmt.Fprintf(g.out, "%s: failed again: %s\n", id, att.Error)
-		default:
-			fmt.Fprintf(g.out, "%s: scored %.4f\n", id, *att.Score)
+		} else {
+			fmt.Fprintf(g.out, "%s: %s", id, line)
 		}
 	}
 	if bad > 0 {
@@ -134,20 +100,32 @@ func retryBenchmark(g *globals, c client.Client, o retryOptions) error {
 	return nil
 }
 
-func retryOne(ctx context.Context, c client.Client, runID, image string) (*runs.EvalAttempt, error) {
+// retryRun retries one run's evaluation, or its curve's failed marks,
+// through the run's update: it returns the update's answer (nil if the
+// run refused it), what it came to as text, and an error if it did not
+// score.
+func retryRun(ctx context.Context, c client.Client, runID string, o retryOptions) (any, string, error) {
+	arg := workflows.RetryEvaluation{Image: o.image}
+	if o.curve {
+		var marks []runs.Mark
+		if err := update(ctx, c, runID, workflows.UpdateRetryCurve, arg, &marks); err != nil {
+			return nil, "", err
+		}
+		var b strings.Builder
+		writeCurve(&b, "curve  ", marks)
+		if n := failedMarks(marks); n > 0 {
+			return marks, b.String(), fmt.Errorf("%d marks failed again; the run keeps waiting for another retry", n)
+		}
+		return marks, "curve scored; the agent did not run again\n" + b.String(), nil
+	}
 	var att runs.EvalAttempt
-	if err := update(ctx, c, runID, workflows.UpdateRetryEvaluation, workflows.RetryEvaluation{Image: image}, &att); err != nil {
-		return nil, err
+	if err := update(ctx, c, runID, workflows.UpdateRetryEvaluation, arg, &att); err != nil {
+		return nil, "", err
 	}
-	return &att, nil
-}
-
-func retryCurve(ctx context.Context, c client.Client, runID, image string) ([]runs.Mark, error) {
-	var marks []runs.Mark
-	if err := update(ctx, c, runID, workflows.UpdateRetryCurve, workflows.RetryEvaluation{Image: image}, &marks); err != nil {
-		return nil, err
+	if att.Score == nil {
+		return att, "", fmt.Errorf("evaluation failed again (%s); the run keeps waiting for another retry", att.Error)
 	}
-	return marks, nil
+	return att, fmt.Sprintf("scored %.4f with evaluator %s; the agent did not run again\n", *att.Score, att.Image), nil
 }
 
 func failedMarks(marks []runs.Mark) int {

@@ -74,16 +74,6 @@ type BenchmarkResult struct {
 	Missing int `json:"missing,omitempty"`
 }
 
-// LeaderboardRuns is what the leaderboard reads of run results.
-func LeaderboardRuns(results []runs.Result) []leaderboard.Run {
-	runs := make([]leaderboard.Run, 0, len(results))
-	for _, r := range results {
-		runs = append(runs, leaderboard.Run{Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: r.Outcome, Score: r.Score,
-			Attempts: r.Attempts, EvalTries: r.EvalTries, TimeLimitS: r.TimeLimitS, Hardware: r.Hardware, Cost: r.Cost})
-	}
-	return runs
-}
-
 // Progress is the answer to the progress query: counts per task and
 // agent ("task/agent") by state, and one page of the runs under way. Its
 // size follows the number of task × agent pairs and the page, never the

@@ -118,7 +118,7 @@ func resultV0(ctx workflow.Context, id string, prog progressV0) *BenchmarkResult
 	})
 	// The leaderboard comes from the run results, never from hand-made
 	// tables: an activity computes and stores it.
-	board := LeaderboardRuns(out.Runs)
+	board := leaderboard.RunsOf(out.Runs)
 	out.Setup = leaderboard.SetupOf(board, prog.Policy)
 	keys, err := aggregate.call(ctx, callArgs{}, activities.AggregateInput{BenchmarkID: id, Runs: board, Setup: out.Setup})
 	if err != nil {

@@ -94,7 +94,7 @@ func (r *runState) scoreMarks(ctx workflow.Context) bool {
 			at[i] = m.AtS
 		}
 		picked, err := pickMarks.call(ctx, callArgs{}, activities.MarksInput{RunID: r.st.RunID, Marks: at, Final: *r.last,
-			Split: r.curveSplit(), SlackS: r.pol.CheckpointInterval.Seconds()})
+			SlackS: r.pol.CheckpointInterval.Seconds()})
 		if err != nil {
 			for i := range c.marks {
 				c.marks[i].Error = "pick the checkpoints: " + errText(err)
@@ -104,7 +104,9 @@ func (r *runState) scoreMarks(ctx workflow.Context) bool {
 		c.marks, c.picked = picked, true
 		// The final checkpoint is scored already, on the same split.
 		for i := range c.marks {
-			if m := &c.marks[i]; m.Seq == r.last.Seq && m.Split == runs.SplitTest && c.final != nil {
+			m := &c.marks[i]
+			m.Split = r.curveSplit()
+			if m.Seq == r.last.Seq && m.Split == runs.SplitTest && c.final != nil {
 				s := c.final.Score
 				m.Score, m.Tries = &s, 1
 			}
@@ -118,14 +120,15 @@ func (r *runState) scoreMarks(ctx workflow.Context) bool {
 	}
 	if len(seqs) > 0 {
 		c.rounds++
-		err := r.onSlot(ctx, runs.RoleCurve, c.rounds, time.Duration(len(seqs))*r.spec.Spec.Evaluation.Timeout.D(), func(lease *activities.Lease) {
+		lease, done, err := r.leaseSlot(ctx, runs.RoleCurve, c.rounds, time.Duration(len(seqs))*r.spec.Spec.Evaluation.Timeout.D())
+		if err != nil {
+			r.markFailed(seqs, "no slot to evaluate on: "+errText(err))
+		} else {
 			for _, seq := range seqs {
 				r.scoreMark(ctx, seq, lease)
 			}
-		})
-		if err != nil {
-			r.markFailed(seqs, "no slot to evaluate on: "+errText(err))
 		}
+		done()
 	}
 	runs.BestSoFar(c.marks)
 	return r.curveDone()
@@ -166,19 +169,6 @@ func (r *runState) markFailed(seqs []int, why string) {
 			r.curve.marks[i].Error = why
 		}
 	}
-}
-
-// onSlot provisions a host (if the run does) and leases a GPU slot on it
-// for role's nth use, long enough for work, runs fn on the lease and
-// gives both back.
-func (r *runState) onSlot(ctx workflow.Context, role string, n int, work time.Duration, fn func(*activities.Lease)) error {
-	lease, done, err := r.leaseSlot(ctx, role, n, work)
-	defer done()
-	if err != nil {
-		return err
-	}
-	fn(lease)
-	return nil
 }
 
 // leaseSlot leases a slot for role's nth use (provisioning its host

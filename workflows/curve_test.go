@@ -38,13 +38,13 @@ func TestScoreOverTime(t *testing.T) {
 		})
 	env.OnActivity(activities.PickMarksName, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.MarksInput) ([]runs.Mark, error) {
-			if in.Final.Seq != 3 || in.Split != runs.SplitDev || in.SlackS != 2 {
+			if in.Final.Seq != 3 || in.SlackS != 2 {
 				return nil, temporal.NewNonRetryableApplicationError("pick input", activities.ErrBadTask, nil)
 			}
 			seqs := []int{1, 2, 3, 3, 3}
 			out := make([]runs.Mark, len(in.Marks))
 			for i, at := range in.Marks {
-				out[i] = runs.Mark{AtS: at, Seq: seqs[i], Split: in.Split}
+				out[i] = runs.Mark{AtS: at, Seq: seqs[i]}
 			}
 			return out, nil
 		})
@@ -125,7 +125,7 @@ func TestCurveWithoutRetryKeepsTheScore(t *testing.T) {
 			if !slices.Equal(in.Marks, []float64{5, 15}) {
 				return nil, temporal.NewNonRetryableApplicationError("marks "+fmtFloats(in.Marks), activities.ErrBadTask, nil)
 			}
-			return []runs.Mark{{AtS: 5, Seq: 1, Split: in.Split}, {AtS: 15, Seq: 2, Split: in.Split}}, nil
+			return []runs.Mark{{AtS: 5, Seq: 1}, {AtS: 15, Seq: 2}}, nil
 		})
 	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.EvalInput) (*activities.EvalResult, error) {

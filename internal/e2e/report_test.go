@@ -76,9 +76,16 @@ func TestResearchReport(t *testing.T) {
 	e.waitServer()
 	const bench = "bench-report"
 	if _, errs, code := e.starter("benchmark", "--agents", "reference,noop", "--tasks", "mini_baby_lm,mini_math_reasoning", "--seeds", "3",
-		"--id", bench, "--wait"); code != 0 {
-		e.dumpLogs()
+		"--id", bench); code != 0 {
 		t.Fatalf("benchmark: %s", errs)
+	}
+	// 12 runs and their curves: 25 s here alone, minutes on a loaded CI
+	// machine, past what one starter command is given.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := e.client().GetWorkflow(ctx, bench, "").Get(ctx, nil); err != nil {
+		e.dumpLogs()
+		t.Fatalf("benchmark: %v", err)
 	}
 	var res struct {
 		Curve []struct {

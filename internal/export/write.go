@@ -42,21 +42,16 @@ func Open(dir, format string) (*Writer, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("export: %w", err)
 	}
+	file := func(name string) string { return filepath.Join(dir, name+"."+format) }
+	var errs [6]error
 	w := &Writer{dir: dir}
-	var err error
-	open := func(name string) string { return filepath.Join(dir, name+"."+format) }
-	if w.runs, err = newTable[Run](open("runs"), format); err == nil {
-		if w.attempts, err = newTable[Attempt](open("attempts"), format); err == nil {
-			if w.checkpoints, err = newTable[Checkpoint](open("checkpoints"), format); err == nil {
-				if w.marks, err = newTable[Mark](open("marks"), format); err == nil {
-					if w.calls, err = newTable[Call](open("calls"), format); err == nil {
-						w.scores, err = newTable[Score](open("scores"), format)
-					}
-				}
-			}
-		}
-	}
-	if err != nil {
+	w.runs, errs[0] = newTable[Run](file("runs"), format)
+	w.attempts, errs[1] = newTable[Attempt](file("attempts"), format)
+	w.checkpoints, errs[2] = newTable[Checkpoint](file("checkpoints"), format)
+	w.marks, errs[3] = newTable[Mark](file("marks"), format)
+	w.calls, errs[4] = newTable[Call](file("calls"), format)
+	w.scores, errs[5] = newTable[Score](file("scores"), format)
+	if err := errors.Join(errs[:]...); err != nil {
 		_ = w.Close()
 		return nil, err
 	}
@@ -128,9 +123,7 @@ func (w *Writer) Calls(runID string, calls []transcript.Call) error {
 func (w *Writer) Close() error {
 	var errs []error
 	for _, t := range []interface{ close() error }{w.runs, w.attempts, w.checkpoints, w.marks, w.calls, w.scores} {
-		if t != nil && !reflect.ValueOf(t).IsNil() {
-			errs = append(errs, t.close())
-		}
+		errs = append(errs, t.close())
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -165,7 +158,11 @@ func newTable[T any](path, format string) (*table[T], error) {
 	for _, c := range columns(reflect.TypeFor[T]()) {
 		cols = append(cols, c.Name)
 	}
-	return t, t.csv.Write(cols)
+	if err := t.csv.Write(cols); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("export %s: %w", path, err)
+	}
+	return t, nil
 }
 
 // rowsPerWrite batches Parquet rows: one call per row would be slow.
@@ -194,7 +191,11 @@ func (t *table[T]) flush() error {
 	return nil
 }
 
+// close ends the file; a table that was never opened has nothing to end.
 func (t *table[T]) close() error {
+	if t == nil {
+		return nil
+	}
 	var err error
 	if t.csv != nil {
 		t.csv.Flush()

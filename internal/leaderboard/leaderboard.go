@@ -31,6 +31,16 @@ type Run struct {
 	Cost       Cost    `json:"cost"`
 }
 
+// RunsOf is what the leaderboard needs of run results.
+func RunsOf(results []runs.Result) []Run {
+	out := make([]Run, 0, len(results))
+	for _, r := range results {
+		out = append(out, Run{Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: r.Outcome, Score: r.Score,
+			Attempts: r.Attempts, EvalTries: r.EvalTries, TimeLimitS: r.TimeLimitS, Hardware: r.Hardware, Cost: r.Cost})
+	}
+	return out
+}
+
 // Cost is what a run consumed (runs.Cost).
 type Cost = runs.Cost
 

@@ -112,3 +112,50 @@ func Copy(ctx context.Context, store blob.Store, runID string, attempt int, from
 	}
 	return from, nil
 }
+
+// Tail returns the last n bytes of an attempt's log, reading only the
+// segments that hold them (a 24 h log may be a gigabyte), and whether an
+// earlier part was left out.
+func Tail(ctx context.Context, store blob.Store, runID string, attempt int, n int64) ([]byte, bool, error) {
+	objs, err := store.List(ctx, prefix(runID, attempt))
+	if err != nil {
+		return nil, false, err
+	}
+	type segment struct {
+		key       string
+		off, size int64
+	}
+	var segs []segment
+	var total int64
+	for _, o := range objs {
+		off, err := strconv.ParseInt(strings.TrimSuffix(path.Base(o.Key), ".log"), 10, 64)
+		if err != nil {
+			continue
+		}
+		segs = append(segs, segment{o.Key, off, o.Size})
+		total = max(total, off+o.Size)
+	}
+	sort.Slice(segs, func(i, j int) bool { return segs[i].off < segs[j].off })
+	from := max(0, total-n)
+	var buf bytes.Buffer
+	for _, s := range segs {
+		if s.off+s.size <= from {
+			continue
+		}
+		rc, err := store.Get(ctx, s.key)
+		if err != nil {
+			return buf.Bytes(), from > 0, err
+		}
+		if skip := from - s.off; skip > 0 {
+			_, err = io.CopyN(io.Discard, rc, skip)
+		}
+		if err == nil {
+			_, err = io.Copy(&buf, rc)
+		}
+		_ = rc.Close()
+		if err != nil {
+			return buf.Bytes(), from > 0, err
+		}
+	}
+	return buf.Bytes(), from > 0, nil
+}

@@ -27,7 +27,6 @@ import (
 	"github.com/mlrb/mlrb/internal/logstore"
 	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/internal/transcript"
-	"github.com/mlrb/mlrb/workflows"
 )
 
 //go:embed templates/*.html
@@ -86,7 +85,7 @@ func Write(ctx context.Context, dir string, in Input) error {
 	if err := os.MkdirAll(filepath.Join(dir, "runs"), 0o755); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	lb := workflows.LeaderboardRuns(in.Results)
+	lb := leaderboard.RunsOf(in.Results)
 	var svg bytes.Buffer
 	if err := leaderboard.Write(&svg, "svg", in.Title, lb, in.Setup); err != nil {
 		return err
@@ -302,7 +301,8 @@ func body(ctx context.Context, in Input, runID string, b *transcript.Body) (stri
 	return strings.ToValidUTF8(string(raw), "�"), b.Bytes
 }
 
-// logTail is the end of a run's log (every attempt's, in order).
+// logTail is the end of a run's log: its last LogTail bytes, from the
+// latest attempt back, each attempt's read from its end alone.
 func logTail(ctx context.Context, store blob.Store, runID string) (string, string) {
 	if store == nil {
 		return "", "no store given"
@@ -311,40 +311,22 @@ func logTail(ctx context.Context, store blob.Store, runID string) (string, strin
 	if err != nil {
 		return "", "log unreadable: " + err.Error()
 	}
-	t := &tail{max: LogTail}
-	for _, a := range atts {
-		fmt.Fprintf(t, "── attempt %d ──\n", a)
-		if _, err := logstore.Copy(ctx, store, runID, a, 0, t); err != nil {
-			return t.String(), "log partly unreadable: " + err.Error()
+	var parts []string
+	left, cut := int64(LogTail), false
+	for i := len(atts) - 1; i >= 0 && !cut; i-- {
+		b, partial, err := logstore.Tail(ctx, store, runID, atts[i], left)
+		if err != nil {
+			return strings.Join(parts, ""), "log unreadable: " + err.Error()
 		}
+		parts = append([]string{fmt.Sprintf("── attempt %d ──\n%s", atts[i], b)}, parts...)
+		left -= int64(len(b))
+		cut = partial || (left <= 0 && i > 0)
 	}
 	note := ""
-	if t.cut {
+	if cut {
 		note = fmt.Sprintf("the last %d KiB of the log; `starter logs %s` prints it whole", LogTail>>10, runID)
 	}
-	return t.String(), note
-}
-
-// tail keeps the last max bytes written to it.
-type tail struct {
-	buf []byte
-	max int
-	cut bool
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > 2*t.max {
-		t.buf, t.cut = append([]byte(nil), t.buf[len(t.buf)-t.max:]...), true
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	if len(t.buf) > t.max {
-		t.buf, t.cut = t.buf[len(t.buf)-t.max:], true
-	}
-	return strings.ToValidUTF8(string(t.buf), "�")
+	return strings.ToValidUTF8(strings.Join(parts, ""), "�"), note
 }
 
 func render(path, name string, data any) error {
