@@ -41,7 +41,7 @@ func planCmd() *cobra.Command {
 	var o planOptions
 	cmd := &cobra.Command{
 		Use:     "plan --delta D [--from BENCH_ID | --sigma S]",
-		Short:   "seeds per task to detect a difference δ with 80 % power at α = 0.05 (n ≈ 15.7·σ²/δ² + 1)",
+		Short:   "seeds per task to detect a difference δ with 80 % power at α = 0.05 (paired t-test over shared seeds)",
 		Args:    cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error { return o.check() },
 		RunE:    run(func(g *globals, _ []string) error { return runPlan(g, o) }),
@@ -53,18 +53,18 @@ func planCmd() *cobra.Command {
 func runPlan(g *globals, o planOptions) error {
 	var plan []leaderboard.PlanRow
 	if o.from == "" {
-		plan = []leaderboard.PlanRow{{Task: "every task", Sigma: o.sigma, Source: "--sigma", Need: leaderboard.SeedsFor(o.sigma, o.delta)}}
+		plan = []leaderboard.PlanRow{{Task: "every task", Sigma: o.sigma, Source: "--sigma (σ of paired differences)", Paired: true, Need: leaderboard.PairedSeeds(o.sigma, o.delta)}}
 	} else {
-		rs, _, err := loadBoard(g, o.from)
+		rs, setup, err := loadBoard(g, o.from)
 		if err != nil {
 			return err
 		}
-		plan = leaderboard.Plan(leaderboard.RunsOf(rs), o.delta)
+		plan = leaderboard.Plan(leaderboard.RunsOf(rs), setup.Anchors, o.delta)
 	}
 	if o.json {
-		return printJSON(g.out, map[string]any{"delta": o.delta, "alpha": 0.05, "power": 0.8, "factor": leaderboard.PowerFactor, "tasks": plan})
+		return printJSON(g.out, map[string]any{"delta": o.delta, "alpha": 0.05, "power": 0.8, "tasks": plan})
 	}
-	fmt.Fprintf(g.out, "seeds per agent to detect δ = %g with 80 %% power at α = 0.05 (n ≈ %.1f·σ²/δ² + 1)\n", o.delta, leaderboard.PowerFactor)
+	fmt.Fprintf(g.out, "seeds per agent to detect δ = %g with 80 %% power at α = 0.05: the least n with (t₀.₉₇₅ + t₀.₈)·σ/√n ≤ δ for a paired t-test over shared seeds (σ of the differences), ·√2 for two samples\n", o.delta)
 	fmt.Fprintf(g.out, "%-28s %8s %6s %10s %7s  %s\n", "task", "σ", "seeds", "MDD now", "needed", "σ from")
 	for _, r := range plan {
 		need, mdd, sigma := "?", "", ""

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/mlrb/mlrb/internal/blob"
@@ -122,8 +123,14 @@ func ForLeaderboard(ctx context.Context, s blob.Store, cat *tasks.Catalog, taskI
 		if a.Baseline == nil || a.Top == nil {
 			continue
 		}
-		out[id] = leaderboard.Anchor{Baseline: a.Baseline.Score, Top: a.Top.Score,
+		la := leaderboard.Anchor{Baseline: a.Baseline.Score, Top: a.Top.Score,
 			Source: "baseline " + Describe(a.Baseline) + "; top " + Describe(a.Top)}
+		for _, x := range []*tasks.Anchor{a.Baseline, a.Top} {
+			if x.Evaluator != "" && !slices.Contains(la.Evaluators, x.Evaluator) {
+				la.Evaluators = append(la.Evaluators, x.Evaluator)
+			}
+		}
+		out[id] = la
 	}
 	return out, nil
 }

@@ -15,6 +15,7 @@ import (
 
 // Run is what the leaderboard needs of a run result.
 type Run struct {
+	RunID   string       `json:"run_id,omitempty"`
 	Task    string       `json:"task"`
 	Agent   string       `json:"agent"`
 	Seed    int64        `json:"seed"`
@@ -29,13 +30,16 @@ type Run struct {
 	TimeLimitS float64 `json:"time_limit_s,omitempty"`
 	Hardware   string  `json:"hardware,omitempty"`
 	Cost       Cost    `json:"cost"`
+	// EvaluatorImage is the digest of the evaluator that scored it: the
+	// anchors' is compared with it.
+	EvaluatorImage string `json:"evaluator_image,omitempty"`
 }
 
 // RunsOf is what the leaderboard needs of run results.
 func RunsOf(results []runs.Result) []Run {
 	out := make([]Run, 0, len(results))
 	for _, r := range results {
-		out = append(out, Run{Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: r.Outcome, Score: r.Score,
+		out = append(out, Run{RunID: r.RunID, EvaluatorImage: r.EvaluatorImage, Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: r.Outcome, Score: r.Score,
 			Attempts: r.Attempts, EvalTries: r.EvalTries, TimeLimitS: r.TimeLimitS, Hardware: r.Hardware, Cost: r.Cost})
 	}
 	return out
@@ -88,6 +92,21 @@ func (t *Total) Add(c Cost) {
 		}
 		t.LLMRateLimitWaitS += max(l.RateLimitWaitS, 0)
 	}
+}
+
+// add sums another total in.
+func (t *Total) add(o Total) {
+	t.AgentHours += o.AgentHours
+	t.GPUHours += o.GPUHours
+	t.BilledGPUHours += o.BilledGPUHours
+	t.WastedGPUHours += o.WastedGPUHours
+	t.InfraWaitHours += o.InfraWaitHours
+	t.LLMCalls = satAdd(t.LLMCalls, o.LLMCalls)
+	t.LLMTokens = satAdd(t.LLMTokens, o.LLMTokens)
+	t.LLMUSD = min(t.LLMUSD+o.LLMUSD, math.MaxFloat64)
+	t.LLMRateLimitWaitS += o.LLMRateLimitWaitS
+	t.ReportedTokens = satAdd(t.ReportedTokens, o.ReportedTokens)
+	t.ReportedUSD = min(t.ReportedUSD+o.ReportedUSD, math.MaxFloat64)
 }
 
 // satAdd adds two non-negative counts, stopping at the largest.

@@ -20,7 +20,7 @@ func TestSummariseKeepsInvalidApart(t *testing.T) {
 		{Task: "t", Agent: "a", Outcome: "limit_reached", Score: f(0.9)},
 		{Task: "t", Agent: "a", Outcome: "infra_failed"},
 		{Task: "u", Agent: "a", Outcome: "evaluation_failed"},
-	})
+	}, nil)
 	if len(rows) != 2 {
 		t.Fatalf("rows = %+v", rows)
 	}
@@ -28,7 +28,7 @@ func TestSummariseKeepsInvalidApart(t *testing.T) {
 	// Hand computed: mean 0.7; deviations -0.2, 0, 0.2; sum of squares 0.08; /2 = 0.04; sqrt = 0.2.
 	// SEM = 0.2 / sqrt(3).
 	if r.Runs != 4 || r.Scored != 3 || r.Invalid != 1 || math.Abs(r.Mean-0.7) > 1e-12 || math.Abs(r.Std-0.2) > 1e-12 || r.Min != 0.5 || r.Max != 0.9 ||
-		math.Abs(r.SEM-0.2/math.Sqrt(3)) > 1e-12 || r.CILow < 0.5 || r.CIHigh > 0.9 || r.CILow > r.Mean || r.CIHigh < r.Mean {
+		math.Abs(r.SEM-0.2/math.Sqrt(3)) > 1e-12 || r.CIMethod != "t" || !near(r.CIHigh-r.CILow, 2*4.302653*0.2/math.Sqrt(3), 1e-5) {
 		t.Fatalf("row = %+v", r)
 	}
 	if rows[1].Scored != 0 || !math.IsNaN(rows[1].Mean) {
@@ -59,7 +59,7 @@ func TestPaired(t *testing.T) {
 		{Task: "t", Agent: "a", Seed: 2, Score: f(0.8)}, {Task: "t", Agent: "b", Seed: 2, Score: f(0.5)},
 		{Task: "t", Agent: "a", Seed: 3, Score: f(0.9)}, {Task: "t", Agent: "b", Seed: 3}, // b's seed 3 is invalid: not paired
 	}
-	p := Paired(runs)
+	p := Paired(runs, nil)
 	if len(p) != 1 || p[0].N != 2 || math.Abs(p[0].MeanDiff-0.2) > 1e-12 || math.Abs(p[0].SEM-0.1) > 1e-9 /* diffs 0.1, 0.3: std 0.1414, SEM 0.1 */ {
 		t.Fatalf("paired = %+v", p)
 	}
@@ -67,8 +67,8 @@ func TestPaired(t *testing.T) {
 
 func TestSVG(t *testing.T) {
 	var b strings.Builder
-	rows := Summarise([]Run{{Task: "t<1>", Agent: "a", Score: f(0.5)}, {Task: "t<1>", Agent: "a", Score: f(0.7)}, {Task: "u", Agent: "b"}})
-	if err := WriteSVG(&b, rows, []string{"budget 30s on CPU: t<1>, u"}); err != nil {
+	rows := Summarise([]Run{{Task: "t<1>", Agent: "a", Score: f(0.5)}, {Task: "t<1>", Agent: "a", Score: f(0.7)}, {Task: "u", Agent: "b"}}, nil)
+	if err := WriteSVG(&b, rows); err != nil {
 		t.Fatal(err)
 	}
 	if err := xml.Unmarshal([]byte(b.String()), new(struct{})); err != nil {
@@ -89,7 +89,7 @@ func TestSetupAndRetries(t *testing.T) {
 		{Task: "t", Agent: "a", Seed: 3, Outcome: "infra_failed", Attempts: 3, TimeLimitS: 86400, Hardware: "1× A100"},
 		{Task: "u", Agent: "a", Seed: 1, Score: f(0.9), Attempts: 1, EvalTries: 1, TimeLimitS: 30, Hardware: "CPU"},
 	}
-	rows := Summarise(runs)
+	rows := Summarise(runs, nil)
 	if rows[0].Invalid != 1 || rows[0].Retried != 3 || rows[1].Retried != 0 {
 		t.Fatalf("rows = %+v", rows)
 	}
@@ -98,7 +98,7 @@ func TestSetupAndRetries(t *testing.T) {
 	if err := Write(&b, "table", "x", runs, setup); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"1 (0) / 3", "budget 24h0m0s on 1× A100: t", "budget 30s on CPU: u", "up to 3 infra attempts"} {
+	for _, want := range []string{"2/0/1", "budget 24h0m0s on 1× A100: t", "budget 30s on CPU: u", "up to 3 infra attempts"} {
 		if !strings.Contains(b.String(), want) {
 			t.Fatalf("table has no %q:\n%s", want, b.String())
 		}
@@ -125,14 +125,13 @@ func TestCostInEveryFormat(t *testing.T) {
 			LLM: &llm.Ledger{Usage: llm.Usage{Calls: 7, USD: 3.75, Tokens: llm.Tokens{Input: 900, CacheRead: 100, Output: 500}}}}},
 		{Task: "t", Agent: "a", Seed: 2, Outcome: "infra_failed", Cost: Cost{AgentHours: 0.5, GPUHours: 0.5, BilledGPUHours: 2, WastedGPUHours: 0.25}},
 	}
-	if rows := Summarise(runs); rows[0].Cost.BilledGPUHours != 3.25 || rows[0].Cost.GPUHours != 1.5 || rows[0].Cost.LLMTokens != 1500 || rows[0].Cost.ReportedTokens != 1200 {
+	if rows := Summarise(runs, nil); rows[0].Cost.BilledGPUHours != 3.25 || rows[0].Cost.GPUHours != 1.5 || rows[0].Cost.LLMTokens != 1500 || rows[0].Cost.ReportedTokens != 1200 {
 		t.Fatalf("row cost = %+v", rows[0].Cost)
 	}
 	want := map[string][]string{
 		"table": {"1.500 GPU h used by agents of 3.250 GPU h billed", "0.250 GPU h wasted", "7 LLM calls, 1500 LLM tokens, $3.75 LLM (measured at the gateway); agents reported 1200 tokens, $2.50"},
 		"md":    {"GPU h used / billed", "| 1.5000 / 3.2500 |", "- cost: 1.500 agent h"},
 		"csv":   {"gpu_hours,billed_gpu_hours", ",1.5000,3.2500,0.2500,", ",7,1500,3.7500,2.5000"},
-		"svg":   {"3.250 GPU h billed"},
 		"json":  {`"billed_gpu_hours": 3.25`, `"llm_usd": 3.75`, `"reported_llm_usd": 2.5`},
 	}
 	for format, subs := range want {
@@ -186,14 +185,14 @@ func TestDisqualifiedRunsCountAsFailures(t *testing.T) {
 		{Task: "t", Agent: "a", Seed: 1, Outcome: "scored", Score: &one},
 		{Task: "t", Agent: "a", Seed: 2, Outcome: "scored", Score: &two},
 		{Task: "t", Agent: "a", Seed: 3, Outcome: runs.OutcomeDisqualified},
-	})
+	}, nil)
 	r := rows[0]
-	if r.Runs != 3 || r.Scored != 2 || r.Invalid != 1 || r.Disqualified != 1 || r.Mean != 0.6 {
+	if r.Runs != 3 || r.Scored != 2 || r.Invalid != 0 || r.AgentFailed != 1 || r.Disqualified != 1 || r.Mean != 0.6 || !near(r.FloorMean, 0.4, 1e-12) {
 		t.Fatalf("row %+v", r)
 	}
 	var b strings.Builder
 	WriteTable(&b, rows)
-	if !strings.Contains(b.String(), "1 (1) / 0") {
+	if !strings.Contains(b.String(), "2/1/0") || !strings.Contains(b.String(), "67% [21, 94]") {
 		t.Fatalf("table:\n%s", b.String())
 	}
 }
@@ -215,11 +214,10 @@ func TestGapClosedInEveryFormat(t *testing.T) {
 		"v": {Baseline: 0.5, Top: 0.5001},                  // near-zero gap
 	}}
 	want := map[string][]string{
-		"table": {"37.5", "-50.0", "(near-zero gap)", "gap closed %", "gap closed, mean over 3 tasks with anchors: a"},
-		"md":    {"| gap closed % |", "| 37.5 |", "| -50.0 |"},
-		"csv":   {"gap_closed_pct,baseline,top", "t,a,2,2,0,0,0.6500,37.5000,0.5000,0.9000,", "u,a,1,1,0,0,0.3000,-50.0000,0.5000,0.9000,"},
-		"json":  {`"gap_closed_pct": 37.4999`, `"gap_closed_pct": -50`, `"near_zero_gap": true`, `"gap_closed_means"`},
-		"svg":   {"gap closed t/a: 37.5 %", "gap closed u/a: -50.0 %"},
+		"table": {"37.5 [", "-50.0", "(near-zero gap)", "gap closed %", "gap closed, mean over 3 tasks with anchors (failures at the baseline): a"},
+		"md":    {"gap closed % [95 % CI]", "| 37.5 [", "| -50.0 |"},
+		"csv":   {"gap_closed_pct,gap_closed_low,gap_closed_high,baseline,top", ",37.5000,", ",-50.0000,,,0.5000,0.9000,"},
+		"json":  {`"gap_closed_pct": 37.4999`, `"gap_closed_pct": -50`, `"near_zero_gap": true`, `"agents"`},
 	}
 	for _, f := range Formats {
 		var b strings.Builder

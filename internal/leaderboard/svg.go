@@ -8,9 +8,11 @@ import (
 	"sort"
 )
 
-// WriteSVG draws mean scores per task and agent as grouped bars with their
-// bootstrap 95 % intervals as error bars; a browser opens it as is.
-func WriteSVG(w io.Writer, rows []Row, notes []string) error {
+// WriteSVG draws mean scores per task and agent as grouped bars with
+// their 95 % intervals as error bars (none under two scores); a browser
+// opens it as is. The notes stay out of it: the chart is as wide as its
+// bars.
+func WriteSVG(w io.Writer, rows []Row) error {
 	var tasks, agents []string
 	seenT, seenA := map[string]bool{}, map[string]bool{}
 	for _, r := range rows {
@@ -28,14 +30,11 @@ func WriteSVG(w io.Writer, rows []Row, notes []string) error {
 	const left, top, plotH, barW, gap = 60, 40, 300, 22, 18
 	groupW := barW*len(agents) + gap
 	width := left + groupW*len(tasks) + 160
-	for _, n := range notes {
-		width = max(width, left+7*len(n)) // about 7 px a character at 12 px
-	}
-	height := top + plotH + 140 + 16*len(notes)
+	height := top + plotH + 140
 	y := func(v float64) float64 { return top + plotH - math.Max(0, math.Min(1, v))*plotH }
 	p := func(format string, a ...any) { _, _ = fmt.Fprintf(w, format, a...) }
 	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
-	p(`<text x="%d" y="20" font-size="14">Score per task (mean, bootstrap 95%% CI); invalid runs not averaged</text>`+"\n", left)
+	p(`<text x="%d" y="20" font-size="14">Score per task (mean of scored runs, 95%% CI); failures and invalid runs not in the bars</text>`+"\n", left)
 	for i := 0; i <= 4; i++ {
 		v := float64(i) / 4
 		p(`<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/><text x="%d" y="%.1f" text-anchor="end">%.2f</text>`+"\n", left, left+groupW*len(tasks), y(v), y(v), left-6, y(v)+4, v)
@@ -54,6 +53,9 @@ func WriteSVG(w io.Writer, rows []Row, notes []string) error {
 			x := float64(x0 + ai*barW)
 			p(`<rect x="%.1f" y="%.1f" width="%d" height="%.1f" fill="%s"><title>%s / %s: %.4f (n=%d, %d invalid)</title></rect>`+"\n",
 				x, y(r.Mean), barW-2, y(0)-y(r.Mean), colors[ai%len(colors)], html.EscapeString(t), html.EscapeString(a), r.Mean, r.Scored, r.Invalid)
+			if r.Scored < 2 {
+				continue
+			}
 			cx := x + float64(barW-2)/2
 			p(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#222"/>`+"\n", cx, cx, y(r.CILow), y(r.CIHigh))
 			for _, v := range []float64{r.CILow, r.CIHigh} {
@@ -65,10 +67,6 @@ func WriteSVG(w io.Writer, rows []Row, notes []string) error {
 	for ai, a := range agents {
 		lx, ly := left+groupW*len(tasks)+20, top+ai*20
 		p(`<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly, colors[ai%len(colors)], lx+18, ly+11, html.EscapeString(a))
-	}
-	// The setup the scores were obtained under, below the chart.
-	for i, n := range notes {
-		p(`<text x="%d" y="%d" fill="#444">%s</text>`+"\n", left, top+plotH+140+16*i, html.EscapeString(n))
 	}
 	p("</svg>\n")
 	return nil

@@ -55,7 +55,10 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		}
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	},
-	"pair": leaderboard.PairLine,
+	"pair":    leaderboard.PairLine,
+	"success": leaderboard.SuccessCell,
+	"gap":     leaderboard.GapCell,
+	"ci":      leaderboard.CICell,
 }).ParseFS(templates, "templates/*.html"))
 
 // CallsPerPage is how many calls a page of a run's calls holds.
@@ -93,8 +96,8 @@ func Write(ctx context.Context, dir string, in Input) error {
 	if err := os.WriteFile(filepath.Join(dir, "leaderboard.svg"), svg.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	idx := indexPage{Title: in.Title, Statement: leaderboard.Statement, Rows: leaderboard.WithAnchors(leaderboard.Summarise(lb), in.Setup.Anchors),
-		Pairs: leaderboard.Paired(lb), Cost: leaderboard.CostOf(lb).Line()}
+	board := leaderboard.Build(lb, in.Setup)
+	idx := indexPage{Title: in.Title, Statement: leaderboard.Statement, Board: board, Notes: board.Notes(in.Setup)}
 	idx.Curves = curvesByTask(in.Results)
 	for i := range in.Results {
 		r := &in.Results[i]
@@ -130,9 +133,8 @@ func Key(runID string) string {
 type indexPage struct {
 	Title     string
 	Statement string
-	Rows      []leaderboard.Row
-	Pairs     []leaderboard.Pair
-	Cost      string
+	Board     leaderboard.Board
+	Notes     []string
 	Curves    []taskCurve
 	Runs      []runLink
 }
