@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mlrb/mlrb/agents"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -20,7 +21,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
-	"github.com/mlrb/mlrb/internal/agents"
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/gateway"
@@ -102,15 +102,42 @@ func (a *Activities) ResolveTask(ctx context.Context, in ResolveInput) (*Resolve
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, nil)
 	}
-	if err := agents.Check(spec, in.Agent); err != nil {
+	def := definitionOf(in.AgentDef, in.Agent, in.Image, "")
+	if err := def.CheckTask(spec.ID, spec.Suite == "mini"); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, nil)
 	}
-	if in.Agent == agents.ImageAgent {
-		if _, err := a.Workspace.Digest(ctx, in.Image); err != nil {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("agent %s: %v", agents.ImageAgent, err), ErrBadTask, nil)
+	res := &ResolvedTask{Spec: *spec, Hash: spec.Hash(), Store: a.Engine.Store.String()}
+	if def.Image != "" {
+		image := def.Image
+		if in.Image != "" {
+			image = in.Image // pinned when its benchmark started
 		}
+		d, err := a.Workspace.Digest(ctx, image)
+		if err != nil {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("agent %s: %v", def.Name, err), ErrBadTask, nil)
+		}
+		res.AgentImage = d
 	}
-	return &ResolvedTask{Spec: *spec, Hash: spec.Hash(), Store: a.Engine.Store.String()}, nil
+	return res, nil
+}
+
+// ResolveAgents pins each image agent's image to its digest, when a
+// benchmark starts: its runs, started over hours or days, all run the
+// image its agents were resolved to, wherever their tags move meanwhile.
+// An image this worker cannot find is a bad input, named with its agent.
+func (a *Activities) ResolveAgents(ctx context.Context, defs []agents.Definition) (map[string]string, error) {
+	out := map[string]string{}
+	for _, d := range defs {
+		if d.Image == "" {
+			continue
+		}
+		digest, err := a.Workspace.Digest(ctx, d.Image)
+		if err != nil {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("agent %s: image %s: %v (build or load it on the workers)", d.Name, d.Image, err), ErrBadTask, nil)
+		}
+		out[d.Name] = digest
+	}
+	return out, nil
 }
 
 // LoadCheckpoint describes a committed checkpoint of a run, for a fork or

@@ -7,13 +7,14 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
-	"github.com/mlrb/mlrb/internal/agents"
+	"github.com/mlrb/mlrb/agents"
 	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/contract"
@@ -196,13 +197,23 @@ func (a *Activities) prepare(ctx context.Context, in *AgentInput, at *attempt, l
 	return m, nil, nil
 }
 
-// agentImage is the image an attempt runs: the run's for an MLRB agent
-// image, "" (the workspace's own) for the built-in agents.
+// agentImage is the image an attempt runs: an image agent's (pinned by
+// digest when its run resolved it), "" (the workspace's own) for the
+// built-in agents.
 func agentImage(in AgentInput) string {
-	if in.Agent == agents.ImageAgent {
+	def := in.definition()
+	if def.Builtin != "" {
+		return ""
+	}
+	if in.Image != "" {
 		return in.Image
 	}
-	return ""
+	return def.Image
+}
+
+// definition is the attempt's agent.
+func (in AgentInput) definition() agents.Definition {
+	return definitionOf(in.AgentDef, in.Agent, in.Image, in.LLMProvider)
 }
 
 // unheardOf is this run's latest committed checkpoint when the run has
@@ -258,15 +269,33 @@ func (a *Activities) agentTask(in AgentInput, at *attempt, dl budget.Deadlines, 
 	if err := contract.WriteDeadline(at.Control(), dl.Hard); err != nil {
 		return runtime.TaskSpec{}, err
 	}
+	def := in.definition()
+	provider := in.LLMProvider
+	if def.Provider != "" {
+		provider = def.Provider
+	}
 	env := contract.Env{Task: in.Task.ID, Seed: in.Seed, Deadline: dl.Hard, TimeRemaining: time.Until(dl.Hard), Attempt: in.Attempt,
-		Resumed: resumed, Suite: in.Task.Suite, Provider: in.LLMProvider}
-	spec := a.Workspace.AgentTask(at, agents.Command(in.Agent), agentImage(in), &env)
-	secrets, err := a.secretValues(in.Secrets)
+		Resumed: resumed, Suite: in.Task.Suite, Provider: provider, Model: def.Model}
+	spec := a.Workspace.AgentTask(at, def.Command(), agentImage(in), &env)
+	names := slices.Clone(in.Secrets)
+	for _, n := range def.Secrets {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	secrets, err := a.secretValues(names)
 	if err != nil {
 		return spec, err
 	}
 	if spec.Env == nil {
 		spec.Env = map[string]string{}
+	}
+	// The definition's literals first: the contract's variables win
+	// (a definition naming one is refused when it is loaded).
+	for k, v := range def.Env {
+		if !contract.Reserved(k) {
+			spec.Env[k] = v
+		}
 	}
 	maps.Copy(spec.Env, env.Environ())
 	for k, v := range secrets {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mlrb/mlrb/agents"
+
 	"github.com/mlrb/mlrb/internal/llm"
 
 	"github.com/mlrb/mlrb/internal/budget"
@@ -27,6 +29,7 @@ const (
 	ReleaseHostName    = "ReleaseHost"
 	EvaluateName       = "Evaluate"
 	PickMarksName      = "PickMarks"
+	ResolveAgentsName  = "ResolveAgents"
 )
 
 // SignalCheckpoint is the one way a committed checkpoint reaches the
@@ -104,6 +107,18 @@ type ResolveInput struct {
 	Task  string
 	Agent string
 	Image string
+	// AgentDef is the run's agent (nil: a run from before definitions,
+	// whose Agent and Image say it).
+	AgentDef *agents.Definition `json:",omitempty"`
+}
+
+// Definition is the agent a run or an attempt names: its definition,
+// else the one a run from before definitions implies.
+func definitionOf(def *agents.Definition, name, image, provider string) agents.Definition {
+	if def != nil {
+		return *def
+	}
+	return agents.Legacy(name, image, provider)
 }
 
 // ResolvedTask is the spec the run uses and its content hash.
@@ -113,6 +128,9 @@ type ResolvedTask struct {
 	// Store is where the workers keep the run's checkpoints and logs
 	// (fs:/dir, s3://bucket/prefix), for the commands that read them.
 	Store string `json:",omitempty"`
+	// AgentImage is an image agent's image by digest: the run's attempts
+	// all run it, wherever its tag moves meanwhile.
+	AgentImage string `json:",omitempty"`
 }
 
 // LeaseRequest asks for a GPU slot for one attempt.
@@ -190,7 +208,9 @@ type AgentInput struct {
 	LLMProvider string `json:"Provider"`
 	Image       string
 	Secrets     []string
-	Lease       Lease
+	// AgentDef is the run's agent (nil: a run from before definitions).
+	AgentDef *agents.Definition `json:",omitempty"`
+	Lease    Lease
 	// Budget is the run's ledger when the attempt starts: the deadlines
 	// come from its time left.
 	Budget   budget.Ledger

@@ -31,6 +31,7 @@ type Config struct {
 	Eval       Eval       `mapstructure:"eval" yaml:"eval"`
 	Host       Host       `mapstructure:"host" yaml:"host"`
 	Tasks      Tasks      `mapstructure:"tasks" yaml:"tasks"`
+	Agents     Agents     `mapstructure:"agents" yaml:"agents"`
 	Container  Container  `mapstructure:"container" yaml:"container"`
 	Provision  Provision  `mapstructure:"provision" yaml:"provision"`
 	Log        Log        `mapstructure:"log" yaml:"log"`
@@ -254,6 +255,12 @@ type Container struct {
 
 // Tasks points at an extra catalog directory merged over the embedded one.
 type Tasks struct {
+	Dir string `mapstructure:"dir" yaml:"dir"`
+}
+
+// Agents points at the operator's agent definitions, merged over the
+// shipped ones.
+type Agents struct {
 	Dir string `mapstructure:"dir" yaml:"dir"`
 }
 

@@ -92,6 +92,7 @@ var Table = []Key{
 	{Name: "container.pids_limit", Default: 4096, Doc: "process limit (0: none)"},
 	{Name: "container.user", Default: "", Doc: "run agents and evaluators as `uid[:gid]` (numbers) instead of the image's user; the workspace is owned to it"},
 	{Name: "tasks.dir", Default: "", Flag: "tasks-dir", Doc: "extra task files, merged over the embedded catalog"},
+	{Name: "agents.dir", Default: "", Flag: "agents-dir", Doc: "agent definitions (one `NAME.yaml` each: image or builtin, provider, model, env, secrets, args, llm_budget_usd), merged over the shipped ones in `agents/`; `starter agents list`"},
 	{Name: "provision.kind", Default: string(ProvisionStatic), Doc: "how runs get GPU hosts: `static` (workers started by an operator), `slurm` (a batch job per attempt and per evaluation, running a worker for it; cancelled when it ends) or `ec2` (an instance likewise)"},
 	{Name: "provision.margin", Default: 30 * time.Minute, Doc: "added to the budget left in a job's time limit (restore, final checkpoint)"},
 	{Name: "provision.boot_timeout", Default: 20 * time.Minute, Doc: "a provisioned job or instance whose worker does not serve its lease within this is given back and another provisioned (an infra loss); a failed launch is retried with backoff up to `agent.lease_timeout`"},

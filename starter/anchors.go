@@ -37,7 +37,8 @@ func (o *anchorsMeasureOptions) AddFlags(f *pflag.FlagSet) {
 	f.Int64Var(&o.run.seed, "seed", 0, "the first seed (0 or more)")
 	f.IntVar(&o.seeds, "seeds", 1, "runs, seeds --seed onwards, the anchor is the mean of")
 	f.DurationVar(&o.run.limit, "time-limit", 0, "agent time budget (default: the task's)")
-	f.StringVar(&o.run.image, "image", "", "agent image (agent mlrb)")
+	f.StringVar(&o.run.image, "image", "", "a one-off agent image instead of a definition (needs --label)")
+	f.StringVar(&o.run.label, "label", "", "with --image: the one-off agent's name")
 	f.BoolVar(&o.print, "yaml", false, "also print the anchor as the catalog's anchors entry takes it")
 }
 
@@ -45,7 +46,7 @@ func (o anchorsMeasureOptions) check() error {
 	if err := anchors.CheckRole(o.role); err != nil {
 		return cli.Usagef("--role: %v", err)
 	}
-	if o.run.agent == "" {
+	if o.run.agent == "" && o.run.image == "" {
 		return cli.Usagef("--agent: name the agent whose model is the %s", o.role)
 	}
 	if o.seeds < 1 {

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,7 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/config"
-	"github.com/mlrb/mlrb/internal/agents"
+	"github.com/mlrb/mlrb/internal/llm"
 	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/workflows"
@@ -24,12 +23,17 @@ type benchmarkOptions struct {
 	suite, id, format                 string
 	agents, tasks                     []string
 	seeds, concurrency, continueAfter int
+	limit                             time.Duration
+	budget                            llm.Budget
 	wait                              bool
 }
 
 func (o *benchmarkOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.suite, "suite", "mini", "mini or full")
-	f.StringSliceVar(&o.agents, "agents", []string{"reference"}, "agents to compare")
+	f.StringSliceVar(&o.agents, "agents", []string{"reference"}, "agent definitions to compare (see starter agents list)")
+	f.DurationVar(&o.limit, "time-limit", 0, "agent time budget of every run (default: each task's)")
+	f.Float64Var(&o.budget.USD, "llm-budget-usd", 0, "each run's LLM budget in dollars (default: the agent's llm_budget_usd, else the task's)")
+	f.Int64Var(&o.budget.Tokens, "llm-budget-tokens", 0, "each run's LLM budget in tokens")
 	f.StringSliceVar(&o.tasks, "tasks", nil, "only these tasks (default: the whole suite)")
 	f.IntVar(&o.seeds, "seeds", 5, "seeds per task and agent")
 	f.IntVar(&o.concurrency, "concurrency", workflows.DefaultConcurrency, "runs at once")
@@ -69,8 +73,9 @@ func (o benchmarkOptions) input(g *globals) (string, workflows.BenchmarkInput, e
 		return "", in, cli.Usagef("--seeds and --concurrency must be at least 1")
 	case o.continueAfter < 1:
 		return "", in, cli.Usagef("--continue-after: %d must be at least 1", o.continueAfter)
-	case slices.Contains(o.agents, agents.ImageAgent):
-		return "", in, cli.Usagef("--agents: agent %s runs an agent image, which benchmarks do not take; start its runs with `starter run --agent %s --image IMAGE`", agents.ImageAgent, agents.ImageAgent)
+	}
+	if err := o.budget.Check(); err != nil {
+		return "", in, cli.Usagef("--llm-budget-%v", err)
 	}
 	if err := checkFormat(o.format); err != nil {
 		return "", in, err
@@ -85,9 +90,16 @@ func (o benchmarkOptions) input(g *globals) (string, workflows.BenchmarkInput, e
 	if err := checkDistinct("--agents", o.agents); err != nil {
 		return "", in, err
 	}
-	for _, a := range o.agents {
+	defs, err := agentsOf(g, "--agents", o.agents)
+	if err != nil {
+		return "", in, err
+	}
+	for _, d := range defs {
+		if err := checkSecrets("--agents: agent "+d.Name+": secrets", d.Secrets, cfg.Agent.SecretNames); err != nil {
+			return "", in, err
+		}
 		for _, t := range ids {
-			if _, err := checkRun(cat, app.Policy(cfg), t, a, 0, 0); err != nil {
+			if _, err := checkRunOf("--agents", cat, app.Policy(cfg), t, d, 0, o.limit); err != nil {
 				return "", in, err
 			}
 		}
@@ -98,7 +110,12 @@ func (o benchmarkOptions) input(g *globals) (string, workflows.BenchmarkInput, e
 	} else if err := checkID(id); err != nil {
 		return "", in, err
 	}
-	in = workflows.NewBenchmarkInput(ids, o.agents, o.seeds, o.concurrency, workflows.RunInput{LLMProvider: cfg.Agent.Provider, Policy: app.Policy(cfg)})
+	run := workflows.RunInput{LLMProvider: cfg.Agent.Provider, Policy: app.Policy(cfg), TimeLimit: o.limit}
+	if o.budget.Set() {
+		b := o.budget
+		run.LLMBudget = &b
+	}
+	in = workflows.NewBenchmarkInput(ids, defs, o.seeds, o.concurrency, run)
 	in.ContinueAfter = o.continueAfter
 	return id, in, nil
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mlrb/mlrb/internal/agents"
+	"github.com/mlrb/mlrb/agents"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/tasks"
@@ -53,49 +53,36 @@ func randomSuffix() string {
 	return hex.EncodeToString(b)
 }
 
-// checkAgentFlags validates the agent's flags (secret names for every
-// agent, the MLRB image contract's for agent mlrb) and returns the secret
-// names the run passes.
-func checkAgentFlags(agent, image, provider string, secrets []string) ([]string, error) {
-	// Names only, whatever the agent: a value given here would travel
-	// through Temporal into the run's history.
+// checkSecrets refuses secret names that are not names, or that the
+// starter's agent.secret_names (when set) does not allow; the worker
+// checks them again against its own.
+func checkSecrets(flag string, names, allowed []string) error {
 	// The bad value is never echoed: it may be the secret itself.
-	for i, s := range secrets {
+	for i, s := range names {
 		if err := contract.CheckSecretName(s); err != nil {
-			return nil, cli.Usagef("--secret #%d %v", i+1, err)
+			return cli.Usagef("%s #%d %v", flag, i+1, err)
+		}
+		if len(allowed) > 0 && !slices.Contains(allowed, s) {
+			return cli.Usagef("%s #%d: %s is not in agent.secret_names (%s): add it there, or drop it", flag, i+1, s, strings.Join(allowed, ", "))
 		}
 	}
-	if agent != agents.ImageAgent {
-		if image != "" {
-			return nil, cli.Usagef("--image: only agent mlrb runs an image (agent %s is built in)", agent)
-		}
-		return secrets, nil
-	}
-	if image == "" {
-		return nil, cli.Usagef("--image: agent mlrb needs the agent image (built or loaded on the GPU hosts)")
-	}
-	if provider != "openai" && provider != "anthropic" {
-		return nil, cli.Usagef("--provider: %q is not openai or anthropic", provider)
-	}
-	// As MLRB's run.sh, the Hugging Face token; the provider's key never
-	// reaches the agent: the gateway gives it a token for its calls.
-	if !slices.Contains(secrets, "HUGGINGFACE_TOKEN") {
-		secrets = append(secrets, "HUGGINGFACE_TOKEN")
-	}
-	return secrets, nil
+	return nil
 }
 
-func checkRun(cat *tasks.Catalog, pol workflows.Policy, task, agent string, seed int64, limit time.Duration) (*tasks.Spec, error) {
+// checkRun checks a run of def on task: a known task the agent can do, a
+// seed, a time limit and a checkpoint interval that fits it.
+func checkRun(cat *tasks.Catalog, pol workflows.Policy, task string, def agents.Definition, seed int64, limit time.Duration) (*tasks.Spec, error) {
+	return checkRunOf("--agent", cat, pol, task, def, seed, limit)
+}
+
+// checkRunOf is checkRun naming the agent's flag.
+func checkRunOf(agentFlag string, cat *tasks.Catalog, pol workflows.Policy, task string, def agents.Definition, seed int64, limit time.Duration) (*tasks.Spec, error) {
 	spec, err := cat.Get(task)
 	if err != nil {
 		return nil, &cli.UsageError{Err: fmt.Errorf("--task: %w", err)}
 	}
-	if err := agents.Check(spec, agent); err != nil {
-		hint := ""
-		if slices.Contains(agents.Known(), agent) {
-			hint = " (try a mini_* task, see `starter tasks list`)"
-		}
-		return nil, cli.Usagef("--agent: %v%s", err, hint)
+	if err := def.CheckTask(spec.ID, spec.Suite == "mini"); err != nil {
+		return nil, cli.Usagef("%s: %v", agentFlag, err)
 	}
 	if seed < 0 {
 		return nil, cli.Usagef("--seed: %d is negative; seeds are 0 or more", seed)

@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/config"
-	"github.com/mlrb/mlrb/internal/agents"
 	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/workflows"
@@ -57,16 +56,20 @@ func (o demoOptions) input(g *globals) (workflows.BenchmarkInput, error) {
 	if err != nil {
 		return in, err
 	}
-	if o.agent == agents.ImageAgent {
-		return in, cli.Usagef("--agent: the demo runs a built-in agent (reference, noop or idle), not an agent image")
+	defs, err := agentsOf(g, "--agent", []string{o.agent})
+	if err != nil {
+		return in, err
+	}
+	if defs[0].Builtin == "" {
+		return in, cli.Usagef("--agent: the demo runs a built-in agent (reference, noop or idle) on its embedded worker, not an agent image")
 	}
 	ids := cat.IDs("mini")
 	for _, t := range ids {
-		if _, err := checkRun(cat, app.Policy(cfg), t, o.agent, 0, 0); err != nil {
+		if _, err := checkRun(cat, app.Policy(cfg), t, defs[0], 0, 0); err != nil {
 			return in, err
 		}
 	}
-	return workflows.NewBenchmarkInput(ids, []string{o.agent}, o.seeds, o.concurrency, workflows.RunInput{LLMProvider: cfg.Agent.Provider, Policy: app.Policy(cfg)}), nil
+	return workflows.NewBenchmarkInput(ids, defs, o.seeds, o.concurrency, workflows.RunInput{LLMProvider: cfg.Agent.Provider, Policy: app.Policy(cfg)}), nil
 }
 
 // runDemo starts an embedded server, Web UI and worker, runs the mini

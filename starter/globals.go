@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/mlrb/mlrb/agents"
 	"context"
 	"encoding/json"
 	"io"
@@ -27,6 +28,8 @@ type globals struct {
 	cfg    *config.Config
 	c      client.Client
 	blobs  blob.Store
+	// agentDefs is the agent catalogue, loaded once.
+	agentDefs *agents.Catalog
 }
 
 // run makes a command's RunE: fn runs with the command's globals, and

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"github.com/mlrb/mlrb/agents"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,6 +22,7 @@ import (
 // runOptions are `starter run`'s flags.
 type runOptions struct {
 	task, agent, id, image string
+	label, model           string
 	secrets                []string
 	seed                   int64
 	limit                  time.Duration
@@ -29,8 +32,10 @@ type runOptions struct {
 
 func (o *runOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.task, "task", "", "task id (see `starter tasks list`)")
-	f.StringVar(&o.agent, "agent", "reference", "agent: reference, noop, idle, or mlrb (an MLRB agent image)")
-	f.StringVar(&o.image, "image", "", "agent image (agent mlrb)")
+	f.StringVar(&o.agent, "agent", "reference", "agent definition to run (see starter agents list)")
+	f.StringVar(&o.image, "image", "", "a one-off agent image instead of a definition (needs --label)")
+	f.StringVar(&o.label, "label", "", "with --image: the one-off agent's name on the leaderboard")
+	f.StringVar(&o.model, "model", "", "with --image: the model given to the agent (MLRB_MODEL)")
 	f.StringSliceVar(&o.secrets, "secret", nil, "name of a worker-side secret to pass to the agent (repeatable; values stay on the worker)")
 	f.Int64Var(&o.seed, "seed", 0, "seed (0 or more)")
 	f.DurationVar(&o.limit, "time-limit", 0, "agent time budget (default: the task's)")
@@ -62,11 +67,14 @@ func (o runOptions) input(g *globals) (string, workflows.RunInput, error) {
 	if err != nil {
 		return "", workflows.RunInput{}, err
 	}
-	if _, err := checkRun(cat, app.Policy(cfg), o.task, o.agent, o.seed, o.limit); err != nil {
+	def, err := o.definition(g)
+	if err != nil {
 		return "", workflows.RunInput{}, err
 	}
-	secrets, err := checkAgentFlags(o.agent, o.image, cfg.Agent.Provider, o.secrets)
-	if err != nil {
+	if _, err := checkRun(cat, app.Policy(cfg), o.task, def, o.seed, o.limit); err != nil {
+		return "", workflows.RunInput{}, err
+	}
+	if err := checkSecrets("--secret", append(slices.Clone(o.secrets), def.Secrets...), cfg.Agent.SecretNames); err != nil {
 		return "", workflows.RunInput{}, err
 	}
 	if err := o.budget.Check(); err != nil {
@@ -78,18 +86,52 @@ func (o runOptions) input(g *globals) (string, workflows.RunInput, error) {
 	} else if err := checkID(id); err != nil {
 		return "", workflows.RunInput{}, err
 	}
-	return id, workflows.RunInput{Task: o.task, Agent: o.agent, Seed: o.seed, TimeLimit: o.limit, LLMProvider: cfg.Agent.Provider,
-		Image: o.image, Secrets: secrets, Policy: app.Policy(cfg), LLMBudget: o.runBudget()}, nil
+	return id, workflows.RunInput{Task: o.task, Agent: def.Name, AgentDef: &def, Seed: o.seed, TimeLimit: o.limit, LLMProvider: cfg.Agent.Provider,
+		Secrets: o.secrets, Policy: app.Policy(cfg), LLMBudget: runBudget(o.budget, def)}, nil
 }
 
-// runBudget is the run's own LLM budget, nil when no flag set one (the
-// task's then holds).
-func (o runOptions) runBudget() *llm.Budget {
-	if !o.budget.Set() {
-		return nil
+// definition is the agent the run runs: a definition from the catalogue
+// (--agent), or a one-off image (--image, named by --label).
+func (o runOptions) definition(g *globals) (agents.Definition, error) {
+	agentSet := g.cmd.Flags().Changed("agent")
+	switch {
+	case o.image == "" && (o.label != "" || o.model != ""):
+		return agents.Definition{}, cli.Usagef("--label and --model go with --image (a one-off image); a defined agent has its own (`starter agents show %s`)", o.agent)
+	case o.image == "":
+		defs, err := agentsOf(g, "--agent", []string{o.agent})
+		if err != nil {
+			return agents.Definition{}, err
+		}
+		return defs[0], nil
+	case agentSet:
+		return agents.Definition{}, cli.Usagef("--image: give --agent NAME (a definition) or --image with --label (a one-off image), not both")
+	case o.label == "":
+		return agents.Definition{}, cli.Usagef("--image: name the one-off agent with --label NAME (the leaderboard groups runs by it), or define it in agents.dir (`starter agents list`)")
 	}
-	b := o.budget
-	return &b
+	cfg, err := g.config()
+	if err != nil {
+		return agents.Definition{}, err
+	}
+	// As MLRB's run.sh, the Hugging Face token; the provider's key never
+	// reaches the agent: the gateway gives it a token for its calls.
+	def := agents.Definition{Name: o.label, Image: o.image, Provider: cfg.Agent.Provider, Model: o.model, Secrets: []string{"HUGGINGFACE_TOKEN"},
+		Description: "one-off image run (starter run --image)"}
+	if err := def.Validate(); err != nil {
+		return def, cli.Usagef("--image/--label/--model/--provider: %v", err)
+	}
+	return def, nil
+}
+
+// runBudget is the run's own LLM budget: the flags', else the agent's
+// llm_budget_usd, else nil (the task's then holds).
+func runBudget(flags llm.Budget, def agents.Definition) *llm.Budget {
+	switch {
+	case flags.Set():
+		return &flags
+	case def.LLMBudgetUSD > 0:
+		return &llm.Budget{USD: def.LLMBudgetUSD}
+	}
+	return nil
 }
 
 // startRun checks the options and starts the run.

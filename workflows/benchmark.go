@@ -9,6 +9,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/agents"
+	"github.com/mlrb/mlrb/internal/llm"
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
@@ -44,6 +46,9 @@ func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResul
 	}
 	b, err := newBench(ctx, in)
 	if err != nil {
+		return nil, err
+	}
+	if err := b.pinImages(ctx); err != nil {
 		return nil, err
 	}
 	if err := b.loop(ctx); err != nil {
@@ -92,6 +97,30 @@ func newBench(ctx workflow.Context, in BenchmarkInput) (*bench, error) {
 		}
 	}
 	return b, nil
+}
+
+// pinImages resolves the image agents' images to digests once, in the
+// benchmark's first execution; later executions carry them.
+func (b *bench) pinImages(ctx workflow.Context) error {
+	if b.st.Execution != 1 || len(b.in.AgentDefs) == 0 || b.in.Images != nil ||
+		workflow.GetVersion(ctx, versionAgentImages, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil
+	}
+	defs := make([]agents.Definition, 0, len(b.in.AgentDefs))
+	for _, name := range b.in.Agents {
+		if d, ok := b.in.AgentDefs[name]; ok && d.Image != "" {
+			defs = append(defs, d)
+		}
+	}
+	if len(defs) == 0 {
+		return nil
+	}
+	images, err := resolveAgents.call(ctx, callArgs{}, defs)
+	if err != nil {
+		return fmt.Errorf("resolve the agents' images: %w", err)
+	}
+	b.in.Images = images
+	return nil
 }
 
 // loop starts runs and counts their ends until every run has ended or
@@ -153,6 +182,12 @@ func (b *bench) startNext(ctx workflow.Context) error {
 	}
 	ri := b.in.Run
 	ri.Task, ri.Seed, ri.Agent, ri.Benchmark, ri.Continue = j.Task, j.Seed, j.Agent, b.id, b.in.Resumed
+	if d, ok := b.in.AgentDefs[j.Agent]; ok {
+		ri.AgentDef, ri.Image = &d, b.in.Images[j.Agent]
+		if ri.LLMBudget == nil && d.LLMBudgetUSD > 0 {
+			ri.LLMBudget = &llm.Budget{USD: d.LLMBudgetUSD}
+		}
+	}
 	if c, ok := b.in.Carried[j.ID]; ok {
 		ri.Carried = &c
 	}

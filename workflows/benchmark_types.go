@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"github.com/mlrb/mlrb/agents"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/runresults"
 	"github.com/mlrb/mlrb/internal/runs"
@@ -10,9 +11,14 @@ import (
 
 // BenchmarkInput fans out runs: every agent × task × seed.
 type BenchmarkInput struct {
-	Tasks       []string
-	Seeds       []int64
-	Agents      []string
+	Tasks  []string
+	Seeds  []int64
+	Agents []string
+	// AgentDefs are the agents' definitions by name (none in benchmarks
+	// from before definitions: built-in agents by name); Images their
+	// images by digest, pinned when the benchmark started.
+	AgentDefs   map[string]agents.Definition `json:",omitempty"`
+	Images      map[string]string            `json:",omitempty"`
 	Concurrency int
 	Run         RunInput // template: Task, Seed and Benchmark are filled per child
 	// Resumed marks a benchmark started again under its id: runs not in
@@ -126,10 +132,14 @@ func (in BenchmarkInput) ChildRuns(benchmarkID string) []ChildRun {
 const DefaultConcurrency = 4
 
 // NewBenchmarkInput is the benchmark of every task × agent × seed 1 to
-// seeds, each run driven by run: one constructor for the starter's
+// seeds, each agent by its definition, each run driven by run: one constructor for the starter's
 // benchmark and demo and for bench/load.
-func NewBenchmarkInput(tasks, agents []string, seeds, concurrency int, run RunInput) BenchmarkInput {
-	in := BenchmarkInput{Tasks: tasks, Agents: agents, Concurrency: concurrency, Run: run}
+func NewBenchmarkInput(tasks []string, defs []agents.Definition, seeds, concurrency int, run RunInput) BenchmarkInput {
+	in := BenchmarkInput{Tasks: tasks, Concurrency: concurrency, Run: run, AgentDefs: map[string]agents.Definition{}}
+	for _, d := range defs {
+		in.Agents = append(in.Agents, d.Name)
+		in.AgentDefs[d.Name] = d
+	}
 	for s := 1; s <= seeds; s++ {
 		in.Seeds = append(in.Seeds, int64(s))
 	}

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/agents"
 	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/runs"
 )
@@ -20,6 +21,8 @@ import (
 var (
 	resolveTask = activityOf[activities.ResolveInput, *activities.ResolvedTask]{
 		name: activities.ResolveTaskName, on: onShared, options: quickOptions, fn: (*activities.Activities).ResolveTask}
+	resolveAgents = activityOf[[]agents.Definition, map[string]string]{
+		name: activities.ResolveAgentsName, on: onShared, options: quickOptions, fn: (*activities.Activities).ResolveAgents}
 	loadCheckpoint = activityOf[activities.CheckpointSource, *activities.CheckpointRef]{
 		name: activities.LoadCheckpointName, on: onShared, options: quickOptions, fn: (*activities.Activities).LoadCheckpoint}
 	provisionHost = activityOf[activities.HostRequest, *activities.ProvisionedHost]{
@@ -51,7 +54,7 @@ var (
 )
 
 // catalogue lists the entries for registration.
-var catalogue = []entry{resolveTask, loadCheckpoint, provisionHost, releaseHost, acquireLease, releaseLease,
+var catalogue = []entry{resolveTask, resolveAgents, loadCheckpoint, provisionHost, releaseHost, acquireLease, releaseLease,
 	runAgent, evaluate, pickMarks, storeResult, readPlan, awaitRuns, aggregateResults, aggregate}
 
 // served says which task queues serve an activity.

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/agents"
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
@@ -78,7 +79,7 @@ func (r *runState) drive(ctx workflow.Context) (*runs.Result, error) {
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
-	spec, err := resolveTask.call(ctx, callArgs{}, activities.ResolveInput{Task: in.Task, Agent: in.Agent, Image: in.Image})
+	spec, err := resolveTask.call(ctx, callArgs{}, activities.ResolveInput{Task: in.Task, Agent: in.Agent, Image: in.Image, AgentDef: in.AgentDef})
 	if err != nil {
 		return r.finish(ctx, runs.OutcomeInfraFailed, "resolve task: "+errText(err), nil), nil
 	}
@@ -351,7 +352,7 @@ func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason str
 		RunID: r.st.RunID, Task: r.in.Task, Agent: r.in.Agent, Seed: r.in.Seed, Outcome: outcome,
 		Attempts: r.st.Attempt, Checkpoints: r.st.Checkpoints, SpecHash: r.spec.Hash, Budget: r.st.Budget, Reason: reason,
 		Metrics: map[string]float64{}, AgentImage: r.agentImage, Evaluations: r.evals, EvalTries: len(r.evals),
-		Curve: r.curve.marks, AttemptLog: r.attempts, CheckpointLog: r.checkpoints,
+		Curve: r.curve.marks, AttemptLog: r.attempts, CheckpointLog: r.checkpoints, AgentDef: r.agentRef(), Benchmark: r.in.Benchmark,
 	}
 	if r.spec.Hash != "" { // resolved
 		res.TimeLimitS, res.Hardware = r.timeLimit().Seconds(), hardwareClass(r.spec.Spec.Resources.GPUCount, r.spec.Spec.Resources.GPUType)
@@ -375,6 +376,29 @@ func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason str
 		res.Score, r.st.Score = nil, nil
 	}
 	return res
+}
+
+// image is the image the run's attempts run: an image agent's by the
+// digest its resolution pinned, else as its input names it.
+func (r *runState) image() string {
+	if r.spec.AgentImage != "" {
+		return r.spec.AgentImage
+	}
+	return r.in.Image
+}
+
+// agentRef is what the result records of the run's agent.
+func (r *runState) agentRef() *runs.AgentRef {
+	digest := r.agentImage
+	if digest == "" {
+		digest = r.spec.AgentImage
+	}
+	def := agents.Legacy(r.in.Agent, r.in.Image, r.in.LLMProvider)
+	if r.in.AgentDef != nil {
+		def = *r.in.AgentDef
+	}
+	ref := def.Ref(digest)
+	return &ref
 }
 
 // held counts the time a host was held for the run, from since (a

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/agents"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/llm"
 	"github.com/mlrb/mlrb/internal/runs"
@@ -148,8 +149,13 @@ type RunInput struct {
 	// LLMProvider is the agent's LLM vendor (agent.provider: openai or
 	// anthropic). Its wire name stays "Provider": recorded inputs carry it.
 	LLMProvider string `json:"Provider"`
-	// Image is the agent image of container agents (agent "mlrb").
+	// Image is the image an image agent runs, by digest when its
+	// benchmark pinned it ("": its definition's); runs from before
+	// definitions name it with agent "mlrb".
 	Image string
+	// AgentDef is the agent's definition (nil: a run from before
+	// definitions, whose Agent names a built-in agent or "mlrb").
+	AgentDef *agents.Definition `json:",omitempty"`
 	// Secrets names the worker-side secrets the agent gets as env; their
 	// values never pass through Temporal.
 	Secrets []string

@@ -37,4 +37,8 @@ const (
 	// curve's marks are scored on leased slots (score over time); before,
 	// the run ended with its final score.
 	versionCurve = "score-over-time"
+	// versionAgentImages: a benchmark of agent definitions pins each image
+	// agent's image to its digest when it starts (ResolveAgents); before,
+	// benchmarks took built-in agents only.
+	versionAgentImages = "benchmark-pins-agent-images"
 )

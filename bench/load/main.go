@@ -16,6 +16,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/mlrb/mlrb/agents"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -326,7 +327,15 @@ func benchmark(ctx context.Context, c client.Client, cfg *config.Config, pol wor
 	if err != nil {
 		return err
 	}
-	in := workflows.NewBenchmarkInput(cat.IDs("mini"), []string{"noop"}, o.seeds, o.conc, workflows.RunInput{LLMProvider: "none", Policy: pol})
+	ags, err := agents.Load("")
+	if err != nil {
+		return err
+	}
+	noop, err := ags.Get("noop")
+	if err != nil {
+		return err
+	}
+	in := workflows.NewBenchmarkInput(cat.IDs("mini"), []agents.Definition{noop}, o.seeds, o.conc, workflows.RunInput{LLMProvider: "none", Policy: pol})
 	t0 := time.Now()
 	r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "load-benchmark", TaskQueue: cfg.Temporal.TaskQueue}, workflows.BenchmarkWorkflowName, in)
 	if err != nil {

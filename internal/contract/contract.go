@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +31,9 @@ const (
 	EnvResumed       = "MLRB_RESUMED"
 	EnvTaskSpec      = "MLRB_TASK_SPEC"
 	EnvPromptFile    = "MLRB_PROMPT_FILE"
+	// EnvModel is the model the agent's definition names (its provider is
+	// PROVIDER, as MLRB's harness sets it).
+	EnvModel = "MLRB_MODEL"
 	// What MLRB's run.sh sets, for agent images written against it.
 	EnvHarnessTask      = "TASK_NAME"
 	EnvHarnessBenchmark = "BENCHMARK"
@@ -58,9 +62,11 @@ type Env struct {
 	Resumed       bool
 	TaskSpec      string
 	PromptFile    string
-	// Suite and Provider fill MLRB's BENCHMARK and PROVIDER.
+	// Suite and Provider fill MLRB's BENCHMARK and PROVIDER; Model is the
+	// agent definition's model, if it names one.
 	Suite    string
 	Provider string
+	Model    string
 }
 
 // OutputDir is where the agent leaves its model and reports.
@@ -86,7 +92,29 @@ func (e Env) Environ() map[string]string {
 		EnvTaskSpec:      e.TaskSpec,
 		EnvPromptFile:    e.PromptFile,
 		EnvHarnessTask:   e.Task, EnvHarnessBenchmark: bench, EnvHarnessProvider: e.Provider,
+		EnvModel: e.Model,
 	}
+}
+
+// Reserved tells whether an agent definition may not set name as a
+// literal variable: the contract's own, the gateway's, the door's proxy
+// and the worker's reserved prefixes.
+func Reserved(name string) bool {
+	upper := strings.ToUpper(name)
+	switch upper {
+	case EnvHarnessTask, EnvHarnessBenchmark, EnvHarnessProvider, "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "ALL_PROXY",
+		"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "PATH", "HOME":
+		return true
+	}
+	if slices.Contains(GatewayNames, upper) {
+		return true
+	}
+	for _, p := range reservedPrefixes {
+		if strings.HasPrefix(upper, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // FromEnv reads the contract through getenv (os.Getenv for a real agent).

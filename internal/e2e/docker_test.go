@@ -237,7 +237,7 @@ func TestDockerAgentIgnoringSIGTERM(t *testing.T) {
 	testtaskImage(t, "mlrb-stubborn:e2e", "model-ignore-term")
 	e := containerAgentEnv(t, "MLRB_CHECKPOINT_INTERVAL=2s", "MLRB_AGENT_GRACE=2s")
 	var res result
-	e.starterJSON(&res, "run", "--task", "e2e_container", "--agent", "mlrb", "--image", "mlrb-stubborn:e2e", "--provider", "openai",
+	e.starterJSON(&res, "run", "--task", "e2e_container", "--label", "e2e-image", "--image", "mlrb-stubborn:e2e", "--provider", "openai",
 		"--time-limit", "8s", "--seed", "1", "--wait", "--json")
 	if res.Outcome != "limit_reached" || res.Score == nil || res.Attempts != 1 {
 		e.dumpLogs()
@@ -254,7 +254,7 @@ func TestDockerAgentOOM(t *testing.T) {
 	testtaskImage(t, "mlrb-hog:e2e", "alloc", "1024")
 	e := containerAgentEnv(t, "MLRB_CONTAINER_MEMORY_MB=64")
 	var res result
-	e.starterJSON(&res, "run", "--task", "e2e_container", "--agent", "mlrb", "--image", "mlrb-hog:e2e", "--provider", "openai",
+	e.starterJSON(&res, "run", "--task", "e2e_container", "--label", "e2e-image", "--image", "mlrb-hog:e2e", "--provider", "openai",
 		"--seed", "1", "--wait", "--json")
 	if res.Outcome != "agent_failed" || res.Score != nil || !strings.Contains(res.Reason, "out of memory") {
 		e.dumpLogs()
@@ -270,7 +270,7 @@ func TestDockerAgentExit137IsItsOwn(t *testing.T) {
 	testtaskImage(t, "mlrb-exit137:e2e", "exit", "137")
 	e := containerAgentEnv(t)
 	var res result
-	e.starterJSON(&res, "run", "--task", "e2e_container", "--agent", "mlrb", "--image", "mlrb-exit137:e2e", "--provider", "openai",
+	e.starterJSON(&res, "run", "--task", "e2e_container", "--label", "e2e-image", "--image", "mlrb-exit137:e2e", "--provider", "openai",
 		"--seed", "1", "--wait", "--json")
 	if res.Outcome != "agent_failed" || res.Attempts != 1 || !strings.Contains(res.Reason, "exit code 137") {
 		e.dumpLogs()
@@ -334,7 +334,7 @@ func TestDockerMLRBLayout(t *testing.T) {
 	testtaskImage(t, "mlrb-layout:e2e", "mlrb-layout")
 	e := containerAgentEnv(t)
 	var res result
-	e.starterJSON(&res, "run", "--task", "e2e_container", "--agent", "mlrb", "--image", "mlrb-layout:e2e", "--provider", "openai",
+	e.starterJSON(&res, "run", "--task", "e2e_container", "--label", "e2e-image", "--image", "mlrb-layout:e2e", "--provider", "openai",
 		"--seed", "1", "--wait", "--json")
 	if res.Outcome != "scored" || res.Score == nil {
 		e.dumpLogs()

@@ -46,7 +46,7 @@ func TestForgedScoreNeverCounts(t *testing.T) {
 	e.waitServer()
 
 	var res result
-	e.starterJSON(&res, "run", "--task", "e2e_forge", "--agent", "mlrb", "--image", "mlrb-forger:e2e", "--provider", "openai",
+	e.starterJSON(&res, "run", "--task", "e2e_forge", "--label", "e2e-image", "--image", "mlrb-forger:e2e", "--provider", "openai",
 		"--seed", "1", "--wait", "--json")
 	if res.Outcome != "scored" || res.Score == nil || math.Abs(*res.Score-1.0/3) > 1e-9 {
 		e.dumpLogs()
@@ -61,7 +61,7 @@ func TestForgedScoreNeverCounts(t *testing.T) {
 		}
 	}
 
-	e.starterJSON(&res, "run", "--task", "e2e_forge", "--agent", "mlrb", "--image", "mlrb-pickler:e2e", "--provider", "openai",
+	e.starterJSON(&res, "run", "--task", "e2e_forge", "--label", "e2e-image", "--image", "mlrb-pickler:e2e", "--provider", "openai",
 		"--seed", "2", "--wait", "--json")
 	if res.Outcome != "agent_failed" || res.Score != nil || !strings.Contains(res.Reason, "pickled weights are refused") {
 		e.dumpLogs()

@@ -53,7 +53,7 @@ func TestAgentCallsThroughTheGateway(t *testing.T) {
 	e.start("worker", "--dev")
 	e.waitServer()
 	var res runs.Result
-	e.starterJSON(&res, "run", "--task", "e2e_llm", "--agent", "mlrb", "--image", "mlrb-llmagent:e2e", "--provider", "openai",
+	e.starterJSON(&res, "run", "--task", "e2e_llm", "--label", "e2e-image", "--image", "mlrb-llmagent:e2e", "--provider", "openai",
 		"--llm-budget-usd", "5", "--seed", "1", "--wait", "--json")
 	if res.Outcome != runs.OutcomeScored {
 		e.dumpLogs()

@@ -19,7 +19,7 @@ func TestDockerNonRootUser(t *testing.T) {
 		t.Fatalf("as uid 1000: %+v", res)
 	}
 	var env result
-	e.starterJSON(&env, "run", "--task", "e2e_container", "--agent", "mlrb", "--image", "mlrb-envtask:e2e", "--provider", "openai",
+	e.starterJSON(&env, "run", "--task", "e2e_container", "--label", "e2e-image", "--image", "mlrb-envtask:e2e", "--provider", "openai",
 		"--seed", "2", "--wait", "--json")
 	logs, errs, code := e.starter("logs", env.RunID)
 	if code != 0 || !strings.Contains(logs, "running as uid 1000 gid 1000") {
@@ -33,7 +33,7 @@ func TestDockerWorkspaceLimit(t *testing.T) {
 	testtaskImage(t, "mlrb-bulk64:e2e", "bulk", "64")
 	e := containerAgentEnv(t, "MLRB_AGENT_WORKSPACE_LIMIT_GB=0.03")
 	var res result
-	e.starterJSON(&res, "run", "--task", "e2e_container", "--agent", "mlrb", "--image", "mlrb-bulk64:e2e", "--provider", "openai",
+	e.starterJSON(&res, "run", "--task", "e2e_container", "--label", "e2e-image", "--image", "mlrb-bulk64:e2e", "--provider", "openai",
 		"--seed", "1", "--time-limit", "90s", "--wait", "--json")
 	if res.Outcome != "agent_failed" || !strings.Contains(res.Reason, "agent.workspace_limit_gb") || res.Budget.UsedS > 60 {
 		e.dumpLogs()

@@ -64,7 +64,7 @@ func TestAgentNetworkReachesNothingOfOurs(t *testing.T) {
 	e.start("worker", "--dev")
 	e.waitServer()
 	var res result
-	e.starterJSON(&res, "run", "--task", "e2e_net", "--agent", "mlrb", "--image", "mlrb-netprobe:e2e", "--provider", "openai",
+	e.starterJSON(&res, "run", "--task", "e2e_net", "--label", "e2e-image", "--image", "mlrb-netprobe:e2e", "--provider", "openai",
 		"--seed", "1", "--wait", "--json")
 	logs, errs, code := e.starter("logs", res.RunID)
 	if code != 0 {

@@ -22,7 +22,7 @@ func TestRealSizeContainerWorkspace(t *testing.T) {
 	testtaskImage(t, "bulk:e2e", "bulk", "2048")
 	e := containerAgentEnv(t, "MLRB_AGENT_HEARTBEAT_TIMEOUT=3s", "MLRB_STORAGE_PARALLEL=1", "MLRB_CHECKPOINT_INTERVAL=10s", "MLRB_AGENT_GRACE=5s")
 	host := "e2e-" + strings.ToLower(t.Name())
-	runID := e.startRun("--task", "e2e_container", "--agent", "mlrb", "--image", "bulk:e2e", "--provider", "openai", "--seed", "1", "--time-limit", "20m")
+	runID := e.startRun("--task", "e2e_container", "--label", "e2e-image", "--image", "bulk:e2e", "--provider", "openai", "--seed", "1", "--time-limit", "20m")
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		if logs, _, _ := e.starter("logs", runID); strings.Contains(logs, "wrote 2048 MiB") {

@@ -36,7 +36,7 @@ func TestSecretsStayOnTheWorker(t *testing.T) {
 	e.start("worker", "--dev")
 	e.waitServer()
 	var res result
-	e.starterJSON(&res, "run", "--task", "e2e_secret", "--agent", "mlrb", "--image", "mlrb-envtask:e2e", "--provider", "openai",
+	e.starterJSON(&res, "run", "--task", "e2e_secret", "--label", "e2e-image", "--image", "mlrb-envtask:e2e", "--provider", "openai",
 		"--secret", "HUGGINGFACE_TOKEN", "--seed", "1", "--wait", "--json")
 	if res.Outcome != "agent_failed" || res.Score != nil {
 		t.Fatalf("an agent that submits nothing: %+v", res)

@@ -135,6 +135,11 @@ type Result struct {
 	Hardware   string  `json:"hardware,omitempty"`
 	// AgentImage and EvaluatorImage are digests, when containers ran them.
 	AgentImage     string `json:"agent_image,omitempty"`
+	// AgentDef is the agent's definition as it ran (nil in results from
+	// before definitions).
+	AgentDef *AgentRef `json:"agent_definition,omitempty"`
+	// Benchmark is the benchmark the run belongs to ("": a lone run).
+	Benchmark string `json:"benchmark_id,omitempty"`
 	EvaluatorImage string `json:"evaluator_image,omitempty"`
 	// Curve is the run's score over agent time, best so far at each mark.
 	Curve []Mark `json:"curve,omitempty"`
@@ -143,6 +148,19 @@ type Result struct {
 	// what this execution saw).
 	AttemptLog    []AttemptRecord  `json:"attempt_log,omitempty"`
 	CheckpointLog []CheckpointInfo `json:"checkpoint_log,omitempty"`
+}
+
+// AgentRef is what a result records of the agent that ran: its
+// definition's name and hash, the image (or, for a built-in agent run as
+// a process, the binary) by digest, and the provider and model it was
+// given.
+type AgentRef struct {
+	Name     string `json:"name"`
+	Hash     string `json:"definition_hash"`
+	Image    string `json:"image_digest,omitempty"`
+	Builtin  string `json:"builtin,omitempty"`
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
 }
 
 // EvalAttempt is one evaluation of the final checkpoint, kept in the result.
