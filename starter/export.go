@@ -16,22 +16,23 @@ import (
 
 // exportOptions are `starter export`'s flags.
 type exportOptions struct {
-	format, out string
-	schema      bool
+	format, out   string
+	schema, mixed bool
 }
 
 func (o *exportOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.format, "format", "parquet", "parquet or csv: one file per table")
 	f.StringVarP(&o.out, "output", "o", "", "directory to write the tables to")
 	f.BoolVar(&o.schema, "schema", false, "print the tables' schema (Markdown) and exit")
+	addMixedFlag(f, &o.mixed)
 }
 
 func (o exportOptions) check(args []string) error {
 	switch {
 	case o.schema:
 		return nil
-	case len(args) != 1:
-		return cli.Usagef("give one BENCH_ID")
+	case len(args) == 0:
+		return cli.Usagef("give BENCH_ID (several are pooled)")
 	case o.out == "":
 		return cli.Usagef("-o: give the directory to write the tables to")
 	}
@@ -44,16 +45,15 @@ func (o exportOptions) check(args []string) error {
 func exportCmd() *cobra.Command {
 	var o exportOptions
 	cmd := &cobra.Command{
-		Use:     "export BENCH_ID --format parquet|csv -o DIR",
-		Short:   "write a benchmark's runs, attempts, checkpoints, curve marks, LLM calls and scores as tables for notebooks",
-		Args:    cobra.MaximumNArgs(1),
+		Use:     "export BENCH_ID [BENCH_ID…] --format parquet|csv -o DIR",
+		Short:   "write benchmarks' runs, attempts, checkpoints, curve marks, LLM calls and scores as tables for notebooks (several benchmarks pooled)",
 		PreRunE: func(_ *cobra.Command, args []string) error { return o.check(args) },
 		RunE: run(func(g *globals, args []string) error {
 			if o.schema {
 				writeSchema(g.out)
 				return nil
 			}
-			return runExport(g, o, args[0])
+			return runExport(g, o, args)
 		}),
 	}
 	o.AddFlags(cmd.Flags())
@@ -63,8 +63,8 @@ func exportCmd() *cobra.Command {
 // runExport writes a benchmark's tables: each run's result, then its
 // calls read from its transcript run by run, so that memory holds one
 // run's calls at a time.
-func runExport(g *globals, o exportOptions, id string) error {
-	rs, _, err := loadBoard(g, id)
+func runExport(g *globals, o exportOptions, ids []string) error {
+	rs, _, err := loadCampaign(g, ids, o.mixed)
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func runExport(g *globals, o exportOptions, id string) error {
 	}
 	calls := 0
 	for i := range rs {
-		if err := w.Result(id, &rs[i]); err != nil {
+		if err := w.Result(rs[i].Benchmark, &rs[i]); err != nil {
 			_ = w.Close()
 			return err
 		}
@@ -96,7 +96,7 @@ func runExport(g *globals, o exportOptions, id string) error {
 	if err := w.Close(); err != nil {
 		return err
 	}
-	fmt.Fprintf(g.out, "exported %d runs and %d calls of %s to %s (%s; schema.json beside)\n", len(rs), calls, id, o.out, o.format)
+	fmt.Fprintf(g.out, "exported %d runs and %d calls of %s to %s (%s; schema.json beside)\n", len(rs), calls, strings.Join(ids, ", "), o.out, o.format)
 	return nil
 }
 

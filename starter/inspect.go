@@ -117,6 +117,9 @@ func runStatus(g *globals, o statusOptions, id string) error {
 	if err != nil {
 		return err
 	}
+	if err := mustBeRun(g, c, id, "watch"); err != nil {
+		return err
+	}
 	st, err := queryStatus(g.ctx, c, id)
 	if err != nil {
 		return err
@@ -209,6 +212,9 @@ func resultCmd() *cobra.Command {
 func runResult(g *globals, o resultOptions, id string) error {
 	c, err := g.client()
 	if err != nil {
+		return err
+	}
+	if err := mustBeRun(g, c, id, "results"); err != nil {
 		return err
 	}
 	busy, _, err := running(g.ctx, c, id)

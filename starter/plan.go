@@ -14,13 +14,14 @@ import (
 // planOptions are `starter plan`'s flags.
 type planOptions struct {
 	delta, sigma float64
-	from         string
-	json         bool
+	from         []string
+	mixed, json  bool
 }
 
 func (o *planOptions) AddFlags(f *pflag.FlagSet) {
 	f.Float64Var(&o.delta, "delta", 0, "the difference in score to detect (e.g. 0.05)")
-	f.StringVar(&o.from, "from", "", "benchmark whose runs give each task's σ (the paired σ of differences where agents share seeds)")
+	f.StringSliceVar(&o.from, "from", nil, "benchmarks (pooled) whose runs give each task's σ (the paired σ of differences where agents share seeds)")
+	addMixedFlag(f, &o.mixed)
 	f.Float64Var(&o.sigma, "sigma", 0, "without --from: the σ of a task's scores to assume for every task")
 	f.BoolVar(&o.json, "json", false, "print JSON")
 }
@@ -29,9 +30,9 @@ func (o planOptions) check() error {
 	switch {
 	case !(o.delta > 0) || math.IsInf(o.delta, 0):
 		return cli.Usagef("--delta: give the difference to detect, a positive number such as 0.05")
-	case o.from == "" && !(o.sigma > 0):
+	case len(o.from) == 0 && !(o.sigma > 0):
 		return cli.Usagef("give --from BENCH_ID (its runs give each task's σ) or --sigma S")
-	case o.from != "" && o.sigma != 0:
+	case len(o.from) > 0 && o.sigma != 0:
 		return cli.Usagef("--sigma: give it or --from, not both")
 	}
 	return nil
@@ -40,7 +41,7 @@ func (o planOptions) check() error {
 func planCmd() *cobra.Command {
 	var o planOptions
 	cmd := &cobra.Command{
-		Use:     "plan --delta D [--from BENCH_ID | --sigma S]",
+		Use:     "plan --delta D [--from BENCH_ID[,BENCH_ID…] | --sigma S]",
 		Short:   "seeds per task to detect a difference δ with 80 % power at α = 0.05 (paired t-test over shared seeds)",
 		Args:    cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error { return o.check() },
@@ -52,10 +53,10 @@ func planCmd() *cobra.Command {
 
 func runPlan(g *globals, o planOptions) error {
 	var plan []leaderboard.PlanRow
-	if o.from == "" {
+	if len(o.from) == 0 {
 		plan = []leaderboard.PlanRow{{Task: "every task", Sigma: o.sigma, Source: "--sigma (σ of paired differences)", Paired: true, Need: leaderboard.PairedSeeds(o.sigma, o.delta)}}
 	} else {
-		rs, setup, err := loadBoard(g, o.from)
+		rs, setup, err := loadCampaign(g, o.from, o.mixed)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -18,10 +19,12 @@ import (
 type reportOptions struct {
 	out    string
 	bodies int
+	mixed  bool
 }
 
 func (o *reportOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVarP(&o.out, "output", "o", "", "directory to write the report to (open its index.html)")
+	addMixedFlag(f, &o.mixed)
 	f.IntVar(&o.bodies, "bodies", 0, "keep this many bytes of each LLM call's request and response in the report (0: none; `starter calls` prints them whole)")
 }
 
@@ -38,21 +41,22 @@ func (o reportOptions) check() error {
 func reportCmd() *cobra.Command {
 	var o reportOptions
 	cmd := &cobra.Command{
-		Use:     "report BENCH_ID|RUN_ID -o DIR",
+		Use:     "report BENCH_ID [BENCH_ID…] | RUN_ID -o DIR",
 		Short:   "write a static report (opens from disk): leaderboard with intervals and gap closed, score-over-time curves, a page per run with its timeline, checkpoints, log and LLM calls",
-		Args:    cobra.ExactArgs(1),
+		Args:    cobra.MinimumNArgs(1),
 		PreRunE: func(*cobra.Command, []string) error { return o.check() },
-		RunE:    run(func(g *globals, args []string) error { return runReport(g, o, args[0]) }),
+		RunE:    run(func(g *globals, args []string) error { return runReport(g, o, args) }),
 	}
 	o.AddFlags(cmd.Flags())
 	return cmd
 }
 
-func runReport(g *globals, o reportOptions, id string) error {
+func runReport(g *globals, o reportOptions, ids []string) error {
 	c, err := g.client()
 	if err != nil {
 		return err
 	}
+	id := ids[0]
 	info, err := describe(g.ctx, c, id)
 	if err != nil {
 		return err
@@ -60,6 +64,9 @@ func runReport(g *globals, o reportOptions, id string) error {
 	var rs []runs.Result
 	var setup leaderboard.Setup
 	if info.GetType().GetName() == workflows.RunWorkflowName {
+		if len(ids) > 1 {
+			return cli.Usagef("%s is a run: report one run alone, or give benchmark ids only", id)
+		}
 		if busy, _, _ := running(g.ctx, c, id); busy {
 			return cli.Usagef("run %s is still running: report it when it has ended (`starter result %s --wait`)", id, id)
 		}
@@ -71,14 +78,15 @@ func runReport(g *globals, o reportOptions, id string) error {
 		if setup, err = withAnchors(g, setup, rs); err != nil {
 			return err
 		}
-	} else if rs, setup, err = loadBoard(g, id); err != nil {
+	} else if rs, setup, err = loadCampaign(g, ids, o.mixed); err != nil {
 		return err
 	}
+	title := strings.Join(ids, " + ")
 	store, err := g.store()
 	if err != nil {
 		return err
 	}
-	in := report.Input{Title: id, Results: rs, Setup: setup, Store: store, Bodies: o.bodies,
+	in := report.Input{Title: title, Results: rs, Setup: setup, Store: store, Bodies: o.bodies,
 		Progress: func(done, total int) {
 			if done%50 == 0 || done == total {
 				fmt.Fprintf(g.errOut, "report: %d of %d runs\n", done, total)
@@ -87,6 +95,6 @@ func runReport(g *globals, o reportOptions, id string) error {
 	if err := report.Write(g.ctx, o.out, in); err != nil {
 		return err
 	}
-	fmt.Fprintf(g.out, "report of %s (%d runs): %s\n", id, len(rs), filepath.Join(o.out, "index.html"))
+	fmt.Fprintf(g.out, "report of %s (%d runs): %s\n", title, len(rs), filepath.Join(o.out, "index.html"))
 	return nil
 }

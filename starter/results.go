@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -10,9 +11,12 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/internal/anchors"
+	"github.com/mlrb/mlrb/internal/blob"
+	"github.com/mlrb/mlrb/internal/campaign"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/runresults"
@@ -21,28 +25,37 @@ import (
 )
 
 // resultsOptions are `starter results`'s flags.
-type resultsOptions struct{ format, prices string }
+type resultsOptions struct {
+	format, prices string
+	mixed          bool
+}
 
 func (o *resultsOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.format, "format", "table", "table, md, csv, json or svg (a chart with error bars)")
 	f.StringVar(&o.prices, "prices", "", "cost the runs' LLM calls again under this price table (gateway.prices format) instead of the one each run was costed with")
+	addMixedFlag(f, &o.mixed)
+}
+
+// addMixedFlag is --allow-mixed of the commands that pool benchmarks.
+func addMixedFlag(f *pflag.FlagSet, mixed *bool) {
+	f.BoolVar(mixed, "allow-mixed", false, "pool benchmarks whose runs differ in task spec, evaluator or agent definition, each variant shown apart")
 }
 
 func resultsCmd() *cobra.Command {
 	var o resultsOptions
 	cmd := &cobra.Command{
-		Use:     "results BENCH_ID",
-		Short:   "print a benchmark's leaderboard (table, md, csv, json or svg); partial while it runs",
-		Args:    cobra.ExactArgs(1),
+		Use:     "results BENCH_ID [BENCH_ID…]",
+		Short:   "print the leaderboard of a benchmark, or of several pooled by task, agent and seed (table, md, csv, json or svg); partial while they run",
+		Args:    cobra.MinimumNArgs(1),
 		PreRunE: func(*cobra.Command, []string) error { return checkFormat(o.format) },
-		RunE:    run(func(g *globals, args []string) error { return runResults(g, o, args[0]) }),
+		RunE:    run(func(g *globals, args []string) error { return runResults(g, o, args) }),
 	}
 	o.AddFlags(cmd.Flags())
 	return cmd
 }
 
-// runResults prints a benchmark's leaderboard: partial while it runs.
-func runResults(g *globals, o resultsOptions, id string) error {
+// runResults prints the leaderboard of benchmarks: partial while they run.
+func runResults(g *globals, o resultsOptions, ids []string) error {
 	var prices *llm.Prices
 	if o.prices != "" {
 		var err error
@@ -50,7 +63,7 @@ func runResults(g *globals, o resultsOptions, id string) error {
 			return cli.Usagef("--prices: %v", err)
 		}
 	}
-	rs, setup, err := loadBoard(g, id)
+	rs, setup, err := loadCampaign(g, ids, o.mixed)
 	if err != nil {
 		return err
 	}
@@ -59,7 +72,37 @@ func runResults(g *globals, o resultsOptions, id string) error {
 			return err
 		}
 	}
-	return printLeaderboard(g.out, id, rs, setup, o.format)
+	return printLeaderboard(g.out, strings.Join(ids, " + "), rs, setup, o.format)
+}
+
+// loadCampaign is the runs and setup of one or more benchmarks, pooled by
+// task, agent and seed (see campaign.Pool); a pool of runs that are not
+// one experiment is refused unless mixed.
+func loadCampaign(g *globals, ids []string, mixed bool) ([]runs.Result, leaderboard.Setup, error) {
+	if err := checkDistinct("BENCH_ID", ids); err != nil {
+		return nil, leaderboard.Setup{}, err
+	}
+	sets := make([]campaign.Set, 0, len(ids))
+	for _, id := range ids {
+		rs, setup, err := loadBoard(g, id)
+		if err != nil {
+			return nil, leaderboard.Setup{}, err
+		}
+		sets = append(sets, campaign.Set{ID: id, Results: rs, Setup: setup})
+	}
+	p, err := campaign.Pool(sets, mixed)
+	var ce *campaign.ConflictError
+	if errors.As(err, &ce) {
+		return nil, leaderboard.Setup{}, cli.Usagef("%v", err)
+	}
+	if err != nil {
+		return nil, leaderboard.Setup{}, err
+	}
+	for _, c := range p.Conflicts {
+		fmt.Fprintf(g.errOut, "warning: %s\n", c)
+	}
+	setup, err := withAnchors(g, p.Setup, p.Results)
+	return p.Results, setup, err
 }
 
 // loadBoard is a benchmark's runs and setup: so far, while it runs.
@@ -68,11 +111,14 @@ func loadBoard(g *globals, id string) ([]runs.Result, leaderboard.Setup, error) 
 	if err != nil {
 		return nil, leaderboard.Setup{}, err
 	}
-	busy, _, err := running(g.ctx, c, id)
+	info, err := describe(g.ctx, c, id)
 	if err != nil {
 		return nil, leaderboard.Setup{}, err
 	}
-	if busy {
+	if info.GetType().GetName() != workflows.BenchmarkWorkflowName {
+		return nil, leaderboard.Setup{}, cli.Usagef("%s is a run, not a benchmark: `starter result %s` prints it (results, plan, report and export take benchmark ids; report takes a run too)", id, id)
+	}
+	if info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return partialBoard(g, c, id)
 	}
 	var res workflows.BenchmarkResult
@@ -200,7 +246,49 @@ func storedRuns(g *globals, id string, ended bool) ([]runs.Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("results of %s: %w", id, err)
 	}
+	if got, err = completeResults(g, c, store, all, got); err != nil {
+		return nil, err
+	}
 	return resultRows(id, all, got, ended), nil
+}
+
+// completeResults finds the results a store lacks of runs that did
+// complete: a starter pointed at another store than the runs' would
+// otherwise book every one as cut off. The first such run names its
+// store: when it is not this starter's it is followed (a directory here)
+// or the command is refused naming both; when it is, the missing results
+// are read from Temporal, whose record of a completed run is whole.
+func completeResults(g *globals, c client.Client, store blob.Store, all []workflows.ChildRun, got []*runs.Result) ([]*runs.Result, error) {
+	cfg, err := g.config()
+	if err != nil {
+		return nil, err
+	}
+	checked := false
+	for i, r := range got {
+		if r != nil {
+			continue
+		}
+		info, err := describe(g.ctx, c, all[i].ID)
+		if err != nil || info.Status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+			continue // never started, or cut off: the rows say so
+		}
+		if !checked {
+			checked = true
+			other, err := followStore(g, cfg, store, all[i].ID, storeOfRun(g.ctx, cfg, all[i].ID))
+			if err != nil {
+				return nil, err
+			}
+			if other != store {
+				return runresults.GetAll[runs.Result](g.ctx, other, all, nil)
+			}
+		}
+		var res runs.Result
+		if err := c.GetWorkflow(g.ctx, all[i].ID, "").Get(g.ctx, &res); err != nil {
+			return nil, fmt.Errorf("result of %s: %w", all[i].ID, err)
+		}
+		got[i] = &res
+	}
+	return got, nil
 }
 
 // resultRows are the leaderboard's runs: the stored results, and, once
@@ -213,7 +301,7 @@ func resultRows(id string, all []workflows.ChildRun, got []*runs.Result, ended b
 			rows = append(rows, *r)
 		case ended:
 			j := all[i]
-			rows = append(rows, runs.Result{RunID: j.ID, Task: j.Task, Agent: j.Agent, Seed: j.Seed, Outcome: runs.OutcomeInfraFailed,
+			rows = append(rows, runs.Result{RunID: j.ID, Benchmark: id, Task: j.Task, Agent: j.Agent, Seed: j.Seed, Outcome: runs.OutcomeInfraFailed,
 				Reason: fmt.Sprintf("cut off before it stored a result (`starter benchmark resume %s` continues it)", id)})
 		}
 	}

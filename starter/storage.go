@@ -56,17 +56,29 @@ func runStore(g *globals, runID string, has func(blob.Store) (bool, error)) (blo
 	if ok, err := has(store); ok || err != nil {
 		return store, err
 	}
-	where := storeOfRun(g.ctx, cfg, runID)
+	return followStore(g, cfg, store, runID, storeOfRun(g.ctx, cfg, runID))
+}
+
+// followStore is the store a run names (where, from its status) when it
+// is not this starter's: read when it is a directory here (and kept as
+// the store every later read of this command uses), refused naming both
+// when it is not. "" (the run could not say) keeps this starter's.
+func followStore(g *globals, cfg *config.Config, store blob.Store, runID, where string) (blob.Store, error) {
 	if where == "" || where == store.String() {
 		return store, nil
 	}
 	if dir, ok := strings.CutPrefix(where, blob.FSPrefix); ok {
 		if st, err := os.Stat(dir); err == nil && st.IsDir() {
-			fmt.Fprintf(g.errOut, "run %s keeps its checkpoints in %s (this starter's store is %s): reading that\n", runID, where, store)
-			return blob.NewFS(dir)
+			fmt.Fprintf(g.errOut, "run %s keeps its checkpoints and results in %s (this starter's store is %s): reading that\n", runID, where, store)
+			s, err := blob.NewFS(dir)
+			if err != nil {
+				return nil, err
+			}
+			g.blobs = s
+			return s, nil
 		}
 	}
-	return nil, cli.Usagef("run %s keeps its checkpoints in %s, but this starter reads %s: point storage.* (or --state-dir) at the run's store", runID, where, store)
+	return nil, cli.Usagef("run %s keeps its checkpoints and results in %s, but this starter reads %s: point storage.* (or --state-dir) at the run's store", runID, where, store)
 }
 
 // storeOfRun asks the run where its workers keep its checkpoints; ""

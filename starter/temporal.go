@@ -34,6 +34,19 @@ func describe(ctx context.Context, c client.Client, id string) (*workflowpb.Work
 	return d.WorkflowExecutionInfo, nil
 }
 
+// mustBeRun refuses a benchmark id where a run's is expected, naming
+// the command that takes it.
+func mustBeRun(g *globals, c client.Client, id, instead string) error {
+	info, err := describe(g.ctx, c, id)
+	if err != nil {
+		return err
+	}
+	if info.GetType().GetName() == workflows.BenchmarkWorkflowName {
+		return cli.Usagef("%s is a benchmark, not a run: `starter %s %s` shows it", id, instead, id)
+	}
+	return nil
+}
+
 // running tells whether a run or benchmark is still going.
 func running(ctx context.Context, c client.Client, id string) (bool, enumspb.WorkflowExecutionStatus, error) {
 	info, err := describe(ctx, c, id)
@@ -77,6 +90,13 @@ func update(ctx context.Context, c client.Client, id, name string, arg, out any)
 		opts.Args = []any{arg}
 	}
 	h, err := c.UpdateWorkflow(ctx, opts)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		// An ended run is not found by an update: say that it ended.
+		if info, derr := describe(ctx, c, id); derr == nil && info.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			return cli.Usagef("%s %s: it has ended (%s); see `starter result %s`", name, id, statusName(info.Status), id)
+		}
+	}
 	if err != nil {
 		return notFound(fmt.Errorf("%s %s: %w", name, id, err), id)
 	}

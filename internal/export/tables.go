@@ -39,6 +39,9 @@ type Run struct {
 	SpecHash    string   `parquet:"spec_hash" doc:"the task spec's hash"`
 	AgentImage  string   `parquet:"agent_image" doc:"agent image digest (containers)"`
 	EvalImage   string   `parquet:"evaluator_image" doc:"evaluator image digest (containers)"`
+	AgentHash   string   `parquet:"agent_definition_hash" doc:"the agent definition's hash (agents/NAME.yaml, its description aside)"`
+	Provider    string   `parquet:"provider" doc:"the LLM provider the agent was given"`
+	Model       string   `parquet:"model" doc:"the model the agent was given (MLRB_MODEL)"`
 }
 
 // Attempt is one row per agent attempt.

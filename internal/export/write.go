@@ -65,6 +65,12 @@ func (w *Writer) Result(benchmarkID string, r *runs.Result) error {
 		Reason: r.Reason, Attempts: int64(r.Attempts), Checkpoints: int64(r.Checkpoints), EvalTries: int64(r.EvalTries), TimeLimitS: r.TimeLimitS,
 		GrantedS: r.Budget.GrantedS(), AgentS: r.Budget.UsedS, LostS: r.Budget.LostS, InfraWaitS: r.Budget.InfraWaitS,
 		GPUHours: r.Cost.GPUHours, BilledGPUH: r.Cost.BilledGPUHours, Hardware: r.Hardware, SpecHash: r.SpecHash, AgentImage: r.AgentImage, EvalImage: r.EvaluatorImage}
+	if d := r.AgentDef; d != nil {
+		run.AgentHash, run.Provider, run.Model = d.Hash, d.Provider, d.Model
+		if d.Image != "" {
+			run.AgentImage = d.Image
+		}
+	}
 	if l := r.Cost.LLM; l != nil {
 		run.LLMCalls, run.LLMTokens, run.LLMUSD = l.Calls, l.Tokens.Total(), l.USD
 	}
