@@ -53,7 +53,7 @@ func benchmarkCmd() *cobra.Command {
 		RunE:  run(func(g *globals, _ []string) error { return runBenchmark(g, o) }),
 	}
 	o.AddFlags(cmd.Flags())
-	cmd.AddCommand(benchmarkResumeCmd())
+	cmd.AddCommand(benchmarkResumeCmd(), benchmarkExtendCmd())
 	return cmd
 }
 

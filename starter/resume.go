@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/agents"
+	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/internal/resume"
@@ -53,6 +56,97 @@ an agent that had finished is only evaluated again, never re-run.`,
 // runResume plans the resume of an ended benchmark (internal/resume),
 // stores the plan and starts the benchmark again under its id.
 func runResume(g *globals, o resumeOptions, id string) error {
+	return restart(g, o, id, "resumed", nil)
+}
+
+// growOptions are `starter benchmark extend`'s flags.
+type growOptions struct {
+	resumeOptions
+	agents []string
+	seeds  int
+}
+
+func (o *growOptions) AddFlags(f *pflag.FlagSet) {
+	o.resumeOptions.AddFlags(f)
+	f.StringSliceVar(&o.agents, "agents", nil, "agent definitions to add (see starter agents list)")
+	f.IntVar(&o.seeds, "seeds", 0, "seeds per task and agent in all (more than it has: the new ones run)")
+}
+
+func benchmarkExtendCmd() *cobra.Command {
+	var o growOptions
+	cmd := &cobra.Command{
+		Use:   "extend BENCH_ID [--agents C[,D]] [--seeds N]",
+		Short: "add agents or seeds to an ended benchmark: only the new runs (and any cut off) run; runs with a result are kept",
+		Args:  cobra.ExactArgs(1),
+		PreRunE: func(*cobra.Command, []string) error {
+			if len(o.agents) == 0 && o.seeds == 0 {
+				return cli.Usagef("give --agents to add or --seeds N (the seeds per task and agent in all)")
+			}
+			if o.seeds < 0 {
+				return cli.Usagef("--seeds: %d is negative", o.seeds)
+			}
+			return checkFormat(o.format)
+		},
+		RunE: run(func(g *globals, args []string) error {
+			return restart(g, o.resumeOptions, args[0], "extended", func(in *workflows.BenchmarkInput) error { return o.extend(g, in) })
+		}),
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+// extend adds the new agents and seeds to a benchmark's input.
+func (o growOptions) extend(g *globals, in *workflows.BenchmarkInput) error {
+	if o.seeds != 0 && o.seeds <= len(in.Seeds) {
+		return cli.Usagef("--seeds: the benchmark has %d seeds per task and agent; give more to add some", len(in.Seeds))
+	}
+	next := int64(1)
+	for _, s := range in.Seeds {
+		next = max(next, s+1)
+	}
+	for len(in.Seeds) < o.seeds {
+		in.Seeds = append(in.Seeds, next)
+		next++
+	}
+	if len(o.agents) == 0 {
+		return nil
+	}
+	if err := checkDistinct("--agents", append(slices.Clone(in.Agents), o.agents...)); err != nil {
+		return cli.Usagef("--agents: %v (an agent the benchmark has already)", err)
+	}
+	defs, err := agentsOf(g, "--agents", o.agents)
+	if err != nil {
+		return err
+	}
+	cfg, cat, err := g.catalog()
+	if err != nil {
+		return err
+	}
+	if in.AgentDefs == nil {
+		in.AgentDefs = map[string]agents.Definition{}
+		// A benchmark from before definitions named built-in agents.
+		for _, a := range in.Agents {
+			in.AgentDefs[a] = agents.Legacy(a, "", "")
+		}
+	}
+	for _, d := range defs {
+		for _, t := range in.Tasks {
+			if _, err := checkRunOf("--agents", cat, app.Policy(cfg), t, d, 0, in.Run.TimeLimit); err != nil {
+				return err
+			}
+		}
+		in.Agents = append(in.Agents, d.Name)
+		in.AgentDefs[d.Name] = d
+	}
+	// The new image agents are pinned when the benchmark starts again;
+	// the others keep the digests they ran (in.Images).
+	return nil
+}
+
+// restart starts an ended benchmark again under its id, its input
+// changed by change (nil: as it was): runs with a result are kept, the
+// others (cut off, failed for infrastructure, new) run.
+func restart(g *globals, o resumeOptions, id, verb string, change func(*workflows.BenchmarkInput) error) error {
 	c, err := g.client()
 	if err != nil {
 		return err
@@ -71,6 +165,11 @@ func runResume(g *globals, o resumeOptions, id string) error {
 	if err := startInput(g.ctx, c, id, &in); err != nil {
 		return err
 	}
+	if change != nil {
+		if err := change(&in); err != nil {
+			return err
+		}
+	}
 	store, err := g.store()
 	if err != nil {
 		return err
@@ -86,7 +185,7 @@ func runResume(g *globals, o resumeOptions, id string) error {
 		fmt.Fprintf(g.errOut, "warning: %s: its lost time is not carried over (%v)\n", rid, plan.Uncarried[rid])
 	}
 	if len(plan.Again) == 0 {
-		fmt.Fprintf(g.out, "benchmark %s: all %d runs have results; nothing to resume\n", id, len(plan.Kept))
+		fmt.Fprintf(g.out, "benchmark %s: all %d runs have results; nothing to run\n", id, len(plan.Kept))
 		return nil
 	}
 	key, err := storePlan(g.ctx, store, id, plan)
@@ -102,7 +201,7 @@ func runResume(g *globals, o resumeOptions, id string) error {
 	if err != nil {
 		return fmt.Errorf("resume benchmark %s: %w", id, err)
 	}
-	fmt.Fprintf(g.out, "%s resumed: %d runs kept, %d to continue: %s\n", run.GetID(), len(plan.Kept), len(plan.Again), abbreviate(plan.Again, 20))
+	fmt.Fprintf(g.out, "%s %s: %d runs kept, %d to run: %s\n", run.GetID(), verb, len(plan.Kept), len(plan.Again), abbreviate(plan.Again, 20))
 	if !o.wait {
 		return nil
 	}

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -100,26 +101,31 @@ func newBench(ctx workflow.Context, in BenchmarkInput) (*bench, error) {
 }
 
 // pinImages resolves the image agents' images to digests once, in the
-// benchmark's first execution; later executions carry them.
+// benchmark's first execution (later ones carry them); an extended
+// benchmark resolves only its new agents', the others keep theirs.
 func (b *bench) pinImages(ctx workflow.Context) error {
-	if b.st.Execution != 1 || len(b.in.AgentDefs) == 0 || b.in.Images != nil ||
-		workflow.GetVersion(ctx, versionAgentImages, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if b.st.Execution != 1 || len(b.in.AgentDefs) == 0 {
 		return nil
 	}
-	defs := make([]agents.Definition, 0, len(b.in.AgentDefs))
+	var defs []agents.Definition
 	for _, name := range b.in.Agents {
-		if d, ok := b.in.AgentDefs[name]; ok && d.Image != "" {
+		if d, ok := b.in.AgentDefs[name]; ok && d.Image != "" && b.in.Images[name] == "" {
 			defs = append(defs, d)
 		}
 	}
-	if len(defs) == 0 {
+	if len(defs) == 0 || workflow.GetVersion(ctx, versionAgentImages, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return nil
 	}
 	images, err := resolveAgents.call(ctx, callArgs{}, defs)
 	if err != nil {
 		return fmt.Errorf("resolve the agents' images: %w", err)
 	}
-	b.in.Images = images
+	pinned := maps.Clone(b.in.Images)
+	if pinned == nil {
+		pinned = map[string]string{}
+	}
+	maps.Copy(pinned, images)
+	b.in.Images = pinned
 	return nil
 }
 
