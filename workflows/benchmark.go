@@ -26,6 +26,9 @@ type bench struct {
 	perKey  map[string]int // runs per task/agent
 	st      BenchmarkState
 	running map[string]ChildRun
+	// parked are runs under way that wait for an operator's retry: they
+	// hold no slot.
+	parked map[string]ChildRun
 	// started are the runs this execution started: their child futures
 	// report their ends; the others are awaited by AwaitRuns.
 	started map[string]workflow.ChildWorkflowFuture
@@ -58,7 +61,7 @@ func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResul
 	if b.st.Next < len(b.jobs) {
 		next := b.in
 		st := b.st
-		st.Running = sortedIDs(b.running)
+		st.Running, st.Parked = sortedIDs(b.running), sortedIDs(b.parked)
 		next.State = &st
 		return nil, workflow.NewContinueAsNewError(ctx, BenchmarkWorkflowName, next)
 	}
@@ -67,7 +70,7 @@ func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResul
 
 func newBench(ctx workflow.Context, in BenchmarkInput) (*bench, error) {
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
-	b := &bench{id: id, in: in, jobs: in.ChildRuns(id), perKey: map[string]int{}, running: map[string]ChildRun{},
+	b := &bench{id: id, in: in, jobs: in.ChildRuns(id), perKey: map[string]int{}, running: map[string]ChildRun{}, parked: map[string]ChildRun{},
 		started: map[string]workflow.ChildWorkflowFuture{}, sel: workflow.NewSelector(ctx), planFrom: -1}
 	for _, j := range b.jobs {
 		b.perKey[j.Pair()]++
@@ -86,7 +89,18 @@ func newBench(ctx workflow.Context, in BenchmarkInput) (*bench, error) {
 	for _, rid := range b.st.Running {
 		b.running[rid] = byID[rid]
 	}
-	b.st.Running = nil
+	for _, rid := range b.st.Parked {
+		b.parked[rid] = byID[rid]
+	}
+	b.st.Running, b.st.Parked = nil, nil
+	b.sel.AddReceive(workflow.GetSignalChannel(ctx, SignalRunParked), func(c workflow.ReceiveChannel, _ bool) {
+		var rid string
+		c.Receive(ctx, &rid)
+		if j, ok := b.running[rid]; ok {
+			delete(b.running, rid)
+			b.parked[rid] = j
+		}
+	})
 	if err := workflow.SetQueryHandler(ctx, QueryProgress, func(page ProgressPage) (Progress, error) {
 		return b.progress(page), nil
 	}); err != nil {
@@ -151,7 +165,7 @@ func (b *bench) loop(ctx workflow.Context) error {
 			return nil
 		}
 		b.awaitCarried(ctx)
-		if len(b.running) == 0 {
+		if len(b.running) == 0 && len(b.parked) == 0 {
 			continue // kept runs only, counted already
 		}
 		b.sel.Select(ctx)
@@ -246,9 +260,12 @@ func (b *bench) planEntry(ctx workflow.Context, i int) (activities.PlanEntry, er
 func (b *bench) ended(id string, o runs.Outcome) {
 	j, ok := b.running[id]
 	if !ok {
-		return
+		if j, ok = b.parked[id]; !ok {
+			return
+		}
 	}
 	delete(b.running, id)
+	delete(b.parked, id)
 	b.count(j, o)
 }
 
@@ -268,6 +285,11 @@ func (b *bench) awaitCarried(ctx workflow.Context) {
 	}
 	var ids []string
 	for _, id := range sortedIDs(b.running) {
+		if _, ok := b.started[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	for _, id := range sortedIDs(b.parked) {
 		if _, ok := b.started[id]; !ok {
 			ids = append(ids, id)
 		}
@@ -313,7 +335,7 @@ func (b *bench) progress(page ProgressPage) Progress {
 		page.Limit = DefaultProgressPage
 	}
 	page.Limit = min(page.Limit, MaxProgressPage)
-	p := Progress{Total: len(b.jobs), Done: b.done(), PerTask: map[string]map[runs.ChildState]int{}, RunningTotal: len(b.running),
+	p := Progress{Total: len(b.jobs), Done: b.done(), PerTask: map[string]map[runs.ChildState]int{}, RunningTotal: len(b.running) + len(b.parked),
 		Policy: b.in.Run.Policy.Leaderboard(), Execution: b.st.Execution}
 	for k, n := range b.perKey {
 		per := map[runs.ChildState]int{}
@@ -324,11 +346,13 @@ func (b *bench) progress(page ProgressPage) Progress {
 		p.PerTask[k] = per
 		p.PerTask[k][runs.ChildQueued] = n
 	}
-	for _, j := range b.running {
+	under := maps.Clone(b.running)
+	maps.Copy(under, b.parked)
+	for _, j := range under {
 		p.PerTask[j.Pair()][runs.ChildRunning]++
 		p.PerTask[j.Pair()][runs.ChildQueued]--
 	}
-	ids := sortedIDs(b.running)
+	ids := sortedIDs(under)
 	if page.Offset < len(ids) {
 		p.Running = ids[max(page.Offset, 0):min(max(page.Offset, 0)+page.Limit, len(ids))]
 	}

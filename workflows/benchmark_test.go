@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -288,3 +289,49 @@ func testBenchmarkResume(t *testing.T, inStore bool) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestAwaitingRunsFreeTheirSlots: a run whose evaluation fails waits for
+// an operator's retry without its benchmark slot, so the next run starts
+// at once instead of after the wait limit (24 h here); the waiting run
+// still ends and is counted.
+func TestAwaitingRunsFreeTheirSlots(t *testing.T) {
+	env := newEnv(t)
+	started := map[string]time.Time{}
+	var mu sync.Mutex
+	t0 := env.Now()
+	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.AgentInput) (*activities.AgentResult, error) {
+			mu.Lock()
+			started[in.Task.ID+"/"+in.RunID] = env.Now()
+			mu.Unlock()
+			return agentDone(env, &activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 3}, ck(1, 3))(ctx, in)
+		})
+	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.EvalInput) (*activities.EvalResult, error) {
+			if strings.Contains(in.RunID, "/broken/") {
+				return nil, errors.New("evaluator image broken")
+			}
+			return score(0.5), nil
+		})
+	env.OnActivity(activities.AggregateResultsName, mock.Anything, mock.Anything).Return(&activities.AggregateResult{}, nil)
+	env.ExecuteWorkflow(BenchmarkWorkflow, BenchmarkInput{Tasks: []string{"broken", "good"}, Seeds: []int64{1}, Agents: []string{"reference"}, Concurrency: 1, Run: RunInput{Policy: testPolicy}})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var r BenchmarkResult
+	if err := env.GetWorkflowResult(&r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Ended["broken/reference"][runs.StateOf(runs.OutcomeEvaluationFailed)] != 1 || r.Ended["good/reference"][runs.StateOf(runs.OutcomeScored)] != 1 {
+		t.Fatalf("ended %+v", r.Ended)
+	}
+	var good time.Time
+	for k, at := range started {
+		if strings.Contains(k, "/good/") {
+			good = at
+		}
+	}
+	if good.IsZero() || good.Sub(t0) > time.Hour {
+		t.Fatalf("the next run started %s after the benchmark, behind a run waiting for a retry", good.Sub(t0))
+	}
+}

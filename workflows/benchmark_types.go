@@ -56,8 +56,10 @@ type BenchmarkState struct {
 	Next int
 	// Ended counts ended runs by task/agent and outcome.
 	Ended map[string]map[runs.ChildState]int
-	// Running are runs an earlier execution started that had not ended.
+	// Running are runs an earlier execution started that had not ended;
+	// Parked those of them that wait for an operator's retry (no slot).
 	Running []string `json:",omitempty"`
+	Parked  []string `json:",omitempty"`
 	// Execution counts the executions so far (the first is 1).
 	Execution int
 }

@@ -27,6 +27,7 @@ func (r *runState) evaluate(ctx workflow.Context, outcome runs.Outcome, why stri
 		return r.finish(ctx, runs.OutcomeAgentFailed, "no model to evaluate: "+errText(err), nil), nil
 	}
 	r.setPhase(ctx, runs.PhaseAwaitingEvalRetry)
+	r.park(ctx)
 	ok, err := workflow.AwaitWithTimeout(ctx, r.pol.EvalWaitLimit, func() bool { return r.retry.scored != nil })
 	if err != nil {
 		return nil, err
@@ -38,6 +39,26 @@ func (r *runState) evaluate(ctx workflow.Context, outcome runs.Outcome, why stri
 		return r.finish(ctx, runs.OutcomeEvaluationFailed, "evaluation failed and no retry came within the wait limit: "+r.evals[len(r.evals)-1].Error, nil), nil
 	}
 	return r.scoredOverTime(ctx, outcome, why, r.retry.scored)
+}
+
+// park tells the run's benchmark, once, that it waits for an operator
+// (an evaluation or curve retry): its slot goes to the next run, so one
+// broken evaluator never idles a benchmark for the wait limit. A run
+// whose benchmark is gone (terminated) loses nothing by the signal's
+// failure.
+func (r *runState) park(ctx workflow.Context) {
+	parent := workflow.GetInfo(ctx).ParentWorkflowExecution
+	if parent == nil || r.parked || workflow.GetVersion(ctx, versionParkAwaiting, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	r.parked = true
+	// To the benchmark's current execution (it may have continued as new).
+	f := workflow.SignalExternalWorkflow(ctx, parent.ID, "", SignalRunParked, r.st.RunID)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		if err := f.Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("benchmark not told the run waits", "benchmark", parent.ID, "error", err)
+		}
+	})
 }
 
 // scoredOverTime finishes a run whose final model is scored (ev), after

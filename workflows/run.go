@@ -41,6 +41,8 @@ type runState struct {
 	checkpoints []runs.CheckpointInfo
 	// leaseWaitS is the last lease's wait, for its attempt's record.
 	leaseWaitS float64
+	// parked: the run told its benchmark it waits for an operator.
+	parked bool
 }
 
 // RunWorkflow drives one run: resolve the task, then attempts of lease →

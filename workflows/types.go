@@ -29,6 +29,9 @@ const (
 	UpdateRetryEvaluation = "retry-evaluation"
 	UpdateExtend          = "extend"
 	UpdateCancel          = "cancel"
+	// SignalRunParked: a benchmark's run (its id the payload) waits for an
+	// operator's retry; the benchmark frees its slot.
+	SignalRunParked = "run-parked"
 )
 
 // Search attributes; `worker --dev` registers them, a cluster needs

@@ -41,4 +41,8 @@ const (
 	// agent's image to its digest when it starts (ResolveAgents); before,
 	// benchmarks took built-in agents only.
 	versionAgentImages = "benchmark-pins-agent-images"
+	// versionParkAwaiting: a benchmark's run waiting for an evaluation or
+	// curve retry signals its benchmark (SignalRunParked), which gives its
+	// slot to the next run; before, it held the slot while it waited.
+	versionParkAwaiting = "park-runs-awaiting-retry"
 )

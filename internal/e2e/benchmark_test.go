@@ -126,8 +126,8 @@ func disqualifiedInTheLeaderboard(t *testing.T, e *env) {
 	if res.Outcome != "disqualified" || res.Score != nil || !strings.Contains(res.Reason, "are float32; allowed: bfloat16") || res.Metrics["disqualified/score"] <= 0 {
 		t.Fatalf("disqualified run: %+v", res)
 	}
-	if !strings.Contains(out, "e2e_dq,reference,2,0,2,2,,") || !strings.Contains(out, "e2e_fast,reference,2,2,0,0,0.") {
-		t.Fatalf("leaderboard: want e2e_dq 2 runs, 0 scored, 2 invalid, 2 disqualified, no mean; e2e_fast 2 scored:\n%s", out)
+	if !strings.Contains(out, "e2e_dq,reference,2,0,2,0,2,0.0000,") || !strings.Contains(out, "e2e_fast,reference,2,2,0,0,0,1.0000,") {
+		t.Fatalf("leaderboard: want e2e_dq 2 runs, 0 scored, 2 agent failures (disqualified), success 0, no mean; e2e_fast 2 scored:\n%s", out)
 	}
 	measuredAnchors(t, e)
 }
@@ -147,7 +147,7 @@ func measuredAnchors(t *testing.T, e *env) {
 	if out, _, code := e.starter("anchors", "list"); code != 0 || !strings.Contains(out, "agent noop") || !strings.Contains(out, "e2e_dq") {
 		t.Fatalf("anchors list (exit %d): %s", code, out)
 	}
-	want := map[string]string{"table": "gap closed %", "md": "| gap closed % |", "csv": "gap_closed_pct,baseline,top", "json": `"gap_closed_pct":`, "svg": "gap closed e2e_fast/reference:"}
+	want := map[string]string{"table": "gap closed %", "md": "| gap closed % [95 % CI] |", "csv": "gap_closed_pct,gap_closed_low,gap_closed_high,baseline,top", "json": `"gap_closed_pct":`, "svg": "e2e_fast"}
 	for format, w := range want {
 		out, errs, code := e.starter("results", "bench-dq", "--format", format)
 		if code != 0 || !strings.Contains(out, w) || !strings.Contains(out, "e2e_fast") {
@@ -155,7 +155,8 @@ func measuredAnchors(t *testing.T, e *env) {
 		}
 	}
 	out, _, _ := e.starter("results", "bench-dq", "--format", "table")
-	if !regexp.MustCompile(`e2e_fast +reference +2 +2 +0 \(0\) / 0 +0\.\d+ ± 0\.\d+ +-?\d+\.\d `).MatchString(out) || !strings.Contains(out, "gap closed, mean over 1 tasks with anchors: reference") {
+	if !regexp.MustCompile(`e2e_fast +reference +2 +2/0/0 +100% \[\d+, 100\] +0\.\d+ \(n=2\) +\[[-0-9.]+, [-0-9.]+\] t +[-0-9.]+ \[[-0-9.]+, [-0-9.]+\] +-?\d+\.\d \[`).MatchString(out) ||
+		!strings.Contains(out, "gap closed, mean over 1 tasks with anchors (failures at the baseline): reference") {
 		t.Fatalf("the table shows no gap closed for e2e_fast:\n%s", out)
 	}
 	t.Logf("leaderboard with measured anchors:\n%s", out)

@@ -139,7 +139,7 @@ func TestResearchReport(t *testing.T) {
 		t.Fatalf("parquet export (exit %d): %s %s", code, out, errs)
 	}
 	out, errs, code := e.starter("plan", "--delta", "0.05", "--from", bench)
-	if code != 0 || !strings.Contains(out, "mini_baby_lm") || !strings.Contains(out, "σ of noop − reference over 3 shared seeds") {
+	if code != 0 || !strings.Contains(out, "mini_baby_lm") || !strings.Contains(out, "σ of reference − noop over 3 shared seeds") {
 		t.Fatalf("plan (exit %d): %s %s", code, out, errs)
 	}
 	t.Logf("starter plan:\n%s", out)

@@ -1,5 +1,6 @@
 // Command llmagent is an MLRB-contract agent image that does its research
-// through LLM calls: the official OpenAI and Anthropic SDKs, unmodified,
+// through LLM calls (its chat calls to the model MLRB_MODEL names): the
+// official OpenAI and Anthropic SDKs, unmodified,
 // with the keys MLRB's agent reads (OPENAI, ANTHROPIC) and the base URLs
 // the SDKs read from the environment. It prints the SHA-256 of each
 // answer's bytes as it received them, then submits a trivial model.
@@ -89,7 +90,13 @@ func main() {
 func research(ctx context.Context) error {
 	oc := openai.NewClient(ooption.WithAPIKey(os.Getenv("OPENAI")), ooption.WithMiddleware(middleware), ooption.WithMaxRetries(0))
 	ac := anthropic.NewClient(aoption.WithAPIKey(os.Getenv("ANTHROPIC")), aoption.WithMiddleware(middleware), aoption.WithMaxRetries(0))
-	chat := openai.ChatCompletionNewParams{Model: "gpt-4o", MaxCompletionTokens: openai.Int(512),
+	// The model its definition names (MLRB_MODEL), as an agent under
+	// comparison would use it; gpt-4o for a one-off run.
+	model := os.Getenv("MLRB_MODEL")
+	if model == "" {
+		model = "gpt-4o"
+	}
+	chat := openai.ChatCompletionNewParams{Model: model, MaxCompletionTokens: openai.Int(512),
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Propose a baseline for " + os.Getenv("TASK_NAME"))}}
 	if _, err := oc.Chat.Completions.New(ctx, chat); err != nil {
 		return fmt.Errorf("chat: %w", err)
