@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -95,7 +96,11 @@ func (a *Activities) evaluate(ctx context.Context, in EvalInput, ev *evalDirs, i
 	timeout := in.Task.Evaluation.Timeout.D()
 	deadline := time.Now().Add(timeout)
 	log := a.Logger.With(zap.String("run", in.RunID), zap.String("role", "evaluator"))
-	if err := a.runEvaluator(ctx, spec, ev.door, timeout, log); err != nil {
+	err := a.runEvaluator(ctx, spec, ev.door, timeout, log)
+	if kept := a.keepLog(ctx, in.RunID, ev, spec.LogPath); err != nil && kept {
+		err = fmt.Errorf("%w (its log is kept: `starter logs %s --evaluator`)", err, in.RunID)
+	}
+	if err != nil {
 		return spec, nil, "", nil, err
 	}
 	lv.step(stepReadResults, 0)
@@ -192,9 +197,42 @@ func (a *Activities) runEvaluator(ctx context.Context, spec runtime.TaskSpec, do
 	case timedOut:
 		return fmt.Errorf("evaluator ran past its %s timeout", timeout)
 	case !res.Successful():
-		return fmt.Errorf("evaluator %s: %s (log: %s)", res, tail(spec.LogPath), spec.LogPath)
+		return fmt.Errorf("evaluator %s: %s", res, tail(spec.LogPath))
 	}
 	return nil
+}
+
+// EvaluatorLogKeep is how much of an evaluator's log (its end) is kept
+// in the store.
+const EvaluatorLogKeep = 1 << 20
+
+// EvaluatorLogKey is where an evaluation's log is kept: beside its
+// results, under the evaluation's directory name (final-try-N,
+// mark-S-try-N), which sorts by try.
+func EvaluatorLogKey(runID, evaluation string) string {
+	return blob.RunPrefix(runID) + path.Join("evaluations", evaluation, EvaluatorLogName)
+}
+
+// EvaluatorLogName is the kept log's name in its evaluation's directory.
+const EvaluatorLogName = "evaluator.log"
+
+// keepLog stores the end of an evaluator's log, whether it succeeded or
+// not: the evaluation's directory goes when it ends, and an operator
+// deciding on retry-eval needs the log. It tells whether it was kept.
+func (a *Activities) keepLog(ctx context.Context, runID string, ev *evalDirs, logPath string) bool {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = f.Close() }()
+	if st, err := f.Stat(); err == nil && st.Size() > EvaluatorLogKeep {
+		_, _ = f.Seek(st.Size()-EvaluatorLogKeep, io.SeekStart)
+	}
+	if err := a.Engine.Store.Put(ctx, EvaluatorLogKey(runID, filepath.Base(ev.dir)), io.LimitReader(f, EvaluatorLogKeep)); err != nil {
+		a.Logger.Warn("keep the evaluator's log", zap.String("run", runID), zap.Error(err))
+		return false
+	}
+	return true
 }
 
 // keepResults stores the results the score was read from in the blob

@@ -53,11 +53,13 @@ type statusView struct {
 	LeaseWaitS *float64 `json:"lease_wait_s,omitempty"`
 	// Curve is the run's score over time, as far as it is scored.
 	Curve []runs.Mark `json:"curve,omitempty"`
+	// Waiting is why a run waits for an operator, and what to do.
+	Waiting *workflows.Waiting `json:"waiting,omitempty"`
 }
 
 func view(st workflows.Status, now time.Time) statusView {
 	v := statusView{RunID: st.RunID, Task: st.Task, Phase: st.Phase, Attempt: st.Attempt, Checkpoints: st.Checkpoints, Outcome: st.Outcome, Score: st.Score, Budget: st.Budget,
-		CheckpointFailures: st.CheckpointFailures, CheckpointStale: st.CheckpointStale, CheckpointError: st.CheckpointError, Curve: st.Curve}
+		CheckpointFailures: st.CheckpointFailures, CheckpointStale: st.CheckpointStale, CheckpointError: st.CheckpointError, Curve: st.Curve, Waiting: st.Waiting}
 	if !st.LastCheckpointAt.IsZero() {
 		age := math.Round(now.Sub(st.LastCheckpointAt).Seconds()*10) / 10
 		v.LastCheckpointAgeS = &age
@@ -161,7 +163,17 @@ func writeStatus(w io.Writer, v statusView) {
 	if v.Outcome != "" {
 		fmt.Fprintf(w, "outcome      %s\n", v.Outcome)
 	}
+	writeWaiting(w, "", v.Waiting)
 	writeCurve(w, "curve        ", v.Curve)
+}
+
+// writeWaiting prints why a run waits for an operator and what to do.
+func writeWaiting(w io.Writer, indent string, wt *workflows.Waiting) {
+	if wt == nil {
+		return
+	}
+	fmt.Fprintf(w, "%swaiting      for a retry until %s: %s\n%s  its log:   %s\n%s  retry:     %s\n", indent, wt.Until.UTC().Format(time.RFC3339),
+		cli.Printable(wt.Error), indent, wt.Log, indent, wt.Retry)
 }
 
 // writeCurve prints a run's marks, one line each: the mark, the

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"fmt"
+	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
 
+	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/internal/logstore"
@@ -14,13 +18,15 @@ import (
 
 // logsOptions are `starter logs`'s flags.
 type logsOptions struct {
-	attempt int
-	follow  bool
+	attempt   int
+	follow    bool
+	evaluator bool
 }
 
 func (o *logsOptions) AddFlags(f *pflag.FlagSet) {
 	f.IntVar(&o.attempt, "attempt", 0, "attempt (default: the latest with logs)")
 	f.BoolVar(&o.follow, "follow", false, "keep printing until the run ends")
+	f.BoolVar(&o.evaluator, "evaluator", false, "print the kept logs of the run's evaluations instead (the end of each, latest last)")
 }
 
 func logsCmd() *cobra.Command {
@@ -36,6 +42,9 @@ func logsCmd() *cobra.Command {
 // runLogs copies an attempt's stored log; with --follow, until the run
 // ends.
 func runLogs(g *globals, o logsOptions, id string) error {
+	if o.evaluator {
+		return evaluatorLogs(g, id)
+	}
 	store, err := runStore(g, id, func(s blob.Store) (bool, error) {
 		atts, err := logstore.Attempts(g.ctx, s, id)
 		return len(atts) > 0, err
@@ -91,4 +100,43 @@ func latestLogged(g *globals, store blob.Store, id string, follow bool) (int, er
 		return 1, nil
 	}
 	return atts[len(atts)-1], nil
+}
+
+// evaluatorLogs prints the kept logs of a run's evaluations, each under
+// its evaluation's name (final-try-N, mark-S-try-N).
+func evaluatorLogs(g *globals, id string) error {
+	prefix := blob.RunPrefix(id) + "evaluations/"
+	var objs []blob.Object
+	store, err := runStore(g, id, func(s blob.Store) (bool, error) {
+		var err error
+		objs, err = s.List(g.ctx, prefix)
+		return len(objs) > 0, err
+	})
+	if err != nil {
+		return err
+	}
+	if objs, err = store.List(g.ctx, prefix); err != nil {
+		return fmt.Errorf("evaluations of %s: %w", id, err)
+	}
+	out, n := cli.ForTerminal(g.out), 0
+	for _, o := range objs {
+		if !strings.HasSuffix(o.Key, "/"+activities.EvaluatorLogName) {
+			continue
+		}
+		n++
+		fmt.Fprintf(g.out, "=== %s ===\n", strings.TrimSuffix(strings.TrimPrefix(o.Key, prefix), "/"+activities.EvaluatorLogName))
+		rc, err := store.Get(g.ctx, o.Key)
+		if err != nil {
+			return fmt.Errorf("evaluator log of %s: %w", id, err)
+		}
+		_, err = io.Copy(out, rc)
+		_ = rc.Close()
+		if err != nil {
+			return fmt.Errorf("evaluator log of %s: %w", id, err)
+		}
+	}
+	if n == 0 {
+		return cli.Usagef("run %s has no kept evaluator log (none evaluated yet, or evaluated before logs were kept)", id)
+	}
+	return nil
 }

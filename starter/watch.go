@@ -145,8 +145,12 @@ func (s *benchSnapshot) awaitingRetry() []runs.Result {
 	var out []runs.Result
 	for _, id := range sortedKeys(s.live) {
 		if st := s.live[id]; st.Phase == runs.PhaseAwaitingEvalRetry {
+			reason := "evaluation failed; `starter retry-eval` scores it in place"
+			if wt := st.Waiting; wt != nil {
+				reason = fmt.Sprintf("evaluation failed (%s); its log: `%s`; retry: `%s`", wt.Error, wt.Log, wt.Retry)
+			}
 			out = append(out, runs.Result{RunID: id, Task: st.Task, Agent: st.Agent, Seed: st.Seed,
-				Outcome: outcomeAwaitingRetry, Reason: "evaluation failed; `starter retry-eval` scores it in place"})
+				Outcome: outcomeAwaitingRetry, Reason: reason})
 		}
 	}
 	return out
@@ -213,6 +217,7 @@ func writeProgress(w io.Writer, id string, s *benchSnapshot, now time.Time) {
 	}
 	for _, rid := range sortedKeys(s.live) {
 		fmt.Fprintf(w, "  %s\n", liveLine(view(s.live[rid], now), s.live[rid]))
+		writeWaiting(w, "    ", s.live[rid].Waiting)
 	}
 }
 
@@ -229,6 +234,7 @@ func runFrame(ctx context.Context, c client.Client, id string, w io.Writer) erro
 	if v.CheckpointFailures > 0 {
 		fmt.Fprintf(w, "checkpoint failing (%d in a row): %s\n", v.CheckpointFailures, v.CheckpointError)
 	}
+	writeWaiting(w, "", v.Waiting)
 	return nil
 }
 

@@ -73,6 +73,7 @@ func (r *runState) scoreOverTime(ctx workflow.Context, final *activities.EvalRes
 		return nil
 	}
 	r.setPhase(ctx, runs.PhaseAwaitingCurveRetry)
+	r.waitUntil = workflow.Now(ctx).Add(r.pol.EvalWaitLimit)
 	r.park(ctx)
 	if _, err := workflow.AwaitWithTimeout(ctx, r.pol.EvalWaitLimit, r.curveDone); err != nil {
 		return err

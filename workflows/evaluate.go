@@ -27,6 +27,7 @@ func (r *runState) evaluate(ctx workflow.Context, outcome runs.Outcome, why stri
 		return r.finish(ctx, runs.OutcomeAgentFailed, "no model to evaluate: "+errText(err), nil), nil
 	}
 	r.setPhase(ctx, runs.PhaseAwaitingEvalRetry)
+	r.waitUntil = workflow.Now(ctx).Add(r.pol.EvalWaitLimit)
 	r.park(ctx)
 	ok, err := workflow.AwaitWithTimeout(ctx, r.pol.EvalWaitLimit, func() bool { return r.retry.scored != nil })
 	if err != nil {

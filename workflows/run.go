@@ -41,8 +41,10 @@ type runState struct {
 	checkpoints []runs.CheckpointInfo
 	// leaseWaitS is the last lease's wait, for its attempt's record.
 	leaseWaitS float64
-	// parked: the run told its benchmark it waits for an operator.
-	parked bool
+	// parked: the run told its benchmark it waits for an operator;
+	// waitUntil is when that wait ends.
+	parked    bool
+	waitUntil time.Time
 }
 
 // RunWorkflow drives one run: resolve the task, then attempts of lease →
@@ -320,7 +322,32 @@ func (r *runState) status() Status {
 	st.CheckpointStale = st.CheckpointFailures >= r.pol.CheckpointAlertAfter
 	st.LLM = r.llm()
 	st.Curve = slices.Clone(r.curve.marks)
+	st.Waiting = r.waiting()
 	return st
+}
+
+// waiting is why the run waits for an operator and the commands that
+// help, while it does.
+func (r *runState) waiting() *Waiting {
+	id := r.st.RunID
+	w := &Waiting{Log: "starter logs " + id + " --evaluator", Until: r.waitUntil}
+	switch r.st.Phase {
+	case runs.PhaseAwaitingEvalRetry:
+		if len(r.evals) > 0 {
+			w.Error = r.evals[len(r.evals)-1].Error
+		}
+		w.Retry = "starter retry-eval " + id + " [--image IMAGE]"
+	case runs.PhaseAwaitingCurveRetry:
+		for _, m := range r.curve.marks {
+			if m.Error != "" {
+				w.Error = m.Error
+			}
+		}
+		w.Retry = "starter retry-eval " + id + " --curve [--image IMAGE]"
+	default:
+		return nil
+	}
+	return w
 }
 
 func (r *runState) nextSeq() int {

@@ -216,6 +216,21 @@ type Status struct {
 	LLM *RunLLM `json:"llm,omitempty"`
 	// Curve is the run's score over time, as far as it is scored.
 	Curve []runs.Mark `json:"curve,omitempty"`
+	// Waiting says, while the run waits for an operator's retry, why and
+	// what to do.
+	Waiting *Waiting `json:"waiting,omitempty"`
+}
+
+// Waiting is what a run waiting for an operator shows: the error its
+// evaluation (or a mark's) ended on, where its log is, and the command
+// that retries it in place.
+type Waiting struct {
+	Error string `json:"error"`
+	Log   string `json:"log"`
+	Retry string `json:"retry"`
+	// Until is when the wait ends with the run evaluation_failed (or,
+	// for a curve, finished with its final score).
+	Until time.Time `json:"until"`
 }
 
 // ReachedAt estimates the agent seconds a running attempt has reached at
