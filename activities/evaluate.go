@@ -207,7 +207,7 @@ func (a *Activities) runEvaluator(ctx context.Context, spec runtime.TaskSpec, do
 const EvaluatorLogKeep = 1 << 20
 
 // EvaluatorLogKey is where an evaluation's log is kept: beside its
-// results, under the evaluation's directory name (final-try-N,
+// results, under the evaluation's directory name (try-N,
 // mark-S-try-N), which sorts by try.
 func EvaluatorLogKey(runID, evaluation string) string {
 	return blob.RunPrefix(runID) + path.Join("evaluations", evaluation, EvaluatorLogName)

@@ -13,9 +13,7 @@ import (
 // Table row: its name (Key.Flag), its type (its default's), its help
 // (Key.Doc, the key and its default) and no default of its own, so that
 // a flag left unset leaves the key to the file, the environment and the
-// table. A command that needs another default for a key says so
-// explicitly (cli.SetDefault). A key with no flag in Table is a
-// programming error.
+// table. A key with no flag in Table is a programming error.
 func AddFlags(fs *pflag.FlagSet, keys ...string) {
 	for _, name := range keys {
 		k, ok := Lookup(name)

@@ -115,6 +115,9 @@ func (o benchmarkOptions) input(g *globals) (string, workflows.BenchmarkInput, e
 		b := o.budget
 		run.LLMBudget = &b
 	}
+	for _, w := range curveWarnings(cat, app.Policy(cfg), ids, o.limit) {
+		fmt.Fprintln(g.errOut, w)
+	}
 	in = workflows.NewBenchmarkInput(ids, defs, o.seeds, o.concurrency, run)
 	in.ContinueAfter = o.continueAfter
 	return id, in, nil

@@ -94,8 +94,36 @@ func checkRunOf(agentFlag string, cat *tasks.Catalog, pol workflows.Policy, task
 	if limit > 0 {
 		granted = limit
 	}
+	pol.CheckpointInterval = spec.Interval(pol.CheckpointInterval)
 	if err := pol.CheckInterval(granted); err != nil {
 		return nil, cli.Usagef("task %s: %v", task, err)
 	}
 	return spec, nil
+}
+
+// curveWarnings name the tasks whose checkpoints are further apart than
+// their curve's marks: such a mark is scored on a later checkpoint (up
+// to one interval late) or has none.
+func curveWarnings(cat *tasks.Catalog, pol workflows.Policy, ids []string, limit time.Duration) []string {
+	var out []string
+	for _, id := range ids {
+		found, err := cat.Get(id)
+		if err != nil || pol.NoCurve {
+			continue
+		}
+		spec := *found
+		budget := spec.TimeLimit.D()
+		if limit > 0 {
+			budget = limit
+		}
+		if len(pol.Curve) > 0 {
+			spec.Evaluation.Curve = &tasks.Curve{At: pol.Curve}
+		}
+		every, spacing := spec.Interval(pol.CheckpointInterval), spec.CurveSpacing(budget)
+		if spacing > 0 && every > spacing {
+			out = append(out, fmt.Sprintf("warning: task %s checkpoints every %s, longer than the %s between its curve's marks: a mark is scored on a checkpoint up to %s after it, or has none (lower checkpoint.interval, or the task's checkpoint_interval)",
+				id, every, spacing.Round(time.Second/10), every))
+		}
+	}
+	return out
 }

@@ -41,8 +41,6 @@ func demoCmd() *cobra.Command {
 		RunE:  run(func(g *globals, _ []string) error { return runDemo(g, o) }),
 	}
 	o.AddFlags(cmd.Flags())
-	// Mini tasks last seconds: checkpoint often enough to see it.
-	cli.SetDefault(cmd, "checkpoint.interval", "3s")
 	return cmd
 }
 

@@ -196,6 +196,9 @@ func writeCurve(w io.Writer, label string, marks []runs.Mark) {
 		if m.Seq > 0 {
 			at = fmt.Sprintf("#%d at %s", m.Seq, time.Duration(m.AgentS*float64(time.Second)).Round(time.Second))
 		}
+		if m.Later() {
+			what += " (the model of a later checkpoint: none by the mark)"
+		}
 		fmt.Fprintf(w, "%s%-9s %-18s %s %s\n", label, time.Duration(m.AtS*float64(time.Second)).Round(time.Second), at, m.Split, what)
 	}
 }

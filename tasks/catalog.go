@@ -127,6 +127,8 @@ func (s *Spec) validate() error {
 		return missing("metric.parts")
 	case s.TimeLimit <= 0:
 		return missing("time_limit")
+	case s.CheckpointInterval < 0:
+		return fmt.Errorf("checkpoint_interval %s must be positive (or left out: the policy's checkpoint.interval)", s.CheckpointInterval.D())
 	case len(s.Evaluation.Command) == 0:
 		return missing("evaluation.command")
 	case s.Evaluation.Timeout <= 0:

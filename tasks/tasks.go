@@ -9,6 +9,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
+	"slices"
 	"text/template"
 	"time"
 
@@ -21,20 +23,24 @@ var embedded embed.FS
 
 // Spec is one task, as the catalog file states it.
 type Spec struct {
-	ID            string      `yaml:"id" json:"id"`
-	Title         string      `yaml:"title" json:"title"`
-	Suite         string      `yaml:"suite" json:"suite"`
-	Mirrors       string      `yaml:"mirrors,omitempty" json:"mirrors,omitempty"`
-	Source        string      `yaml:"source" json:"source"`
-	Goal          string      `yaml:"goal" json:"goal"`
-	Datasets      []Dataset   `yaml:"datasets" json:"datasets"`
-	AllowedModels []string    `yaml:"allowed_models" json:"allowed_models"`
-	Metric        Metric      `yaml:"metric" json:"metric"`
-	Resources     Resources   `yaml:"resources" json:"resources"`
-	TimeLimit     Duration    `yaml:"time_limit" json:"time_limit"`
-	Constraints   Constraints `yaml:"constraints" json:"constraints"`
-	Evaluation    Evaluation  `yaml:"evaluation" json:"evaluation"`
-	Reference     *Reference  `yaml:"reference,omitempty" json:"reference,omitempty"`
+	ID            string    `yaml:"id" json:"id"`
+	Title         string    `yaml:"title" json:"title"`
+	Suite         string    `yaml:"suite" json:"suite"`
+	Mirrors       string    `yaml:"mirrors,omitempty" json:"mirrors,omitempty"`
+	Source        string    `yaml:"source" json:"source"`
+	Goal          string    `yaml:"goal" json:"goal"`
+	Datasets      []Dataset `yaml:"datasets" json:"datasets"`
+	AllowedModels []string  `yaml:"allowed_models" json:"allowed_models"`
+	Metric        Metric    `yaml:"metric" json:"metric"`
+	Resources     Resources `yaml:"resources" json:"resources"`
+	TimeLimit     Duration  `yaml:"time_limit" json:"time_limit"`
+	// CheckpointInterval, if set, is how often the task's runs need a
+	// checkpoint (its curve's marks are scored on them): a run takes the
+	// shorter of it and its policy's checkpoint.interval.
+	CheckpointInterval Duration    `yaml:"checkpoint_interval,omitempty" json:"checkpoint_interval,omitempty"`
+	Constraints        Constraints `yaml:"constraints" json:"constraints"`
+	Evaluation         Evaluation  `yaml:"evaluation" json:"evaluation"`
+	Reference          *Reference  `yaml:"reference,omitempty" json:"reference,omitempty"`
 	// Anchors, when set, are the baseline and top scores the leaderboard
 	// measures the gap closed against.
 	Anchors *Anchors `yaml:"anchors,omitempty" json:"anchors,omitempty"`
@@ -209,16 +215,51 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // Hash is the spec's content hash: sha256 of its canonical JSON. A result
 // carries it so a leaderboard never mixes runs of different task versions.
 func (s *Spec) Hash() string {
-	// The curve's marks say when the research is sampled, not how the
-	// model is scored: runs with other marks stay comparable.
+	// The curve's marks and the checkpoint interval say when the research
+	// is sampled, not how the model is scored: runs with other marks stay
+	// comparable.
 	c := *s
-	c.Evaluation.Curve = nil
+	c.Evaluation.Curve, c.CheckpointInterval = nil, 0
 	b, err := json.Marshal(&c)
 	if err != nil {
 		panic(fmt.Sprintf("tasks: spec %s does not marshal: %v", s.ID, err))
 	}
 	h := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(h[:])
+}
+
+// Interval is the checkpoint interval of the task's runs under a policy's
+// interval: the shorter of the two when the task names one.
+func (s *Spec) Interval(policy time.Duration) time.Duration {
+	if d := s.CheckpointInterval.D(); d > 0 && (policy <= 0 || d < policy) {
+		return d
+	}
+	return policy
+}
+
+// CurveSpacing is the shortest agent time between two of the curve's
+// marks (or before the first) for a budget of limit; 0 without marks.
+func (s *Spec) CurveSpacing(limit time.Duration) time.Duration {
+	c := s.Evaluation.Curve
+	if c == nil || len(c.At) == 0 {
+		return 0
+	}
+	at := make([]float64, 0, len(c.At))
+	for _, m := range c.At {
+		at = append(at, m.Seconds(limit))
+	}
+	slices.Sort(at)
+	least, prev := math.Inf(1), 0.0
+	for _, x := range at {
+		if x-prev > 0 {
+			least = math.Min(least, x-prev)
+		}
+		prev = x
+	}
+	if math.IsInf(least, 1) {
+		return 0
+	}
+	return time.Duration(least * float64(time.Second))
 }
 
 // NeedsGPU tells whether the task leases GPUs.

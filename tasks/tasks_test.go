@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestEmbeddedCatalog(t *testing.T) {
@@ -130,5 +131,39 @@ func TestMiniSuiteShipsMeasuredAnchors(t *testing.T) {
 		if a == nil || a.Baseline == nil || a.Top == nil || a.Baseline.RunID == "" || a.Top.Evaluator == "" || a.Top.Score <= a.Baseline.Score {
 			t.Errorf("%s: anchors %+v", id, a)
 		}
+	}
+}
+
+// TestCheckpointIntervalOfATask: a mini task names its checkpoint
+// interval (seconds: its curve's marks are seconds apart); a run takes
+// the shorter of it and its policy's, and the hash ignores it, as it
+// ignores the marks. A negative one is refused.
+func TestCheckpointIntervalOfATask(t *testing.T) {
+	cat, err := Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mini, _ := cat.Get("mini_baby_lm")
+	if got := mini.Interval(10 * time.Minute); got != 3*time.Second {
+		t.Fatalf("mini_baby_lm under a 10m policy checkpoints every %s", got)
+	}
+	if got := mini.Interval(time.Second); got != time.Second {
+		t.Fatalf("a shorter policy: %s", got)
+	}
+	if sp := mini.CurveSpacing(mini.TimeLimit.D()); sp <= 0 || sp < mini.Interval(10*time.Minute) {
+		t.Fatalf("mini_baby_lm's marks are %s apart, its checkpoints %s", sp, mini.Interval(10*time.Minute))
+	}
+	full, _ := cat.Get("baby_lm")
+	if got := full.Interval(10 * time.Minute); got != 10*time.Minute {
+		t.Fatalf("baby_lm: %s", got)
+	}
+	c := *mini
+	c.CheckpointInterval = Duration(time.Minute)
+	if c.Hash() != mini.Hash() {
+		t.Fatal("the checkpoint interval changed the spec's hash")
+	}
+	raw, _ := os.ReadFile(filepath.Join("catalog", "mini_baby_lm.yaml"))
+	if _, err := Parse([]byte(strings.Replace(string(raw), "checkpoint_interval: 3s", "checkpoint_interval: -3s", 1))); err == nil || !strings.Contains(err.Error(), "checkpoint_interval") {
+		t.Fatalf("a negative interval: %v", err)
 	}
 }

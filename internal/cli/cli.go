@@ -17,9 +17,8 @@ import (
 	"github.com/mlrb/mlrb/tasks"
 )
 
-// LoadConfig loads the config for a command, honouring --config, the
-// key flags it was given (config.AddFlags) and its own defaults
-// (SetDefault).
+// LoadConfig loads the config for a command, honouring --config and the
+// key flags it was given (config.AddFlags).
 func LoadConfig(cmd *cobra.Command) (*config.Config, error) {
 	file, _ := cmd.Flags().GetString("config")
 	keys := map[string]string{}
@@ -28,29 +27,7 @@ func LoadConfig(cmd *cobra.Command) (*config.Config, error) {
 			keys[flag] = key
 		}
 	}
-	defaults := map[string]string{}
-	for c := cmd; c != nil; c = c.Parent() {
-		for k, v := range c.Annotations {
-			if key, ok := strings.CutPrefix(k, defaultPrefix); ok {
-				if _, set := defaults[key]; !set {
-					defaults[key] = v
-				}
-			}
-		}
-	}
-	return config.Load(file, cmd.Flags(), keys, defaults)
-}
-
-const defaultPrefix = "mlrb.default."
-
-// SetDefault gives a command its own default for a key (the demo's short
-// checkpoint interval): over the table's, under the file, the environment
-// and the flag.
-func SetDefault(cmd *cobra.Command, key, value string) {
-	if cmd.Annotations == nil {
-		cmd.Annotations = map[string]string{}
-	}
-	cmd.Annotations[defaultPrefix+key] = value
+	return config.Load(file, cmd.Flags(), keys, nil)
 }
 
 // WorkerKeys are the keys the worker exposes as flags.

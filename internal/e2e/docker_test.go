@@ -365,6 +365,15 @@ func TestRetryEvaluationInPlace(t *testing.T) {
 		e.dumpLogs()
 		t.Fatalf("status = %+v", st)
 	}
+	// The run says why it waits and what to do; the evaluator's log is
+	// kept in the store, its directory gone.
+	text, _, _ := e.starter("status", runID)
+	if !strings.Contains(text, "retry:     starter retry-eval "+runID) || !strings.Contains(text, "its log:   starter logs "+runID+" --evaluator") || !strings.Contains(text, "evaluator") {
+		t.Fatalf("status of a waiting run:\n%s", text)
+	}
+	if evlog, errs, code := e.starter("logs", runID, "--evaluator"); code != 0 || !strings.Contains(evlog, "=== try-1 ===") {
+		t.Fatalf("logs --evaluator (exit %d): %s\n%s", code, errs, evlog)
+	}
 	out, errs, code := e.starter("retry-eval", runID, "--image", refImage)
 	if code != 0 || !strings.Contains(out, "scored") {
 		t.Fatalf("retry-eval (exit %d): %s %s", code, out, errs)

@@ -205,6 +205,11 @@ type Mark struct {
 	Tries int    `json:"tries"`
 }
 
+// Later tells a mark served by a checkpoint taken after it (within the
+// checkpoint interval the rule allows): its model is the one of AgentS,
+// not of AtS, and is shown so.
+func (m Mark) Later() bool { return m.Seq > 0 && m.AgentS > m.AtS+0.5 }
+
 // Done tells whether the mark has its answer: a score, or no model.
 func (m Mark) Done() bool { return m.Score != nil || m.NoModel != "" }
 
