@@ -251,12 +251,20 @@ type Container struct {
 	// User runs agents and evaluators as uid[:gid] instead of the
 	// image's user (root in most).
 	User string `mapstructure:"user" yaml:"user"`
+	// GPUs is how leased GPUs reach a container: GPUsNVIDIA or GPUsDevices.
+	GPUs string `mapstructure:"gpus" yaml:"gpus"`
 }
 
 // Tasks points at an extra catalog directory merged over the embedded one.
 type Tasks struct {
 	Dir string `mapstructure:"dir" yaml:"dir"`
 }
+
+// How leased GPUs reach a container (container.gpus).
+const (
+	GPUsNVIDIA  = "nvidia"
+	GPUsDevices = "devices"
+)
 
 // Agents points at the operator's agent definitions, merged over the
 // shipped ones.

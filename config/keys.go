@@ -90,6 +90,7 @@ var Table = []Key{
 	{Name: "container.memory_mb", Default: 0, Doc: "memory limit (0: the task's `resources.memory_gb`)"},
 	{Name: "container.cpus", Default: 0, Doc: "CPU limit (0: none)"},
 	{Name: "container.pids_limit", Default: 4096, Doc: "process limit (0: none)"},
+	{Name: "container.gpus", Default: "nvidia", Doc: "how leased GPUs reach a container: `nvidia` (a device request to the NVIDIA container toolkit) or `devices` (the leased `/dev/nvidiaN` files, with `/dev/nvidiactl` and `/dev/nvidia-uvm` when present, as plain devices: hosts without the toolkit, or Slurm GRES)"},
 	{Name: "container.user", Default: "", Doc: "run agents and evaluators as `uid[:gid]` (numbers) instead of the image's user; the workspace is owned to it"},
 	{Name: "tasks.dir", Default: "", Flag: "tasks-dir", Doc: "extra task files, merged over the embedded catalog"},
 	{Name: "agents.dir", Default: "", Flag: "agents-dir", Doc: "agent definitions (one `NAME.yaml` each: image or builtin, provider, model, env, secrets, args, llm_budget_usd), merged over the shipped ones in `agents/`; `starter agents list`"},

@@ -72,6 +72,8 @@ func (c *Config) Validate() error {
 		return bad("agent.log_limit_mb: %d must be 0 (no limit) or more", c.Agent.LogLimitMB)
 	case c.Agent.WorkspaceLimitGB < 0:
 		return bad("agent.workspace_limit_gb: %g must be 0 (no limit) or more", c.Agent.WorkspaceLimitGB)
+	case c.Container.GPUs != GPUsNVIDIA && c.Container.GPUs != GPUsDevices:
+		return bad("container.gpus: %q is not %s or %s", c.Container.GPUs, GPUsNVIDIA, GPUsDevices)
 	case c.Container.User != "" && !userSpec.MatchString(c.Container.User):
 		return bad("container.user: %q is not uid or uid:gid (numbers, e.g. 1000:1000)", c.Container.User)
 	case oneOf("provision.kind", c.Provision.Kind, ProvisionKinds) != nil:

@@ -64,10 +64,11 @@ func exportCmd() *cobra.Command {
 // calls read from its transcript run by run, so that memory holds one
 // run's calls at a time.
 func runExport(g *globals, o exportOptions, ids []string) error {
-	rs, _, err := loadCampaign(g, ids, o.mixed)
+	b, err := loadCampaign(g, ids, o.mixed)
 	if err != nil {
 		return err
 	}
+	rs := b.runs
 	store, err := g.store()
 	if err != nil {
 		return err

@@ -56,11 +56,11 @@ func runPlan(g *globals, o planOptions) error {
 	if len(o.from) == 0 {
 		plan = []leaderboard.PlanRow{{Task: "every task", Sigma: o.sigma, Source: "--sigma (σ of paired differences)", Paired: true, Need: leaderboard.PairedSeeds(o.sigma, o.delta)}}
 	} else {
-		rs, setup, err := loadCampaign(g, o.from, o.mixed)
+		b, err := loadCampaign(g, o.from, o.mixed)
 		if err != nil {
 			return err
 		}
-		plan = leaderboard.Plan(leaderboard.RunsOf(rs), setup.Anchors, o.delta)
+		plan = leaderboard.Plan(leaderboard.RunsOf(b.runs), b.setup.Anchors, o.delta)
 	}
 	if o.json {
 		return printJSON(g.out, map[string]any{"delta": o.delta, "alpha": 0.05, "power": 0.8, "tasks": plan})

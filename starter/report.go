@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/report"
@@ -63,6 +65,7 @@ func runReport(g *globals, o reportOptions, ids []string) error {
 	}
 	var rs []runs.Result
 	var setup leaderboard.Setup
+	var partial []string
 	if info.GetType().GetName() == workflows.RunWorkflowName {
 		if len(ids) > 1 {
 			return cli.Usagef("%s is a run: report one run alone, or give benchmark ids only", id)
@@ -78,15 +81,19 @@ func runReport(g *globals, o reportOptions, ids []string) error {
 		if setup, err = withAnchors(g, setup, rs); err != nil {
 			return err
 		}
-	} else if rs, setup, err = loadCampaign(g, ids, o.mixed); err != nil {
-		return err
+	} else {
+		b, err := loadCampaign(g, ids, o.mixed)
+		if err != nil {
+			return err
+		}
+		rs, setup, partial = b.runs, b.setup, b.partial
 	}
 	title := strings.Join(ids, " + ")
 	store, err := g.store()
 	if err != nil {
 		return err
 	}
-	in := report.Input{Title: title, Results: rs, Setup: setup, Store: store, Bodies: o.bodies,
+	in := report.Input{Title: title, Results: rs, Setup: setup, Store: store, Bodies: o.bodies, Version: app.Version(), Generated: time.Now(), Partial: partial,
 		Progress: func(done, total int) {
 			if done%50 == 0 || done == total {
 				fmt.Fprintf(g.errOut, "report: %d of %d runs\n", done, total)

@@ -63,86 +63,103 @@ func runResults(g *globals, o resultsOptions, ids []string) error {
 			return cli.Usagef("--prices: %v", err)
 		}
 	}
-	rs, setup, err := loadCampaign(g, ids, o.mixed)
+	b, err := loadCampaign(g, ids, o.mixed)
 	if err != nil {
 		return err
 	}
 	if prices != nil {
-		if rs, err = recosted(rs, prices); err != nil {
+		if b.runs, err = recosted(b.runs, prices); err != nil {
 			return err
 		}
 	}
-	return printLeaderboard(g.out, strings.Join(ids, " + "), rs, setup, o.format)
+	if o.format == "table" || o.format == "md" {
+		for _, p := range b.partial {
+			fmt.Fprintf(g.out, "PARTIAL: %s\n", p)
+		}
+	}
+	return printLeaderboard(g.out, strings.Join(ids, " + "), b.runs, b.setup, o.format)
+}
+
+// board is what the read side gives a command: the runs, the setup they
+// ran under and, for benchmarks still running, what is not done yet.
+type board struct {
+	runs    []runs.Result
+	setup   leaderboard.Setup
+	partial []string
 }
 
 // loadCampaign is the runs and setup of one or more benchmarks, pooled by
 // task, agent and seed (see campaign.Pool); a pool of runs that are not
 // one experiment is refused unless mixed.
-func loadCampaign(g *globals, ids []string, mixed bool) ([]runs.Result, leaderboard.Setup, error) {
+func loadCampaign(g *globals, ids []string, mixed bool) (board, error) {
 	if err := checkDistinct("BENCH_ID", ids); err != nil {
-		return nil, leaderboard.Setup{}, err
+		return board{}, err
 	}
 	sets := make([]campaign.Set, 0, len(ids))
+	var partial []string
 	for _, id := range ids {
-		rs, setup, err := loadBoard(g, id)
+		b, err := loadBoard(g, id)
 		if err != nil {
-			return nil, leaderboard.Setup{}, err
+			return board{}, err
 		}
-		sets = append(sets, campaign.Set{ID: id, Results: rs, Setup: setup})
+		sets = append(sets, campaign.Set{ID: id, Results: b.runs, Setup: b.setup})
+		partial = append(partial, b.partial...)
 	}
 	p, err := campaign.Pool(sets, mixed)
 	var ce *campaign.ConflictError
 	if errors.As(err, &ce) {
-		return nil, leaderboard.Setup{}, cli.Usagef("%v", err)
+		return board{}, cli.Usagef("%v", err)
 	}
 	if err != nil {
-		return nil, leaderboard.Setup{}, err
+		return board{}, err
 	}
 	for _, c := range p.Conflicts {
 		fmt.Fprintf(g.errOut, "warning: %s\n", c)
 	}
 	setup, err := withAnchors(g, p.Setup, p.Results)
-	return p.Results, setup, err
+	return board{runs: p.Results, setup: setup, partial: partial}, err
 }
 
 // loadBoard is a benchmark's runs and setup: so far, while it runs.
-func loadBoard(g *globals, id string) ([]runs.Result, leaderboard.Setup, error) {
+func loadBoard(g *globals, id string) (board, error) {
 	c, err := g.client()
 	if err != nil {
-		return nil, leaderboard.Setup{}, err
+		return board{}, err
 	}
 	info, err := describe(g.ctx, c, id)
 	if err != nil {
-		return nil, leaderboard.Setup{}, err
+		return board{}, err
 	}
 	if info.GetType().GetName() != workflows.BenchmarkWorkflowName {
-		return nil, leaderboard.Setup{}, cli.Usagef("%s is a run, not a benchmark: `starter result %s` prints it (results, plan, report and export take benchmark ids; report takes a run too)", id, id)
+		return board{}, cli.Usagef("%s is a run, not a benchmark: `starter result %s` prints it (results, plan, report and export take benchmark ids; report takes a run too)", id, id)
 	}
 	if info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return partialBoard(g, c, id)
 	}
 	var res workflows.BenchmarkResult
 	if err := c.GetWorkflow(g.ctx, id, "").Get(g.ctx, &res); err != nil {
-		return nil, leaderboard.Setup{}, fmt.Errorf("benchmark %s: %w", id, err)
+		return board{}, fmt.Errorf("benchmark %s: %w", id, err)
 	}
-	return benchmarkBoard(g, &res)
+	rs, setup, err := benchmarkBoard(g, &res)
+	return board{runs: rs, setup: setup}, err
 }
 
 // partialBoard is a running benchmark's runs so far and its setup.
-func partialBoard(g *globals, c client.Client, id string) ([]runs.Result, leaderboard.Setup, error) {
+func partialBoard(g *globals, c client.Client, id string) (board, error) {
 	snap, err := snapshotBenchmark(g.ctx, c, id, true)
 	if err != nil {
-		return nil, leaderboard.Setup{}, err
+		return board{}, err
 	}
-	fmt.Fprintf(g.errOut, "benchmark %s is running: %d of %d runs done; the leaderboard holds those and the runs waiting for an evaluation retry (invalid until retried)\n",
+	note := fmt.Sprintf("benchmark %s is running: %d of %d runs done; the leaderboard holds those and the runs waiting for an evaluation retry (apart until retried)",
 		id, snap.prog.Done, snap.prog.Total)
+	fmt.Fprintln(g.errOut, note)
 	rs, err := storedRuns(g, id, false)
 	if err != nil {
-		return nil, leaderboard.Setup{}, err
+		return board{}, err
 	}
 	rs = append(rs, snap.awaitingRetry()...)
 	setup, err := withAnchors(g, leaderboard.SetupOf(leaderboard.RunsOf(rs), snap.prog.Policy), rs)
-	return rs, setup, err
+	return board{runs: rs, setup: setup, partial: []string{note}}, err
 }
 
 // recosted is the runs with their measured LLM use costed under prices:
@@ -315,14 +332,15 @@ func printLeaderboard(w io.Writer, id string, runs []runs.Result, setup leaderbo
 	if format != "table" {
 		return nil
 	}
-	var invalid []string
+	var unscored []string
 	for _, r := range runs {
 		if r.Score == nil {
-			invalid = append(invalid, fmt.Sprintf("%s (%s: %s)", r.RunID, r.Outcome, r.Reason))
+			unscored = append(unscored, fmt.Sprintf("%s (%s: %s)", r.RunID, r.Outcome, r.Reason))
 		}
 	}
-	if len(invalid) > 0 {
-		fmt.Fprintf(w, "%d invalid, never averaged as 0:\n  %s\n", len(invalid), strings.Join(invalid, "\n  "))
+	if len(unscored) > 0 {
+		fmt.Fprintf(w, "%d runs without a score (the agent's failures count at the task's floor in the mean with failures; the others apart, never averaged):\n  %s\n",
+			len(unscored), strings.Join(unscored, "\n  "))
 	}
 	return nil
 }

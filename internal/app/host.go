@@ -128,6 +128,7 @@ func openWorkspace(ctx context.Context, cfg *config.Config, engine *checkpoint.E
 	if err != nil {
 		return nil, nil, err
 	}
+	docker.DeviceFiles = cfg.Container.GPUs == config.GPUsDevices
 	for _, img := range []string{cfg.Container.AgentImage, cfg.Container.EvalImage} {
 		if _, err := docker.ImageDigest(ctx, img); err != nil {
 			return nil, nil, &config.Error{Msg: fmt.Sprintf("container image: %v", err)}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -90,4 +91,93 @@ func TestSlurmRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitNoJobs(t, e, 20*time.Second, "the reaper left the terminated run's job")
+}
+
+// TestFullSuiteOnSlurmGPUs: `starter benchmark --suite full` with an
+// image agent, on the real one-node Slurm whose two A100s are GRES backed
+// by device files (no driver): every run's attempt and evaluation is a
+// Slurm job asking for one A100, its containers get exactly the leased
+// GPU's device file (container.gpus: devices; the agent and the
+// evaluator each check it), and every run of the seven tasks is scored
+// by a stand-in of the tasks' evaluator images (built here: no PyPI, hub
+// or GPU), which writes lm-eval's results shape. No job is left after.
+func TestFullSuiteOnSlurmGPUs(t *testing.T) {
+	testenv.Tool(t, "sbatch", "bash .ci/slurm (Debian's slurm-wlm and munge, a one-node cluster)")
+	if jobs := slurmJobs(t); len(jobs) > 0 {
+		t.Fatalf("mlrb jobs already queued: %v", jobs)
+	}
+	eval := staticBinary(t, "internal/e2e/testdata/standineval")
+	buildImage(t, "mlrb-standin-eval:e2e", "standineval", eval,
+		"FROM scratch\nENV PATH=/usr/local/bin\nCOPY standineval /usr/local/bin/mlrb-eval-lmeval\nCOPY standineval /usr/local/bin/mlrb-eval-autoformalization\nCOPY standineval /usr/local/bin/mlrb-lean-check\n")
+	buildImage(t, "mlrb-fullagent:e2e", "fullagent", staticBinary(t, "internal/e2e/testdata/fullagent"),
+		"FROM scratch\nCOPY fullagent /fullagent\nCMD [\"/fullagent\"]\n")
+	envFile := filepath.Join(t.TempDir(), "agent.env")
+	if err := os.WriteFile(envFile, []byte("HUGGINGFACE_TOKEN=hf_e2e_full\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := dockerEnv(t, "MLRB_PROVISION_KIND=slurm", "MLRB_PROVISION_SLURM_WORKER="+filepath.Join(bin, "worker"), "MLRB_PROVISION_REAP_INTERVAL=2s",
+		"MLRB_PROVISION_MARGIN=5m", "MLRB_CONTAINER_GPUS=devices", "MLRB_AGENT_ENV_FILE="+envFile,
+		"MLRB_AGENTS_DIR="+agentDefs(t, map[string]string{"full-4o": "image: mlrb-fullagent:e2e\nprovider: openai\nmodel: gpt-4o\nsecrets: [HUGGINGFACE_TOKEN]\n"}))
+	e.vars = append(e.vars, "MLRB_PROVISION_SLURM_WORK_DIR="+filepath.Join(e.state, "slurm"))
+	// The seven real tasks, each scored by the stand-in evaluator image.
+	full := []string{"llm_efficiency", "baby_lm", "mini_pile", "llm_merging", "edge_llm_compression", "edge_llm_training", "math_reasoning"}
+	for _, id := range full {
+		image := "  image: mlrb-evaluator:lm-eval-0.4.12"
+		if id == "math_reasoning" {
+			image = "  image: mlrb-evaluator:autoformalization-lean3"
+		}
+		e.addTask(id, id, map[string]string{image: "  image: mlrb-standin-eval:e2e"})
+	}
+	e.start("worker", "--dev")
+	e.waitServer()
+
+	const bench = "full-suite"
+	if _, errs, code := e.starter("benchmark", "--suite", "full", "--agents", "full-4o", "--seeds", "1", "--time-limit", "30s",
+		"--concurrency", "2", "--id", bench); code != 0 {
+		t.Fatalf("benchmark: %s", errs)
+	}
+	sawJobs := false
+	deadline := time.Now().Add(15 * time.Minute)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- e.client().GetWorkflow(ctx, bench, "").Get(ctx, nil) }()
+	for waiting := true; waiting; {
+		select {
+		case err := <-done:
+			if err != nil {
+				e.dumpLogs()
+				t.Fatalf("benchmark %s: %v", bench, err)
+			}
+			waiting = false
+		case <-time.After(time.Second):
+			for _, j := range slurmJobs(t) {
+				if strings.Contains(j, "mlrb:"+bench+"/full-4o/") {
+					sawJobs = true
+				}
+			}
+		}
+	}
+	if !sawJobs {
+		t.Fatal("no Slurm job ran the benchmark's runs")
+	}
+	exp := t.TempDir()
+	if out, errs, code := e.starter("export", bench, "--format", "csv", "-o", exp); code != 0 {
+		t.Fatalf("export (exit %d): %s %s", code, out, errs)
+	}
+	rows := readCSV(t, filepath.Join(exp, "runs.csv"))
+	if len(rows) != len(full) {
+		t.Fatalf("%d runs, want %d", len(rows), len(full))
+	}
+	for _, r := range rows {
+		if r["outcome"] != "scored" || r["score"] == "" || r["hardware"] != "1× A100-40GB" || !strings.HasPrefix(r["agent_image"], "sha256:") ||
+			!strings.HasPrefix(r["evaluator_image"], "sha256:") || num(t, r["billed_gpu_hours"]) <= 0 {
+			out, _, _ := e.starter("result", r["run_id"])
+			e.dumpLogs()
+			t.Fatalf("run %s: %v\n%s", r["run_id"], r, out)
+		}
+	}
+	table, _, _ := e.starter("results", bench)
+	t.Logf("the full suite on Slurm GPUs:\n%s", table)
+	waitNoJobs(t, e, 30*time.Second, "after the full suite ended")
 }

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/leaderboard"
@@ -80,6 +81,11 @@ type Input struct {
 	Bodies int
 	// Progress, if set, hears of each run written.
 	Progress func(done, total int)
+	// Version and Generated say which mlrb wrote the report and when;
+	// Partial, if set, says its runs are not all done (a banner).
+	Version   string
+	Generated time.Time
+	Partial   []string
 }
 
 // Write writes the report under dir: index.html, leaderboard.svg and
@@ -97,8 +103,9 @@ func Write(ctx context.Context, dir string, in Input) error {
 		return fmt.Errorf("report: %w", err)
 	}
 	board := leaderboard.Build(lb, in.Setup)
-	idx := indexPage{Title: in.Title, Statement: leaderboard.Statement, Board: board, Notes: board.Notes(in.Setup)}
-	idx.Curves = curvesByTask(in.Results)
+	idx := indexPage{Title: in.Title, Statement: leaderboard.Statement, Board: board, Notes: board.Notes(in.Setup),
+		Version: in.Version, Generated: in.Generated.UTC().Format("2006-01-02 15:04 MST"), Partial: in.Partial, Pivot: pivotOf(board)}
+	idx.Curves = curvesByTask(in.Results, idx.Pivot.Agents)
 	for i := range in.Results {
 		r := &in.Results[i]
 		idx.Runs = append(idx.Runs, runLink{Key: Key(r.RunID), Result: r})
@@ -135,8 +142,43 @@ type indexPage struct {
 	Statement string
 	Board     leaderboard.Board
 	Notes     []string
+	Version   string
+	Generated string
+	Partial   []string
+	Pivot     pivot
 	Curves    []taskCurve
 	Runs      []runLink
+}
+
+// pivot is the board as tasks × agents: each cell a row's mean with
+// failures and success rate, linking to its runs.
+type pivot struct {
+	Agents []string
+	Tasks  []pivotRow
+}
+
+type pivotRow struct {
+	Task  string
+	Cells []*leaderboard.Row
+}
+
+func pivotOf(b leaderboard.Board) pivot {
+	var p pivot
+	for _, a := range b.Agents {
+		p.Agents = append(p.Agents, a.Agent)
+	}
+	col := map[string]int{}
+	for i, a := range p.Agents {
+		col[a] = i
+	}
+	for i := range b.Rows {
+		r := &b.Rows[i]
+		if len(p.Tasks) == 0 || p.Tasks[len(p.Tasks)-1].Task != r.Task {
+			p.Tasks = append(p.Tasks, pivotRow{Task: r.Task, Cells: make([]*leaderboard.Row, len(p.Agents))})
+		}
+		p.Tasks[len(p.Tasks)-1].Cells[col[r.Agent]] = r
+	}
+	return p
 }
 
 type runLink struct {
@@ -151,29 +193,46 @@ type taskCurve struct {
 
 // curvesByTask draws each task's curves: per agent, the mean best so far
 // over its runs, with each run's own line under it.
-func curvesByTask(rs []runs.Result) []taskCurve {
-	byTask := map[string]map[string][][]runs.Mark{}
-	for _, r := range rs {
+func curvesByTask(rs []runs.Result, agents []string) []taskCurve {
+	byTask := map[string]map[string][]*runs.Result{}
+	for i := range rs {
+		r := &rs[i]
 		if len(r.Curve) == 0 {
 			continue
 		}
 		if byTask[r.Task] == nil {
-			byTask[r.Task] = map[string][][]runs.Mark{}
+			byTask[r.Task] = map[string][]*runs.Result{}
 		}
-		byTask[r.Task][r.Agent] = append(byTask[r.Task][r.Agent], r.Curve)
+		byTask[r.Task][r.Agent] = append(byTask[r.Task][r.Agent], r)
+	}
+	// An agent has one colour on every chart: its place on the board.
+	color := map[string]string{}
+	for i, a := range agents {
+		color[a] = palette[i%len(palette)]
 	}
 	var out []taskCurve
 	for _, task := range sortedKeys(byTask) {
 		var lines []series
-		for i, agent := range sortedKeys(byTask[task]) {
-			color := palette[i%len(palette)]
-			for _, c := range byTask[task][agent] {
-				lines = append(lines, series{name: agent, color: color, pts: curvePoints(c), thin: true})
+		c := chart{title: task + ": best score so far over agent time (mean over runs; thin: each run)"}
+		for _, agent := range sortedKeys(byTask[task]) {
+			var curves [][]runs.Mark
+			var finals []float64
+			for _, r := range byTask[task][agent] {
+				lines = append(lines, series{name: agent, color: color[agent], pts: curvePoints(r.Curve), thin: true})
+				curves = append(curves, r.Curve)
+				c.budgetS, c.split = math.Max(c.budgetS, r.TimeLimitS), r.Curve[0].Split
+				if r.Score != nil {
+					finals = append(finals, *r.Score)
+				}
 			}
-			lines = append(lines, series{name: agent, color: color, pts: meanCurve(byTask[task][agent])})
+			s := series{name: agent, color: color[agent], pts: meanCurve(curves)}
+			if m, _ := leaderboard.MeanStd(finals); len(finals) > 0 {
+				s.final = &m
+			}
+			lines = append(lines, s)
 		}
 		var b bytes.Buffer
-		curveSVG(&b, task+": best score so far over agent time (mean over runs; thin: each run)", lines)
+		curveSVG(&b, c, lines)
 		out = append(out, taskCurve{Task: task, SVG: template.HTML(b.String())}) // #nosec: our own SVG, every text escaped
 	}
 	return out
@@ -206,7 +265,8 @@ func writeRun(ctx context.Context, dir string, in Input, r *runs.Result) error {
 	p := runPage{Key: Key(r.RunID), R: r, PerPage: CallsPerPage}
 	if len(r.Curve) > 0 {
 		var b bytes.Buffer
-		curveSVG(&b, "best score so far over agent time", []series{{name: r.Agent, color: palette[0], pts: curvePoints(r.Curve)}})
+		curveSVG(&b, chart{title: "best score so far over agent time", budgetS: r.TimeLimitS, split: r.Curve[0].Split},
+			[]series{{name: r.Agent, color: palette[0], pts: curvePoints(r.Curve), final: r.Score}})
 		p.Curve = template.HTML(b.String())
 	}
 	var tl bytes.Buffer

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/mlrb/mlrb/internal/runs"
@@ -19,16 +20,34 @@ type series struct {
 	color string
 	pts   [][2]float64
 	thin  bool
+	// final, if set, is the final model's score (the test split), drawn
+	// at the end of the budget.
+	final *float64
+}
+
+// chart is what a curve chart shows beside its lines: the budget its x
+// axis runs to, and the split its marks were scored on.
+type chart struct {
+	title   string
+	budgetS float64
+	split   string
 }
 
 // curveSVG draws score (best so far) over agent time: a thick line per
 // agent (the mean over its runs at each mark) over thin lines per run.
-func curveSVG(w io.Writer, title string, lines []series) {
+func curveSVG(w io.Writer, c chart, lines []series) {
 	const left, top, pw, ph = 56, 34, 560, 260
-	maxX, minY, maxY := 1.0, math.Inf(1), math.Inf(-1)
+	maxX, minY, maxY := math.Max(1, c.budgetS), math.Inf(1), math.Inf(-1)
+	thin := 0
 	for _, s := range lines {
 		for _, p := range s.pts {
 			maxX, minY, maxY = math.Max(maxX, p[0]), math.Min(minY, p[1]), math.Max(maxY, p[1])
+		}
+		if s.final != nil {
+			minY, maxY = math.Min(minY, *s.final), math.Max(maxY, *s.final)
+		}
+		if s.thin {
+			thin++
 		}
 	}
 	if math.IsInf(minY, 1) {
@@ -41,7 +60,11 @@ func curveSVG(w io.Writer, title string, lines []series) {
 	x := func(v float64) float64 { return left + v/maxX*pw }
 	y := func(v float64) float64 { return top + ph - (v-minY)/(maxY-minY)*ph }
 	p := func(f string, a ...any) { _, _ = fmt.Fprintf(w, f, a...) }
-	p(`<svg xmlns="http://www.w3.org/2000/svg" class="curve" width="%d" height="%d" font-family="sans-serif" font-size="11">`, left+pw+150, top+ph+44)
+	p(`<svg xmlns="http://www.w3.org/2000/svg" class="curve" width="%d" height="%d" font-family="sans-serif" font-size="11">`, left+pw+150, top+ph+56)
+	title := c.title
+	if c.split != "" {
+		title += fmt.Sprintf(" — marks scored on the %s split", c.split)
+	}
 	p(`<text x="%d" y="18" font-size="13">%s</text>`, left, html.EscapeString(title))
 	for i := 0; i <= 4; i++ {
 		v := minY + (maxY-minY)*float64(i)/4
@@ -57,7 +80,8 @@ func curveSVG(w io.Writer, title string, lines []series) {
 		}
 		width, op := 2.5, 1.0
 		if s.thin {
-			width, op = 1, 0.35
+			// Many runs' lines would blend into one colour.
+			width, op = 1, math.Min(0.35, 4/float64(max(thin, 1)))
 		}
 		p(`<polyline fill="none" stroke="%s" stroke-width="%.1f" opacity="%.2f" points="`, s.color, width, op)
 		for _, pt := range s.pts {
@@ -71,7 +95,12 @@ func curveSVG(w io.Writer, title string, lines []series) {
 			p(`<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d">%s</text>`, left+pw+12, top+legend*16, s.color, left+pw+26, top+legend*16+9, html.EscapeString(s.name))
 			legend++
 		}
+		if f := s.final; f != nil && !s.thin {
+			fx, fy := x(maxX), y(*f)
+			p(`<path class="final" d="M%.1f %.1fl5 5l-5 5l-5 -5z" fill="%s" stroke="#222"><title>%s: final model %.4f (test split)</title></path>`, fx, fy-5, s.color, html.EscapeString(s.name), *f)
+		}
 	}
+	p(`<text x="%d" y="%d" fill="#444">◆ the final model's score (test split), at the end of the budget</text>`, left, top+ph+52)
 	p("</svg>\n")
 }
 
@@ -162,14 +191,24 @@ func timelineSVG(w io.Writer, r *runs.Result) {
 	p(`<text x="%d" y="%d">%s</text><text x="%d" y="%d" text-anchor="end">+%s wall time</text></svg>`+"\n", left, len(bars)*rowH+20, t0.UTC().Format(time.RFC3339), left+pw, len(bars)*rowH+20, human(span))
 }
 
-// human is seconds as a short duration.
+// human is seconds as a short duration: 16h, 1h30m, 2m5s, 22.5s.
 func human(s float64) string {
 	d := time.Duration(s * float64(time.Second))
 	switch {
 	case d >= time.Hour:
-		return d.Round(time.Minute).String()
+		d = d.Round(time.Minute)
+		h, m := d/time.Hour, (d%time.Hour)/time.Minute
+		if m == 0 {
+			return fmt.Sprintf("%dh", h)
+		}
+		return fmt.Sprintf("%dh%dm", h, m)
 	case d >= time.Minute:
-		return d.Round(time.Second).String()
+		d = d.Round(time.Second)
+		m, sec := d/time.Minute, (d%time.Minute)/time.Second
+		if sec == 0 {
+			return fmt.Sprintf("%dm", m)
+		}
+		return fmt.Sprintf("%dm%ds", m, sec)
 	}
-	return d.Round(100 * time.Millisecond).String()
+	return strings.TrimSuffix(strings.TrimSuffix(fmt.Sprintf("%.1f", d.Seconds()), "0"), ".") + "s"
 }

@@ -35,6 +35,9 @@ var Capabilities = []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_
 type Docker struct {
 	c    *client.Client
 	host string
+	// DeviceFiles passes a lease's GPUs as their device files
+	// (/dev/nvidiaN) instead of a request to the NVIDIA toolkit.
+	DeviceFiles bool
 }
 
 // NewDocker connects to the daemon (DOCKER_HOST or the local socket) and
@@ -108,6 +111,24 @@ func ContainerName(task string) string {
 	return "mlrb_" + string(safe) + "_" + hex.EncodeToString(sum[:6])
 }
 
+// gpuFiles are the device files of the GPUs ids, and the driver's shared
+// control files the host has: what a container needs to use exactly them.
+func gpuFiles(ids []string) []container.DeviceMapping {
+	var out []container.DeviceMapping
+	add := func(p string) {
+		out = append(out, container.DeviceMapping{PathOnHost: p, PathInContainer: p, CgroupPermissions: "rwm"})
+	}
+	for _, id := range ids {
+		add("/dev/nvidia" + id)
+	}
+	for _, p := range []string{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"} {
+		if _, err := os.Stat(p); err == nil {
+			add(p)
+		}
+	}
+	return out
+}
+
 // Start creates and starts a container: never privileged, no new
 // privileges, limits as given, GPU device requests for exactly the leased
 // devices (none when the lease is empty). Its output goes to LogPath.
@@ -161,7 +182,9 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 	if spec.PidsLimit > 0 {
 		hc.Resources.PidsLimit = &spec.PidsLimit
 	}
-	if len(spec.Devices) > 0 {
+	if len(spec.Devices) > 0 && d.DeviceFiles {
+		hc.Resources.Devices = gpuFiles(spec.deviceIDs())
+	} else if len(spec.Devices) > 0 {
 		hc.Resources.DeviceRequests = []container.DeviceRequest{{Driver: "nvidia", DeviceIDs: spec.deviceIDs(), Capabilities: [][]string{{"gpu"}}}}
 	}
 	if spec.User != "" {

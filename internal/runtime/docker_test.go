@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
+
 	"github.com/mlrb/mlrb/internal/testenv"
 	"github.com/moby/moby/client"
 )
@@ -113,6 +115,32 @@ func TestDockerNoPrivilegesNoDevices(t *testing.T) {
 	// No lease, no GPU: set explicitly, whatever the image's own env says.
 	if !slices.Contains(in.Container.Config.Env, "NVIDIA_VISIBLE_DEVICES=void") {
 		t.Fatalf("env %v: want NVIDIA_VISIBLE_DEVICES=void", in.Container.Config.Env)
+	}
+	_ = h.Kill()
+	waitFor(t, h)
+}
+
+// TestDockerGPUDeviceFiles: with DeviceFiles a lease's GPUs reach the
+// container as their device files (the Slurm GRES of the test cluster are
+// such files, with no driver): exactly the leased one, and NVIDIA's
+// variable names it.
+func TestDockerGPUDeviceFiles(t *testing.T) {
+	if _, err := os.Stat("/dev/nvidia1"); err != nil {
+		testenv.Missing(t, "no /dev/nvidia1: bash .ci/slurm makes the test cluster's fake GPU device files")
+	}
+	d := docker(t)
+	d.DeviceFiles = true
+	h, _ := run(t, d, "gpu-files", TaskSpec{Command: []string{"sleep", "30"}, Devices: []int{1}})
+	in, err := d.c.ContainerInspect(context.Background(), ContainerName("gpu-files"), client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := in.Container.HostConfig
+	if len(hc.DeviceRequests) != 0 || len(hc.Devices) == 0 || hc.Devices[0].PathOnHost != "/dev/nvidia1" || slices.ContainsFunc(hc.Devices, func(m container.DeviceMapping) bool { return m.PathOnHost == "/dev/nvidia0" }) {
+		t.Fatalf("devices %+v, requests %+v: want /dev/nvidia1 alone", hc.Devices, hc.DeviceRequests)
+	}
+	if !slices.Contains(in.Container.Config.Env, "NVIDIA_VISIBLE_DEVICES=1") {
+		t.Fatalf("env %v", in.Container.Config.Env)
 	}
 	_ = h.Kill()
 	waitFor(t, h)
