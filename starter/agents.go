@@ -31,7 +31,9 @@ func agentsCmd() *cobra.Command {
 
 type agentsShowOptions struct{ json bool }
 
-func (o *agentsShowOptions) AddFlags(f *pflag.FlagSet) { f.BoolVar(&o.json, "json", false, "print JSON") }
+func (o *agentsShowOptions) AddFlags(f *pflag.FlagSet) {
+	f.BoolVar(&o.json, "json", false, "print JSON")
+}
 
 // agentCatalog loads the agent definitions once.
 func (g *globals) agentCatalog() (*agents.Catalog, error) {

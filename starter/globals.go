@@ -1,9 +1,9 @@
 package main
 
 import (
-	"github.com/mlrb/mlrb/agents"
 	"context"
 	"encoding/json"
+	"github.com/mlrb/mlrb/agents"
 	"io"
 
 	"github.com/spf13/cobra"

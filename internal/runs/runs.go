@@ -134,12 +134,12 @@ type Result struct {
 	TimeLimitS float64 `json:"time_limit_s,omitempty"`
 	Hardware   string  `json:"hardware,omitempty"`
 	// AgentImage and EvaluatorImage are digests, when containers ran them.
-	AgentImage     string `json:"agent_image,omitempty"`
+	AgentImage string `json:"agent_image,omitempty"`
 	// AgentDef is the agent's definition as it ran (nil in results from
 	// before definitions).
 	AgentDef *AgentRef `json:"agent_definition,omitempty"`
 	// Benchmark is the benchmark the run belongs to ("": a lone run).
-	Benchmark string `json:"benchmark_id,omitempty"`
+	Benchmark      string `json:"benchmark_id,omitempty"`
 	EvaluatorImage string `json:"evaluator_image,omitempty"`
 	// Curve is the run's score over agent time, best so far at each mark.
 	Curve []Mark `json:"curve,omitempty"`
