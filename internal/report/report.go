@@ -19,9 +19,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"sort"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/leaderboard"
@@ -113,15 +117,26 @@ func Write(ctx context.Context, dir string, in Input) error {
 	if err := render(filepath.Join(dir, "index.html"), "index.html", idx); err != nil {
 		return err
 	}
+	// Run pages are independent: written a few at a time.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(goruntime.GOMAXPROCS(0))
+	var mu sync.Mutex
+	done := 0
 	for i := range in.Results {
-		if err := writeRun(ctx, dir, in, &in.Results[i]); err != nil {
-			return err
-		}
-		if in.Progress != nil {
-			in.Progress(i+1, len(in.Results))
-		}
+		g.Go(func() error {
+			if err := writeRun(gctx, dir, in, &in.Results[i]); err != nil {
+				return err
+			}
+			if in.Progress != nil {
+				mu.Lock()
+				done++
+				in.Progress(done, len(in.Results))
+				mu.Unlock()
+			}
+			return nil
+		})
 	}
-	return nil
+	return g.Wait()
 }
 
 // Key is a run's file name in a report: its id, made safe, and a short
@@ -248,7 +263,10 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 type runPage struct {
-	Key      string
+	// Checkpoints are the run's checkpoints as a script's data: a 24 h
+	// run keeps 2,000, a table the page builds when it opens.
+	Checkpoints template.JS
+	Key         string
 	R        *runs.Result
 	Curve    template.HTML
 	Timeline template.HTML
@@ -263,6 +281,18 @@ type runPage struct {
 // writeRun writes a run's page and its pages of calls.
 func writeRun(ctx context.Context, dir string, in Input, r *runs.Result) error {
 	p := runPage{Key: Key(r.RunID), R: r, PerPage: CallsPerPage}
+	cks := make([][7]any, len(r.CheckpointLog))
+	for i, c := range r.CheckpointLog {
+		cks[i] = [7]any{c.Seq, c.Attempt, c.At.UTC().Format("2006-01-02 15:04:05"), human(c.AgentS), c.Files, c.Bytes, c.NewBytes}
+		if c.Final {
+			cks[i][0] = fmt.Sprintf("%d (final)", c.Seq)
+		}
+	}
+	b, err := json.Marshal(cks)
+	if err != nil {
+		return err
+	}
+	p.Checkpoints = template.JS(b) // #nosec: JSON of our own values; html/template escapes it as a script value
 	if len(r.Curve) > 0 {
 		var b bytes.Buffer
 		curveSVG(&b, chart{title: "best score so far over agent time", budgetS: r.TimeLimitS, split: r.Curve[0].Split},
