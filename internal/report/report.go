@@ -267,15 +267,15 @@ type runPage struct {
 	// run keeps 2,000, a table the page builds when it opens.
 	Checkpoints template.JS
 	Key         string
-	R        *runs.Result
-	Curve    template.HTML
-	Timeline template.HTML
-	Log      string
-	LogNote  string
-	Calls    int
-	Pages    int
-	PerPage  int
-	CallsErr string
+	R           *runs.Result
+	Curve       template.HTML
+	Timeline    template.HTML
+	Log         string
+	LogNote     string
+	Calls       int
+	Pages       int
+	PerPage     int
+	CallsErr    string
 }
 
 // writeRun writes a run's page and its pages of calls.
