@@ -288,6 +288,10 @@ func (a *Activities) secretValues(names []string) (map[string]string, error) {
 		if err := contract.CheckSecretName(n); err != nil {
 			return nil, refuse("secret %v", err)
 		}
+		// The provider keys stay on the worker, whatever they are called.
+		if strings.EqualFold(n, a.LLM.OpenAI.KeyName) || strings.EqualFold(n, a.LLM.Anthropic.KeyName) {
+			return nil, refuse("secret %s names a provider key (gateway.openai_key, gateway.anthropic_key): it stays on the worker; the gateway gives the agent a token", n)
+		}
 		if len(a.SecretNames) > 0 && !slices.Contains(a.SecretNames, n) {
 			return nil, refuse("secret %s is not in this worker's agent.secret_names (%s)", n, strings.Join(a.SecretNames, ", "))
 		}

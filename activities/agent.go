@@ -330,7 +330,7 @@ type attemptHooks struct {
 
 func (k *attemptHooks) llmSpent() bool { return k.llm.spent() }
 
-func (k *attemptHooks) reportUsage() { k.llm.report(k.notes, k.at.n) }
+func (k *attemptHooks) reportUsage() { k.llm.report(k.notes, k.at.n, false) }
 
 func (k *attemptHooks) reached(agentSeconds float64) { k.lv.agent(agentSeconds) }
 

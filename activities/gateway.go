@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/subosito/gotenv"
 	"go.uber.org/zap"
@@ -23,6 +24,8 @@ type LLMGateway struct {
 	Prices *llm.Prices
 	// OpenAI and Anthropic: their URL and KeyName (Key is read per attempt).
 	OpenAI, Anthropic gateway.Upstream
+	// ServerTools lets provider-side tools through (gateway.server_tools).
+	ServerTools bool
 }
 
 // attemptLLM is one attempt's side of the gateway: serve holds its token,
@@ -32,9 +35,17 @@ type attemptLLM struct {
 	prices llm.PriceRef
 	// prior are the run's earlier attempts' ledgers, from their transcripts.
 	prior map[int]llm.Ledger
-	// sent is the ledger last reported to the run.
-	sent llm.Ledger
+	// sent is the ledger last reported to the run, at sentAt.
+	sent   llm.Ledger
+	sentAt time.Time
 }
+
+// UsageEvery is the least time between two reports of an attempt's
+// ledger to its run (and one when the attempt ends): each is an event in
+// the run's history, which must grow with time, never with the calls an
+// agent makes. A day of calls costs at most 1,440 reports, each bounded
+// by the price table's models.
+const UsageEvery = time.Minute
 
 // llmFor sets an attempt's gateway up: a fresh token, the provider keys
 // from the env file, what the run's earlier attempts spent (from their
@@ -71,20 +82,20 @@ func (a *Activities) llmFor(ctx context.Context, in AgentInput, secrets []string
 	redact := append([]string{token, oa.Key, an.Key}, secrets...)
 	rec := &transcript.Recorder{Store: a.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Redact: redact, Ledger: meter.Ledger, Log: log}
 	return &attemptLLM{prices: a.LLM.Prices.Ref(), prior: prior,
-		serve: &gateway.LLM{Token: token, OpenAI: oa, Anthropic: an, Prices: a.LLM.Prices, Meter: meter, Record: rec, Live: live, Log: log}}, nil
+		serve: &gateway.LLM{Token: token, OpenAI: oa, Anthropic: an, Prices: a.LLM.Prices, Meter: meter, Record: rec, Live: live, Log: log, ServerTools: a.LLM.ServerTools}}, nil
 }
 
 // report sends the attempt's ledger to the run when it changed since the
-// last report.
-func (l *attemptLLM) report(n *notifier, attempt int) {
+// last report, at most every UsageEvery unless final.
+func (l *attemptLLM) report(n *notifier, attempt int, final bool) {
 	if l == nil {
 		return
 	}
 	now := l.serve.Meter.Ledger()
-	if now.Usage == l.sent.Usage {
+	if now.Usage == l.sent.Usage || !final && time.Since(l.sentAt) < UsageEvery {
 		return
 	}
-	l.sent = now
+	l.sent, l.sentAt = now, time.Now()
 	n.send(SignalUsage, UsageReport{Attempt: attempt, Ledger: now, Prices: l.prices})
 }
 
@@ -108,7 +119,7 @@ func (l *attemptLLM) finish(n *notifier, attempt int) {
 	}
 	l.serve.Wait()
 	l.serve.Record.Wait()
-	l.report(n, attempt)
+	l.report(n, attempt, true)
 }
 
 // spent tells whether the run's LLM budget is spent.

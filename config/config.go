@@ -51,6 +51,8 @@ type Gateway struct {
 	// OpenAIKey and AnthropicKey name the keys in agent.env_file.
 	OpenAIKey    string `mapstructure:"openai_key" yaml:"openai_key"`
 	AnthropicKey string `mapstructure:"anthropic_key" yaml:"anthropic_key"`
+	// ServerTools lets provider-side tools through.
+	ServerTools bool `mapstructure:"server_tools" yaml:"server_tools"`
 }
 
 // Provision says how runs obtain their GPU hosts.

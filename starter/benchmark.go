@@ -95,7 +95,7 @@ func (o benchmarkOptions) input(g *globals) (string, workflows.BenchmarkInput, e
 		return "", in, err
 	}
 	for _, d := range defs {
-		if err := checkSecrets("--agents: agent "+d.Name+": secrets", d.Secrets, cfg.Agent.SecretNames); err != nil {
+		if err := checkSecrets("--agents: agent "+d.Name+": secrets", d.Secrets, cfg.Agent.SecretNames, cfg.Gateway.OpenAIKey, cfg.Gateway.AnthropicKey); err != nil {
 			return "", in, err
 		}
 		for _, t := range ids {

@@ -56,11 +56,16 @@ func randomSuffix() string {
 // checkSecrets refuses secret names that are not names, or that the
 // starter's agent.secret_names (when set) does not allow; the worker
 // checks them again against its own.
-func checkSecrets(flag string, names, allowed []string) error {
+func checkSecrets(flag string, names, allowed []string, providerKeys ...string) error {
 	// The bad value is never echoed: it may be the secret itself.
 	for i, s := range names {
 		if err := contract.CheckSecretName(s); err != nil {
 			return cli.Usagef("%s #%d %v", flag, i+1, err)
+		}
+		for _, k := range providerKeys {
+			if strings.EqualFold(s, k) {
+				return cli.Usagef("%s #%d names %s, a provider key (gateway.openai_key, gateway.anthropic_key): it stays on the worker; the gateway gives the agent a token", flag, i+1, s)
+			}
 		}
 		if len(allowed) > 0 && !slices.Contains(allowed, s) {
 			return cli.Usagef("%s #%d: %s is not in agent.secret_names (%s): add it there, or drop it", flag, i+1, s, strings.Join(allowed, ", "))

@@ -74,7 +74,7 @@ func (o runOptions) input(g *globals) (string, workflows.RunInput, error) {
 	if _, err := checkRun(cat, app.Policy(cfg), o.task, def, o.seed, o.limit); err != nil {
 		return "", workflows.RunInput{}, err
 	}
-	if err := checkSecrets("--secret", append(slices.Clone(o.secrets), def.Secrets...), cfg.Agent.SecretNames); err != nil {
+	if err := checkSecrets("--secret", append(slices.Clone(o.secrets), def.Secrets...), cfg.Agent.SecretNames, cfg.Gateway.OpenAIKey, cfg.Gateway.AnthropicKey); err != nil {
 		return "", workflows.RunInput{}, err
 	}
 	if err := o.budget.Check(); err != nil {

@@ -24,7 +24,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
 
+	"github.com/mlrb/mlrb/internal/llm"
 	"github.com/mlrb/mlrb/internal/transcript"
 )
 
@@ -175,6 +177,11 @@ func (p *Policy) Resolve(ctx context.Context, target string) (netip.AddrPort, er
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
 	var ips []netip.Addr
 	if ip, err := netip.ParseAddr(host); err == nil {
+		// A zoned address (fe80::1%eth0, ::1%lo) is in no prefix at all:
+		// every deny list would pass it.
+		if ip.Zone() != "" {
+			return netip.AddrPort{}, fmt.Errorf("%w: %s names an interface zone; addresses are matched without one", ErrRefused, target)
+		}
 		ips = []netip.Addr{ip.Unmap()}
 	} else {
 		// A name not on the list is refused before it is resolved: the
@@ -229,12 +236,14 @@ type Gateway struct {
 	srv  *http.Server
 	mu   sync.Mutex
 	open map[net.Conn]struct{}
+	// tunnels bounds the connections open at once (MaxTunnels).
+	tunnels *semaphore.Weighted
 }
 
 // Serve answers on l until Close.
 func (g *Gateway) Serve(l net.Listener) error {
 	g.mu.Lock()
-	g.srv = &http.Server{Handler: g, ReadHeaderTimeout: 30 * time.Second}
+	g.srv = &http.Server{Handler: g, ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: 1 << 20}
 	g.open = map[net.Conn]struct{}{}
 	srv := g.srv
 	g.mu.Unlock()
@@ -282,15 +291,28 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			g.LLM.ServeHTTP(w, r)
 			return
 		}
-		g.record(transcript.Call{Host: r.Host, Error: "plain HTTP is not carried: only HTTPS (CONNECT) to the allow-list (gateway.allow)"}, time.Now())
+		g.record(transcript.Call{Host: llm.Shorten(r.Host, maxHost), Error: "plain HTTP is not carried: only HTTPS (CONNECT) to the allow-list (gateway.allow)"}, time.Now())
 		http.Error(w, "mlrb gateway: only the LLM APIs, and CONNECT host:port to the allow-list (gateway.allow)", http.StatusForbidden)
 		return
 	}
 	start := time.Now()
+	host := llm.Shorten(r.Host, maxHost)
+	g.mu.Lock()
+	if g.tunnels == nil {
+		g.tunnels = semaphore.NewWeighted(MaxTunnels)
+	}
+	tunnels := g.tunnels
+	g.mu.Unlock()
+	if !tunnels.TryAcquire(1) {
+		g.record(transcript.Call{Host: host, Status: http.StatusTooManyRequests, Error: fmt.Sprintf("%d connections of this attempt are open already", MaxTunnels)}, start)
+		http.Error(w, fmt.Sprintf("mlrb gateway: %d connections of this attempt are open already", MaxTunnels), http.StatusTooManyRequests)
+		return
+	}
+	defer tunnels.Release(1)
 	to, err := g.Policy.Resolve(r.Context(), r.Host)
 	if err != nil {
-		g.Log.Info("agent connection refused", zap.String("to", r.Host), zap.Error(err))
-		g.record(transcript.Call{Host: r.Host, Status: http.StatusForbidden, Error: err.Error()}, start)
+		g.Log.Info("agent connection refused", zap.String("to", g.scrub(host)), zap.Error(errors.New(g.scrub(err.Error()))))
+		g.record(transcript.Call{Host: host, Status: http.StatusForbidden, Error: err.Error()}, start)
 		http.Error(w, "mlrb gateway: "+err.Error(), http.StatusForbidden)
 		return
 	}
@@ -300,8 +322,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	up, err := dial(r.Context(), "tcp", to.String())
 	if err != nil {
-		g.Log.Info("agent connection failed", zap.String("to", r.Host), zap.Stringer("addr", to), zap.Error(err))
-		g.record(transcript.Call{Host: r.Host, Status: http.StatusBadGateway, Error: err.Error()}, start)
+		g.Log.Info("agent connection failed", zap.String("to", g.scrub(host)), zap.Stringer("addr", to), zap.Error(err))
+		g.record(transcript.Call{Host: host, Status: http.StatusBadGateway, Error: err.Error()}, start)
 		http.Error(w, "mlrb gateway: "+err.Error(), http.StatusBadGateway)
 		return
 	}
@@ -321,7 +343,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = down.Close()
 		return
 	}
-	g.Log.Info("agent connection", zap.String("to", r.Host), zap.Stringer("addr", to))
+	g.Log.Info("agent connection", zap.String("to", g.scrub(host)), zap.Stringer("addr", to))
 	_, _ = io.WriteString(down, "HTTP/1.1 200 Connection established\r\n\r\n")
 	// What the client sent after its CONNECT line is in rw's buffer.
 	out, in := splice(up, rw, down, up)
@@ -329,8 +351,22 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = down.Close()
 	g.track(up, false)
 	g.track(down, false)
-	g.Log.Info("agent connection closed", zap.String("to", r.Host), zap.Int64("sent", out), zap.Int64("received", in), zap.Duration("for", time.Since(start)))
-	g.record(transcript.Call{Host: r.Host, Status: http.StatusOK, Sent: out, Received: in}, start)
+	g.Log.Info("agent connection closed", zap.String("to", g.scrub(host)), zap.Int64("sent", out), zap.Int64("received", in), zap.Duration("for", time.Since(start)))
+	g.record(transcript.Call{Host: host, Status: http.StatusOK, Sent: out, Received: in}, start)
+}
+
+// maxHost bounds a CONNECT target as it is kept (an agent chooses it).
+const maxHost = 300
+
+// MaxTunnels bounds an attempt's open connections through its door.
+const MaxTunnels = 64
+
+// scrub masks the run's secrets in what the worker logs of a connection.
+func (g *Gateway) scrub(s string) string {
+	if g.Record == nil {
+		return s
+	}
+	return g.Record.Scrub(s)
 }
 
 // record keeps a connection, or a refusal, in the transcript.

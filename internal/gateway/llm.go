@@ -16,6 +16,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/mlrb/mlrb/internal/llm"
 	"github.com/mlrb/mlrb/internal/transcript"
@@ -53,10 +54,51 @@ type LLM struct {
 	// agent's SDK decides), so a request is never sent twice.
 	Transport http.RoundTripper
 	Log       *zap.Logger
+	// Bounds is what one attempt's calls may hold of the worker at once
+	// (zero fields: DefaultBounds'); ServerTools lets provider-side tools
+	// (web search and fetch, MCP servers, code execution) through.
+	Bounds      Bounds
+	ServerTools bool
 
 	// calls are the calls in progress: a call's answer reaches the agent
 	// before the call is settled and recorded.
 	calls sync.WaitGroup
+	once  sync.Once
+	// inFlight and buffered bound the calls in progress and the request
+	// bytes they hold.
+	inFlight *semaphore.Weighted
+	buffered *semaphore.Weighted
+}
+
+// Bounds are what one attempt's calls may take of the worker at once,
+// whatever the agent sends: the worker's memory stays bounded by the
+// attempts it runs, never by what an agent does through its door.
+type Bounds struct {
+	// InFlight is the calls in progress at once; a call past it is
+	// answered 429 at once, its body unread.
+	InFlight int64
+	// Buffered is the request bytes the calls in progress hold.
+	Buffered int64
+	// BodyTimeout bounds the time a request's body takes to arrive.
+	BodyTimeout time.Duration
+}
+
+// DefaultBounds: 8 calls of up to 32 MiB each, 64 MiB in all, each body
+// within a minute.
+var DefaultBounds = Bounds{InFlight: 8, Buffered: 64 << 20, BodyTimeout: time.Minute}
+
+func (l *LLM) bounds() Bounds {
+	b := l.Bounds
+	if b.InFlight <= 0 {
+		b.InFlight = DefaultBounds.InFlight
+	}
+	if b.Buffered <= 0 {
+		b.Buffered = DefaultBounds.Buffered
+	}
+	if b.BodyTimeout <= 0 {
+		b.BodyTimeout = DefaultBounds.BodyTimeout
+	}
+	return b
 }
 
 // Wait waits for the calls in progress to be settled and handed to the
@@ -90,7 +132,13 @@ func (l *LLM) refuse(w http.ResponseWriter, c *call, status int, kind, msg strin
 	writeAPIError(w, c.api, status, kind, "mlrb gateway: "+msg)
 	c.rec.Status, c.rec.Error = status, msg
 	u := llm.Usage{Refused: 1}
-	l.Meter.Record(c.rec.Model, u)
+	// Under a priced model's name, or none: the ledger's keys are the
+	// price table's, never what an agent chose to send.
+	key := ""
+	if _, ok := l.Prices.Lookup(c.rec.Model); ok {
+		key = c.rec.Model
+	}
+	l.Meter.Record(key, u)
 	c.rec.Usage = u
 	l.finish(c, nil)
 }
@@ -111,6 +159,8 @@ func writeAPIError(w http.ResponseWriter, api llm.API, status int, kind, msg str
 func (l *LLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	l.calls.Add(1)
 	defer l.calls.Done()
+	b := l.bounds()
+	l.once.Do(func() { l.inFlight, l.buffered = semaphore.NewWeighted(b.InFlight), semaphore.NewWeighted(b.Buffered) })
 	c := &call{started: time.Now(), rec: transcript.Call{Kind: transcript.KindLLM, Start: time.Now().UTC()}}
 	api, ok := routes[r.URL.Path]
 	c.api, c.rec.API = api, api
@@ -128,9 +178,9 @@ func (l *LLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequest+1))
-	if err != nil || len(body) > MaxRequest {
-		l.refuse(w, c, http.StatusRequestEntityTooLarge, "invalid_request_error", fmt.Sprintf("a request body may hold at most %d MiB", MaxRequest>>20))
+	body, release, ok := l.readBody(w, r, c, b)
+	defer release()
+	if !ok {
 		return
 	}
 	c.body = body
@@ -138,6 +188,47 @@ func (l *LLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	l.forward(w, r, c)
+}
+
+// readBody reads a call's body within the attempt's bounds: a call past
+// the calls in flight, or whose body the bytes left cannot hold, is
+// refused before its body is read, and a body must arrive within the
+// body timeout. release gives the call's share back.
+func (l *LLM) readBody(w http.ResponseWriter, r *http.Request, c *call, b Bounds) (body []byte, release func(), ok bool) {
+	release = func() {}
+	if r.ContentLength > MaxRequest {
+		l.refuse(w, c, http.StatusRequestEntityTooLarge, "invalid_request_error", fmt.Sprintf("a request body may hold at most %d MiB", MaxRequest>>20))
+		return nil, release, false
+	}
+	if !l.inFlight.TryAcquire(1) {
+		l.refuse(w, c, http.StatusTooManyRequests, "rate_limit_error", fmt.Sprintf("%d calls of this attempt are in flight already: wait for one to end", b.InFlight))
+		return nil, release, false
+	}
+	share := r.ContentLength
+	if share < 0 {
+		share = MaxRequest // chunked: the most it may be
+	}
+	if !l.buffered.TryAcquire(share) {
+		l.inFlight.Release(1)
+		l.refuse(w, c, http.StatusTooManyRequests, "rate_limit_error", fmt.Sprintf("the calls of this attempt in flight hold %d MiB of requests already: wait for one to end", b.Buffered>>20))
+		return nil, release, false
+	}
+	release = func() {
+		l.buffered.Release(share)
+		l.inFlight.Release(1)
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(b.BodyTimeout))
+	body, err := io.ReadAll(io.LimitReader(r.Body, min(share, MaxRequest)+1))
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	switch {
+	case err != nil:
+		l.refuse(w, c, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf("the request body did not arrive whole within %s: %v", b.BodyTimeout, err))
+		return nil, release, false
+	case int64(len(body)) > min(share, MaxRequest):
+		l.refuse(w, c, http.StatusRequestEntityTooLarge, "invalid_request_error", fmt.Sprintf("a request body may hold at most %d MiB, and no more than its Content-Length", MaxRequest>>20))
+		return nil, release, false
+	}
+	return body, release, true
 }
 
 func (l *LLM) authorised(r *http.Request) bool {
@@ -151,15 +242,25 @@ func (l *LLM) authorised(r *http.Request) bool {
 // admit checks the call's model, its provider and its budget, and
 // reserves its worst case.
 func (l *LLM) admit(w http.ResponseWriter, r *http.Request, c *call) bool {
-	c.rec.Model = gjson.GetBytes(c.body, "model").String()
-	c.rec.Stream = gjson.GetBytes(c.body, "stream").Bool()
 	c.rec.Headers = keptHeaders(r.Header)
+	if err := llm.CheckRequest(c.body); err != nil {
+		l.refuse(w, c, http.StatusBadRequest, "invalid_request_error", err.Error())
+		return false
+	}
+	model := gjson.GetBytes(c.body, "model").String()
+	c.rec.Model = llm.Shorten(model, llm.MaxModelName)
+	c.rec.Stream = gjson.GetBytes(c.body, "stream").Bool()
+	if err := llm.CheckModelName(model); err != nil {
+		l.refuse(w, c, http.StatusBadRequest, "invalid_request_error", err.Error())
+		return false
+	}
+	if why := l.unmetered(r, c); why != "" {
+		l.refuse(w, c, http.StatusBadRequest, "invalid_request_error", why)
+		return false
+	}
 	up := l.upstream(c.api)
 	price, ok := l.Prices.Lookup(c.rec.Model)
 	switch {
-	case c.rec.Model == "":
-		l.refuse(w, c, http.StatusBadRequest, "invalid_request_error", "the request names no model")
-		return false
 	case !ok:
 		l.refuse(w, c, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("model %q has no price in this deployment's price table (gateway.prices, dated %s): a call that cannot be costed is not sent; ask the operator to price it", c.rec.Model, l.Prices.Date))
 		return false
@@ -172,6 +273,13 @@ func (l *LLM) admit(w http.ResponseWriter, r *http.Request, c *call) bool {
 	if c.maxOut == 0 {
 		c.maxOut = price.MaxOutput
 	}
+	// Each of n choices is its own output.
+	n := choices(c.api, c.body)
+	if n < 1 || n > maxChoices {
+		l.refuse(w, c, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("n must be 1 to %d", maxChoices))
+		return false
+	}
+	c.maxOut *= n
 	if c.maxOut == 0 && l.Meter.Budget().Set() {
 		l.refuse(w, c, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("the run has an LLM budget and model %s has no max_output_tokens in the price table: set the request's max tokens", c.rec.Model))
 		return false
@@ -192,6 +300,58 @@ func (l *LLM) admit(w http.ResponseWriter, r *http.Request, c *call) bool {
 		}
 	}
 	return true
+}
+
+// maxChoices bounds n (OpenAI's own limit).
+const maxChoices = 128
+
+// choices is how many answers a request asks for (chat's n; 1 else).
+func choices(api llm.API, body []byte) int64 {
+	if v := gjson.GetBytes(body, "n"); api == llm.ChatCompletions && v.Exists() && v.Type != gjson.Null {
+		return v.Int()
+	}
+	return 1
+}
+
+// unmetered says why a call's cost or reach is not the gateway's to
+// bound ("": it is): input the body does not hold (a stored Responses
+// conversation, a stored prompt), and provider-side tools that fetch
+// URLs, search, run code or reach MCP servers (egress past gateway.allow,
+// fees outside the ledger) unless the operator allows them.
+func (l *LLM) unmetered(r *http.Request, c *call) string {
+	if c.api == llm.Responses {
+		for _, f := range []string{"previous_response_id", "conversation", "prompt"} {
+			if v := gjson.GetBytes(c.body, f); v.Exists() && v.Type != gjson.Null {
+				return fmt.Sprintf("%s brings input this request does not hold, which the run's budget cannot bound: send the whole input", f)
+			}
+		}
+	}
+	if l.ServerTools {
+		return ""
+	}
+	if gjson.GetBytes(c.body, "mcp_servers").Exists() || gjson.GetBytes(c.body, "web_search_options").Exists() {
+		return "provider-side tools (MCP servers, web search) reach past the run's egress allow-list and bill outside its ledger; the operator has not allowed them (gateway.server_tools)"
+	}
+	for _, t := range gjson.GetBytes(c.body, "tools").Array() {
+		typ := t.Get("type").String()
+		client := typ == "" || typ == "function" || typ == "custom" || (c.api == llm.Messages && !serverTool(typ))
+		if !client {
+			return fmt.Sprintf("tool type %q runs at the provider (it may fetch URLs, search, run code or reach MCP servers) past the run's egress allow-list and outside its ledger; the operator has not allowed them (gateway.server_tools)", llm.Shorten(typ, 64))
+		}
+	}
+	return ""
+}
+
+// serverTool tells an Anthropic tool the provider runs (web search and
+// fetch, code execution, MCP) from one the agent runs (its own, bash,
+// the text editor, computer use: their results come from the agent).
+func serverTool(typ string) bool {
+	for _, p := range []string{"web_search", "web_fetch", "code_execution", "mcp"} {
+		if strings.HasPrefix(typ, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // maxOutput is the most output a request allows itself (0: unsaid).
@@ -317,7 +477,7 @@ func (l *LLM) relay(w http.ResponseWriter, resp *http.Response, c *call) {
 		seen = llm.FromBody(c.api, kept.Bytes())
 	}
 	c.rec.Status = resp.StatusCode
-	c.rec.Served, c.rec.Raw = seen.Model, seen.Raw
+	c.rec.Served, c.rec.Raw = llm.Shorten(seen.Model, llm.MaxModelName), seen.Raw
 	c.rec.Usage = l.usage(resp, c, seen)
 	c.hold.Settle(c.rec.Model, c.rec.Usage)
 	l.finish(c, kept.Bytes())
@@ -328,14 +488,21 @@ func (l *LLM) relay(w http.ResponseWriter, resp *http.Response, c *call) {
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
 
 // usage is what the call cost: as the provider reported it, priced by the
-// table; the reservation when a successful call's usage never came (a
-// stream cut off: the provider may bill for it all).
+// table; the reservation when a successful call's whole usage never came
+// (a stream cut before its terminal usage event: the provider may bill
+// for it all).
 func (l *LLM) usage(resp *http.Response, c *call, seen llm.Seen) llm.Usage {
 	u := llm.Usage{Calls: 1}
 	ok := resp.StatusCode/100 == 2
 	switch {
-	case seen.Known:
-		u.Tokens, u.USD = seen.Tokens, c.price.Cost(seen.Tokens)
+	case seen.Known && seen.Final:
+		// Priced as the dearer of the model asked for and the model that
+		// answered.
+		price := c.price
+		if served, found := l.Prices.Lookup(seen.Model); found && served.Cost(seen.Tokens) > price.Cost(seen.Tokens) {
+			price = served
+		}
+		u.Tokens, u.USD = seen.Tokens, price.Cost(seen.Tokens)
 	case ok:
 		u.Estimated = 1
 		u.Tokens, u.USD = llm.Tokens{Input: int64(len(c.body)), Output: c.maxOut}, c.hold.USD
@@ -370,8 +537,12 @@ func retryAfter(h http.Header, now time.Time) float64 {
 func (l *LLM) finish(c *call, resp []byte) {
 	c.rec.LatencyMS = ms(time.Since(c.started))
 	if l.Log != nil {
-		l.Log.Debug("llm call", zap.String("api", string(c.api)), zap.String("model", c.rec.Model), zap.Int("status", c.rec.Status),
-			zap.Float64("usd", c.rec.Usage.USD), zap.String("error", c.rec.Error))
+		model, why := c.rec.Model, c.rec.Error
+		if l.Record != nil {
+			model, why = l.Record.Scrub(model), l.Record.Scrub(why)
+		}
+		l.Log.Debug("llm call", zap.String("api", string(c.api)), zap.String("model", model), zap.Int("status", c.rec.Status),
+			zap.Float64("usd", c.rec.Usage.USD), zap.String("error", why))
 	}
 	if l.Record != nil {
 		l.Record.Add(c.rec, c.body, resp)

@@ -285,6 +285,8 @@ func TestBudgetUnderFiftyConcurrentCalls(t *testing.T) {
 	budget := llm.Budget{USD: 10.5 * worst}
 	gate := make(chan struct{})
 	rig := newRig(t, budget, &llmfake.Fake{Words: 900, Gate: gate})
+	// The budget, not the calls-in-flight bound, is under test.
+	rig.gw.LLM.Bounds = Bounds{InFlight: 64}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	ok, refused := 0, 0

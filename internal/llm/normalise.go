@@ -23,8 +23,13 @@ type Seen struct {
 	Tokens Tokens
 	Raw    []json.RawMessage
 	Model  string
-	// Known: the provider reported usage at all.
+	// Known: the provider reported usage at all; Final: it reported the
+	// call's whole usage (a whole body, or a stream's terminal usage
+	// event: chat's usage chunk, Responses' response.completed,
+	// Anthropic's message_delta). A stream cut before its terminal event
+	// may have billed more than it showed.
 	Known bool
+	Final bool
 }
 
 // FromBody reads the usage of a whole (non-streamed) response.
@@ -36,6 +41,7 @@ func FromBody(api API, body []byte) Seen {
 		return s
 	}
 	s.take(api, u)
+	s.Final = true
 	return s
 }
 
@@ -111,9 +117,13 @@ func (st *Stream) event(line []byte) {
 	}
 	ev := gjson.ParseBytes(bytes.TrimSpace(data))
 	u, model := ev.Get("usage"), ev.Get("model")
+	// Chat's usage chunk and Anthropic's message_delta carry the usage at
+	// the top; Responses' terminal events in the response.
+	final := u.IsObject()
 	switch {
 	case st.API == Responses:
 		u, model = ev.Get("response.usage"), ev.Get("response.model")
+		final = u.IsObject() && ev.Get("type").String() != "response.in_progress"
 	case st.API == Messages && !u.IsObject():
 		u, model = ev.Get("message.usage"), ev.Get("message.model")
 	}
@@ -122,5 +132,6 @@ func (st *Stream) event(line []byte) {
 	}
 	if u.IsObject() {
 		st.Seen.take(st.API, u)
+		st.Seen.Final = st.Seen.Final || final
 	}
 }

@@ -3,6 +3,7 @@ package transcript
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -49,7 +50,9 @@ func Keys(ctx context.Context, store blob.Store, runID string, attempt int) ([]s
 	return keys, nil
 }
 
-// Read reads the records under keys, several at once.
+// Read reads the records under keys, several at once. A record too large
+// or not a record is read as a call that says so (Unreadable): one bad
+// record never hides the rest of a transcript.
 func Read(ctx context.Context, store blob.Store, keys []string) ([]Call, error) {
 	out := make([]Call, len(keys))
 	g, ctx := errgroup.WithContext(ctx)
@@ -57,10 +60,18 @@ func Read(ctx context.Context, store blob.Store, keys []string) ([]Call, error) 
 	for i, k := range keys {
 		g.Go(func() error {
 			b, err := get(ctx, store, k, maxRecord)
-			if err != nil {
-				return err
+			if err == nil {
+				err = json.Unmarshal(b, &out[i])
 			}
-			if err := json.Unmarshal(b, &out[i]); err != nil {
+			var e *errTooLarge
+			var se *json.SyntaxError
+			var te *json.UnmarshalTypeError
+			switch {
+			case err == nil:
+			case errors.As(err, &e) || errors.As(err, &se) || errors.As(err, &te):
+				a, seq, _ := parseKey(k)
+				out[i] = Call{Attempt: a, Seq: seq, Unreadable: true, Error: "record unreadable: " + err.Error()}
+			default:
 				return fmt.Errorf("call record %s: %w", k, err)
 			}
 			return nil
@@ -86,24 +97,30 @@ func Totals(ctx context.Context, store blob.Store, runID string, before int) (ma
 	if err != nil {
 		return nil, err
 	}
-	last := map[int]string{}
+	byAttempt := map[int][]string{}
 	for _, k := range keys {
 		if a, _, _ := parseKey(k); before == 0 || a < before {
-			last[a] = k // keys are in seq order
+			byAttempt[a] = append(byAttempt[a], k) // keys are in seq order
 		}
 	}
 	out := map[int]llm.Ledger{}
 	var mu sync.Mutex
 	g, ctx := errgroup.WithContext(ctx)
-	for a, k := range last {
+	for a, ks := range byAttempt {
 		g.Go(func() error {
-			c, err := Read(ctx, store, []string{k})
-			if err != nil {
-				return err
+			// The last readable record holds the attempt's ledger.
+			for i := len(ks) - 1; i >= 0; i-- {
+				c, err := Read(ctx, store, ks[i:i+1])
+				if err != nil {
+					return err
+				}
+				if !c[0].Unreadable {
+					mu.Lock()
+					out[a] = c[0].Total
+					mu.Unlock()
+					return nil
+				}
 			}
-			mu.Lock()
-			out[a] = c[0].Total
-			mu.Unlock()
 			return nil
 		})
 	}
@@ -148,7 +165,12 @@ func get(ctx context.Context, store blob.Store, key string, limit int64) ([]byte
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s is larger than any record or chunk", key)
+		return nil, &errTooLarge{key}
 	}
 	return b, nil
 }
+
+// errTooLarge is a blob larger than any record or chunk.
+type errTooLarge struct{ key string }
+
+func (e *errTooLarge) Error() string { return e.key + " is larger than any record or chunk" }

@@ -62,12 +62,16 @@ type Recorder struct {
 	// slots bounds the records stored at once: a thousand calls ending
 	// together wait their turn, each holding only its bodies.
 	slots chan struct{}
+	// pending is the bytes of bodies waiting to be stored.
+	pending int64
 }
 
 // storing is how many records a recorder stores at once.
 const storing = 8
 
-// Add numbers c and stores it with its bodies, in the background.
+// Add numbers c and stores it with its bodies, in the background. The
+// bodies waiting to be stored are bounded (MaxPending): past it a call
+// is recorded without them, saying so, rather than held in memory.
 func (r *Recorder) Add(c Call, req, resp []byte) {
 	r.mu.Lock()
 	r.seq++
@@ -75,26 +79,55 @@ func (r *Recorder) Add(c Call, req, resp []byte) {
 	if r.Ledger != nil {
 		c.Total = r.Ledger()
 	}
-	if r.scrub == nil {
-		pairs := make([]string, 0, 2*len(r.Redact))
-		for _, s := range r.Redact {
-			if s != "" {
-				pairs = append(pairs, s, "[REDACTED]")
-			}
-		}
-		r.scrub = strings.NewReplacer(pairs...)
-		r.slots = make(chan struct{}, storing)
+	r.setup()
+	size := int64(len(req) + len(resp))
+	if r.pending+size > MaxPending {
+		c.BodiesDropped = true
+		req, resp, size = nil, nil, 0
 	}
+	r.pending += size
 	r.mu.Unlock()
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
+		defer func() {
+			r.mu.Lock()
+			r.pending -= size
+			r.mu.Unlock()
+		}()
 		r.slots <- struct{}{}
 		defer func() { <-r.slots }()
 		if err := r.store(context.Background(), &c, req, resp); err != nil && r.Log != nil {
 			r.Log.Warn("call not recorded", zap.Int("seq", c.Seq), zap.Error(err))
 		}
 	}()
+}
+
+// MaxPending bounds the bodies an attempt's recorder holds waiting for
+// the store.
+const MaxPending = 64 << 20
+
+func (r *Recorder) setup() {
+	if r.scrub != nil {
+		return
+	}
+	pairs := make([]string, 0, 2*len(r.Redact))
+	for _, s := range r.Redact {
+		if s != "" {
+			pairs = append(pairs, s, "[REDACTED]")
+		}
+	}
+	r.scrub = strings.NewReplacer(pairs...)
+	r.slots = make(chan struct{}, storing)
+}
+
+// Scrub is s with the run's secrets and the attempt's token masked: what
+// the worker logs of a call.
+func (r *Recorder) Scrub(s string) string {
+	r.mu.Lock()
+	r.setup()
+	r.mu.Unlock()
+	return r.scrub.Replace(s)
 }
 
 // Wait waits for every record added so far to be stored.
@@ -115,7 +148,9 @@ func (r *Recorder) store(ctx context.Context, c *Call, req, resp []byte) error {
 			return err
 		}
 	}
-	c.Error = r.scrub.Replace(c.Error)
+	// What the agent chose (a model's name, a CONNECT's host) may carry a
+	// secret of its run as well as any body.
+	c.Error, c.Model, c.Served, c.Host = r.scrub.Replace(c.Error), r.scrub.Replace(c.Model), r.scrub.Replace(c.Served), r.scrub.Replace(c.Host)
 	b, err := json.Marshal(c)
 	if err != nil {
 		return fmt.Errorf("record %d: %w", c.Seq, err)

@@ -75,6 +75,12 @@ type Call struct {
 	// Total is the attempt's ledger once this call was recorded: the
 	// last record of an attempt gives its totals.
 	Total llm.Ledger `json:"total"`
+	// Unreadable marks a record read back that is not one (too large,
+	// not JSON): the call is listed, saying so, and the rest stand.
+	Unreadable bool `json:"unreadable,omitempty"`
+	// BodiesDropped: the call's bodies were not kept (the recorder held
+	// its most already).
+	BodiesDropped bool `json:"bodies_dropped,omitempty"`
 }
 
 func runPrefix(runID string) string { return blob.RunPrefix(runID) + "calls/" }
