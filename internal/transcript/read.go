@@ -3,8 +3,8 @@ package transcript
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
