@@ -20,6 +20,7 @@ import (
 	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/logstore"
 	"github.com/mlrb/mlrb/internal/runtime"
+	"github.com/mlrb/mlrb/tasks"
 )
 
 // RunAgent runs one attempt of the agent: prepare its workspace (restored
@@ -27,6 +28,9 @@ import (
 // (heartbeats, checkpoints, deadlines, the operator's controls) and end
 // the attempt with a final checkpoint, or hand it back to the run.
 func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, error) {
+	if in.Interval <= 0 {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("checkpoint interval %s: must be positive", in.Interval), ErrBadTask, nil)
+	}
 	ctx, lv, err := a.live(ctx, &in.Lease)
 	if err != nil {
 		return nil, err
@@ -59,6 +63,13 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 		return nil, fmt.Errorf("start agent: %w", err)
 	}
 	defer closeDoor()
+	// From its start the agent never outlives this activity, whatever
+	// ends it (a panic included).
+	defer func() {
+		if err := h.Destroy(); err != nil {
+			log.Warn("destroy", zap.Error(err))
+		}
+	}()
 	lv.step(stepRunning, 0)
 	log.Info("agent started", zap.Time("deadline", dl.Hard), zap.Bool("resumed", prev != nil))
 	var last time.Time
@@ -76,11 +87,6 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 	}
 	sv := &supervisor{h: h, dl: dl, stopped: StopExited, started: start, base: in.Budget.UsedS, now: time.Now, hooks: hk, log: log}
 	end := sv.run(ctx, activity.GetWorkerStopChannel(ctx), activity.GetInfo(ctx).HeartbeatTimeout, in.Interval)
-	defer func() {
-		if err := h.Destroy(); err != nil {
-			log.Warn("destroy", zap.Error(err))
-		}
-	}()
 	return a.conclude(ctx, sv, end, hk, notes, spec.Image)
 }
 
@@ -256,7 +262,7 @@ func (a *Activities) removeAttempt(at *attempt) {
 // describes the agent's task: the contract env, secrets (redacted from
 // its logs), labels, devices.
 func (a *Activities) agentTask(in AgentInput, at *attempt, dl budget.Deadlines, resumed bool) (runtime.TaskSpec, error) {
-	if err := writeJSONFile(at.Spec(), in.Task); err != nil {
+	if err := writeJSONFile(at.Spec(), agentView(in.Task)); err != nil {
 		return runtime.TaskSpec{}, fmt.Errorf("task spec: %w", err)
 	}
 	prompt, err := in.Task.RenderPrompt()
@@ -305,6 +311,14 @@ func (a *Activities) agentTask(in AgentInput, at *attempt, dl budget.Deadlines, 
 	spec.Labels, spec.Devices = at.Labels(in.Lease.Token, in.Task.ID), in.Lease.Devices
 	a.bound(&spec, &in.Task)
 	return spec, nil
+}
+
+// agentView is the task as its agent is told it: without the curve's
+// marks (and their command), so that it cannot know when its checkpoints
+// will be scored and have its best on disk then.
+func agentView(t tasks.Spec) tasks.Spec {
+	t.Evaluation.Curve = nil
+	return t
 }
 
 // attemptHooks are what a supervised attempt does beyond its agent.

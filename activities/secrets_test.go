@@ -1,11 +1,14 @@
 package activities
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mlrb/mlrb/internal/gateway"
+	"github.com/mlrb/mlrb/tasks"
 	"go.uber.org/zap"
 )
 
@@ -57,5 +60,40 @@ func TestSecretNeverFromTheWorkersEnvironment(t *testing.T) {
 	}
 	if _, err := (&Activities{}).secretValues([]string{"ONLY_IN_ENV"}); err == nil {
 		t.Fatal("no env file: the worker's environment must not answer")
+	}
+}
+
+// TestProviderKeysAreNeverSecrets (audit N10): a provider key under a name
+// of the operator's (gateway.openai_key) is refused as a secret, as the
+// default names are.
+func TestProviderKeysAreNeverSecrets(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent.env")
+	if err := os.WriteFile(path, []byte("TEAM_OPENAI=sk-live\nHF=hf-x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := &Activities{Sandbox: Sandbox{EnvFile: path, LLM: LLMGateway{OpenAI: gateway.Upstream{KeyName: "TEAM_OPENAI"}}}, Logger: zap.NewNop()}
+	if _, err := a.secretValues([]string{"team_openai"}); err == nil || !strings.Contains(err.Error(), "provider key") {
+		t.Fatalf("the renamed provider key as a secret: %v", err)
+	}
+	if got, err := a.secretValues([]string{"HF"}); err != nil || got["HF"] != "hf-x" {
+		t.Fatalf("another secret: %v %v", got, err)
+	}
+}
+
+// TestAgentsAreNotToldTheMarks (audit F10): the task spec an agent reads
+// has no curve, so it cannot time its best work to the marks.
+func TestAgentsAreNotToldTheMarks(t *testing.T) {
+	cat, err := tasks.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := cat.Get("mini_baby_lm")
+	if spec.Evaluation.Curve == nil {
+		t.Fatal("mini_baby_lm has no curve to hide")
+	}
+	seen := agentView(*spec)
+	b, _ := json.Marshal(seen)
+	if seen.Evaluation.Curve != nil || strings.Contains(string(b), `"curve"`) || spec.Evaluation.Curve == nil {
+		t.Fatalf("the agent's spec: %s", b)
 	}
 }

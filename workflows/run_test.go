@@ -301,3 +301,24 @@ func TestCheckpointIntervalBound(t *testing.T) {
 		}
 	}
 }
+
+// TestZeroCheckpointIntervalDefaulted (audit N9): a run started without
+// the starter's checks and a zero checkpoint interval checkpoints at the
+// default, rather than failing in its agent's activity; the mini task's
+// own 3 s is the shorter, and stands.
+func TestZeroCheckpointIntervalDefaulted(t *testing.T) {
+	env := newEnv(t)
+	var got time.Duration
+	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.AgentInput) (*activities.AgentResult, error) {
+			got = in.Interval
+			return agentDone(env, &activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 3}, ck(1, 3))(ctx, in)
+		})
+	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.5), nil)
+	pol := testPolicy
+	pol.CheckpointInterval = 0
+	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: pol})
+	if r := result(t, env); r.Outcome != runs.OutcomeScored || got != 3*time.Second {
+		t.Fatalf("outcome %s, interval %s; want scored, the task's 3s", r.Outcome, got)
+	}
+}

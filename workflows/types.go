@@ -112,6 +112,9 @@ func (p Policy) withDefaults() Policy {
 	if p.HeartbeatTimeout <= 0 {
 		p.HeartbeatTimeout = time.Minute // agent.heartbeat_timeout's default
 	}
+	if p.CheckpointInterval <= 0 {
+		p.CheckpointInterval = 10 * time.Minute // checkpoint.interval's default
+	}
 	if p.LeaseTimeout <= 0 {
 		p.LeaseTimeout = 24 * time.Hour
 	}

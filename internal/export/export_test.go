@@ -117,3 +117,41 @@ func TestSchemaDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestCSVNeverHoldsAFormula (audit F8): model names and hosts an agent
+// chose that a spreadsheet would run as formulas are written behind a
+// quote in CSV, as they are in Parquet.
+func TestCSVNeverHoldsAFormula(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Open(dir, "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil := []string{`=HYPERLINK("http://evil.example","x")`, "@SUM(1+1)", "+1+1", "-2+3", "\tTAB", "\rCR"}
+	var calls []transcript.Call
+	for i, m := range evil {
+		calls = append(calls, transcript.Call{Seq: i + 1, Attempt: 1, Kind: transcript.KindLLM, Model: m, Host: m + ":443"})
+	}
+	if err := w.Calls("r", calls); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(dir, "calls.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rows[1:] {
+		for _, c := range row {
+			if c != "" && strings.ContainsRune("=+-@\t\r", rune(c[0])) {
+				t.Fatalf("a cell a spreadsheet runs: %q", c)
+			}
+		}
+	}
+}

@@ -221,7 +221,10 @@ func csvRow(v reflect.Value) []string {
 }
 
 // cell renders a value for CSV: RFC 3339 times, shortest floats, an
-// empty cell for a missing optional value.
+// empty cell for a missing optional value, and a string a spreadsheet
+// would run as a formula (it begins with = + - @, a tab or a carriage
+// return: an agent chooses model names and hosts) behind a quote. The
+// Parquet tables keep the raw value.
 func cell(f reflect.Value) string {
 	switch x := f.Interface().(type) {
 	case time.Time:
@@ -241,6 +244,9 @@ func cell(f reflect.Value) string {
 	case bool:
 		return strconv.FormatBool(x)
 	case string:
+		if x != "" && strings.ContainsRune("=+-@\t\r", rune(x[0])) {
+			return "'" + x
+		}
 		return x
 	}
 	panic(fmt.Sprintf("export: no CSV form for %s", f.Type()))
