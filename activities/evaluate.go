@@ -72,7 +72,7 @@ func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (res *EvalResul
 		return nil, err
 	}
 	a.Logger.Info("evaluated", zap.String("run", in.RunID), zap.Float64("score", score), zap.Strings("violations", check.Violations))
-	rel, _ := filepath.Rel(root.dir, ev.model)
+	rel, _ := filepath.Rel(root.dir, root.model)
 	return &EvalResult{Score: score, Metrics: metrics, ModelPath: filepath.ToSlash(rel), Params: check.Params, Violations: check.Violations, Flags: check.Flags, Provenance: r.Provenance, ResultsFile: kept,
 		Image: a.digest(ctx, spec.Image), Usage: readUsage(root)}, nil
 }
@@ -130,8 +130,9 @@ func (a *Activities) evaluate(ctx context.Context, in EvalInput, ev *evalDirs, i
 	return spec, r, name, body, nil
 }
 
-// snapshot is a restored checkpoint: its root and the agent's work dir in it.
-type snapshot struct{ dir, workdir string }
+// snapshot is a restored checkpoint: its root, the agent's work dir and
+// the model dir found in it.
+type snapshot struct{ dir, workdir, model string }
 
 // prepareEvaluation restores the final checkpoint into a directory of
 // its own and lays out the evaluation around the model found in it.
@@ -164,8 +165,13 @@ func (a *Activities) prepareEvaluation(ctx context.Context, in EvalInput, lv *li
 	root.workdir = filepath.Join(root.dir, filepath.FromSlash(m.Workdir))
 	modelDir, err := model.FindModel(root.dir, root.workdir)
 	if err == nil {
-		// The evaluator reads the model dir: no link in it may lead out.
-		err = safefs.CheckLinks(root.dir, modelDir)
+		// The evaluator reads the model dir: no link in it may lead out,
+		// and it gets a sealed copy, the files the check reads.
+		if err = safefs.CheckLinks(root.dir, modelDir); err == nil {
+			root.model = modelDir
+			modelDir = filepath.Join(dir, "model")
+			err = model.Seal(root.model, modelDir)
+		}
 	}
 	if err != nil {
 		_ = os.RemoveAll(dir)

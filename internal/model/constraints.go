@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -88,7 +90,35 @@ func CheckConstraints(model string, spec *tasks.Spec) (*Check, error) {
 	c.family(rules, arch)
 	c.peak(rules, arch, s)
 	c.reference(rules, s)
+	c.loadsMore(model)
 	return c, nil
+}
+
+// redirects are files that make a loader read more than the weights
+// checked: a PEFT adapter loads its base model from wherever its config
+// says (transformers does, with peft installed), and config.json's
+// auto_map runs the model's own code.
+var redirects = []string{"adapter_config.json", "adapter_model.safetensors", "adapter_model.bin"}
+
+// loadsMore flags what would make the evaluator load weights or code the
+// check never read: each is a violation of the task's rules.
+func (c *Check) loadsMore(model string) {
+	for _, name := range redirects {
+		if _, err := os.Lstat(filepath.Join(model, name)); err == nil {
+			c.violate("%s makes the loader load another model's weights (a PEFT adapter's base) than the ones checked: merge the adapter into the model and submit that", name)
+		}
+	}
+	b, err := safefs.ReadFile(model, "config.json", MaxReport)
+	if err != nil {
+		return
+	}
+	var cfg map[string]json.RawMessage
+	if json.Unmarshal(b, &cfg) != nil {
+		return
+	}
+	if _, ok := cfg["auto_map"]; ok {
+		c.violate("config.json's auto_map names the model's own code: models are loaded without remote code; use a transformers architecture")
+	}
 }
 
 // miniCheck describes a mini task's model by its config.json.
