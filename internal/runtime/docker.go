@@ -4,12 +4,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+
+	"github.com/moby/profiles/seccomp"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
@@ -111,6 +116,32 @@ func ContainerName(task string) string {
 	return "mlrb_" + string(safe) + "_" + hex.EncodeToString(sum[:6])
 }
 
+// maskedPaths are Docker's own (an explicit list replaces them) and the
+// kernel's config, which tells an agent what exploits the host kernel
+// is open to.
+var maskedPaths = []string{"/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+	"/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap", "/proc/config.gz"}
+
+// refusedSyscalls are allowed by Docker's default profile but not here:
+// io_uring (a large kernel surface, and it bypasses seccomp for the
+// operations it queues) and ptrace (an agent has no debugger to attach).
+var refusedSyscalls = []string{"io_uring_setup", "io_uring_enter", "io_uring_register", "ptrace"}
+
+// seccompProfile is Docker's default profile (moby's own, the library
+// the daemon ships) without refusedSyscalls, as the JSON the API takes.
+var seccompProfile = sync.OnceValue(func() string {
+	p := seccomp.DefaultProfile()
+	for _, sc := range p.Syscalls {
+		sc.Names = slices.DeleteFunc(sc.Names, func(n string) bool { return slices.Contains(refusedSyscalls, n) })
+	}
+	p.Syscalls = slices.DeleteFunc(p.Syscalls, func(sc *seccomp.Syscall) bool { return len(sc.Names) == 0 && sc.Name == "" })
+	b, err := json.Marshal(p)
+	if err != nil {
+		panic(fmt.Sprintf("runtime: the seccomp profile does not marshal: %v", err))
+	}
+	return string(b)
+})
+
 // gpuFiles are the device files of the GPUs ids, and the driver's shared
 // control files the host has: what a container needs to use exactly them.
 func gpuFiles(ids []string) []container.DeviceMapping {
@@ -154,9 +185,12 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 		Init:        &init,
 		Binds:       spec.Binds,
 		Privileged:  false,
-		SecurityOpt: []string{"no-new-privileges"},
-		CapDrop:     []string{"ALL"},
-		CapAdd:      Capabilities,
+		SecurityOpt: []string{"no-new-privileges", "seccomp=" + seccompProfile()},
+		// Its own cgroup namespace: /proc/self/cgroup names no host path.
+		CgroupnsMode: container.CgroupnsModePrivate,
+		MaskedPaths:  maskedPaths,
+		CapDrop:      []string{"ALL"},
+		CapAdd:       Capabilities,
 		// The daemon's own copy of the output, which the worker reads as
 		// it comes: bounded whatever the daemon's default driver keeps.
 		LogConfig: container.LogConfig{Type: "local", Config: map[string]string{"max-size": "32m", "max-file": "2"}},
@@ -195,7 +229,7 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 	name := ContainerName(spec.Name)
 	// A container of the same name is a leftover of this very attempt:
 	// it must not run twice.
-	_, _ = d.c.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true})
+	_, _ = d.c.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	created, err := d.c.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name:       name,
 		Config:     &container.Config{Image: spec.Image, Cmd: spec.Command, Env: env, WorkingDir: spec.Dir, Labels: labels, User: spec.User},
@@ -210,7 +244,7 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 	kills := d.watchKills(created.ID)
 	if _, err := d.c.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		kills.stop()
-		_, _ = d.c.ContainerRemove(context.Background(), created.ID, client.ContainerRemoveOptions{Force: true})
+		_, _ = d.c.ContainerRemove(context.Background(), created.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 		d.removeDoor(door)
 		return nil, fmt.Errorf("start container %s: %w", name, err)
 	}
@@ -307,7 +341,7 @@ func (d *Docker) Tasks(ctx context.Context) ([]Task, error) {
 
 // Remove kills and removes a container.
 func (d *Docker) Remove(ctx context.Context, id string) error {
-	if _, err := d.c.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && !strings.Contains(err.Error(), "No such container") {
+	if _, err := d.c.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !strings.Contains(err.Error(), "No such container") {
 		return fmt.Errorf("remove container %.12s: %w", id, err)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -144,6 +145,27 @@ func TestDockerGPUDeviceFiles(t *testing.T) {
 	}
 	_ = h.Kill()
 	waitFor(t, h)
+}
+
+// TestDockerKernelSurface (audit N7): io_uring and ptrace are refused by
+// mlrb's seccomp profile (Docker's default allowed both), the cgroup
+// namespace is the container's own, and the kernel's config is masked.
+func TestDockerKernelSurface(t *testing.T) {
+	d := docker(t)
+	h, log := run(t, d, "kernel", TaskSpec{Command: []string{"kernel"}})
+	if r := waitFor(t, h); r.ExitCode != 0 {
+		t.Fatalf("exit %+v", r)
+	}
+	b, _ := os.ReadFile(log)
+	out := string(b)
+	for _, want := range []string{"io_uring_setup: operation not permitted", "ptrace: operation not permitted", "config.gz bytes: 0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "docker") || regexp.MustCompile(`[0-9a-f]{64}`).MatchString(out) {
+		t.Errorf("the container's cgroup paths name it on the host:\n%s", out)
+	}
 }
 
 func TestDockerStopWithGrace(t *testing.T) {

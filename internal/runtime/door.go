@@ -20,7 +20,7 @@ const doorWait = 30 * time.Second
 // mount the worker's socket dir. It returns once the relay accepts.
 func (d *Docker) startDoor(ctx context.Context, spec TaskSpec, labels map[string]string) (string, error) {
 	name := ContainerName(spec.Name) + "_door"
-	_, _ = d.c.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true})
+	_, _ = d.c.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	_ = os.Remove(spec.Door.Ready)
 	dl := maps.Clone(labels)
 	dl[labelPrefix+LabelRole] = "door"

@@ -28,7 +28,7 @@ func (d *Docker) Seed(ctx context.Context, image string, paths []string, root st
 		return fmt.Errorf("seed from %s: %w", image, err)
 	}
 	defer func() {
-		_, _ = d.c.ContainerRemove(context.WithoutCancel(ctx), created.ID, client.ContainerRemoveOptions{Force: true})
+		_, _ = d.c.ContainerRemove(context.WithoutCancel(ctx), created.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	}()
 	for _, p := range paths {
 		res, err := d.c.CopyFromContainer(ctx, created.ID, client.CopyFromContainerOptions{SourcePath: p})
