@@ -179,7 +179,7 @@ func (a *Activities) prepareEvaluation(ctx context.Context, in EvalInput, lv *li
 	}
 	ev := &evalDirs{name: task, dir: dir, model: modelDir, results: filepath.Join(dir, "results"),
 		outputs: filepath.Join(dir, "outputs"), resultsName: resultsName(), spec: filepath.Join(dir, "task.json"), task: in.Task.ID, seed: in.Seed,
-		door: a.doorDir(task)}
+		door: a.doorDir(task), network: in.Task.Evaluation.Network}
 	for _, d := range []string{ev.results, ev.outputs, filepath.Join(dir, "run")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, root, fmt.Errorf("eval dir: %w", err)

@@ -15,7 +15,11 @@ import (
 
 // sizeEvery paces the workspace measurement: a walk costs a stat per
 // file, so it runs beside the agent, never on the supervisor's path.
-const sizeEvery = 10 * time.Second
+// layerEvery paces the writable layer's (the daemon walks the layer).
+const (
+	sizeEvery  = 10 * time.Second
+	layerEvery = 30 * time.Second
+)
 
 // sizeWatch measures a workspace on disk against a limit, in the
 // background, until its context ends.
@@ -25,21 +29,34 @@ type sizeWatch struct {
 	why   string
 }
 
-// watchSize starts measuring root every sizeEvery.
-func watchSize(ctx context.Context, root string, limit int64, log *zap.Logger) *sizeWatch {
+// watchSize starts measuring root every sizeEvery, and what the agent
+// writes outside it (outside, if not nil: a container's writable layer)
+// every layerEvery.
+func watchSize(ctx context.Context, root string, limit int64, outside func(context.Context) (int64, error), log *zap.Logger) *sizeWatch {
 	w := &sizeWatch{limit: limit}
+	var layer int64
+	var layerAt time.Time
 	go every.Tick(ctx, sizeEvery, func() bool {
 		used, err := diskUsage(root)
 		if err != nil {
 			log.Debug("workspace size", zap.Error(err))
 			return true
 		}
+		if outside != nil && time.Since(layerAt) >= layerEvery {
+			layerAt = time.Now()
+			if n, err := outside(ctx); err == nil {
+				layer = n
+			} else {
+				log.Debug("writable layer size", zap.Error(err))
+			}
+		}
+		used += layer
 		if used <= limit {
 			return true
 		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		w.why = fmt.Sprintf("workspace reached %.2f GiB, over its limit agent.workspace_limit_gb = %.2f GiB", gib(used), gib(limit))
+		w.why = fmt.Sprintf("workspace reached %.2f GiB (%.2f GiB of it outside the mounted paths, in the container's own layer), over its limit agent.workspace_limit_gb = %.2f GiB", gib(used), gib(layer), gib(limit))
 		return false
 	})
 	return w
@@ -59,8 +76,9 @@ const minEntryBytes = 4 << 10
 // diskUsage is what root's entries cost against the workspace limit: a
 // file's allocated blocks (as du counts them) or its apparent size,
 // whichever is larger (a sparse file is read whole by a checkpoint),
-// and never less than minEntryBytes; a file hardlinked twice counts
-// once. The agent may be changing the tree: it is walked from
+// and never less than minEntryBytes; a file hardlinked twice counts its
+// data once and minEntryBytes for its second name (a million links to
+// one file are a million entries). The agent may be changing the tree: it is walked from
 // descriptors (safefs.Dir.Walk), never through a link.
 func diskUsage(root string) (int64, error) {
 	d, err := safefs.OpenDir(root)
@@ -75,6 +93,9 @@ func diskUsage(root string) (int64, error) {
 		if st.Nlink > 1 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			id := [2]uint64{st.Dev, st.Ino}
 			if seen[id] {
+				// Its data counts once; each further name is an entry a
+				// checkpoint lists.
+				total += minEntryBytes
 				return nil
 			}
 			seen[id] = true

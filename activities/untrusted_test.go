@@ -194,6 +194,28 @@ func TestEmptyFilesCountAgainstTheWorkspaceLimit(t *testing.T) {
 	}
 }
 
+// TestHardLinkBombCounts (audit N3): a thousand names of one file are a
+// thousand entries against the workspace limit, not one file.
+func TestHardLinkBombCounts(t *testing.T) {
+	root := t.TempDir()
+	first := filepath.Join(root, "f")
+	if err := os.WriteFile(first, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 1000; i++ {
+		if err := os.Link(first, filepath.Join(root, "l"+strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	used, err := diskUsage(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(1001 * minEntryBytes); used < want {
+		t.Fatalf("1,001 names of one file count %d bytes; want at least %d", used, want)
+	}
+}
+
 // TestUsageOutOfRangeIsNotReported: usage.json is the agent's; infinite,
 // negative or absurd figures are dropped, never carried into the run's
 // cost (audit #15).
@@ -218,13 +240,21 @@ func TestUsageOutOfRangeIsNotReported(t *testing.T) {
 	}
 }
 
-// TestContainersGetADoorNotANetwork: agents and evaluators share a door's
-// network (nothing but loopback, the relay to the worker's gateway) and
-// are told it as their proxy; a check gets no network at all.
+// TestContainersGetADoorNotANetwork: agents (and evaluators whose task
+// asks for the network) share a door's network (nothing but loopback,
+// the relay to the worker's gateway) and are told it as their proxy; an
+// evaluator of a task that does not ask (audit N12: the images run
+// offline, and load what an agent made) and a check get no network at
+// all.
 func TestContainersGetADoorNotANetwork(t *testing.T) {
 	w := &ContainerWorkspace{BuiltinImage: "agent:img", EvalImage: "eval:img", Self: "/mlrb", Workdir: "/app/work"}
 	at := &attempt{runID: "r", n: 1, dir: t.TempDir(), door: filepath.Join(t.TempDir(), "door-a")}
-	ev := &evalDirs{dir: t.TempDir(), door: filepath.Join(t.TempDir(), "door-e"), resultsName: resultsName()}
+	ev := &evalDirs{dir: t.TempDir(), door: filepath.Join(t.TempDir(), "door-e"), resultsName: resultsName(), network: true}
+	offline := *ev
+	offline.network = false
+	if e := w.EvalTask(&offline, []string{"e"}, ""); e.Network != runtime.NetworkNone || e.Door != nil || e.Env["HTTPS_PROXY"] != "" {
+		t.Errorf("an offline evaluator: network %q, door %+v", e.Network, e.Door)
+	}
 	env := contract.Env{}
 	for name, spec := range map[string]runtime.TaskSpec{"agent": w.AgentTask(at, nil, "", &env), "evaluator": w.EvalTask(ev, []string{"e"}, "")} {
 		if spec.Door == nil || spec.Door.Image != "agent:img" || spec.Env["HTTPS_PROXY"] != "http://"+doorAddr || spec.Network != "" {

@@ -57,6 +57,10 @@ type Workspace interface {
 	// tasks are processes, the {self} binary's content hash. An error
 	// means this workspace cannot run it.
 	Digest(ctx context.Context, image string) (string, error)
+	// Outside is what a running task writes outside its workspace's
+	// directory (a container's writable layer), which its workspace
+	// limit counts too; nil where there is nothing of the kind.
+	Outside(spec runtime.TaskSpec) func(ctx context.Context) (int64, error)
 }
 
 // attempt is one agent attempt's files on this host.
@@ -107,11 +111,13 @@ type evalDirs struct {
 	resultsName string
 	// outputs holds what the evaluator leaves for Check.
 	outputs string
-	// door holds the socket of the evaluator's gateway (doorDir).
-	door string
-	spec string
-	task string
-	seed int64
+	// door holds the socket of the evaluator's gateway (doorDir), when
+	// its task gives it the network.
+	door    string
+	network bool
+	spec    string
+	task    string
+	seed    int64
 }
 
 // resultsName is a results file name nobody can know before the

@@ -169,7 +169,11 @@ func (w *ContainerWorkspace) EvalTask(ev *evalDirs, command []string, image stri
 	if image != "" {
 		t.Image = image
 	}
-	w.door(ev.door, &t)
+	if ev.network {
+		w.door(ev.door, &t)
+	} else {
+		t.Network = runtime.NetworkNone
+	}
 	w.limit(&t)
 	return t
 }
@@ -191,6 +195,12 @@ func (w *ContainerWorkspace) CheckTask(ev *evalDirs, item, name string, command 
 
 func (w *ContainerWorkspace) limit(t *runtime.TaskSpec) {
 	t.MemoryBytes, t.CPUs, t.PidsLimit, t.User = w.MemoryBytes, w.CPUs, w.PidsLimit, w.User
+}
+
+// Outside is the container's writable layer: what the agent wrote to
+// the image's own paths (/var/tmp, site-packages), on the host's disk.
+func (w *ContainerWorkspace) Outside(spec runtime.TaskSpec) func(context.Context) (int64, error) {
+	return func(ctx context.Context) (int64, error) { return w.Docker.LayerSize(ctx, spec.Name) }
 }
 
 // Digest is the image's content digest.

@@ -128,6 +128,10 @@ type Evaluation struct {
 	// (lm-eval, the autoformalization scorer), so one task's evaluator
 	// can be fixed alone.
 	Image string `yaml:"image,omitempty" json:"image,omitempty"`
+	// Network gives the evaluator a way out (its door, to gateway.allow,
+	// as an agent's); without it the evaluator has no network at all:
+	// the evaluator images run offline, and they load what an agent made.
+	Network bool `yaml:"network,omitempty" json:"network,omitempty"`
 	// Check, if set, checks every output the evaluator left in {outputs}
 	// where running it cannot touch the score.
 	Check *Check `yaml:"check,omitempty" json:"check,omitempty"`

@@ -142,6 +142,19 @@ var seccompProfile = sync.OnceValue(func() string {
 	return string(b)
 })
 
+// LayerSize is the size of a task's container's writable layer (the
+// daemon computes it: a walk of the layer, so it is asked seldom).
+func (d *Docker) LayerSize(ctx context.Context, task string) (int64, error) {
+	in, err := d.c.ContainerInspect(ctx, ContainerName(task), client.ContainerInspectOptions{Size: true})
+	if err != nil {
+		return 0, fmt.Errorf("layer of %s: %w", task, err)
+	}
+	if in.Container.SizeRw == nil {
+		return 0, nil
+	}
+	return *in.Container.SizeRw, nil
+}
+
 // gpuFiles are the device files of the GPUs ids, and the driver's shared
 // control files the host has: what a container needs to use exactly them.
 func gpuFiles(ids []string) []container.DeviceMapping {
