@@ -52,8 +52,8 @@ func leanCheck(t *testing.T, output, leanSays string, leanExit string) (int, str
 const header = "import tactic\nimport data.real.basic\n\n"
 
 // TestLeanCheckCountsOnlyProofs: an empty output, one with no
-// declaration, and one with sorry or admit prove nothing and fail
-// without a compile; Lean's "uses sorry" warning (exit 0) fails too; an
+// declaration, one with sorry or admit, an axiom or a constant, and one
+// stating only true prove nothing and fail without a compile; Lean's "uses sorry" warning (exit 0) fails too; an
 // output's own imports move to the top, once each.
 func TestLeanCheckCountsOnlyProofs(t *testing.T) {
 	proof := "theorem two_eq : (2:ℕ) = 1 + 1 := by norm_num\n"
@@ -71,7 +71,11 @@ func TestLeanCheckCountsOnlyProofs(t *testing.T) {
 		{"error", header + proof, "src/mlrb_item.lean:1:0: error: unknown identifier", "0", 1, true},
 		{"lean fails", header + proof, "", "1", 1, true},
 		{"a proof", header + proof, "", "0", 0, true},
-		{"a name holding sorry", header + "theorem not_sorry_here : true := trivial\n", "", "0", 0, true},
+		{"a name holding sorry", header + "theorem not_sorry_here : (1:ℕ) = 1 := rfl\n", "", "0", 0, true},
+		// Audit N11: an axiom proves whatever it states; true proves nothing.
+		{"an axiom", header + "axiom h : false\ntheorem t : (1:ℕ) = 2 := false.elim h\n", "", "0", 1, false},
+		{"a constant", header + "constant c : (1:ℕ) = 2\ntheorem t : (1:ℕ) = 2 := c\n", "", "0", 1, false},
+		{"only true", header + "theorem t : true := trivial\n", "", "0", 1, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
