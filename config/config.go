@@ -251,7 +251,7 @@ type Container struct {
 	CPUs       float64  `mapstructure:"cpus" yaml:"cpus"`
 	PidsLimit  int64    `mapstructure:"pids_limit" yaml:"pids_limit"`
 	// User runs agents and evaluators as uid[:gid] instead of the
-	// image's user (root in most).
+	// image's user (root in most); UserImage: as the image's.
 	User string `mapstructure:"user" yaml:"user"`
 	// GPUs is how leased GPUs reach a container: GPUsNVIDIA or GPUsDevices.
 	GPUs string `mapstructure:"gpus" yaml:"gpus"`
@@ -261,6 +261,9 @@ type Container struct {
 type Tasks struct {
 	Dir string `mapstructure:"dir" yaml:"dir"`
 }
+
+// UserImage is container.user's word for the image's own user.
+const UserImage = "image"
 
 // How leased GPUs reach a container (container.gpus).
 const (

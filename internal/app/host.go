@@ -136,7 +136,7 @@ func openWorkspace(ctx context.Context, cfg *config.Config, engine *checkpoint.E
 	}
 	c := cfg.Container
 	return &activities.ContainerWorkspace{Docker: docker, Engine: engine, BuiltinImage: c.AgentImage, EvalImage: c.EvalImage, Paths: c.Paths,
-		Workdir: c.Workdir, Self: c.Self, MemoryBytes: c.MemoryMB << 20, CPUs: c.CPUs, PidsLimit: c.PidsLimit, User: c.User}, docker, nil
+		Workdir: c.Workdir, Self: c.Self, MemoryBytes: c.MemoryMB << 20, CPUs: c.CPUs, PidsLimit: c.PidsLimit, User: containerUser(c.User)}, docker, nil
 }
 
 type zapSDK struct{ l *zap.SugaredLogger }
@@ -180,4 +180,12 @@ func AgentBinary(cfg *config.Config) (string, error) {
 func executable(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+// containerUser is the user containers run as ("": the image's own).
+func containerUser(u string) string {
+	if u == config.UserImage {
+		return ""
+	}
+	return u
 }

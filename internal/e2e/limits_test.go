@@ -5,13 +5,14 @@ import (
 	"testing"
 )
 
-// TestDockerNonRootUser: with container.user set, agents and evaluators
-// run as that uid: the built-in agent works in its mounted workspace, its
+// TestDockerNonRootUser (audit N6): by default (container.user
+// 1000:1000) agents and evaluators run as uid 1000, never root on the
+// host's files: the built-in agent works in its mounted workspace, its
 // model is evaluated by a non-root evaluator, and an agent image sees the
 // uid it was given.
 func TestDockerNonRootUser(t *testing.T) {
 	buildEnvImage(t)
-	e := containerAgentEnv(t, "MLRB_CONTAINER_USER=1000:1000")
+	e := containerAgentEnv(t)
 	var res result
 	e.starterJSON(&res, "run", "--task", "e2e_container", "--agent", "reference", "--seed", "1", "--wait", "--json")
 	if res.Outcome != "scored" || res.Score == nil {
