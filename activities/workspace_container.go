@@ -87,7 +87,11 @@ func (w *ContainerWorkspace) mkdirs(dir string) error {
 		return err
 	}
 	defer func() { _ = root.Close() }()
-	for _, p := range append(slices.Clone(w.Paths), path.Join(w.Workdir, contract.OutputDir)) {
+	dirs := append(slices.Clone(w.Paths), path.Join(w.Workdir, contract.OutputDir))
+	if h := w.home(); h != "" {
+		dirs = append(dirs, h)
+	}
+	for _, p := range dirs {
 		d, err := root.MkdirAll(strings.TrimPrefix(path.Clean(p), "/"), 0o755)
 		if err != nil {
 			return fmt.Errorf("workspace %s: %w", p, err)
@@ -95,6 +99,16 @@ func (w *ContainerWorkspace) mkdirs(dir string) error {
 		_ = d.Close()
 	}
 	return nil
+}
+
+// home is a non-root agent's home: in its first checkpointed path (the
+// image's is root's, which it cannot write); "" when it runs as the
+// image's user.
+func (w *ContainerWorkspace) home() string {
+	if w.User == "" || len(w.Paths) == 0 {
+		return ""
+	}
+	return path.Join(w.Paths[0], ".home")
 }
 
 // onHost is a container path's place on this host.
@@ -122,6 +136,16 @@ func (w *ContainerWorkspace) AgentTask(at *attempt, command []string, image stri
 	}
 	w.door(at.door, &t)
 	w.limit(&t)
+	if h := w.home(); h != "" {
+		// A user the image does not know has HOME=/: pip, caches and the
+		// Hugging Face hub write under a home of its own, checkpointed.
+		t.Env["HOME"] = h
+		for _, p := range w.Paths {
+			if strings.HasSuffix(p, "/.cache/huggingface") {
+				t.Env["HF_HOME"] = p
+			}
+		}
+	}
 	return t
 }
 
