@@ -99,7 +99,6 @@ func checkRunOf(agentFlag string, cat *tasks.Catalog, pol workflows.Policy, task
 	if limit > 0 {
 		granted = limit
 	}
-	pol.CheckpointInterval = spec.Interval(pol.CheckpointInterval)
 	if err := pol.CheckInterval(granted); err != nil {
 		return nil, cli.Usagef("task %s: %v", task, err)
 	}
@@ -124,7 +123,7 @@ func curveWarnings(cat *tasks.Catalog, pol workflows.Policy, ids []string, limit
 		if len(pol.Curve) > 0 {
 			spec.Evaluation.Curve = &tasks.Curve{At: pol.Curve}
 		}
-		every, spacing := spec.Interval(pol.CheckpointInterval), spec.CurveSpacing(budget)
+		every, spacing := spec.Interval(pol.CheckpointInterval, budget/workflows.MaxCheckpointsPerRun), spec.CurveSpacing(budget)
 		if spacing > 0 && every > spacing {
 			out = append(out, fmt.Sprintf("warning: task %s checkpoints every %s, longer than the %s between its curve's marks: a mark is scored on a checkpoint up to %s after it, or has none (lower checkpoint.interval, or the task's checkpoint_interval)",
 				id, every, spacing.Round(time.Second/10), every))

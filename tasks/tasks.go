@@ -233,12 +233,14 @@ func (s *Spec) Hash() string {
 }
 
 // Interval is the checkpoint interval of the task's runs under a policy's
-// interval: the shorter of the two when the task names one.
-func (s *Spec) Interval(policy time.Duration) time.Duration {
-	if d := s.CheckpointInterval.D(); d > 0 && (policy <= 0 || d < policy) {
-		return d
+// interval: the shorter of the two when the task names one, but never
+// shorter than floor (the least a run's budget allows its history).
+func (s *Spec) Interval(policy, floor time.Duration) time.Duration {
+	d := policy
+	if t := s.CheckpointInterval.D(); t > 0 && (policy <= 0 || t < policy) {
+		d = t
 	}
-	return policy
+	return max(d, floor)
 }
 
 // CurveSpacing is the shortest agent time between two of the curve's

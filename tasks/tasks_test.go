@@ -144,17 +144,20 @@ func TestCheckpointIntervalOfATask(t *testing.T) {
 		t.Fatal(err)
 	}
 	mini, _ := cat.Get("mini_baby_lm")
-	if got := mini.Interval(10 * time.Minute); got != 3*time.Second {
+	if got := mini.Interval(10*time.Minute, 0); got != 3*time.Second {
 		t.Fatalf("mini_baby_lm under a 10m policy checkpoints every %s", got)
 	}
-	if got := mini.Interval(time.Second); got != time.Second {
+	if got := mini.Interval(time.Second, 0); got != time.Second {
 		t.Fatalf("a shorter policy: %s", got)
 	}
-	if sp := mini.CurveSpacing(mini.TimeLimit.D()); sp <= 0 || sp < mini.Interval(10*time.Minute) {
-		t.Fatalf("mini_baby_lm's marks are %s apart, its checkpoints %s", sp, mini.Interval(10*time.Minute))
+	if got := mini.Interval(10*time.Minute, 44*time.Second); got != 44*time.Second {
+		t.Fatalf("a 24 h mini run (its history allows 44 s at least): %s", got)
+	}
+	if sp := mini.CurveSpacing(mini.TimeLimit.D()); sp <= 0 || sp < mini.Interval(10*time.Minute, 0) {
+		t.Fatalf("mini_baby_lm's marks are %s apart, its checkpoints %s", sp, mini.Interval(10*time.Minute, 0))
 	}
 	full, _ := cat.Get("baby_lm")
-	if got := full.Interval(10 * time.Minute); got != 10*time.Minute {
+	if got := full.Interval(10*time.Minute, 0); got != 10*time.Minute {
 		t.Fatalf("baby_lm: %s", got)
 	}
 	c := *mini

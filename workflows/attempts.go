@@ -105,7 +105,7 @@ func (r *runState) runAgent(ctx workflow.Context, attempt int, lease activities.
 	in := activities.AgentInput{
 		RunID: r.st.RunID, Attempt: attempt, Task: r.spec.Spec, Agent: r.in.Agent, Seed: r.in.Seed,
 		LLMProvider: r.in.LLMProvider, Image: r.image(), Secrets: r.in.Secrets, AgentDef: r.in.AgentDef, Lease: lease, Budget: r.st.Budget,
-		Resume: r.last, NextSeq: r.nextSeq(), Interval: r.spec.Spec.Interval(p.CheckpointInterval), Grace: p.Grace, LLMBudget: r.llmBudget(), Marks: r.curveMarks(),
+		Resume: r.last, NextSeq: r.nextSeq(), Interval: r.interval(), Grace: p.Grace, LLMBudget: r.llmBudget(), Marks: r.curveMarks(),
 	}
 	var bytes int64
 	if r.last != nil {

@@ -96,7 +96,7 @@ func (r *runState) scoreMarks(ctx workflow.Context) bool {
 			at[i] = m.AtS
 		}
 		picked, err := pickMarks.call(ctx, callArgs{}, activities.MarksInput{RunID: r.st.RunID, Marks: at, Final: *r.last,
-			SlackS: r.spec.Spec.Interval(r.pol.CheckpointInterval).Seconds()})
+			SlackS: r.interval().Seconds()})
 		if err != nil {
 			for i := range c.marks {
 				c.marks[i].Error = "pick the checkpoints: " + errText(err)

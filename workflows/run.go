@@ -407,6 +407,13 @@ func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason str
 	return res
 }
 
+// interval is the run's checkpoint interval: its task's, when shorter
+// than its policy's, but never shorter than its budget allows.
+func (r *runState) interval() time.Duration {
+	granted := time.Duration(r.st.Budget.GrantedS() * float64(time.Second))
+	return r.spec.Spec.Interval(r.pol.CheckpointInterval, granted/MaxCheckpointsPerRun)
+}
+
 // image is the image the run's attempts run: an image agent's by the
 // digest its resolution pinned, else as its input names it.
 func (r *runState) image() string {

@@ -69,14 +69,14 @@ func TestBenchmarkResume(t *testing.T) {
 	}
 
 	out, errs, code := e.starter("benchmark", "resume", bench)
-	if code != 0 || !strings.Contains(out, "1 runs kept, 1 to continue: "+slow) {
+	if code != 0 || !strings.Contains(out, "1 runs kept, 1 to run: "+slow) {
 		t.Fatalf("resume (exit %d): %s %s", code, out, errs)
 	}
 	watch, errs, code := e.starter("watch", bench, "--refresh", "500ms")
 	if code != 0 {
 		t.Fatalf("watch (exit %d): %s", code, errs)
 	}
-	for _, want := range []string{"benchmark " + bench + ": 1 of 2 runs done", "e2e_crash/reference", "budget left", "last checkpoint", "mean ± std"} {
+	for _, want := range []string{"benchmark " + bench + ": 1 of 2 runs done", "e2e_crash/reference", "budget left", "last checkpoint", "mean (n scored)"} {
 		if !strings.Contains(watch, want) {
 			t.Fatalf("watch output has no %q:\n%s", want, watch)
 		}

@@ -74,7 +74,7 @@ func TestBenchmarkContinuesAsNew(t *testing.T) {
 	}
 	t.Logf("%s", strings.TrimSpace(out))
 	watch, errs, code := e.starter("watch", bench, "--refresh", "300ms")
-	if code != 0 || !strings.Contains(watch, "mean ± std") {
+	if code != 0 || !strings.Contains(watch, "mean (n scored)") {
 		t.Fatalf("watch (exit %d): %s\n%s", code, errs, watch)
 	}
 	var lb struct {

@@ -226,7 +226,7 @@ func containerAgentEnv(t *testing.T, vars ...string) *env {
 	}
 	e.vars = append(e.vars, "MLRB_AGENT_ENV_FILE="+envFile)
 	e.addTask("e2e_container", "mini_baby_lm", nil)
-	e.start("worker", "--dev")
+	e.worker = e.start("worker", "--dev")
 	e.waitServer()
 	return e
 }

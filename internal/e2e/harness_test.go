@@ -65,6 +65,8 @@ type env struct {
 	port     int
 	tasksDir string
 	vars     []string
+	// worker is the worker a helper started, when one did.
+	worker *proc
 }
 
 func newEnv(t *testing.T, vars ...string) *env {

@@ -35,7 +35,7 @@ func TestStarterFindsTheRunsStore(t *testing.T) {
 		Final bool `json:"final"`
 	}
 	out, errs, code := e.starter("checkpoint", "list", runID, "--json")
-	if code != 0 || !strings.Contains(errs, "keeps its checkpoints in fs:"+filepath.Join(e.state, "blobs")) {
+	if code != 0 || !strings.Contains(errs, "keeps its checkpoints and results in fs:"+filepath.Join(e.state, "blobs")) {
 		t.Fatalf("checkpoint list from another state dir: exit %d\nstdout %s\nstderr %s", code, out, errs)
 	}
 	e.starterJSON(&cks, "checkpoint", "list", runID, "--json")

@@ -48,15 +48,7 @@ func main() {
 		fmt.Println("model saved under", dir)
 	case "model-ignore-term":
 		// An agent that saves a (trivial) model, then ignores SIGTERM.
-		out := os.Getenv("MLRB_OUTPUT_DIR")
-		dir := filepath.Join(out, "model")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			fmt.Println(err)
-			os.Exit(1)
-		}
-		_ = os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"model_type":"mlrb-ngram","order":1,"num_parameters":1,"torch_dtype":"float32"}`), 0o644)
-		_ = os.WriteFile(filepath.Join(dir, "model.json"), []byte(`{"order":1,"lambda":0.5,"vocab":["."],"counts":{"|.":1}}`), 0o644)
-		_ = os.WriteFile(filepath.Join(out, "submission.json"), []byte(`{"model_path":"output/model"}`), 0o644)
+		saveModel()
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Println("model saved; ignoring SIGTERM")
 		time.Sleep(time.Hour)
@@ -66,6 +58,8 @@ func main() {
 		serve(os.Args[2])
 	case "netprobe":
 		netprobe(os.Args[2:])
+	case "gwdos":
+		gwdos(arg())
 	case "forger":
 		forger(false)
 	case "pickler":
@@ -109,6 +103,19 @@ func main() {
 			_ = os.WriteFile(filepath.Join(cache, "hub", "weights.bin"), []byte("downloaded"), 0o644)
 		}
 	}
+}
+
+// saveModel submits a trivial mini-task model, as the no-op agent does.
+func saveModel() {
+	out := os.Getenv("MLRB_OUTPUT_DIR")
+	dir := filepath.Join(out, "model")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	_ = os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"model_type":"mlrb-ngram","order":1,"num_parameters":1,"torch_dtype":"float32"}`), 0o644)
+	_ = os.WriteFile(filepath.Join(dir, "model.json"), []byte(`{"order":1,"lambda":0.5,"vocab":["."],"counts":{"|.":1}}`), 0o644)
+	_ = os.WriteFile(filepath.Join(out, "submission.json"), []byte(`{"model_path":"output/model"}`), 0o644)
 }
 
 func errno(e syscall.Errno) string {

@@ -107,3 +107,43 @@ func forger(pickle bool) {
 	_ = os.WriteFile(filepath.Join(out, "submission.json"), []byte(`{"model_path":"output/model"}`), 0o644)
 	fmt.Println("model saved")
 }
+
+// gwdos is audit N1's attack from inside an agent container: n
+// connections to its door, each a call with the attempt's token that
+// declares a 32 MiB body, sends all but the last MiB and holds; it
+// prints how each was answered, then saves a trivial model.
+func gwdos(n int) {
+	statuses := make(chan string, n)
+	for range n {
+		go func() {
+			conn, err := net.Dial("tcp", "127.0.0.1:3128")
+			if err != nil {
+				statuses <- "dial: " + err.Error()
+				return
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:3128\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+				os.Getenv("OPENAI_API_KEY"), 32<<20)
+			chunk := make([]byte, 1<<20)
+			_ = conn.SetWriteDeadline(time.Now().Add(20 * time.Second))
+			for range 31 {
+				if _, err := conn.Write(chunk); err != nil {
+					break
+				}
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(90 * time.Second))
+			line, err := bufio.NewReader(conn).ReadString('\n')
+			if err != nil {
+				statuses <- "read: " + err.Error()
+				return
+			}
+			statuses <- strings.TrimSpace(line)
+		}()
+	}
+	count := map[string]int{}
+	for range n {
+		count[<-statuses]++
+	}
+	fmt.Println("gwdos answers:", count)
+	saveModel()
+}
