@@ -106,7 +106,7 @@ func TestBenchmarkResume(t *testing.T) {
 	if out, _, code := e.starter("list", "--benchmarks"); code != 0 || !strings.Contains(out, bench) {
 		t.Fatalf("list --benchmarks (exit %d): %s", code, out)
 	}
-	if out, _, code := e.starter("benchmark", "resume", bench); code != 0 || !strings.Contains(out, "nothing to resume") {
+	if out, _, code := e.starter("benchmark", "resume", bench); code != 0 || !strings.Contains(out, "nothing to run") {
 		t.Fatalf("a benchmark with every result needs no resume (exit %d): %s", code, out)
 	}
 	disqualifiedInTheLeaderboard(t, e)

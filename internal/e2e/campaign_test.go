@@ -146,7 +146,7 @@ func TestBenchmarkContinuesAsNew(t *testing.T) {
 		t.Fatalf("an event of %d bytes in the benchmark's histories", largest)
 	}
 	t.Logf("%d executions; the largest event in their histories is %d bytes", len(execs), largest)
-	if out, _, code := e.starter("benchmark", "resume", bench); code != 0 || !strings.Contains(out, "nothing to resume") {
+	if out, _, code := e.starter("benchmark", "resume", bench); code != 0 || !strings.Contains(out, "nothing to run") {
 		t.Fatalf("a benchmark with every result needs no resume (exit %d): %s", code, out)
 	}
 }
