@@ -134,7 +134,7 @@ var seccompProfile = sync.OnceValue(func() string {
 	for _, sc := range p.Syscalls {
 		sc.Names = slices.DeleteFunc(sc.Names, func(n string) bool { return slices.Contains(refusedSyscalls, n) })
 	}
-	p.Syscalls = slices.DeleteFunc(p.Syscalls, func(sc *seccomp.Syscall) bool { return len(sc.Names) == 0 && sc.Name == "" })
+	p.Syscalls = slices.DeleteFunc(p.Syscalls, func(sc *seccomp.Syscall) bool { return len(sc.Names) == 0 })
 	b, err := json.Marshal(p)
 	if err != nil {
 		panic(fmt.Sprintf("runtime: the seccomp profile does not marshal: %v", err))
