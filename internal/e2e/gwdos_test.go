@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 )
 
 // rss is a process's resident memory, in bytes (0 when gone).
@@ -72,4 +74,47 @@ func TestGatewayBodyAttack(t *testing.T) {
 		t.Fatalf("the worker's resident memory peaked at %d MiB under the attack", peak>>20)
 	}
 	t.Logf("worker peak RSS %d MiB; %s", peak>>20, strings.TrimSpace(logs[strings.LastIndex(logs, "gwdos answers"):]))
+}
+
+// TestRefusedCallFlood (audit F1, F2, in a real container): an agent
+// sends its door calls naming a 1.5 MiB model, four at a time, for a
+// minute. Its run's history stays small (it grows with time, never with
+// what the agent sends: a usage signal at most once a minute, ledger
+// keys the price table's), its calls and cost stay readable, and it
+// ends as its agent did, scored, never infra_failed.
+func TestRefusedCallFlood(t *testing.T) {
+	testtaskImage(t, "mlrb-flood:e2e", "flood", "60")
+	e := containerAgentEnv(t)
+	var res result
+	e.starterJSON(&res, "run", "--task", "e2e_container", "--label", "e2e-image", "--image", "mlrb-flood:e2e", "--provider", "openai",
+		"--seed", "1", "--time-limit", "150s", "--wait", "--json")
+	logs, _, _ := e.starter("logs", res.RunID)
+	if res.Outcome != "scored" || !strings.Contains(logs, "flood answers: map[400:") {
+		e.dumpLogs()
+		t.Fatalf("result %+v; log:\n%s", res, logs)
+	}
+	var size int
+	for _, ev := range e.history(res.RunID).Events {
+		size += proto.Size(ev)
+	}
+	if size > 10<<20 {
+		t.Fatalf("the run's history holds %d MiB", size>>20)
+	}
+	out, errs, code := e.starter("calls", res.RunID, "--json")
+	if code != 0 {
+		t.Fatalf("starter calls (exit %d): %s", code, errs)
+	}
+	refused := strings.Count(out, "\n")
+	var full struct {
+		Cost struct {
+			LLM *struct {
+				Refused int64 `json:"refused"`
+			} `json:"llm"`
+		} `json:"cost"`
+	}
+	e.starterJSON(&full, "result", res.RunID, "--json")
+	if full.Cost.LLM == nil || full.Cost.LLM.Refused < 10 || refused < 10 {
+		t.Fatalf("the run's LLM ledger %+v, %d calls listed", full.Cost.LLM, refused)
+	}
+	t.Logf("%d refused calls; the run's history %d KiB; %s", full.Cost.LLM.Refused, size>>10, strings.TrimSpace(logs[strings.LastIndex(logs, "flood answers"):]))
 }

@@ -60,6 +60,8 @@ func main() {
 		netprobe(os.Args[2:])
 	case "gwdos":
 		gwdos(arg())
+	case "flood":
+		flood(arg())
 	case "forger":
 		forger(false)
 	case "pickler":

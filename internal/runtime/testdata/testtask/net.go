@@ -147,3 +147,39 @@ func gwdos(n int) {
 	fmt.Println("gwdos answers:", count)
 	saveModel()
 }
+
+// flood is audit F1 and F2's agent: for secs seconds it sends its door
+// calls naming a 1.5 MiB model, four at a time, as fast as they are
+// refused; then it saves a trivial model.
+func flood(secs int) {
+	model := strings.Repeat("m", 3<<19)
+	body := `{"model":"` + model + `","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`
+	end := time.Now().Add(time.Duration(secs) * time.Second)
+	counts := make(chan map[int]int, 4)
+	for range 4 {
+		go func() {
+			c := map[int]int{}
+			for time.Now().Before(end) {
+				req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:3128/v1/chat/completions", strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+os.Getenv("OPENAI_API_KEY"))
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					c[0]++
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				c[resp.StatusCode]++
+			}
+			counts <- c
+		}()
+	}
+	total := map[int]int{}
+	for range 4 {
+		for k, v := range <-counts {
+			total[k] += v
+		}
+	}
+	fmt.Println("flood answers:", total)
+	saveModel()
+}
