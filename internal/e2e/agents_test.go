@@ -148,6 +148,11 @@ func TestBenchmarkOfImageAgents(t *testing.T) {
 		t.Fatalf("extend (exit %d): %s %s", code, out, errs)
 	}
 	e.awaitBenchmark(b1)
+	// Histories of the new paths join the replay corpus: a benchmark that
+	// pinned its agents' images (its extended execution pinned the new
+	// one), and an image agent's run.
+	replayHistory(t, e, b1, "benchmark_of_image_agents.json")
+	replayHistory(t, e, b1+"/llm-4o-mini/mini_baby_lm/s2", "image_agent_run.json")
 	e.starterJSON(&board, "results", b1, "--format", "json")
 	if len(board.Rows) != 9 || len(board.Agents) != 3 {
 		t.Fatalf("after extend: %d rows, %d agents", len(board.Rows), len(board.Agents))

@@ -456,6 +456,10 @@ func TestRetryEvaluationForABenchmark(t *testing.T) {
 	if !strings.Contains(out, "e2e_broken,reference,2,2,0,") || !strings.Contains(out, "e2e_good,reference,2,2,0,") {
 		t.Fatalf("leaderboard after the retry: %s", out)
 	}
+	// A run that gave its benchmark its slot back while it waited, and the
+	// benchmark that took it, join the replay corpus.
+	replayHistory(t, e, broken[0], "run_parked.json")
+	replayHistory(t, e, bench, "benchmark_parked.json")
 	// The aggregate activity stored the leaderboard beside the checkpoints.
 	for _, ext := range []string{"json", "csv", "md", "svg"} {
 		if _, err := os.Stat(filepath.Join(e.state, "blobs", "benchmarks", bench, "leaderboard."+ext)); err != nil {
