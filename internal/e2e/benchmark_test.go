@@ -136,7 +136,8 @@ func disqualifiedInTheLeaderboard(t *testing.T, e *env) {
 // (the no-op agent's untrained model) and top (the reference agent)
 // with this system's evaluator and stores them with their runs; then
 // `starter results` shows, beside bench-dq's raw means, the share of the
-// gap each closed, in every format.
+// gap each closed, in every format: e2e_dq's disqualified runs count at
+// its baseline (0 %), so the reference agent's mean is over both tasks.
 func measuredAnchors(t *testing.T, e *env) {
 	for _, m := range [][]string{{"baseline", "noop"}, {"top", "reference"}} {
 		out, errs, code := e.starter("anchors", "measure", "e2e_fast", "--role", m[0], "--agent", m[1])
@@ -156,7 +157,7 @@ func measuredAnchors(t *testing.T, e *env) {
 	}
 	out, _, _ := e.starter("results", "bench-dq", "--format", "table")
 	if !regexp.MustCompile(`e2e_fast +reference +2 +2/0/0 +100% \[\d+, 100\] +0\.\d+ \(n=2\) +\[[-0-9.]+, [-0-9.]+\] t +[-0-9.]+ \[[-0-9.]+, [-0-9.]+\] +-?\d+\.\d \[`).MatchString(out) ||
-		!strings.Contains(out, "gap closed, mean over 1 tasks with anchors (failures at the baseline): reference") {
+		!strings.Contains(out, "gap closed, mean over 2 tasks with anchors (failures at the baseline): reference") {
 		t.Fatalf("the table shows no gap closed for e2e_fast:\n%s", out)
 	}
 	t.Logf("leaderboard with measured anchors:\n%s", out)
