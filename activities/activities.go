@@ -78,6 +78,8 @@ type Sandbox struct {
 	// WorkspaceLimit bounds an attempt's workspace on disk, in bytes (0:
 	// none): an agent that outgrows it fails the run, naming the limit.
 	WorkspaceLimit int64
+	// WorkspaceEntries bounds its entries (0: no limit).
+	WorkspaceEntries int64
 	// LogLimit bounds what is kept of an agent's or evaluator's output,
 	// in bytes (0: none).
 	LogLimit int64

@@ -82,8 +82,8 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 		live: live}
 	hk := &attemptHooks{a: a, ctx: ctx, at: at, ck: ck, lv: lv, log: log, lease: in.Lease.Token, llm: ai, notes: notes,
 		logs: &logstore.Shipper{Store: a.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Path: spec.LogPath}}
-	if a.WorkspaceLimit > 0 {
-		hk.size = watchSize(ctx, at.dir, a.WorkspaceLimit, a.Workspace.Outside(spec), log)
+	if a.WorkspaceLimit > 0 || a.WorkspaceEntries > 0 {
+		hk.size = watchSize(ctx, at.dir, limits{bytes: a.WorkspaceLimit, entries: a.WorkspaceEntries}, a.Workspace.Outside(spec), log)
 	}
 	sv := &supervisor{h: h, dl: dl, stopped: StopExited, started: start, base: in.Budget.UsedS, now: time.Now, hooks: hk, log: log}
 	end := sv.run(ctx, activity.GetWorkerStopChannel(ctx), activity.GetInfo(ctx).HeartbeatTimeout, in.Interval)

@@ -29,17 +29,30 @@ type sizeWatch struct {
 	why   string
 }
 
+// limits are a workspace's: bytes and entries (0: none).
+type limits struct{ bytes, entries int64 }
+
 // watchSize starts measuring root every sizeEvery, and what the agent
 // writes outside it (outside, if not nil: a container's writable layer)
 // every layerEvery.
-func watchSize(ctx context.Context, root string, limit int64, outside func(context.Context) (int64, error), log *zap.Logger) *sizeWatch {
-	w := &sizeWatch{limit: limit}
+func watchSize(ctx context.Context, root string, lim limits, outside func(context.Context) (int64, error), log *zap.Logger) *sizeWatch {
+	w := &sizeWatch{limit: lim.bytes}
+	limit := lim.bytes
 	var layer int64
 	var layerAt time.Time
 	go every.Tick(ctx, sizeEvery, func() bool {
-		used, err := diskUsage(root)
+		used, entries, err := diskUsage(root)
 		if err != nil {
 			log.Debug("workspace size", zap.Error(err))
+			return true
+		}
+		if lim.entries > 0 && entries > lim.entries {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.why = fmt.Sprintf("workspace holds %d entries, over its limit agent.workspace_max_entries = %d (each is a line of every checkpoint's manifest)", entries, lim.entries)
+			return false
+		}
+		if limit <= 0 {
 			return true
 		}
 		if outside != nil && time.Since(layerAt) >= layerEvery {
@@ -73,22 +86,23 @@ func (w *sizeWatch) over() string {
 // lists it. A million empty files count 4 GiB against the limit.
 const minEntryBytes = 4 << 10
 
-// diskUsage is what root's entries cost against the workspace limit: a
+// diskUsage is what root's entries cost against the workspace limit, and
+// how many there are: a
 // file's allocated blocks (as du counts them) or its apparent size,
 // whichever is larger (a sparse file is read whole by a checkpoint),
 // and never less than minEntryBytes; a file hardlinked twice counts its
 // data once and minEntryBytes for its second name (a million links to
 // one file are a million entries). The agent may be changing the tree: it is walked from
 // descriptors (safefs.Dir.Walk), never through a link.
-func diskUsage(root string) (int64, error) {
+func diskUsage(root string) (total, entries int64, err error) {
 	d, err := safefs.OpenDir(root)
 	if err != nil {
-		return 0, fmt.Errorf("measure %s: %w", root, err)
+		return 0, 0, fmt.Errorf("measure %s: %w", root, err)
 	}
 	defer func() { _ = d.Close() }()
-	var total int64
 	seen := map[[2]uint64]bool{}
 	err = d.Walk(func(e safefs.Entry) error {
+		entries++
 		st := e.Stat
 		if st.Nlink > 1 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			id := [2]uint64{st.Dev, st.Ino}
@@ -104,7 +118,7 @@ func diskUsage(root string) (int64, error) {
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("measure %s: %w", root, err)
+		return 0, 0, fmt.Errorf("measure %s: %w", root, err)
 	}
-	return total, nil
+	return total, entries, nil
 }

@@ -185,7 +185,7 @@ func TestEmptyFilesCountAgainstTheWorkspaceLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = f.Close()
-	used, err := diskUsage(root)
+	used, _, err := diskUsage(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,12 +207,12 @@ func TestHardLinkBombCounts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	used, err := diskUsage(root)
+	used, entries, err := diskUsage(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := int64(1001 * minEntryBytes); used < want {
-		t.Fatalf("1,001 names of one file count %d bytes; want at least %d", used, want)
+	if want := int64(1001 * minEntryBytes); used < want || entries != 1001 {
+		t.Fatalf("1,001 names of one file count %d bytes, %d entries; want at least %d bytes, 1,001 entries", used, entries, want)
 	}
 }
 

@@ -174,6 +174,9 @@ type Agent struct {
 	SecretNames []string `mapstructure:"secret_names" yaml:"secret_names"`
 	// WorkspaceLimitGB bounds an attempt's workspace on disk (0: none).
 	WorkspaceLimitGB float64 `mapstructure:"workspace_limit_gb" yaml:"workspace_limit_gb"`
+	// WorkspaceMaxEntries bounds the entries of an attempt's workspace
+	// (0: none): each is a line of every manifest.
+	WorkspaceMaxEntries int64 `mapstructure:"workspace_max_entries" yaml:"workspace_max_entries"`
 	// LogLimitMB bounds what is kept of an attempt's output (0: none).
 	LogLimitMB int64 `mapstructure:"log_limit_mb" yaml:"log_limit_mb"`
 }

@@ -56,6 +56,7 @@ var Table = []Key{
 	{Name: "agent.max_infra_attempts", Default: 5, Flag: "infra-tries", Doc: "attempts before `infra_failed`"},
 	{Name: "agent.lease_timeout", Default: 24 * time.Hour, Doc: "wait for a free slot before `infra_failed`"},
 	{Name: "agent.provider", Default: "none", Flag: "provider", Doc: "LLM provider the agent is told (`PROVIDER`); agent mlrb: openai or anthropic"},
+	{Name: "agent.workspace_max_entries", Default: 500000, Doc: "an attempt's workspace may not hold more entries (files, directories, links; every name of a hard-linked file) than this (0: no limit); over it, the agent is killed and the run ends `agent_failed`: each entry is a line of every checkpoint's manifest (a conda environment is about 100,000)"},
 	{Name: "agent.workspace_limit_gb", Default: 100.0, Doc: "an attempt's workspace on disk (and a container's writable layer) may not outgrow this (0: no limit); over it, the agent is killed and the run ends `agent_failed` naming the limit; every file, and every further name of a hard-linked file, counts at least 4 KiB and a sparse file its apparent size; real workspaces are 15 to 30 GB"},
 	{Name: "agent.log_limit_mb", Default: int64(1024), Doc: "what is kept of an attempt's (or an evaluation's) output, in MiB; past it the rest is dropped with a line saying so (0: no limit)"},
 	{Name: "agent.env_file", Default: "", Doc: "worker-side secrets (`KEY=value`) that runs name with `--secret`: the only place secret values come from (never the worker's environment; `MLRB_*`, `AWS_*` and `TEMPORAL_*` names are refused)"},

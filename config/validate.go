@@ -70,6 +70,8 @@ func (c *Config) Validate() error {
 		return bad("host.id: must not be empty (set MLRB_HOST_ID)")
 	case c.Agent.LogLimitMB < 0:
 		return bad("agent.log_limit_mb: %d must be 0 (no limit) or more", c.Agent.LogLimitMB)
+	case c.Agent.WorkspaceMaxEntries < 0:
+		return bad("agent.workspace_max_entries: %d must be 0 (no limit) or more", c.Agent.WorkspaceMaxEntries)
 	case c.Agent.WorkspaceLimitGB < 0:
 		return bad("agent.workspace_limit_gb: %g must be 0 (no limit) or more", c.Agent.WorkspaceLimitGB)
 	case c.Container.GPUs != GPUsNVIDIA && c.Container.GPUs != GPUsDevices:

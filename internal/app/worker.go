@@ -194,7 +194,7 @@ func (s *startup) assemble() error {
 		Host: activities.Host{HostID: cfg.Host.ID, HostQueue: s.hq, GPUType: cfg.Host.GPUType, GPUs: s.pool, WorkDir: cfg.WorkDir(),
 			QueueOf: func(id string) string { return HostQueue(cfg.Temporal.TaskQueue, id) }},
 		Sandbox: activities.Sandbox{Workspace: s.ws, EnvFile: cfg.Agent.EnvFile, SecretNames: cfg.Agent.SecretNames,
-			WorkspaceLimit: int64(cfg.Agent.WorkspaceLimitGB * (1 << 30)), LogLimit: cfg.Agent.LogLimitMB << 20, Egress: egress,
+			WorkspaceLimit: int64(cfg.Agent.WorkspaceLimitGB * (1 << 30)), WorkspaceEntries: cfg.Agent.WorkspaceMaxEntries, LogLimit: cfg.Agent.LogLimitMB << 20, Egress: egress,
 			LLM: activities.LLMGateway{Prices: prices, ServerTools: cfg.Gateway.ServerTools,
 				OpenAI:    gateway.Upstream{URL: cfg.Gateway.OpenAIURL, KeyName: cfg.Gateway.OpenAIKey},
 				Anthropic: gateway.Upstream{URL: cfg.Gateway.AnthropicURL, KeyName: cfg.Gateway.AnthropicKey}}},

@@ -42,3 +42,20 @@ func TestDockerWorkspaceLimit(t *testing.T) {
 	}
 	t.Logf("%s after %.1f s of agent time", res.Reason, res.Budget.UsedS)
 }
+
+// TestWorkspaceEntriesLimit (audit N3): an agent whose workspace holds
+// more entries than agent.workspace_max_entries (each a line of every
+// manifest: a hard-link bomb made a million) is killed, and its run ends
+// agent_failed naming the limit.
+func TestWorkspaceEntriesLimit(t *testing.T) {
+	e := newEnv(t, "MLRB_AGENT_WORKSPACE_MAX_ENTRIES=8")
+	e.start("worker", "--dev")
+	e.waitServer()
+	var res result
+	// The idle agent holds its run for its budget: the watch sees it.
+	e.starterJSON(&res, "run", "--task", "mini_baby_lm", "--agent", "idle", "--seed", "1", "--time-limit", "60s", "--wait", "--json")
+	if res.Outcome != "agent_failed" || !strings.Contains(res.Reason, "agent.workspace_max_entries = 8") {
+		e.dumpLogs()
+		t.Fatalf("over the entries limit: %+v", res)
+	}
+}
