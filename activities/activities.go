@@ -7,13 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mlrb/mlrb/agents"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/mlrb/mlrb/agents"
 
 	"github.com/subosito/gotenv"
 	"go.temporal.io/sdk/activity"

@@ -14,13 +14,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
-	"github.com/mlrb/mlrb/agents"
 	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/logstore"
 	"github.com/mlrb/mlrb/internal/runtime"
-	"github.com/mlrb/mlrb/tasks"
 )
 
 // RunAgent runs one attempt of the agent: prepare its workspace (restored
@@ -203,25 +201,6 @@ func (a *Activities) prepare(ctx context.Context, in *AgentInput, at *attempt, l
 	return m, nil, nil
 }
 
-// agentImage is the image an attempt runs: an image agent's (pinned by
-// digest when its run resolved it), "" (the workspace's own) for the
-// built-in agents.
-func agentImage(in AgentInput) string {
-	def := in.definition()
-	if def.Builtin != "" {
-		return ""
-	}
-	if in.Image != "" {
-		return in.Image
-	}
-	return def.Image
-}
-
-// definition is the attempt's agent.
-func (in AgentInput) definition() agents.Definition {
-	return definitionOf(in.AgentDef, in.Agent, in.Image, in.LLMProvider)
-}
-
 // unheardOf is this run's latest committed checkpoint when the run has
 // not heard of it (its sequence number is next or later), else nil.
 func (a *Activities) unheardOf(ctx context.Context, runID string, next int) (*CheckpointRef, error) {
@@ -311,14 +290,6 @@ func (a *Activities) agentTask(in AgentInput, at *attempt, dl budget.Deadlines, 
 	spec.Labels, spec.Devices = at.Labels(in.Lease.Token, in.Task.ID), in.Lease.Devices
 	a.bound(&spec, &in.Task)
 	return spec, nil
-}
-
-// agentView is the task as its agent is told it: without the curve's
-// marks (and their command), so that it cannot know when its checkpoints
-// will be scored and have its best on disk then.
-func agentView(t tasks.Spec) tasks.Spec {
-	t.Evaluation.Curve = nil
-	return t
 }
 
 // attemptHooks are what a supervised attempt does beyond its agent.

@@ -148,3 +148,27 @@ func (r *runState) runEvaluation(ctx workflow.Context, image string) (*activitie
 	}
 	return ev, nil
 }
+
+// waiting is why the run waits for an operator and the commands that
+// help, while it does.
+func (r *runState) waiting() *Waiting {
+	id := r.st.RunID
+	w := &Waiting{Log: "starter logs " + id + " --evaluator", Until: r.waitUntil}
+	switch r.st.Phase {
+	case runs.PhaseAwaitingEvalRetry:
+		if len(r.evals) > 0 {
+			w.Error = r.evals[len(r.evals)-1].Error
+		}
+		w.Retry = "starter retry-eval " + id + " [--image IMAGE]"
+	case runs.PhaseAwaitingCurveRetry:
+		for _, m := range r.curve.marks {
+			if m.Error != "" {
+				w.Error = m.Error
+			}
+		}
+		w.Retry = "starter retry-eval " + id + " --curve [--image IMAGE]"
+	default:
+		return nil
+	}
+	return w
+}

@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
-	"github.com/mlrb/mlrb/agents"
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
@@ -326,30 +325,6 @@ func (r *runState) status() Status {
 	return st
 }
 
-// waiting is why the run waits for an operator and the commands that
-// help, while it does.
-func (r *runState) waiting() *Waiting {
-	id := r.st.RunID
-	w := &Waiting{Log: "starter logs " + id + " --evaluator", Until: r.waitUntil}
-	switch r.st.Phase {
-	case runs.PhaseAwaitingEvalRetry:
-		if len(r.evals) > 0 {
-			w.Error = r.evals[len(r.evals)-1].Error
-		}
-		w.Retry = "starter retry-eval " + id + " [--image IMAGE]"
-	case runs.PhaseAwaitingCurveRetry:
-		for _, m := range r.curve.marks {
-			if m.Error != "" {
-				w.Error = m.Error
-			}
-		}
-		w.Retry = "starter retry-eval " + id + " --curve [--image IMAGE]"
-	default:
-		return nil
-	}
-	return w
-}
-
 func (r *runState) nextSeq() int {
 	if r.last == nil {
 		return 1
@@ -407,36 +382,6 @@ func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason str
 	return res
 }
 
-// interval is the run's checkpoint interval: its task's, when shorter
-// than its policy's, but never shorter than its budget allows.
-func (r *runState) interval() time.Duration {
-	granted := time.Duration(r.st.Budget.GrantedS() * float64(time.Second))
-	return r.spec.Spec.Interval(r.pol.CheckpointInterval, granted/MaxCheckpointsPerRun)
-}
-
-// image is the image the run's attempts run: an image agent's by the
-// digest its resolution pinned, else as its input names it.
-func (r *runState) image() string {
-	if r.spec.AgentImage != "" {
-		return r.spec.AgentImage
-	}
-	return r.in.Image
-}
-
-// agentRef is what the result records of the run's agent.
-func (r *runState) agentRef() *runs.AgentRef {
-	digest := r.agentImage
-	if digest == "" {
-		digest = r.spec.AgentImage
-	}
-	def := agents.Legacy(r.in.Agent, r.in.Image, r.in.LLMProvider)
-	if r.in.AgentDef != nil {
-		def = *r.in.AgentDef
-	}
-	ref := def.Ref(digest)
-	return &ref
-}
-
 // held counts the time a host was held for the run, from since (a
 // static lease's start) or from when the provisioned host was obtained.
 func (r *runState) held(ctx workflow.Context, since time.Time) {
@@ -444,26 +389,4 @@ func (r *runState) held(ctx workflow.Context, since time.Time) {
 		since = r.hostAt
 	}
 	r.heldS += workflow.Now(ctx).Sub(since).Seconds()
-}
-
-// costOf is what a run consumed, from its ledger and the usage its agent
-// reported.
-func costOf(b Ledger, gpuCount int, ev *activities.EvalResult) Cost {
-	gpus := float64(gpuCount)
-	c := Cost{AgentHours: b.UsedS / 3600, GPUHours: b.UsedS * gpus / 3600, InfraWaitHours: b.InfraWaitS / 3600, WastedGPUHours: b.LostS * gpus / 3600}
-	if ev != nil && ev.Usage != nil {
-		c.LLMInputTokens, c.LLMOutputTokens, c.LLMUSD = ev.Usage.InputTokens, ev.Usage.OutputTokens, ev.Usage.CostUSD
-	}
-	return c
-}
-
-// hardwareClass names what a run ran on, for the leaderboard.
-func hardwareClass(gpus int, gpuType string) string {
-	switch {
-	case gpus == 0:
-		return "CPU"
-	case gpuType == "":
-		return fmt.Sprintf("%d× GPU", gpus)
-	}
-	return fmt.Sprintf("%d× %s", gpus, gpuType)
 }

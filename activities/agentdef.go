@@ -1,0 +1,33 @@
+package activities
+
+import (
+	"github.com/mlrb/mlrb/agents"
+	"github.com/mlrb/mlrb/tasks"
+)
+
+// agentImage is the image an attempt runs: an image agent's (pinned by
+// digest when its run resolved it), "" (the workspace's own) for the
+// built-in agents.
+func agentImage(in AgentInput) string {
+	def := in.definition()
+	if def.Builtin != "" {
+		return ""
+	}
+	if in.Image != "" {
+		return in.Image
+	}
+	return def.Image
+}
+
+// definition is the attempt's agent.
+func (in AgentInput) definition() agents.Definition {
+	return definitionOf(in.AgentDef, in.Agent, in.Image, in.LLMProvider)
+}
+
+// agentView is the task as its agent is told it: without the curve's
+// marks (and their command), so that it cannot know when its checkpoints
+// will be scored and have its best on disk then.
+func agentView(t tasks.Spec) tasks.Spec {
+	t.Evaluation.Curve = nil
+	return t
+}

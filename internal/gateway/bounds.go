@@ -1,0 +1,80 @@
+package gateway
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// Bounds are what one attempt's calls may take of the worker at once,
+// whatever the agent sends: the worker's memory stays bounded by the
+// attempts it runs, never by what an agent does through its door.
+type Bounds struct {
+	// InFlight is the calls in progress at once; a call past it is
+	// answered 429 at once, its body unread.
+	InFlight int64
+	// Buffered is the request bytes the calls in progress hold.
+	Buffered int64
+	// BodyTimeout bounds the time a request's body takes to arrive.
+	BodyTimeout time.Duration
+}
+
+// DefaultBounds: 8 calls of up to 32 MiB each, 64 MiB in all, each body
+// within a minute.
+var DefaultBounds = Bounds{InFlight: 8, Buffered: 64 << 20, BodyTimeout: time.Minute}
+
+func (l *LLM) bounds() Bounds {
+	b := l.Bounds
+	if b.InFlight <= 0 {
+		b.InFlight = DefaultBounds.InFlight
+	}
+	if b.Buffered <= 0 {
+		b.Buffered = DefaultBounds.Buffered
+	}
+	if b.BodyTimeout <= 0 {
+		b.BodyTimeout = DefaultBounds.BodyTimeout
+	}
+	return b
+}
+
+// readBody reads a call's body within the attempt's bounds: a call past
+// the calls in flight, or whose body the bytes left cannot hold, is
+// refused before its body is read, and a body must arrive within the
+// body timeout. release gives the call's share back.
+func (l *LLM) readBody(w http.ResponseWriter, r *http.Request, c *call, b Bounds) (body []byte, release func(), ok bool) {
+	release = func() {}
+	if r.ContentLength > MaxRequest {
+		l.refuse(w, c, http.StatusRequestEntityTooLarge, "invalid_request_error", fmt.Sprintf("a request body may hold at most %d MiB", MaxRequest>>20))
+		return nil, release, false
+	}
+	if !l.inFlight.TryAcquire(1) {
+		l.refuse(w, c, http.StatusTooManyRequests, "rate_limit_error", fmt.Sprintf("%d calls of this attempt are in flight already: wait for one to end", b.InFlight))
+		return nil, release, false
+	}
+	share := r.ContentLength
+	if share < 0 {
+		share = MaxRequest // chunked: the most it may be
+	}
+	if !l.buffered.TryAcquire(share) {
+		l.inFlight.Release(1)
+		l.refuse(w, c, http.StatusTooManyRequests, "rate_limit_error", fmt.Sprintf("the calls of this attempt in flight hold %d MiB of requests already: wait for one to end", b.Buffered>>20))
+		return nil, release, false
+	}
+	release = func() {
+		l.buffered.Release(share)
+		l.inFlight.Release(1)
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(b.BodyTimeout))
+	body, err := io.ReadAll(io.LimitReader(r.Body, min(share, MaxRequest)+1))
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	switch {
+	case err != nil:
+		l.refuse(w, c, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf("the request body did not arrive whole within %s: %v", b.BodyTimeout, err))
+		return nil, release, false
+	case int64(len(body)) > min(share, MaxRequest):
+		l.refuse(w, c, http.StatusRequestEntityTooLarge, "invalid_request_error", fmt.Sprintf("a request body may hold at most %d MiB, and no more than its Content-Length", MaxRequest>>20))
+		return nil, release, false
+	}
+	return body, release, true
+}

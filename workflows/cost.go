@@ -1,0 +1,29 @@
+package workflows
+
+import (
+	"fmt"
+
+	"github.com/mlrb/mlrb/activities"
+)
+
+// costOf is what a run consumed, from its ledger and the usage its agent
+// reported.
+func costOf(b Ledger, gpuCount int, ev *activities.EvalResult) Cost {
+	gpus := float64(gpuCount)
+	c := Cost{AgentHours: b.UsedS / 3600, GPUHours: b.UsedS * gpus / 3600, InfraWaitHours: b.InfraWaitS / 3600, WastedGPUHours: b.LostS * gpus / 3600}
+	if ev != nil && ev.Usage != nil {
+		c.LLMInputTokens, c.LLMOutputTokens, c.LLMUSD = ev.Usage.InputTokens, ev.Usage.OutputTokens, ev.Usage.CostUSD
+	}
+	return c
+}
+
+// hardwareClass names what a run ran on, for the leaderboard.
+func hardwareClass(gpus int, gpuType string) string {
+	switch {
+	case gpus == 0:
+		return "CPU"
+	case gpuType == "":
+		return fmt.Sprintf("%d× GPU", gpus)
+	}
+	return fmt.Sprintf("%d× %s", gpus, gpuType)
+}
