@@ -142,6 +142,9 @@ func (a *Activities) prepareEvaluation(ctx context.Context, in EvalInput, lv *li
 	// A mark's evaluation has a directory, results key, task and door of
 	// its own: the final one's may be kept beside it.
 	name := fmt.Sprintf("try-%d", try)
+	if in.N > 0 {
+		name = fmt.Sprintf("final-%d-try-%d", in.N, try)
+	}
 	if in.Mark {
 		name = fmt.Sprintf("mark-%d-try-%d", in.Final.Seq, try)
 	}
@@ -213,8 +216,8 @@ func (a *Activities) runEvaluator(ctx context.Context, spec runtime.TaskSpec, do
 const EvaluatorLogKeep = 1 << 20
 
 // EvaluatorLogKey is where an evaluation's log is kept: beside its
-// results, under the evaluation's directory name (try-N,
-// mark-S-try-N), which sorts by try.
+// results, under the evaluation's directory name (final-N-try-M: the
+// final model's Nth evaluation, a retry-eval's among them; mark-S-try-M).
 func EvaluatorLogKey(runID, evaluation string) string {
 	return blob.RunPrefix(runID) + path.Join("evaluations", evaluation, EvaluatorLogName)
 }

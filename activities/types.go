@@ -297,6 +297,10 @@ type EvalInput struct {
 	// Mark: Final is a checkpoint on the run's curve, scored by the
 	// task's curve command when it names one (its dev split).
 	Mark bool `json:",omitempty"`
+	// N numbers the final model's evaluations (a retry-eval's is the next):
+	// each keeps its log and results apart (0: from before they were
+	// numbered).
+	N int `json:",omitempty"`
 }
 
 // EvalResult is a scored model.

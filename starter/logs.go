@@ -103,7 +103,7 @@ func latestLogged(g *globals, store blob.Store, id string, follow bool) (int, er
 }
 
 // evaluatorLogs prints the kept logs of a run's evaluations, each under
-// its evaluation's name (try-N, mark-S-try-N).
+// its evaluation's name (final-N-try-M, mark-S-try-M).
 func evaluatorLogs(g *globals, id string) error {
 	prefix := blob.RunPrefix(id) + "evaluations/"
 	var objs []blob.Object

@@ -110,7 +110,7 @@ func (r *runState) setRetryHandler(ctx workflow.Context) error {
 // runEvaluation evaluates the final checkpoint with the retry policy and
 // records the attempt; image replaces the evaluator image when set.
 func (r *runState) runEvaluation(ctx workflow.Context, image string) (*activities.EvalResult, error) {
-	in := activities.EvalInput{RunID: r.st.RunID, Task: r.spec.Spec, Seed: r.in.Seed, Final: *r.last, Image: image}
+	in := activities.EvalInput{RunID: r.st.RunID, Task: r.spec.Spec, Seed: r.in.Seed, Final: *r.last, Image: image, N: len(r.evals) + 1}
 	args := callArgs{pol: r.pol, timeout: r.spec.Spec.Evaluation.Timeout.D(), bytes: r.last.Bytes}
 	started := workflow.Now(ctx)
 	var err error

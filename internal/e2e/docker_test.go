@@ -371,7 +371,7 @@ func TestRetryEvaluationInPlace(t *testing.T) {
 	if !strings.Contains(text, "retry:     starter retry-eval "+runID) || !strings.Contains(text, "its log:   starter logs "+runID+" --evaluator") || !strings.Contains(text, "evaluator") {
 		t.Fatalf("status of a waiting run:\n%s", text)
 	}
-	if evlog, errs, code := e.starter("logs", runID, "--evaluator"); code != 0 || !strings.Contains(evlog, "=== try-1 ===") {
+	if evlog, errs, code := e.starter("logs", runID, "--evaluator"); code != 0 || !strings.Contains(evlog, "=== final-1-try-1 ===") {
 		t.Fatalf("logs --evaluator (exit %d): %s\n%s", code, errs, evlog)
 	}
 	out, errs, code := e.starter("retry-eval", runID, "--image", refImage)
@@ -394,6 +394,10 @@ func TestRetryEvaluationInPlace(t *testing.T) {
 	logs, _, _ := e.starter("logs", runID)
 	if n := strings.Count(logs, "start attempt="); n != 1 {
 		t.Fatalf("the agent started %d times, want once", n)
+	}
+	// The retry's evaluation keeps its log beside the failed one's.
+	if evlog, _, _ := e.starter("logs", runID, "--evaluator"); !strings.Contains(evlog, "=== final-1-try-1 ===") || !strings.Contains(evlog, "=== final-2-try-1 ===") {
+		t.Fatalf("the evaluations' logs:\n%.2000s", evlog)
 	}
 }
 
