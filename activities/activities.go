@@ -105,7 +105,7 @@ func (a *Activities) ResolveTask(ctx context.Context, in ResolveInput) (*Resolve
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, nil)
 	}
-	def := definitionOf(in.AgentDef, in.Agent, in.Image, "")
+	def := agents.Of(in.AgentDef, in.Agent, in.Image, "")
 	if err := def.CheckTask(spec.ID, spec.Suite == "mini"); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, nil)
 	}

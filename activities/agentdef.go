@@ -21,7 +21,7 @@ func agentImage(in AgentInput) string {
 
 // definition is the attempt's agent.
 func (in AgentInput) definition() agents.Definition {
-	return definitionOf(in.AgentDef, in.Agent, in.Image, in.LLMProvider)
+	return agents.Of(in.AgentDef, in.Agent, in.Image, in.LLMProvider)
 }
 
 // agentView is the task as its agent is told it: without the curve's

@@ -24,9 +24,16 @@ const (
 // sizeWatch measures a workspace on disk against a limit, in the
 // background, until its context ends.
 type sizeWatch struct {
-	mu    sync.Mutex
-	limit int64
-	why   string
+	mu  sync.Mutex
+	why string
+}
+
+// stop records why the workspace broke its limits; the watch ends.
+func (w *sizeWatch) stop(why string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.why = why
+	return false
 }
 
 // limits are a workspace's: bytes and entries (0: none).
@@ -36,8 +43,7 @@ type limits struct{ bytes, entries int64 }
 // writes outside it (outside, if not nil: a container's writable layer)
 // every layerEvery.
 func watchSize(ctx context.Context, root string, lim limits, outside func(context.Context) (int64, error), log *zap.Logger) *sizeWatch {
-	w := &sizeWatch{limit: lim.bytes}
-	limit := lim.bytes
+	w := &sizeWatch{}
 	var layer int64
 	var layerAt time.Time
 	go every.Tick(ctx, sizeEvery, func() bool {
@@ -47,12 +53,9 @@ func watchSize(ctx context.Context, root string, lim limits, outside func(contex
 			return true
 		}
 		if lim.entries > 0 && entries > lim.entries {
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			w.why = fmt.Sprintf("workspace holds %d entries, over its limit agent.workspace_max_entries = %d (each is a line of every checkpoint's manifest)", entries, lim.entries)
-			return false
+			return w.stop(fmt.Sprintf("workspace holds %d entries, over its limit agent.workspace_max_entries = %d (each is a line of every checkpoint's manifest)", entries, lim.entries))
 		}
-		if limit <= 0 {
+		if lim.bytes <= 0 {
 			return true
 		}
 		if outside != nil && time.Since(layerAt) >= layerEvery {
@@ -64,13 +67,10 @@ func watchSize(ctx context.Context, root string, lim limits, outside func(contex
 			}
 		}
 		used += layer
-		if used <= limit {
+		if used <= lim.bytes {
 			return true
 		}
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.why = fmt.Sprintf("workspace reached %.2f GiB (%.2f GiB of it outside the mounted paths, in the container's own layer), over its limit agent.workspace_limit_gb = %.2f GiB", gib(used), gib(layer), gib(limit))
-		return false
+		return w.stop(fmt.Sprintf("workspace reached %.2f GiB (%.2f GiB of it outside the mounted paths, in the container's own layer), over its limit agent.workspace_limit_gb = %.2f GiB", gib(used), gib(layer), gib(lim.bytes)))
 	})
 	return w
 }

@@ -112,15 +112,6 @@ type ResolveInput struct {
 	AgentDef *agents.Definition `json:",omitempty"`
 }
 
-// Definition is the agent a run or an attempt names: its definition,
-// else the one a run from before definitions implies.
-func definitionOf(def *agents.Definition, name, image, provider string) agents.Definition {
-	if def != nil {
-		return *def
-	}
-	return agents.Legacy(name, image, provider)
-}
-
 // ResolvedTask is the spec the run uses and its content hash.
 type ResolvedTask struct {
 	Spec tasks.Spec

@@ -28,10 +28,14 @@ func Builtins() []string {
 // gave an image agent: MLRB's image, with its image in the run's input.
 const LegacyImage = "mlrb"
 
-// Legacy is the definition of a run whose input names only an agent (and
-// an image): one started before definitions, or replayed from then.
-func Legacy(name, image, provider string) Definition {
-	if name == LegacyImage || image != "" {
+// Of is the agent a run names: its definition, else (a run started
+// before definitions, or replayed from then, naming only an agent and an
+// image) the one it implies.
+func Of(def *Definition, name, image, provider string) Definition {
+	switch {
+	case def != nil:
+		return *def
+	case name == LegacyImage || image != "":
 		return Definition{Name: name, Image: image, Provider: provider}
 	}
 	return Definition{Name: name, Builtin: name}

@@ -24,6 +24,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/mlrb/mlrb/internal/contract"
+	"github.com/mlrb/mlrb/internal/llm"
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
@@ -149,6 +150,19 @@ func (d Definition) Hash() string {
 	b, _ := json.Marshal(c) // a struct of strings, maps and slices: never fails
 	h := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(h[:])
+}
+
+// Budget is a run's LLM budget: the one given for it (flags), else the
+// agent's llm_budget_usd, else nil (the task's llm_budget then holds).
+func (d Definition) Budget(given *llm.Budget) *llm.Budget {
+	switch {
+	case given != nil && given.Set():
+		b := *given
+		return &b
+	case d.LLMBudgetUSD > 0:
+		return &llm.Budget{USD: d.LLMBudgetUSD}
+	}
+	return nil
 }
 
 // Ref is the definition as a result records it, with the digest that ran.

@@ -99,7 +99,7 @@ func (o benchmarkOptions) input(g *globals) (string, workflows.BenchmarkInput, e
 			return "", in, err
 		}
 		for _, t := range ids {
-			if _, err := checkRunOf("--agents", cat, app.Policy(cfg), t, d, 0, o.limit); err != nil {
+			if _, err := checkRun("--agents", cat, app.Policy(cfg), t, d, 0, o.limit); err != nil {
 				return "", in, err
 			}
 		}

@@ -74,14 +74,10 @@ func checkSecrets(flag string, names, allowed []string, providerKeys ...string) 
 	return nil
 }
 
-// checkRun checks a run of def on task: a known task the agent can do, a
-// seed, a time limit and a checkpoint interval that fits it.
-func checkRun(cat *tasks.Catalog, pol workflows.Policy, task string, def agents.Definition, seed int64, limit time.Duration) (*tasks.Spec, error) {
-	return checkRunOf("--agent", cat, pol, task, def, seed, limit)
-}
-
-// checkRunOf is checkRun naming the agent's flag.
-func checkRunOf(agentFlag string, cat *tasks.Catalog, pol workflows.Policy, task string, def agents.Definition, seed int64, limit time.Duration) (*tasks.Spec, error) {
+// checkRun checks a run of def on task (the agent given by agentFlag): a
+// known task the agent can do, a seed, a time limit and a checkpoint
+// interval that fits it.
+func checkRun(agentFlag string, cat *tasks.Catalog, pol workflows.Policy, task string, def agents.Definition, seed int64, limit time.Duration) (*tasks.Spec, error) {
 	spec, err := cat.Get(task)
 	if err != nil {
 		return nil, &cli.UsageError{Err: fmt.Errorf("--task: %w", err)}

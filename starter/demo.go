@@ -63,7 +63,7 @@ func (o demoOptions) input(g *globals) (workflows.BenchmarkInput, error) {
 	}
 	ids := cat.IDs("mini")
 	for _, t := range ids {
-		if _, err := checkRun(cat, app.Policy(cfg), t, defs[0], 0, 0); err != nil {
+		if _, err := checkRun("--agent", cat, app.Policy(cfg), t, defs[0], 0, 0); err != nil {
 			return in, err
 		}
 	}

@@ -105,6 +105,9 @@ func loadCampaign(g *globals, ids []string, mixed bool) (board, error) {
 		sets = append(sets, campaign.Set{ID: id, Results: b.runs, Setup: b.setup})
 		partial = append(partial, b.partial...)
 	}
+	for _, note := range partial {
+		fmt.Fprintln(g.errOut, note)
+	}
 	p, err := campaign.Pool(sets, mixed)
 	var ce *campaign.ConflictError
 	if errors.As(err, &ce) {
@@ -116,11 +119,15 @@ func loadCampaign(g *globals, ids []string, mixed bool) (board, error) {
 	for _, c := range p.Conflicts {
 		fmt.Fprintf(g.errOut, "warning: %s\n", c)
 	}
+	for _, w := range p.Warnings {
+		fmt.Fprintf(g.errOut, "warning: %s\n", w)
+	}
 	setup, err := withAnchors(g, p.Setup, p.Results)
 	return board{runs: p.Results, setup: setup, partial: partial}, err
 }
 
-// loadBoard is a benchmark's runs and setup: so far, while it runs.
+// loadBoard is a benchmark's runs and setup (without anchors: the pool
+// adds them once): so far, while it runs.
 func loadBoard(g *globals, id string) (board, error) {
 	c, err := g.client()
 	if err != nil {
@@ -140,8 +147,8 @@ func loadBoard(g *globals, id string) (board, error) {
 	if err := c.GetWorkflow(g.ctx, id, "").Get(g.ctx, &res); err != nil {
 		return board{}, fmt.Errorf("benchmark %s: %w", id, err)
 	}
-	rs, setup, err := benchmarkBoard(g, &res)
-	return board{runs: rs, setup: setup}, err
+	rs, err := benchmarkRuns(g, &res)
+	return board{runs: rs, setup: res.Setup}, err
 }
 
 // partialBoard is a running benchmark's runs so far and its setup.
@@ -152,14 +159,12 @@ func partialBoard(g *globals, c client.Client, id string) (board, error) {
 	}
 	note := fmt.Sprintf("benchmark %s is running: %d of %d runs done; the leaderboard holds those and the runs waiting for an evaluation retry (apart until retried)",
 		id, snap.prog.Done, snap.prog.Total)
-	fmt.Fprintln(g.errOut, note)
 	rs, err := storedRuns(g, id, false)
 	if err != nil {
 		return board{}, err
 	}
 	rs = append(rs, snap.awaitingRetry()...)
-	setup, err := withAnchors(g, leaderboard.SetupOf(leaderboard.RunsOf(rs), snap.prog.Policy), rs)
-	return board{runs: rs, setup: setup, partial: []string{note}}, err
+	return board{runs: rs, setup: leaderboard.SetupOf(leaderboard.RunsOf(rs), snap.prog.Policy), partial: []string{note}}, nil
 }
 
 // recosted is the runs with their measured LLM use costed under prices:
@@ -200,25 +205,24 @@ func awaitLeaderboard(g *globals, run client.WorkflowRun, format string) error {
 
 // printBenchmark prints an ended benchmark's leaderboard.
 func printBenchmark(g *globals, res *workflows.BenchmarkResult, format string) error {
-	rs, setup, err := benchmarkBoard(g, res)
+	rs, err := benchmarkRuns(g, res)
+	if err != nil {
+		return err
+	}
+	setup, err := withAnchors(g, res.Setup, rs)
 	if err != nil {
 		return err
 	}
 	return printLeaderboard(g.out, res.BenchmarkID, rs, setup, format)
 }
 
-// benchmarkBoard is an ended benchmark's runs, from the results they
-// stored (or, for a benchmark from before those, its own), and its setup.
-func benchmarkBoard(g *globals, res *workflows.BenchmarkResult) ([]runs.Result, leaderboard.Setup, error) {
-	rs := res.Runs
-	if len(rs) == 0 {
-		var err error
-		if rs, err = storedRuns(g, res.BenchmarkID, true); err != nil {
-			return nil, leaderboard.Setup{}, err
-		}
+// benchmarkRuns is an ended benchmark's runs, from the results they
+// stored (or, for a benchmark from before those, its own).
+func benchmarkRuns(g *globals, res *workflows.BenchmarkResult) ([]runs.Result, error) {
+	if len(res.Runs) > 0 {
+		return res.Runs, nil
 	}
-	setup, err := withAnchors(g, res.Setup, rs)
-	return rs, setup, err
+	return storedRuns(g, res.BenchmarkID, true)
 }
 
 // withAnchors gives the setup the anchors of the runs' tasks as they are

@@ -126,12 +126,12 @@ func (o growOptions) extend(g *globals, in *workflows.BenchmarkInput) error {
 		in.AgentDefs = map[string]agents.Definition{}
 		// A benchmark from before definitions named built-in agents.
 		for _, a := range in.Agents {
-			in.AgentDefs[a] = agents.Legacy(a, "", "")
+			in.AgentDefs[a] = agents.Of(nil, a, "", "")
 		}
 	}
 	for _, d := range defs {
 		for _, t := range in.Tasks {
-			if _, err := checkRunOf("--agents", cat, app.Policy(cfg), t, d, 0, in.Run.TimeLimit); err != nil {
+			if _, err := checkRun("--agents", cat, app.Policy(cfg), t, d, 0, in.Run.TimeLimit); err != nil {
 				return err
 			}
 		}

@@ -2,10 +2,11 @@ package main
 
 import (
 	"fmt"
-	"github.com/mlrb/mlrb/agents"
 	"io"
 	"slices"
 	"time"
+
+	"github.com/mlrb/mlrb/agents"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -71,7 +72,7 @@ func (o runOptions) input(g *globals) (string, workflows.RunInput, error) {
 	if err != nil {
 		return "", workflows.RunInput{}, err
 	}
-	if _, err := checkRun(cat, app.Policy(cfg), o.task, def, o.seed, o.limit); err != nil {
+	if _, err := checkRun("--agent", cat, app.Policy(cfg), o.task, def, o.seed, o.limit); err != nil {
 		return "", workflows.RunInput{}, err
 	}
 	if err := checkSecrets("--secret", append(slices.Clone(o.secrets), def.Secrets...), cfg.Agent.SecretNames, cfg.Gateway.OpenAIKey, cfg.Gateway.AnthropicKey); err != nil {
@@ -87,7 +88,7 @@ func (o runOptions) input(g *globals) (string, workflows.RunInput, error) {
 		return "", workflows.RunInput{}, err
 	}
 	return id, workflows.RunInput{Task: o.task, Agent: def.Name, AgentDef: &def, Seed: o.seed, TimeLimit: o.limit, LLMProvider: cfg.Agent.Provider,
-		Secrets: o.secrets, Policy: app.Policy(cfg), LLMBudget: runBudget(o.budget, def)}, nil
+		Secrets: o.secrets, Policy: app.Policy(cfg), LLMBudget: def.Budget(&o.budget)}, nil
 }
 
 // definition is the agent the run runs: a definition from the catalogue
@@ -120,18 +121,6 @@ func (o runOptions) definition(g *globals) (agents.Definition, error) {
 		return def, cli.Usagef("--image/--label/--model/--provider: %v", err)
 	}
 	return def, nil
-}
-
-// runBudget is the run's own LLM budget: the flags', else the agent's
-// llm_budget_usd, else nil (the task's then holds).
-func runBudget(flags llm.Budget, def agents.Definition) *llm.Budget {
-	switch {
-	case flags.Set():
-		return &flags
-	case def.LLMBudgetUSD > 0:
-		return &llm.Budget{USD: def.LLMBudgetUSD}
-	}
-	return nil
 }
 
 // startRun checks the options and starts the run.

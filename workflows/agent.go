@@ -29,10 +29,6 @@ func (r *runState) agentRef() *runs.AgentRef {
 	if digest == "" {
 		digest = r.spec.AgentImage
 	}
-	def := agents.Legacy(r.in.Agent, r.in.Image, r.in.LLMProvider)
-	if r.in.AgentDef != nil {
-		def = *r.in.AgentDef
-	}
-	ref := def.Ref(digest)
+	ref := agents.Of(r.in.AgentDef, r.in.Agent, r.in.Image, r.in.LLMProvider).Ref(digest)
 	return &ref
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/agents"
-	"github.com/mlrb/mlrb/internal/llm"
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
@@ -203,10 +202,7 @@ func (b *bench) startNext(ctx workflow.Context) error {
 	ri := b.in.Run
 	ri.Task, ri.Seed, ri.Agent, ri.Benchmark, ri.Continue = j.Task, j.Seed, j.Agent, b.id, b.in.Resumed
 	if d, ok := b.in.AgentDefs[j.Agent]; ok {
-		ri.AgentDef, ri.Image = &d, b.in.Images[j.Agent]
-		if ri.LLMBudget == nil && d.LLMBudgetUSD > 0 {
-			ri.LLMBudget = &llm.Budget{USD: d.LLMBudgetUSD}
-		}
+		ri.AgentDef, ri.Image, ri.LLMBudget = &d, b.in.Images[j.Agent], d.Budget(ri.LLMBudget)
 	}
 	if c, ok := b.in.Carried[j.ID]; ok {
 		ri.Carried = &c

@@ -8,10 +8,13 @@
 package campaign
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/runs"
@@ -26,21 +29,23 @@ type Set struct {
 
 // Pooled is the population of one or more sets.
 type Pooled struct {
-	// IDs are the benchmarks pooled, in the order given.
-	IDs     []string
 	Results []runs.Result
 	Setup   leaderboard.Setup
 	// Conflicts are the task × agent groups whose runs differ in what
 	// makes them one experiment; with a mixed pool their variants are
 	// shown apart, each agent labelled with the benchmarks it ran in.
 	Conflicts []Conflict
+	// Warnings name what differs between the benchmarks but not between
+	// runs: their policies (checkpoint interval, attempts).
+	Warnings []string
 }
 
 // Conflict is one group whose runs are not one experiment.
 type Conflict struct {
 	Task, Agent string
-	// Field is what differs: the task spec hash, the evaluator digest,
-	// the agent definition hash or the agent image digest.
+	// Field is what differs: the task spec hash, the time limit, the
+	// hardware, the evaluator digest, the agent definition hash or the
+	// agent image digest.
 	Field string
 	// Values maps each value to the benchmarks whose runs have it.
 	Values map[string][]string
@@ -80,6 +85,15 @@ var identity = []struct {
 	of    func(r runs.Result) string
 }{
 	{"task spec hash", func(r runs.Result) string { return r.SpecHash }},
+	// A run's budget is its own (--time-limit), not its spec's: scores
+	// compare only under one budget and one hardware class.
+	{"time limit", func(r runs.Result) string {
+		if r.TimeLimitS <= 0 {
+			return ""
+		}
+		return time.Duration(r.TimeLimitS * float64(time.Second)).String()
+	}},
+	{"hardware", func(r runs.Result) string { return r.Hardware }},
 	{"evaluator digest", func(r runs.Result) string { return r.EvaluatorImage }},
 	{"agent definition", func(r runs.Result) string {
 		if r.AgentDef == nil {
@@ -104,7 +118,6 @@ func Pool(sets []Set, allowMixed bool) (*Pooled, error) {
 	type key struct{ task, agent string }
 	groups := map[key][]int{}
 	for _, s := range sets {
-		p.IDs = append(p.IDs, s.ID)
 		for _, r := range s.Results {
 			if r.Benchmark == "" {
 				r.Benchmark = s.ID
@@ -113,7 +126,9 @@ func Pool(sets []Set, allowMixed bool) (*Pooled, error) {
 			groups[k] = append(groups[k], len(p.Results))
 			p.Results = append(p.Results, r)
 		}
-		mergeSetup(&p.Setup, s.Setup)
+		if w := mergeSetup(&p.Setup, s); w != "" {
+			p.Warnings = append(p.Warnings, w)
+		}
 	}
 	mixed := map[key]bool{}
 	for k, idx := range groups {
@@ -131,15 +146,8 @@ func Pool(sets []Set, allowMixed bool) (*Pooled, error) {
 			}
 		}
 	}
-	sort.Slice(p.Conflicts, func(i, j int) bool {
-		a, b := p.Conflicts[i], p.Conflicts[j]
-		if a.Task != b.Task {
-			return a.Task < b.Task
-		}
-		if a.Agent != b.Agent {
-			return a.Agent < b.Agent
-		}
-		return a.Field < b.Field
+	slices.SortFunc(p.Conflicts, func(a, b Conflict) int {
+		return cmp.Or(cmp.Compare(a.Task, b.Task), cmp.Compare(a.Agent, b.Agent), cmp.Compare(a.Field, b.Field))
 	})
 	if len(p.Conflicts) == 0 || len(sets) == 1 {
 		return p, nil
@@ -158,20 +166,17 @@ func Pool(sets []Set, allowMixed bool) (*Pooled, error) {
 	return p, nil
 }
 
-// mergeSetup adds a benchmark's setup to the pool's: tasks' budgets and
-// hardware, anchors, and the first policy (a differing one is a
-// conflict the runs' spec hashes do not show; it is named in the notes).
-func mergeSetup(into *leaderboard.Setup, s leaderboard.Setup) {
-	for t, ts := range s.Tasks {
-		into.Tasks[t] = ts
+// mergeSetup adds a benchmark's setup to the pool's: its tasks' budgets
+// and hardware, and the first policy; a benchmark whose policy differs
+// is named in the warning it returns. (Anchors are the tasks' as they
+// are now, added to the pooled setup once.)
+func mergeSetup(into *leaderboard.Setup, s Set) string {
+	maps.Copy(into.Tasks, s.Setup.Tasks)
+	switch {
+	case into.Policy == (leaderboard.Policy{}):
+		into.Policy = s.Setup.Policy
+	case s.Setup.Policy != (leaderboard.Policy{}) && s.Setup.Policy != into.Policy:
+		return fmt.Sprintf("benchmark %s ran under another policy (%+v) than the pool's first (%+v): the leaderboard states the first", s.ID, s.Setup.Policy, into.Policy)
 	}
-	if into.Policy == (leaderboard.Policy{}) {
-		into.Policy = s.Policy
-	}
-	for t, a := range s.Anchors {
-		if into.Anchors == nil {
-			into.Anchors = map[string]leaderboard.Anchor{}
-		}
-		into.Anchors[t] = a
-	}
+	return ""
 }

@@ -61,3 +61,21 @@ func TestRefusesAMixedPool(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRefusesAnotherBudget: a benchmark run with --time-limit 12s and one
+// with the task's 30s are two experiments, whatever their spec hash; two
+// policies are named in a warning.
+func TestRefusesAnotherBudget(t *testing.T) {
+	short, long := run("b1", "a", 1, "sha256:s", 0.5), run("b2", "a", 1, "sha256:s", 0.7)
+	short.TimeLimitS, long.TimeLimitS = 12, 30
+	b1 := Set{ID: "b1", Results: []runs.Result{short}, Setup: leaderboard.Setup{Policy: leaderboard.Policy{CheckpointInterval: "3s"}}}
+	b2 := Set{ID: "b2", Results: []runs.Result{long}, Setup: leaderboard.Setup{Policy: leaderboard.Policy{CheckpointInterval: "10m0s"}}}
+	if _, err := Pool([]Set{b1, b2}, false); err == nil || !strings.Contains(err.Error(), "the time limit differs (12s in b1; 30s in b2)") {
+		t.Fatalf("err = %v", err)
+	}
+	long.TimeLimitS = 12
+	p, err := Pool([]Set{b1, {ID: "b2", Results: []runs.Result{long}, Setup: b2.Setup}}, false)
+	if err != nil || len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "benchmark b2 ran under another policy") || p.Setup.Policy.CheckpointInterval != "3s" {
+		t.Fatalf("pool %+v, %v", p, err)
+	}
+}

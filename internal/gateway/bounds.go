@@ -66,13 +66,18 @@ func (l *LLM) readBody(w http.ResponseWriter, r *http.Request, c *call, b Bounds
 		l.inFlight.Release(1)
 	}
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(b.BodyTimeout))
-	body, err := io.ReadAll(io.LimitReader(r.Body, min(share, MaxRequest)+1))
+	body, err := io.ReadAll(io.LimitReader(r.Body, share+1))
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	if held := int64(len(body)); err == nil && held < share {
+		// A chunked body reserved the most it could be: keep what it is.
+		l.buffered.Release(share - held)
+		share = held
+	}
 	switch {
 	case err != nil:
 		l.refuse(w, c, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf("the request body did not arrive whole within %s: %v", b.BodyTimeout, err))
 		return nil, release, false
-	case int64(len(body)) > min(share, MaxRequest):
+	case int64(len(body)) > share:
 		l.refuse(w, c, http.StatusRequestEntityTooLarge, "invalid_request_error", fmt.Sprintf("a request body may hold at most %d MiB, and no more than its Content-Length", MaxRequest>>20))
 		return nil, release, false
 	}

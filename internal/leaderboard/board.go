@@ -2,8 +2,8 @@ package leaderboard
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -41,11 +41,10 @@ func anchorWarnings(runs []Run, anchors map[string]Anchor) []string {
 		other[r.Task][r.EvaluatorImage] = true
 	}
 	var out []string
-	for _, t := range sortedKeys(other) {
-		ds := sortedKeys(other[t])
+	for _, t := range slices.Sorted(maps.Keys(other)) {
+		ds := slices.Sorted(maps.Keys(other[t]))
 		out = append(out, fmt.Sprintf("warning: task %s's anchors were measured with evaluator %s, its runs scored with %s: its gap closed compares two evaluators (measure the anchors again: `starter anchors measure %s`)",
 			t, strings.Join(anchors[t].Evaluators, ", "), strings.Join(ds, ", "), t))
 	}
-	sort.Strings(out)
 	return out
 }

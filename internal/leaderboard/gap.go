@@ -2,7 +2,9 @@ package leaderboard
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -90,7 +92,7 @@ func Agents(rows []Row) []AgentSummary {
 		parts[r.Agent] = append(parts[r.Agent], gapPart{r.GapClosed, se * se, float64(r.Counted - 1)})
 	}
 	out := make([]AgentSummary, 0, len(by))
-	for _, name := range sortedKeys(by) {
+	for _, name := range slices.Sorted(maps.Keys(by)) {
 		a := *by[name]
 		a.SuccessRate, a.SuccessLow, a.SuccessHigh = math.NaN(), math.NaN(), math.NaN()
 		if n := a.Scored + a.AgentFailed; n > 0 {

@@ -1,7 +1,9 @@
 package leaderboard
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -73,8 +75,8 @@ func countedBySeed(rs []Run, anchors map[string]Anchor) map[string]map[string]ma
 func Paired(rs []Run, anchors map[string]Anchor) []Pair {
 	by := countedBySeed(rs, anchors)
 	var out []Pair
-	for _, t := range sortedKeys(by) {
-		agents := sortedKeys(by[t])
+	for _, t := range slices.Sorted(maps.Keys(by)) {
+		agents := slices.Sorted(maps.Keys(by[t]))
 		for i := range agents {
 			for j := i + 1; j < len(agents); j++ {
 				var d []float64
@@ -93,15 +95,6 @@ func Paired(rs []Run, anchors map[string]Anchor) []Pair {
 	}
 	holm(out)
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // pairOf is the paired t statistics of the differences d.

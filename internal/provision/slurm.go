@@ -72,10 +72,10 @@ func HostID(h runs.Holder) string {
 	return fmt.Sprintf("slurm-%s-%s-a%d", r.Replace(key), hex.EncodeToString(sum[:4]), h.N)
 }
 
-// JobDir is the work dir of a job's worker: named by a hash of its host id,
+// jobDir is the work dir of a job's worker: named by a hash of its host id,
 // whose run id can be long, so that the unix sockets of the attempt's
 // door under it stay within the 107 bytes a socket path may take.
-func JobDir(workDir, hostID string) string {
+func jobDir(workDir, hostID string) string {
 	sum := sha256.Sum256([]byte(hostID))
 	return workDir + "/w-" + hex.EncodeToString(sum[:6])
 }
@@ -109,7 +109,7 @@ func (s *Slurm) Launch(ctx context.Context, r Request) (Job, error) {
 		return Job{}, err
 	}
 	script, err := render("slurm-job.sh", deploy.SlurmJob, struct{ HostID, GPUType, WorkDir, Worker, Credentials string }{
-		host, r.GPUType, JobDir(s.WorkDir, host), shellJoin(s.Worker), credFile})
+		host, r.GPUType, jobDir(s.WorkDir, host), shellJoin(s.Worker), credFile})
 	if err != nil {
 		return Job{}, err
 	}

@@ -3,7 +3,9 @@ package report
 import (
 	"bytes"
 	"html/template"
+	"maps"
 	"math"
+	"slices"
 
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/runs"
@@ -65,10 +67,10 @@ func curvesByTask(rs []runs.Result, agents []string) []taskCurve {
 		color[a] = palette[i%len(palette)]
 	}
 	var out []taskCurve
-	for _, task := range sortedKeys(byTask) {
+	for _, task := range slices.Sorted(maps.Keys(byTask)) {
 		var lines []series
 		c := chart{title: task + ": best score so far over agent time (mean over runs; thin: each run)"}
-		for _, agent := range sortedKeys(byTask[task]) {
+		for _, agent := range slices.Sorted(maps.Keys(byTask[task])) {
 			var curves [][]runs.Mark
 			var finals []float64
 			for _, r := range byTask[task][agent] {

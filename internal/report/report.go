@@ -20,7 +20,6 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -168,15 +167,6 @@ type indexPage struct {
 type runLink struct {
 	Key    string
 	Result *runs.Result
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 type runPage struct {
