@@ -54,12 +54,16 @@ func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (res *EvalResul
 		image = in.Image
 	}
 	spec, r, name, body, err := a.evaluate(ctx, in, ev, image, lv)
-	if err != nil {
-		return nil, err
+	var score float64
+	var metrics map[string]float64
+	if err == nil {
+		score, metrics, err = lmeval.Score(r, in.Task.Metric)
+		if err != nil {
+			err = &evaluatorFailed{err: err}
+		}
 	}
-	score, metrics, err := lmeval.Score(r, in.Task.Metric)
 	if err != nil {
-		return nil, err
+		return nil, a.blame(ctx, in, image, lv, err)
 	}
 	if m := r.Measured; m != nil {
 		check.UseMeasuredPeak(in.Task.Constraints, m.PeakMemoryBytes, m.PeakContext, m.Device)
@@ -72,6 +76,9 @@ func (a *Activities) Evaluate(ctx context.Context, in EvalInput) (res *EvalResul
 		return nil, err
 	}
 	a.Logger.Info("evaluated", zap.String("run", in.RunID), zap.Float64("score", score), zap.Strings("violations", check.Violations))
+	if !in.Mark && len(check.Violations) == 0 {
+		a.recordControl(ctx, in, spec.Image, score)
+	}
 	rel, _ := filepath.Rel(root.dir, root.model)
 	return &EvalResult{Score: score, Metrics: metrics, ModelPath: filepath.ToSlash(rel), Params: check.Params, Violations: check.Violations, Flags: check.Flags, Provenance: r.Provenance, ResultsFile: kept,
 		Image: a.digest(ctx, spec.Image), Usage: readUsage(root)}, nil
@@ -106,11 +113,11 @@ func (a *Activities) evaluate(ctx context.Context, in EvalInput, ev *evalDirs, i
 	lv.step(stepReadResults, 0)
 	name, body, err := readResults(ev, command)
 	if err != nil {
-		return spec, nil, "", nil, err
+		return spec, nil, "", nil, &evaluatorFailed{err: err}
 	}
 	r, err := lmeval.Parse(body, name)
 	if err != nil {
-		return spec, nil, "", nil, err
+		return spec, nil, "", nil, &evaluatorFailed{err: err}
 	}
 	c := in.Task.Evaluation.Check
 	if c == nil {
@@ -138,31 +145,46 @@ type snapshot struct{ dir, workdir, model string }
 // its own and lays out the evaluation around the model found in it.
 func (a *Activities) prepareEvaluation(ctx context.Context, in EvalInput, lv *liveness) (*evalDirs, snapshot, error) {
 	lv.step(stepPreparing, 0)
-	try := activity.GetInfo(ctx).Attempt
-	// A mark's evaluation has a directory, results key, task and door of
-	// its own: the final one's may be kept beside it.
-	name := fmt.Sprintf("try-%d", try)
-	if in.N > 0 {
-		name = fmt.Sprintf("final-%d-try-%d", in.N, try)
-	}
-	if in.Mark {
-		name = fmt.Sprintf("mark-%d-try-%d", in.Final.Seq, try)
-	}
-	task := "eval-" + runKey(in.RunID) + "-" + name
+	name := evaluationName(in, activity.GetInfo(ctx).Attempt)
 	dir := filepath.Join(a.WorkDir, "eval", runKey(in.RunID), name)
 	_ = os.RemoveAll(dir)
+	root, err := a.restoreModel(ctx, in.RunID, in.Final, dir, lv)
+	if err != nil {
+		return nil, root, err
+	}
+	task := "eval-" + runKey(in.RunID) + "-" + name
+	ev, err := layEvaluation(dir, task, a.doorDir(task), in)
+	return ev, root, err
+}
+
+// evaluationName names an evaluation's directory, results key, task and
+// door: a mark's are its own, so the final one's may be kept beside it.
+func evaluationName(in EvalInput, try int32) string {
+	switch {
+	case in.Mark:
+		return fmt.Sprintf("mark-%d-try-%d", in.Final.Seq, try)
+	case in.N > 0:
+		return fmt.Sprintf("final-%d-try-%d", in.N, try)
+	}
+	return fmt.Sprintf("try-%d", try)
+}
+
+// restoreModel restores checkpoint ref of runID under dir/workspace and
+// seals the model dir found in it as dir/model. A checkpoint without a
+// model the evaluator may load is ErrNoModel.
+func (a *Activities) restoreModel(ctx context.Context, runID string, ref CheckpointRef, dir string, lv *liveness) (snapshot, error) {
 	root := snapshot{dir: filepath.Join(dir, "workspace")}
-	m, err := a.Engine.Load(ctx, in.RunID, in.Final.Seq)
-	if err == nil && in.Final.Attempt != 0 && m.Attempt != in.Final.Attempt {
-		err = fmt.Errorf("#%d is attempt %d's, the run accepted attempt %d's", m.Seq, m.Attempt, in.Final.Attempt)
+	m, err := a.Engine.Load(ctx, runID, ref.Seq)
+	if err == nil && ref.Attempt != 0 && m.Attempt != ref.Attempt {
+		err = fmt.Errorf("#%d is attempt %d's, the run accepted attempt %d's", m.Seq, m.Attempt, ref.Attempt)
 	}
 	if err != nil {
-		return nil, root, fmt.Errorf("checkpoint #%d: %w", in.Final.Seq, err)
+		return root, fmt.Errorf("checkpoint #%d: %w", ref.Seq, err)
 	}
 	lv.step(stepRestoring, m.Bytes)
 	if err := a.Engine.Restore(lv.counting(ctx), m, root.dir); err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, root, fmt.Errorf("restore checkpoint #%d: %w", m.Seq, err)
+		return root, fmt.Errorf("restore checkpoint #%d: %w", m.Seq, err)
 	}
 	lv.step(stepFindModel, 0)
 	root.workdir = filepath.Join(root.dir, filepath.FromSlash(m.Workdir))
@@ -172,26 +194,31 @@ func (a *Activities) prepareEvaluation(ctx context.Context, in EvalInput, lv *li
 		// and it gets a sealed copy, the files the check reads.
 		if err = safefs.CheckLinks(root.dir, modelDir); err == nil {
 			root.model = modelDir
-			modelDir = filepath.Join(dir, "model")
-			err = model.Seal(root.model, modelDir)
+			err = model.Seal(root.model, filepath.Join(dir, "model"))
 		}
 	}
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, root, temporal.NewNonRetryableApplicationError(err.Error(), ErrNoModel, err)
+		return root, temporal.NewNonRetryableApplicationError(err.Error(), ErrNoModel, err)
 	}
-	ev := &evalDirs{name: task, dir: dir, model: modelDir, results: filepath.Join(dir, "results"),
+	return root, nil
+}
+
+// layEvaluation lays out the evaluation in dir around dir/model: its
+// results and outputs dirs and the task spec it reads.
+func layEvaluation(dir, task, door string, in EvalInput) (*evalDirs, error) {
+	ev := &evalDirs{name: task, dir: dir, model: filepath.Join(dir, "model"), results: filepath.Join(dir, "results"),
 		outputs: filepath.Join(dir, "outputs"), resultsName: resultsName(), spec: filepath.Join(dir, "task.json"), task: in.Task.ID, seed: in.Seed,
-		door: a.doorDir(task), network: in.Task.Evaluation.Network}
+		door: door, network: in.Task.Evaluation.Network}
 	for _, d := range []string{ev.results, ev.outputs, filepath.Join(dir, "run")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, root, fmt.Errorf("eval dir: %w", err)
+			return nil, fmt.Errorf("eval dir: %w", err)
 		}
 	}
 	if err := writeJSONFile(ev.spec, in.Task); err != nil {
-		return nil, root, fmt.Errorf("task spec: %w", err)
+		return nil, fmt.Errorf("task spec: %w", err)
 	}
-	return ev, root, nil
+	return ev, nil
 }
 
 // runEvaluator runs the evaluator to its end, its timeout, or the
@@ -204,12 +231,24 @@ func (a *Activities) runEvaluator(ctx context.Context, spec runtime.TaskSpec, do
 	case err != nil:
 		return fmt.Errorf("start evaluator %q: %w", spec.Command, err)
 	case timedOut:
-		return fmt.Errorf("evaluator ran past its %s timeout", timeout)
+		return &evaluatorFailed{err: fmt.Errorf("evaluator ran past its %s timeout", timeout), hung: true}
 	case !res.Successful():
-		return fmt.Errorf("evaluator %s: %s", res, tail(spec.LogPath))
+		return &evaluatorFailed{err: fmt.Errorf("evaluator %s: %s", res, tail(spec.LogPath))}
 	}
 	return nil
 }
+
+// evaluatorFailed is an evaluator that ran and failed on its model: it
+// exited with an error, ran past its timeout (hung), or left no results
+// the metric can be read from. A model can cause that; an evaluator that
+// never started, or a store that failed, it cannot.
+type evaluatorFailed struct {
+	err  error
+	hung bool
+}
+
+func (e *evaluatorFailed) Error() string { return e.err.Error() }
+func (e *evaluatorFailed) Unwrap() error { return e.err }
 
 // EvaluatorLogKeep is how much of an evaluator's log (its end) is kept
 // in the store.

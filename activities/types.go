@@ -81,6 +81,10 @@ type CheckpointFailure struct {
 const (
 	// ErrNoModel: the agent left no model to evaluate (an agent failure).
 	ErrNoModel = "NoModel"
+	// ErrModelBrokeEvaluator: the evaluator crashed or hung on the run's
+	// model and then scored a control model in the same place: the model
+	// broke it (an agent failure, once the retries agree).
+	ErrModelBrokeEvaluator = "ModelBrokeEvaluator"
 	// ErrBadTask: the task cannot run as configured (never retried).
 	ErrBadTask = "BadTask"
 	// ErrNoCapacity: no GPU slot free on this host right now (retried).

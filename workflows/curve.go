@@ -122,7 +122,7 @@ func (r *runState) scoreMarks(ctx workflow.Context) bool {
 	}
 	if len(seqs) > 0 {
 		c.rounds++
-		lease, done, err := r.leaseSlot(ctx, runs.RoleCurve, c.rounds, time.Duration(len(seqs))*r.spec.Spec.Evaluation.Timeout.D())
+		lease, done, err := r.leaseSlot(ctx, runs.RoleCurve, c.rounds, time.Duration(len(seqs))*evalWork(r.spec.Spec.Evaluation.Timeout.D()))
 		if err != nil {
 			r.markFailed(seqs, "no slot to evaluate on: "+errText(err))
 		} else {
@@ -147,6 +147,7 @@ func (r *runState) scoreMark(ctx workflow.Context, seq int, lease *activities.Le
 	ev, err := evaluate.call(ctx, args, in)
 	var ae *temporal.ApplicationError
 	noModel := err != nil && errors.As(err, &ae) && ae.Type() == activities.ErrNoModel
+	broke := modelBrokeEvaluator(err)
 	for i := range r.curve.marks {
 		m := &r.curve.marks[i]
 		if m.Seq != seq {
@@ -159,6 +160,9 @@ func (r *runState) scoreMark(ctx workflow.Context, seq int, lease *activities.Le
 			m.Score, m.Error = &s, ""
 		case noModel:
 			m.NoModel, m.Error = "no model yet: "+errText(err), ""
+		case broke != "":
+			// The agent's: no operator's retry would score it.
+			m.NoModel, m.Error = broke, ""
 		default:
 			m.Error = errText(err)
 		}

@@ -26,15 +26,21 @@ func (r *runState) evaluate(ctx workflow.Context, outcome runs.Outcome, why stri
 	if errors.As(err, &ae) && ae.Type() == activities.ErrNoModel {
 		return r.finish(ctx, runs.OutcomeAgentFailed, "no model to evaluate: "+errText(err), nil), nil
 	}
+	if broke := modelBrokeEvaluator(err); broke != "" {
+		return r.finish(ctx, runs.OutcomeAgentFailed, broke, nil), nil
+	}
 	r.setPhase(ctx, runs.PhaseAwaitingEvalRetry)
 	r.waitUntil = workflow.Now(ctx).Add(r.pol.EvalWaitLimit)
 	r.park(ctx)
-	ok, err := workflow.AwaitWithTimeout(ctx, r.pol.EvalWaitLimit, func() bool { return r.retry.scored != nil })
+	ok, err := workflow.AwaitWithTimeout(ctx, r.pol.EvalWaitLimit, func() bool { return r.retry.scored != nil || r.retry.broke != "" })
 	if err != nil {
 		return nil, err
 	}
 	if err := workflow.Await(ctx, func() bool { return !r.retry.busy }); err != nil {
 		return nil, err
+	}
+	if r.retry.scored == nil && r.retry.broke != "" {
+		return r.finish(ctx, runs.OutcomeAgentFailed, r.retry.broke, nil), nil
 	}
 	if !ok && r.retry.scored == nil {
 		return r.finish(ctx, runs.OutcomeEvaluationFailed, "evaluation failed and no retry came within the wait limit: "+r.evals[len(r.evals)-1].Error, nil), nil
@@ -78,6 +84,19 @@ func (r *runState) scoredOverTime(ctx workflow.Context, outcome runs.Outcome, wh
 type retryState struct {
 	busy   bool
 	scored *activities.EvalResult
+	// broke is why a retry found that the model breaks the evaluator.
+	broke string
+}
+
+// modelBrokeEvaluator is why the run's model is to blame for err: the
+// evaluator crashed or hung on it, then scored a control model ("" when
+// err is no such failure).
+func modelBrokeEvaluator(err error) string {
+	var ae *temporal.ApplicationError
+	if err == nil || !errors.As(err, &ae) || ae.Type() != activities.ErrModelBrokeEvaluator {
+		return ""
+	}
+	return ae.Message()
 }
 
 // setRetryHandler registers the retry-evaluation update (from setup, with
@@ -92,6 +111,7 @@ func (r *runState) setRetryHandler(ctx workflow.Context) error {
 			r.setPhase(ctx, runs.PhaseEvaluating)
 			ev, err := r.runEvaluation(ctx, req.Image)
 			if err != nil {
+				r.retry.broke = modelBrokeEvaluator(err)
 				r.setPhase(ctx, runs.PhaseAwaitingEvalRetry)
 			} else {
 				r.retry.scored = ev
@@ -120,7 +140,7 @@ func (r *runState) runEvaluation(ctx workflow.Context, image string) (*activitie
 		// devices it may see.
 		var lease *activities.Lease
 		var done func()
-		lease, done, err = r.leaseSlot(ctx, runs.RoleEvaluation, len(r.evals)+1, r.spec.Spec.Evaluation.Timeout.D())
+		lease, done, err = r.leaseSlot(ctx, runs.RoleEvaluation, len(r.evals)+1, evalWork(r.spec.Spec.Evaluation.Timeout.D()))
 		defer done()
 		if err == nil {
 			in.Lease = lease

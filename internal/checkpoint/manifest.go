@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mlrb/mlrb/internal/blob"
 )
@@ -60,6 +61,55 @@ type File struct {
 	// HardLink names the earlier file of the snapshot this one is a
 	// hardlink to (same inode): restored as a link, its bytes stored once.
 	HardLink string `json:"hardlink,omitempty"`
+}
+
+// File names, link targets and hardlink names are bytes, not text: a
+// name that is not UTF-8 (which JSON would turn into U+FFFD, so that two
+// such names collide) is stored as base64 in a field of its own.
+type fileJSON struct {
+	fileAlias
+	PathBytes     []byte `json:"path_bytes,omitempty"`
+	LinkBytes     []byte `json:"link_bytes,omitempty"`
+	HardLinkBytes []byte `json:"hardlink_bytes,omitempty"`
+}
+
+type fileAlias File
+
+// MarshalJSON keeps names that are not UTF-8 byte for byte.
+func (f File) MarshalJSON() ([]byte, error) {
+	if utf8.ValidString(f.Path) && utf8.ValidString(f.Link) && utf8.ValidString(f.HardLink) {
+		return json.Marshal(fileAlias(f))
+	}
+	j := fileJSON{fileAlias: fileAlias(f)}
+	asBytes(&j.Path, &j.PathBytes)
+	asBytes(&j.Link, &j.LinkBytes)
+	asBytes(&j.HardLink, &j.HardLinkBytes)
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads names stored as bytes back.
+func (f *File) UnmarshalJSON(b []byte) error {
+	var j fileJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*f = File(j.fileAlias)
+	for _, n := range []struct {
+		s *string
+		b []byte
+	}{{&f.Path, j.PathBytes}, {&f.Link, j.LinkBytes}, {&f.HardLink, j.HardLinkBytes}} {
+		if n.b != nil {
+			*n.s = string(n.b)
+		}
+	}
+	return nil
+}
+
+// asBytes moves a name that is not UTF-8 from s to b.
+func asBytes(s *string, b *[]byte) {
+	if !utf8.ValidString(*s) {
+		*b, *s = []byte(*s), ""
+	}
 }
 
 // Meta is what the caller says about a checkpoint it saves.

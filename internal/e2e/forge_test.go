@@ -68,3 +68,23 @@ func TestForgedScoreNeverCounts(t *testing.T) {
 		t.Fatalf("pickled weights: %+v; want agent_failed naming them", res)
 	}
 }
+
+// TestModelThatBreaksItsEvaluator (audit F1): a model that passes every
+// check but crashes its evaluator is the agent's failure, not the
+// evaluator's: the same evaluator, in the same place, scores the task's
+// untrained reference model, so the run ends agent_failed saying so,
+// counted in the agent's success rate, never evaluation_failed (which a
+// benchmark re-runs and never counts).
+func TestModelThatBreaksItsEvaluator(t *testing.T) {
+	testtaskImage(t, "mlrb-breaker:e2e", "breaker")
+	e := containerAgentEnv(t)
+	var res result
+	e.starterJSON(&res, "run", "--task", "e2e_container", "--label", "e2e-image", "--image", "mlrb-breaker:e2e", "--provider", "openai",
+		"--seed", "1", "--wait", "--json")
+	if res.Outcome != "agent_failed" || res.Score != nil || !strings.Contains(res.Reason, "the model crashed the evaluator") ||
+		!strings.Contains(res.Reason, "untrained reference model") {
+		e.dumpLogs()
+		t.Fatalf("a model that crashes its evaluator: %+v; want agent_failed naming the crash and the control", res)
+	}
+	t.Logf("reason: %s", res.Reason)
+}

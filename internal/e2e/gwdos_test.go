@@ -78,16 +78,20 @@ func TestGatewayBodyAttack(t *testing.T) {
 
 // TestRefusedCallFlood (audit F1, F2, in a real container): an agent
 // sends its door calls naming a 1.5 MiB model, four at a time, for a
-// minute. Its run's history stays small (it grows with time, never with
+// minute (MLRB_E2E_FLOOD_SECONDS: the audit's five minutes are 300). Its run's history stays small (it grows with time, never with
 // what the agent sends: a usage signal at most once a minute, ledger
 // keys the price table's), its calls and cost stay readable, and it
 // ends as its agent did, scored, never infra_failed.
 func TestRefusedCallFlood(t *testing.T) {
-	testtaskImage(t, "mlrb-flood:e2e", "flood", "60")
+	secs := 60
+	if s, err := strconv.Atoi(os.Getenv("MLRB_E2E_FLOOD_SECONDS")); err == nil && s > 0 {
+		secs = s
+	}
+	testtaskImage(t, "mlrb-flood:e2e", "flood", strconv.Itoa(secs))
 	e := containerAgentEnv(t)
 	var res result
 	e.starterJSON(&res, "run", "--task", "e2e_container", "--label", "e2e-image", "--image", "mlrb-flood:e2e", "--provider", "openai",
-		"--seed", "1", "--time-limit", "150s", "--wait", "--json")
+		"--seed", "1", "--time-limit", strconv.Itoa(secs+90)+"s", "--wait", "--json")
 	logs, _, _ := e.starter("logs", res.RunID)
 	if res.Outcome != "scored" || !strings.Contains(logs, "flood answers: map[400:") {
 		e.dumpLogs()

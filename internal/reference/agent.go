@@ -337,15 +337,21 @@ func (s *translateSearch) run(c map[string]float64) (saver, float64, int64, erro
 // Noop submits an untrained model at once: the baseline for measuring
 // what the orchestration itself costs.
 func Noop(spec *tasks.Spec, env contract.Env) error {
-	dir := filepath.Join(env.OutputDir(), "model")
+	if err := Untrained(spec, filepath.Join(env.OutputDir(), "model")); err != nil {
+		return err
+	}
+	return writeJSON(filepath.Join(env.OutputDir(), contract.SubmissionFile), contract.Submission{ModelPath: contract.OutputDir + "/model"})
+}
+
+// Untrained saves a mini task's untrained model in dir: what the no-op
+// agent submits, and the control model a worker scores to tell a broken
+// evaluator from a model that breaks it.
+func Untrained(spec *tasks.Spec, dir string) error {
 	var m saver = Train(nil, 1, 0.5)
 	if spec.Reference != nil && spec.Reference.Kind == "translate" {
 		m = &Lexicon{Map: map[string]string{}}
 	}
-	if err := m.Save(dir); err != nil {
-		return err
-	}
-	return writeJSON(filepath.Join(env.OutputDir(), contract.SubmissionFile), contract.Submission{ModelPath: contract.OutputDir + "/model"})
+	return m.Save(dir)
 }
 
 // Idle is the no-op agent that keeps its whole budget: it submits an

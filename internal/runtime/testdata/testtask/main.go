@@ -52,6 +52,12 @@ func main() {
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Println("model saved; ignoring SIGTERM")
 		time.Sleep(time.Hour)
+	case "breaker":
+		// A model that passes every check and crashes its evaluator: an
+		// n-gram config over weights the evaluator cannot load.
+		saveModel()
+		_ = os.WriteFile(filepath.Join(os.Getenv("MLRB_OUTPUT_DIR"), "model", "model.json"), []byte(`{"order":0,"counts":{}}`), 0o644)
+		fmt.Println("model saved")
 	case "bulk":
 		bulk(arg())
 	case "serve":

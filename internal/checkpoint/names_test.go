@@ -1,0 +1,60 @@
+package checkpoint
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/mlrb/mlrb/internal/blob"
+)
+
+// TestNamesThatAreNotUTF8 (audit N8): two files whose names differ only in
+// bytes that are not UTF-8 (w\xff, w\xfe), a symlink to one and a hard
+// link to the other, come back byte for byte through a stored manifest:
+// none collides with another as U+FFFD, none is lost.
+func TestNamesThatAreNotUTF8(t *testing.T) {
+	ctx := context.Background()
+	store, err := blob.NewFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	for name, body := range map[string]string{"w\xff": "first", "w\xfe": "second", "plain": "third"} {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("w\xff", filepath.Join(src, "to-\xff")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(src, "w\xfe"), filepath.Join(src, "hard-\xfe")); err != nil {
+		t.Fatal(err)
+	}
+	e := New(store, Options{ChunkSize: 1 << 20})
+	if _, err := e.Save(ctx, src, Meta{RunID: "names", Seq: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Read back from the store, as a restore on another host does.
+	m, err := New(store, Options{ChunkSize: 1 << 20}).Load(ctx, "names", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "restored")
+	if err := e.Restore(ctx, m, dst); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"w\xff": "first", "w\xfe": "second", "plain": "third", "to-\xff": "first", "hard-\xfe": "second"} {
+		got, err := os.ReadFile(filepath.Join(dst, name))
+		if err != nil || string(got) != want {
+			t.Errorf("%q: %q, %v; want %q", name, got, err, want)
+		}
+	}
+	if target, err := os.Readlink(filepath.Join(dst, "to-\xff")); err != nil || target != "w\xff" {
+		t.Errorf("link: %q, %v", target, err)
+	}
+	entries, _ := os.ReadDir(dst)
+	if len(entries) != 5 {
+		t.Errorf("restored %d entries, want 5", len(entries))
+	}
+}
