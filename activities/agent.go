@@ -82,6 +82,7 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 		logs: &logstore.Shipper{Store: a.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Path: spec.LogPath}}
 	if a.WorkspaceLimit > 0 || a.WorkspaceEntries > 0 {
 		hk.size = watchSize(ctx, at.dir, limits{bytes: a.WorkspaceLimit, entries: a.WorkspaceEntries}, a.Workspace.Outside(spec), log)
+		ck.truncated = func(why string) { hk.size.stop(why) }
 	}
 	sv := &supervisor{h: h, dl: dl, stopped: StopExited, started: start, base: in.Budget.UsedS, now: time.Now, hooks: hk, log: log}
 	end := sv.run(ctx, activity.GetWorkerStopChannel(ctx), activity.GetInfo(ctx).HeartbeatTimeout, in.Interval)

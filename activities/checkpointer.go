@@ -34,6 +34,9 @@ type checkpointer struct {
 	// fenced ends the attempt when a later one has taken the run over.
 	fenced func(error)
 	live   *metrics.Attempt // records each checkpoint (nil: nowhere)
+	// truncated fails the attempt when a checkpoint met the engine's
+	// bound on entries between two measurements of the workspace.
+	truncated func(why string)
 }
 
 // wait waits for a periodic checkpoint in flight.
@@ -111,6 +114,9 @@ func (c *checkpointer) take(ctx context.Context, agentSeconds float64, end *chec
 	if len(m.Unsettled) > 0 {
 		c.log.Warn("files kept changing while checkpointed: they hold their previous version, or are left out if new",
 			zap.Int("seq", m.Seq), zap.Strings("files", m.Unsettled))
+	}
+	if m.Truncated && c.truncated != nil {
+		c.truncated(fmt.Sprintf("workspace holds more entries than its limit agent.workspace_max_entries = %d (each is a line of every checkpoint's manifest): checkpoint #%d lists the first of them", c.engine.MaxEntries, m.Seq))
 	}
 	if c.keep > 0 {
 		if n, err := c.engine.Prune(ctx, c.at.runID, c.keep, c.marks...); err != nil {

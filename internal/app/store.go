@@ -26,6 +26,7 @@ func OpenEngine(ctx context.Context, cfg *config.Config) (*checkpoint.Engine, er
 	if err != nil {
 		return nil, err
 	}
-	e := checkpoint.New(store, checkpoint.Options{ChunkSize: cfg.Checkpoint.ChunkSize, Parallel: cfg.Storage.Parallel, Exclude: cfg.Checkpoint.Exclude})
+	e := checkpoint.New(store, checkpoint.Options{ChunkSize: cfg.Checkpoint.ChunkSize, Parallel: cfg.Storage.Parallel, Exclude: cfg.Checkpoint.Exclude,
+		MaxEntries: cfg.Agent.WorkspaceMaxEntries})
 	return e, nil
 }

@@ -26,6 +26,8 @@ type Engine struct {
 	// snapshot) never saved: credentials a tool writes into the workspace.
 	// A directory that matches is left out whole.
 	Exclude []string
+	// MaxEntries bounds a manifest's entries (Options.MaxEntries).
+	MaxEntries int64
 	// known holds hashes of chunks confirmed stored, so later checkpoints
 	// skip even the existence check. It is good for one GC generation
 	// (knownGen): a GC in any process may delete what it remembers.
@@ -53,6 +55,10 @@ type Options struct {
 	RacyWindow time.Duration
 	// Exclude are path globs never saved (none).
 	Exclude []string
+	// MaxEntries bounds a manifest's entries (0: no bound): a workspace
+	// with more is saved truncated (Manifest.Truncated), each entry a
+	// line of the manifest whatever the agent made.
+	MaxEntries int64
 }
 
 // New returns an engine over store, o's zero values defaulted.
@@ -63,7 +69,7 @@ func New(store blob.Store, o Options) *Engine {
 	if o.Parallel <= 0 {
 		o.Parallel = 8
 	}
-	return &Engine{Store: store, ChunkSize: o.ChunkSize, Parallel: o.Parallel, RacyWindow: o.RacyWindow, Exclude: o.Exclude}
+	return &Engine{Store: store, ChunkSize: o.ChunkSize, Parallel: o.Parallel, RacyWindow: o.RacyWindow, Exclude: o.Exclude, MaxEntries: o.MaxEntries}
 }
 
 type progressKey struct{}

@@ -45,6 +45,9 @@ type Manifest struct {
 	// Omitted lists directories left out whole: nested deeper than a
 	// walk descends (safefs.MaxDepth).
 	Omitted []string `json:"omitted,omitempty"`
+	// Truncated: the workspace held more entries than the engine's
+	// MaxEntries; the rest are left out (the attempt is then failed).
+	Truncated bool `json:"truncated,omitempty"`
 	// SupersededBy is, in a listing, the later attempt that made this
 	// checkpoint a zombie's (0: it is the run's).
 	SupersededBy int `json:"-"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/mlrb/mlrb/internal/blob"
@@ -56,5 +57,32 @@ func TestNamesThatAreNotUTF8(t *testing.T) {
 	entries, _ := os.ReadDir(dst)
 	if len(entries) != 5 {
 		t.Errorf("restored %d entries, want 5", len(entries))
+	}
+}
+
+// TestManifestEntriesBounded (audit N3): whatever a workspace holds (a
+// burst of links between two measurements of it), a manifest lists at
+// most the engine's MaxEntries, and says it is truncated.
+func TestManifestEntriesBounded(t *testing.T) {
+	store, err := blob.NewFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		if err := os.Link(filepath.Join(src, "f"), filepath.Join(src, "l"+strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := New(store, Options{MaxEntries: 8})
+	m, err := e.Save(context.Background(), src, Meta{RunID: "bomb", Seq: 1}, nil)
+	if err != nil || len(m.Files) != 8 || !m.Truncated {
+		t.Fatalf("manifest of 51 entries under a bound of 8: %d files, truncated %v, %v", len(m.Files), m != nil && m.Truncated, err)
+	}
+	if m, err = New(store, Options{}).Save(context.Background(), src, Meta{RunID: "bomb", Seq: 2}, nil); err != nil || len(m.Files) != 51 || m.Truncated {
+		t.Fatalf("unbounded: %d files, %v", len(m.Files), err)
 	}
 }

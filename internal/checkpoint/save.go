@@ -149,9 +149,13 @@ func (e *Engine) Save(ctx context.Context, dir string, meta Meta, prev *Manifest
 		}
 		defer func() { _ = root.Close() }()
 		inodes := map[[2]uint64]string{} // files with more than one link, by device and inode
-		return root.Walk(func(en safefs.Entry) error {
+		err = root.Walk(func(en safefs.Entry) error {
 			if s.ctx.Err() != nil {
 				return s.ctx.Err()
+			}
+			if e.MaxEntries > 0 && int64(len(s.m.Files)) >= e.MaxEntries {
+				s.m.Truncated = true
+				return fs.SkipAll
 			}
 			if e.excluded(en.Rel) {
 				return fs.SkipDir
@@ -162,6 +166,10 @@ func (e *Engine) Save(ctx context.Context, dir string, meta Meta, prev *Manifest
 			}
 			return s.addEntry(ctx, en, inodes)
 		})
+		if errors.Is(err, fs.SkipAll) {
+			return nil
+		}
+		return err
 	})
 }
 
