@@ -89,6 +89,7 @@ func TestRefusedCallFlood(t *testing.T) {
 	}
 	testtaskImage(t, "mlrb-flood:e2e", "flood", strconv.Itoa(secs))
 	e := containerAgentEnv(t)
+	e.timeout = time.Duration(secs+180) * time.Second
 	var res result
 	e.starterJSON(&res, "run", "--task", "e2e_container", "--label", "e2e-image", "--image", "mlrb-flood:e2e", "--provider", "openai",
 		"--seed", "1", "--time-limit", strconv.Itoa(secs+90)+"s", "--wait", "--json")

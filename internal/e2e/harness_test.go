@@ -67,6 +67,8 @@ type env struct {
 	vars     []string
 	// worker is the worker a helper started, when one did.
 	worker *proc
+	// timeout bounds each starter command (3 minutes when 0).
+	timeout time.Duration
 }
 
 func newEnv(t *testing.T, vars ...string) *env {
@@ -169,7 +171,11 @@ func (p *proc) kill(t *testing.T) {
 // starter runs the starter and returns stdout, stderr and the exit code.
 func (e *env) starter(args ...string) (string, string, int) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	timeout := e.timeout
+	if timeout == 0 {
+		timeout = 3 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "starter"), args...)
 	cmd.Env = append(os.Environ(), e.vars...)
