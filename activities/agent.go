@@ -18,6 +18,7 @@ import (
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/logstore"
+	"github.com/mlrb/mlrb/internal/metrics"
 	"github.com/mlrb/mlrb/internal/runtime"
 )
 
@@ -76,17 +77,26 @@ func (a *Activities) RunAgent(ctx context.Context, in AgentInput) (*AgentResult,
 	}
 	live := a.Metrics.AttemptStarted(in.RunID, in.Task.ID, in.Agent, in.Attempt, last)
 	defer live.Ended()
+	hk := a.hooks(ctx, &in, at, prev, spec, lv, ai, notes, live, log)
+	sv := &supervisor{h: h, dl: dl, stopped: StopExited, started: start, base: in.Budget.UsedS, now: time.Now, hooks: hk, log: log}
+	end := sv.run(ctx, activity.GetWorkerStopChannel(ctx), activity.GetInfo(ctx).HeartbeatTimeout, in.Interval)
+	return a.conclude(ctx, sv, end, hk, notes, spec.Image)
+}
+
+// hooks are what supervision calls on: the attempt's checkpointer, its
+// log shipper, its LLM ledger and, when the workspace has limits, the
+// watch that measures it.
+func (a *Activities) hooks(ctx context.Context, in *AgentInput, at *attempt, prev *checkpoint.Manifest, spec runtime.TaskSpec, lv *liveness,
+	ai *attemptLLM, notes *notifier, live *metrics.Attempt, log *zap.Logger) *attemptHooks {
 	ck := &checkpointer{ws: a.Workspace, engine: a.Engine, at: at, seq: in.NextSeq, prev: prev, keep: a.Keep, marks: in.Marks, notes: notes, log: log, fenced: lv.fence,
 		live: live}
-	hk := &attemptHooks{a: a, ctx: ctx, at: at, ck: ck, lv: lv, log: log, lease: in.Lease.Token, llm: ai, notes: notes,
+	hk := &attemptHooks{a: a, ctx: ctx, at: at, ck: ck, lv: lv, log: log, lease: in.Lease.Token, keepLease: in.KeepLease, llm: ai, notes: notes,
 		logs: &logstore.Shipper{Store: a.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Path: spec.LogPath}}
 	if a.WorkspaceLimit > 0 || a.WorkspaceEntries > 0 {
 		hk.size = watchSize(ctx, at.dir, limits{bytes: a.WorkspaceLimit, entries: a.WorkspaceEntries}, a.Workspace.Outside(spec), log)
 		ck.truncated = func(why string) { hk.size.stop(why) }
 	}
-	sv := &supervisor{h: h, dl: dl, stopped: StopExited, started: start, base: in.Budget.UsedS, now: time.Now, hooks: hk, log: log}
-	end := sv.run(ctx, activity.GetWorkerStopChannel(ctx), activity.GetInfo(ctx).HeartbeatTimeout, in.Interval)
-	return a.conclude(ctx, sv, end, hk, notes, spec.Image)
+	return hk
 }
 
 // conclude ends an attempt the way supervision ended: a final checkpoint
@@ -136,7 +146,9 @@ func (a *Activities) conclude(ctx context.Context, sv *supervisor, end ending, h
 		return nil, err
 	}
 	res.Image = a.digest(ctx, image)
-	res.Released = a.releaseOwn(hk.lease)
+	if !hk.keepLease {
+		res.Released = a.releaseOwn(hk.lease)
+	}
 	hk.log.Info("agent ended", zap.String("stopped_by", string(sv.stopped)), zap.String("exit", end.exit.String()), zap.Float64("agent_s", end.used))
 	return res, nil
 }
@@ -297,12 +309,14 @@ func (a *Activities) agentTask(in AgentInput, at *attempt, dl budget.Deadlines, 
 type attemptHooks struct {
 	a     *Activities
 	lease string // the attempt's lease token
-	ctx   context.Context
-	at    *attempt
-	ck    *checkpointer
-	lv    *liveness
-	logs  *logstore.Shipper
-	log   *zap.Logger
+	// keepLease: an attempt that ends keeps its lease for the evaluations.
+	keepLease bool
+	ctx       context.Context
+	at        *attempt
+	ck        *checkpointer
+	lv        *liveness
+	logs      *logstore.Shipper
+	log       *zap.Logger
 	// shipping is the log shipment in flight: a slow store delays the
 	// logs, never the supervisor.
 	shipping chan struct{}

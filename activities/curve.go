@@ -3,7 +3,6 @@ package activities
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/runs"
@@ -42,21 +41,15 @@ func (a *Activities) PickMarks(ctx context.Context, in MarksInput) ([]runs.Mark,
 	return nearest(own, in.Marks, in.SlackS), nil
 }
 
-// nearest is PickMarks' choice over own, in commit order.
+// nearest is PickMarks' choice over own, in commit order
+// (checkpoint.PickMark: the rule retention keeps to).
 func nearest(own []*checkpoint.Manifest, marks []float64, slack float64) []runs.Mark {
 	out := make([]runs.Mark, len(marks))
 	for i, at := range marks {
 		out[i] = runs.Mark{AtS: at}
-		best := math.Inf(1)
-		for _, m := range own {
-			if m.AgentSeconds > at+slack {
-				break
-			}
-			if d := math.Abs(m.AgentSeconds - at); d < best {
-				best, out[i].Seq, out[i].AgentS = d, m.Seq, m.AgentSeconds
-			}
-		}
-		if out[i].Seq == 0 {
+		if m := checkpoint.PickMark(own, at, slack); m != nil {
+			out[i].Seq, out[i].AgentS = m.Seq, m.AgentSeconds
+		} else {
 			out[i].NoModel = "no checkpoint yet"
 		}
 	}

@@ -14,8 +14,8 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/mlrb/mlrb/internal/blob"
-	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/leaderboard"
+	"github.com/mlrb/mlrb/internal/resume"
 	"github.com/mlrb/mlrb/internal/runresults"
 	"github.com/mlrb/mlrb/internal/runs"
 )
@@ -137,18 +137,6 @@ func (a *Activities) AwaitRuns(ctx context.Context, ids []string) ([]runs.End, e
 	}
 }
 
-// PlanEntry is what a resumed benchmark does with one run: keep its
-// result (Outcome set) or continue it, carrying what its earlier
-// executions lost, waited and were granted.
-type PlanEntry struct {
-	Outcome string         `json:"outcome,omitempty"`
-	Carried *budget.Ledger `json:"carried,omitempty"`
-}
-
-// ResumePlan is a resumed benchmark's plan, by run id; the starter
-// stores it, the benchmark reads it a window at a time.
-type ResumePlan map[string]PlanEntry
-
 // PlanKey is where a benchmark's resume plan is stored, one per resume.
 func PlanKey(benchmarkID string, at time.Time) string {
 	return fmt.Sprintf("benchmarks/%s/resume/%d.json", url.PathEscape(benchmarkID), at.UnixNano())
@@ -162,7 +150,7 @@ type ReadPlanInput struct {
 
 // ReadPlan returns the plan entries of the runs asked for (runs not in
 // the plan are left out: they continue with nothing carried).
-func (a *Activities) ReadPlan(ctx context.Context, in ReadPlanInput) (map[string]PlanEntry, error) {
+func (a *Activities) ReadPlan(ctx context.Context, in ReadPlanInput) (map[string]resume.Entry, error) {
 	rc, err := a.Engine.Store.Get(ctx, in.Key)
 	if errors.Is(err, blob.ErrNotFound) {
 		return nil, fmt.Errorf("resume plan %s is not in the store %s", in.Key, a.Engine.Store)
@@ -171,11 +159,11 @@ func (a *Activities) ReadPlan(ctx context.Context, in ReadPlanInput) (map[string
 		return nil, fmt.Errorf("resume plan %s: %w", in.Key, err)
 	}
 	defer rc.Close()
-	var plan ResumePlan
+	var plan resume.Entries
 	if err := json.NewDecoder(rc).Decode(&plan); err != nil {
 		return nil, fmt.Errorf("decode resume plan %s: %w", in.Key, err)
 	}
-	out := map[string]PlanEntry{}
+	out := map[string]resume.Entry{}
 	for _, id := range in.RunIDs {
 		if e, ok := plan[id]; ok {
 			out[id] = e

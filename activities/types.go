@@ -219,6 +219,9 @@ type AgentInput struct {
 	// Marks are the run's curve marks in agent seconds: retention keeps
 	// the checkpoints next to them for the curve's evaluations.
 	Marks []float64 `json:",omitempty"`
+	// KeepLease: an attempt that ends keeps its lease (the run's
+	// evaluations run on it); else it gives the lease back itself.
+	KeepLease bool `json:",omitempty"`
 }
 
 // Progress is the heartbeat detail of the agent and evaluation

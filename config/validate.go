@@ -1,19 +1,13 @@
 package config
 
 import (
-	"net/url"
-
 	"fmt"
 	"net"
+	"net/url"
 	"path"
 	"regexp"
 	"strconv"
 	"strings"
-
-	"github.com/mlrb/mlrb/internal/llm"
-
-	"github.com/mlrb/mlrb/internal/contract"
-	"github.com/mlrb/mlrb/internal/gateway"
 )
 
 // userSpec is a numeric uid[:gid]: names would resolve inside the image,
@@ -89,22 +83,9 @@ func (c *Config) Validate() error {
 	case c.Host.LeaseTTL < c.Agent.HeartbeatTimeout:
 		return bad("host.lease_ttl: %s is shorter than agent.heartbeat_timeout (%s); heartbeats renew leases, so make it at least that", c.Host.LeaseTTL, c.Agent.HeartbeatTimeout)
 	}
-	if _, err := llm.LoadPrices(c.Gateway.Prices); err != nil {
-		return bad("%v", err)
-	}
 	for _, u := range []struct{ key, url string }{{"gateway.openai_url", c.Gateway.OpenAIURL}, {"gateway.anthropic_url", c.Gateway.AnthropicURL}} {
 		if p, err := url.Parse(u.url); err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" {
 			return bad("%s: %q is not an http(s) URL (e.g. https://api.openai.com/v1)", u.key, u.url)
-		}
-	}
-	for _, p := range c.Gateway.Allow {
-		if err := gateway.CheckPattern(p); err != nil {
-			return bad("gateway.allow: %v", err)
-		}
-	}
-	for _, n := range c.Agent.SecretNames {
-		if err := contract.CheckSecretName(n); err != nil {
-			return bad("agent.secret_names: %v", err)
 		}
 	}
 	if _, _, err := c.Eval.CurveMarks(); err != nil {

@@ -57,6 +57,22 @@ func benchmarkCmd() *cobra.Command {
 	return cmd
 }
 
+// checkNumbers checks the options that need neither catalog nor config.
+func (o benchmarkOptions) checkNumbers() error {
+	switch {
+	case o.suite != "mini" && o.suite != "full":
+		return cli.Usagef("--suite: %q is not mini or full", o.suite)
+	case o.seeds < 1 || o.concurrency < 1:
+		return cli.Usagef("--seeds and --concurrency must be at least 1")
+	case o.continueAfter < 1:
+		return cli.Usagef("--continue-after: %d must be at least 1", o.continueAfter)
+	}
+	if err := o.budget.Check(); err != nil {
+		return cli.Usagef("--llm-budget-%v", err)
+	}
+	return checkFormat(o.format)
+}
+
 // input checks the options against the catalog and the config, and makes
 // the benchmark's input and id: the one place a benchmark's input is
 // built from flags.
@@ -66,18 +82,7 @@ func (o benchmarkOptions) input(g *globals) (string, workflows.BenchmarkInput, e
 	if err != nil {
 		return "", in, err
 	}
-	switch {
-	case o.suite != "mini" && o.suite != "full":
-		return "", in, cli.Usagef("--suite: %q is not mini or full", o.suite)
-	case o.seeds < 1 || o.concurrency < 1:
-		return "", in, cli.Usagef("--seeds and --concurrency must be at least 1")
-	case o.continueAfter < 1:
-		return "", in, cli.Usagef("--continue-after: %d must be at least 1", o.continueAfter)
-	}
-	if err := o.budget.Check(); err != nil {
-		return "", in, cli.Usagef("--llm-budget-%v", err)
-	}
-	if err := checkFormat(o.format); err != nil {
+	if err := o.checkNumbers(); err != nil {
 		return "", in, err
 	}
 	ids := o.tasks

@@ -72,14 +72,7 @@ func runCalls(g *globals, o callsOptions, id string) error {
 		if err != nil {
 			return err
 		}
-		var fresh []string
-		for _, k := range keys {
-			if !seen[k] {
-				seen[k] = true
-				fresh = append(fresh, k)
-			}
-		}
-		calls, err := transcript.Read(g.ctx, store, fresh)
+		calls, err := transcript.Read(g.ctx, store, unseen(keys, seen))
 		if err != nil {
 			return err
 		}
@@ -102,6 +95,18 @@ func runCalls(g *globals, o callsOptions, id string) error {
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// unseen are the keys not seen yet, which it marks seen.
+func unseen(keys []string, seen map[string]bool) []string {
+	var fresh []string
+	for _, k := range keys {
+		if !seen[k] {
+			seen[k] = true
+			fresh = append(fresh, k)
+		}
+	}
+	return fresh
 }
 
 // writeCalls lists records, as table rows or JSON lines.

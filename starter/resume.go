@@ -147,22 +147,8 @@ func (o growOptions) extend(g *globals, in *workflows.BenchmarkInput) error {
 // changed by change (nil: as it was): runs with a result are kept, the
 // others (cut off, failed for infrastructure, new) run.
 func restart(g *globals, o resumeOptions, id, verb string, change func(*workflows.BenchmarkInput) error) error {
-	c, err := g.client()
+	c, in, err := endedBenchmark(g, id)
 	if err != nil {
-		return err
-	}
-	info, err := describe(g.ctx, c, id)
-	if err != nil {
-		return err
-	}
-	if info.GetType().GetName() != workflows.BenchmarkWorkflowName {
-		return cli.Usagef("%s is a %s, not a benchmark", id, info.GetType().GetName())
-	}
-	if info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return cli.Usagef("benchmark %s is still running: nothing to resume (see `starter watch %s`)", id, id)
-	}
-	var in workflows.BenchmarkInput
-	if err := startInput(g.ctx, c, id, &in); err != nil {
 		return err
 	}
 	if change != nil {
@@ -174,7 +160,7 @@ func restart(g *globals, o resumeOptions, id, verb string, change func(*workflow
 	if err != nil {
 		return err
 	}
-	plan, err := resume.Make(g.ctx, resume.Temporal{Client: c, Store: store}, id, in.ChildRuns(id))
+	plan, err := resume.Make(g.ctx, resumeSource{Client: c, Store: store}, id, in.ChildRuns(id))
 	if err != nil {
 		return err
 	}
@@ -206,6 +192,26 @@ func restart(g *globals, o resumeOptions, id, verb string, change func(*workflow
 		return nil
 	}
 	return awaitLeaderboard(g, run, o.format)
+}
+
+// endedBenchmark is the input of benchmark id, which must have ended.
+func endedBenchmark(g *globals, id string) (client.Client, workflows.BenchmarkInput, error) {
+	var in workflows.BenchmarkInput
+	c, err := g.client()
+	if err != nil {
+		return nil, in, err
+	}
+	info, err := describe(g.ctx, c, id)
+	if err != nil {
+		return nil, in, err
+	}
+	if info.GetType().GetName() != workflows.BenchmarkWorkflowName {
+		return nil, in, cli.Usagef("%s is a %s, not a benchmark", id, info.GetType().GetName())
+	}
+	if info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return nil, in, cli.Usagef("benchmark %s is still running: nothing to resume (see `starter watch %s`)", id, id)
+	}
+	return c, in, startInput(g.ctx, c, id, &in)
 }
 
 // startInput reads what a run or benchmark was started with, into in,

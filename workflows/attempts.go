@@ -74,7 +74,7 @@ func (r *runState) leaseFor(ctx workflow.Context, attempt int) (lease activities
 		// A provisioned host that never served its lease (it did not
 		// boot, its worker died) is an infra loss: another is
 		// provisioned, up to the attempt limit.
-		if provisioned && workflow.GetVersion(ctx, versionReprovision, workflow.DefaultVersion, 1) == 1 {
+		if provisioned && r.version(ctx, versionReprovision) == 1 {
 			r.st.LeasingSince = time.Time{}
 			r.st.Budget.Wait(workflow.Now(ctx).Sub(leaseStart).Seconds())
 			workflow.GetLogger(ctx).Warn("the provisioned host never served its lease; provisioning another", "attempt", attempt, "error", errText(err))
@@ -106,6 +106,7 @@ func (r *runState) runAgent(ctx workflow.Context, attempt int, lease activities.
 		RunID: r.st.RunID, Attempt: attempt, Task: r.spec.Spec, Agent: r.in.Agent, Seed: r.in.Seed,
 		LLMProvider: r.in.LLMProvider, Image: r.image(), Secrets: r.in.Secrets, AgentDef: r.in.AgentDef, Lease: lease, Budget: r.st.Budget,
 		Resume: r.last, NextSeq: r.nextSeq(), Interval: r.interval(), Grace: p.Grace, LLMBudget: r.llmBudget(), Marks: r.curveMarks(),
+		KeepLease: r.lean && r.st.Host == nil,
 	}
 	var bytes int64
 	if r.last != nil {
@@ -118,11 +119,16 @@ func (r *runState) runAgent(ctx workflow.Context, attempt int, lease activities.
 		rec.EndedAt, rec.ToS = workflow.Now(ctx), r.st.Budget.UsedS
 		r.attempts = append(r.attempts, rec)
 	}()
-	if !(hostSilent(err) || released(err, out)) || workflow.GetVersion(ctx, versionLeaseExpires, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		r.release(ctx, lease)
+	kept := err == nil && !out.Released && r.keepForScoring(lease, leased)
+	if kept {
+		// Its evaluations run on it.
+	} else {
+		if !(hostSilent(err) || released(err, out)) || r.version(ctx, versionLeaseExpires) == workflow.DefaultVersion {
+			r.release(ctx, lease)
+		}
+		r.held(ctx, leased)
+		r.releaseHost(ctx)
 	}
-	r.held(ctx, leased)
-	r.releaseHost(ctx)
 	if err == nil {
 		// A completed attempt ends on its final checkpoint: all its time counts.
 		r.st.Budget.Preserve(out.AgentSeconds)

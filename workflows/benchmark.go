@@ -11,6 +11,7 @@ import (
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/agents"
+	"github.com/mlrb/mlrb/internal/resume"
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
@@ -33,7 +34,7 @@ type bench struct {
 	started map[string]workflow.ChildWorkflowFuture
 	sel     workflow.Selector
 	// plan holds the resume plan's entries of the window planFrom…
-	plan     map[string]activities.PlanEntry
+	plan     map[string]resume.Entry
 	planFrom int
 	awaiting bool
 }
@@ -231,9 +232,9 @@ func (b *bench) startNext(ctx workflow.Context) error {
 }
 
 // planEntry is what a resume plan says of run i, fetched a window at a time.
-func (b *bench) planEntry(ctx workflow.Context, i int) (activities.PlanEntry, error) {
+func (b *bench) planEntry(ctx workflow.Context, i int) (resume.Entry, error) {
 	if b.in.Plan == "" {
-		return activities.PlanEntry{}, nil
+		return resume.Entry{}, nil
 	}
 	if b.planFrom < 0 || i < b.planFrom || i >= b.planFrom+planWindow {
 		end := min(i+planWindow, len(b.jobs))
@@ -244,7 +245,7 @@ func (b *bench) planEntry(ctx workflow.Context, i int) (activities.PlanEntry, er
 		plan, err := readPlan.call(ctx, callArgs{}, activities.ReadPlanInput{Key: b.in.Plan, RunIDs: ids})
 		b.plan = plan
 		if err != nil {
-			return activities.PlanEntry{}, fmt.Errorf("resume plan: %w", err)
+			return resume.Entry{}, fmt.Errorf("resume plan: %w", err)
 		}
 		b.planFrom = i
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/leaderboard"
+	"github.com/mlrb/mlrb/internal/resume"
 	"github.com/mlrb/mlrb/internal/runresults"
 	"github.com/mlrb/mlrb/internal/runs"
 )
@@ -220,16 +221,16 @@ func testBenchmarkResume(t *testing.T, inStore bool) {
 	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.5), nil)
 	env.OnActivity(activities.AggregateResultsName, mock.Anything, mock.Anything).Return(&activities.AggregateResult{Keys: []string{"x"}}, nil)
 	// The plan is read from the store a window at a time, never passed in.
-	plan := activities.ResumePlan{runresults.RunID(id, "reference", "b", 2): {Carried: &Ledger{LostS: 1.5, InfraWaitS: 2, ExtendedS: 60}}}
+	plan := resume.Entries{runresults.RunID(id, "reference", "b", 2): {Carried: &Ledger{LostS: 1.5, InfraWaitS: 2, ExtendedS: 60}}}
 	for rid, res := range kept {
-		plan[rid] = activities.PlanEntry{Outcome: string(res.Outcome)}
+		plan[rid] = resume.Entry{Outcome: string(res.Outcome)}
 	}
 	env.OnActivity(activities.ReadPlanName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.ReadPlanInput) (map[string]activities.PlanEntry, error) {
+		func(_ context.Context, in activities.ReadPlanInput) (map[string]resume.Entry, error) {
 			if in.Key != "benchmarks/x/resume/1.json" || len(in.RunIDs) != 6 {
 				return nil, fmt.Errorf("read plan %+v", in)
 			}
-			out := map[string]activities.PlanEntry{}
+			out := map[string]resume.Entry{}
 			for _, rid := range in.RunIDs {
 				if e, ok := plan[rid]; ok {
 					out[rid] = e

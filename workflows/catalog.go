@@ -10,6 +10,7 @@ import (
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/agents"
 	"github.com/mlrb/mlrb/internal/budget"
+	"github.com/mlrb/mlrb/internal/resume"
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
@@ -42,7 +43,7 @@ var (
 		name: activities.PickMarksName, on: onShared, options: quickOptions, fn: (*activities.Activities).PickMarks}
 	storeResult = actionOf[activities.StoreResultInput]{
 		name: activities.StoreResultName, on: onShared, options: storeOptions, fn: (*activities.Activities).StoreResult}
-	readPlan = activityOf[activities.ReadPlanInput, map[string]activities.PlanEntry]{
+	readPlan = activityOf[activities.ReadPlanInput, map[string]resume.Entry]{
 		name: activities.ReadPlanName, on: onShared, options: quickOptions, fn: (*activities.Activities).ReadPlan}
 	awaitRuns = activityOf[[]string, []runs.End]{
 		name: activities.AwaitRunsName, on: onShared, options: awaitOptions, fn: (*activities.Activities).AwaitRuns}
@@ -103,6 +104,16 @@ func (d activityOf[In, Out]) call(ctx workflow.Context, args callArgs, in In) (O
 	return out, err
 }
 
+// callLocal runs the activity as a local activity of the worker that runs
+// the workflow (the entry must be served on the shared queue, where every
+// workflow worker registers it): no task of its own to dispatch and
+// record, its result a marker in the workflow task that called it.
+func (d activityOf[In, Out]) callLocal(ctx workflow.Context, opts workflow.LocalActivityOptions, in In) (Out, error) {
+	var out Out
+	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, opts), d.name, in).Get(ctx, &out)
+	return out, err
+}
+
 // start schedules the activity; the future's result is an Out.
 func (d activityOf[In, Out]) start(ctx workflow.Context, args callArgs, in In) workflow.Future {
 	return workflow.ExecuteActivity(d.options(ctx, args), d.name, in)
@@ -127,6 +138,11 @@ type actionOf[In any] struct {
 // call runs the activity and waits for it to end.
 func (d actionOf[In]) call(ctx workflow.Context, args callArgs, in In) error {
 	return workflow.ExecuteActivity(d.options(ctx, args), d.name, in).Get(ctx, nil)
+}
+
+// callLocal runs the activity as a local activity (activityOf.callLocal).
+func (d actionOf[In]) callLocal(ctx workflow.Context, opts workflow.LocalActivityOptions, in In) error {
+	return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, opts), d.name, in).Get(ctx, nil)
 }
 
 func (d actionOf[In]) register(r Registry, a *activities.Activities, on served) {

@@ -72,6 +72,7 @@ func (r *runState) scoreOverTime(ctx workflow.Context, final *activities.EvalRes
 	if r.scoreMarks(ctx) {
 		return nil
 	}
+	r.releaseScoring(ctx)
 	r.setPhase(ctx, runs.PhaseAwaitingCurveRetry)
 	r.waitUntil = workflow.Now(ctx).Add(r.pol.EvalWaitLimit)
 	r.park(ctx)
@@ -95,8 +96,14 @@ func (r *runState) scoreMarks(ctx workflow.Context) bool {
 		for i, m := range c.marks {
 			at[i] = m.AtS
 		}
-		picked, err := pickMarks.call(ctx, callArgs{}, activities.MarksInput{RunID: r.st.RunID, Marks: at, Final: *r.last,
-			SlackS: r.interval().Seconds()})
+		in := activities.MarksInput{RunID: r.st.RunID, Marks: at, Final: *r.last, SlackS: r.interval().Seconds()}
+		var picked []runs.Mark
+		var err error
+		if r.lean {
+			picked, err = pickMarks.callLocal(ctx, localQuick, in)
+		} else {
+			picked, err = pickMarks.call(ctx, callArgs{}, in)
+		}
 		if err != nil {
 			for i := range c.marks {
 				c.marks[i].Error = "pick the checkpoints: " + errText(err)
@@ -122,7 +129,10 @@ func (r *runState) scoreMarks(ctx workflow.Context) bool {
 	}
 	if len(seqs) > 0 {
 		c.rounds++
-		lease, done, err := r.leaseSlot(ctx, runs.RoleCurve, c.rounds, time.Duration(len(seqs))*evalWork(r.spec.Spec.Evaluation.Timeout.D()))
+		lease, done, err := r.scoringLease(), func() {}, error(nil)
+		if lease == nil {
+			lease, done, err = r.leaseSlot(ctx, runs.RoleCurve, c.rounds, time.Duration(len(seqs))*evalWork(r.spec.Spec.Evaluation.Timeout.D()))
+		}
 		if err != nil {
 			r.markFailed(seqs, "no slot to evaluate on: "+errText(err))
 		} else {

@@ -55,7 +55,7 @@ func (r *runState) evaluate(ctx workflow.Context, outcome runs.Outcome, why stri
 // failure.
 func (r *runState) park(ctx workflow.Context) {
 	parent := workflow.GetInfo(ctx).ParentWorkflowExecution
-	if parent == nil || r.parked || workflow.GetVersion(ctx, versionParkAwaiting, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if parent == nil || r.parked || r.version(ctx, versionParkAwaiting) == workflow.DefaultVersion {
 		return
 	}
 	r.parked = true
@@ -71,7 +71,7 @@ func (r *runState) park(ctx workflow.Context) {
 // scoredOverTime finishes a run whose final model is scored (ev), after
 // its curve.
 func (r *runState) scoredOverTime(ctx workflow.Context, outcome runs.Outcome, why string, ev *activities.EvalResult) (*runs.Result, error) {
-	if workflow.GetVersion(ctx, versionCurve, workflow.DefaultVersion, 1) == 1 {
+	if r.version(ctx, versionCurve) == 1 {
 		if err := r.scoreOverTime(ctx, ev); err != nil {
 			return nil, err
 		}
@@ -134,18 +134,23 @@ func (r *runState) runEvaluation(ctx workflow.Context, image string) (*activitie
 	args := callArgs{pol: r.pol, timeout: r.spec.Spec.Evaluation.Timeout.D(), bytes: r.last.Bytes}
 	started := workflow.Now(ctx)
 	var err error
-	if workflow.GetVersion(ctx, versionEvalOnLease, workflow.DefaultVersion, 1) == 1 {
+	if lease := r.scoringLease(); lease != nil {
+		in.Lease, args.hostQueue = lease, lease.HostQueue
+	} else if r.version(ctx, versionEvalOnLease) == 1 {
 		// The evaluator gets the task's GPUs from a host's pool, like an
 		// agent: the slot bounds evaluations per host and names the
 		// devices it may see.
 		var lease *activities.Lease
 		var done func()
 		lease, done, err = r.leaseSlot(ctx, runs.RoleEvaluation, len(r.evals)+1, evalWork(r.spec.Spec.Evaluation.Timeout.D()))
-		defer done()
 		if err == nil {
 			in.Lease = lease
 			args.hostQueue = lease.HostQueue
+			if r.keepForScoring(*lease, workflow.Now(ctx)) {
+				done = func() {} // the marks run on it
+			}
 		}
+		defer done()
 	}
 	var ev *activities.EvalResult
 	if err == nil {
@@ -164,6 +169,8 @@ func (r *runState) runEvaluation(ctx workflow.Context, image string) (*activitie
 	}
 	r.evals = append(r.evals, att)
 	if err != nil {
+		// No slot is held while the run waits for an operator.
+		r.releaseScoring(ctx)
 		return nil, err
 	}
 	return ev, nil

@@ -27,6 +27,19 @@ func quickOptions(ctx workflow.Context, _ callArgs) workflow.Context {
 	})
 }
 
+// localQuick: quickOptions for a local activity (a lean run's task
+// resolution and mark picking).
+var localQuick = workflow.LocalActivityOptions{
+	StartToCloseTimeout: quickTimeout, ScheduleToCloseTimeout: 5 * quickTimeout,
+	RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrBadTask}},
+}
+
+// localStore: storeOptions for a local activity (a lean run's result).
+var localStore = workflow.LocalActivityOptions{
+	StartToCloseTimeout: quickTimeout, ScheduleToCloseTimeout: time.Hour,
+	RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
+}
+
 // sharedLeaseOptions: a full host answers NoCapacity and the lease is tried
 // again, backing off to every 30 s, until LeaseTimeout (the longest a run
 // waits for a GPU slot in all) runs out.

@@ -13,6 +13,9 @@ var corpus = []string{
 	"worker_killed.json", "server_killed.json", "handed_back.json", "fork.json", "extended_canceled.json",
 	"evaluation_retried.json", "run_continued.json", "benchmark_resumed.json",
 	"benchmark_continued_as_new.json", "benchmark_ended.json", "curve_scored.json",
+	// Lean runs (versionLeanRun): one marker, a shared scoring slot, local
+	// activities.
+	"lean_curve_scored.json", "lean_evaluation_retried.json", "lean_run_parked.json", "lean_worker_killed.json",
 }
 
 // TestReplayRecordedHistories replays histories recorded from real runs

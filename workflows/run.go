@@ -1,11 +1,8 @@
 package workflows
 
 import (
-	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -44,6 +41,27 @@ type runState struct {
 	// waitUntil is when that wait ends.
 	parked    bool
 	waitUntil time.Time
+	// lean: the run takes versionLeanRun's path (and every change before).
+	lean bool
+	// scoring is the slot the run's evaluations share, held from the
+	// agent's end or the final evaluation to the last mark (lean runs on
+	// static hosts).
+	scoring *heldLease
+}
+
+// heldLease is a lease the run holds across activities, and since when.
+type heldLease struct {
+	lease  activities.Lease
+	leased time.Time
+}
+
+// version is workflow.GetVersion of a change listed in versions.go: a lean
+// run takes every change, without recording a marker for each.
+func (r *runState) version(ctx workflow.Context, changeID string) workflow.Version {
+	if r.lean {
+		return 1
+	}
+	return workflow.GetVersion(ctx, changeID, workflow.DefaultVersion, 1)
 }
 
 // RunWorkflow drives one run: resolve the task, then attempts of lease →
@@ -51,29 +69,15 @@ type runState struct {
 // then evaluation of the final checkpoint in a fresh workspace.
 func RunWorkflow(ctx workflow.Context, in RunInput) (*runs.Result, error) {
 	r := &runState{in: in, pol: in.Policy.withDefaults()}
+	r.lean = workflow.GetVersion(ctx, versionLeanRun, workflow.DefaultVersion, 1) == 1
 	res, err := r.drive(ctx)
 	if err != nil || res == nil {
 		return res, err
 	}
-	if workflow.GetVersion(ctx, versionResultStored, workflow.DefaultVersion, 1) == 1 {
+	if r.version(ctx, versionResultStored) == 1 {
 		r.storeResult(ctx, res)
 	}
 	return res, nil
-}
-
-// storeResult keeps the result in the blob store, where leaderboards of
-// benchmarks of any size read it. A store down for the activity's whole
-// retry budget loses only that copy: the result is still the
-// workflow's, and the leaderboard counts the run missing.
-func (r *runState) storeResult(ctx workflow.Context, res *runs.Result) {
-	b, err := json.Marshal(res)
-	if err != nil {
-		workflow.GetLogger(ctx).Error("encode result", "error", err)
-		return
-	}
-	if err := storeResult.call(ctx, callArgs{}, activities.StoreResultInput{RunID: res.RunID, Result: b}); err != nil {
-		workflow.GetLogger(ctx).Error("result not stored", "error", err)
-	}
 }
 
 // drive is the run: resolve, attempts, evaluation.
@@ -82,7 +86,14 @@ func (r *runState) drive(ctx workflow.Context) (*runs.Result, error) {
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
-	spec, err := resolveTask.call(ctx, callArgs{}, activities.ResolveInput{Task: in.Task, Agent: in.Agent, Image: in.Image, AgentDef: in.AgentDef})
+	resolve := activities.ResolveInput{Task: in.Task, Agent: in.Agent, Image: in.Image, AgentDef: in.AgentDef}
+	var spec *activities.ResolvedTask
+	var err error
+	if r.lean {
+		spec, err = resolveTask.callLocal(ctx, localQuick, resolve)
+	} else {
+		spec, err = resolveTask.call(ctx, callArgs{}, resolve)
+	}
 	if err != nil {
 		return r.finish(ctx, runs.OutcomeInfraFailed, "resolve task: "+errText(err), nil), nil
 	}
@@ -340,53 +351,4 @@ func (r *runState) setPhase(ctx workflow.Context, phase runs.Phase) {
 	if err := workflow.UpsertTypedSearchAttributes(ctx, SAPhase.ValueSet(string(phase))); err != nil {
 		workflow.GetLogger(ctx).Warn("upsert phase", "error", err)
 	}
-}
-
-func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason string, ev *activities.EvalResult) *runs.Result {
-	disqualified := ev != nil && len(ev.Violations) > 0 && workflow.GetVersion(ctx, versionDisqualify, workflow.DefaultVersion, 1) == 1
-	if disqualified {
-		outcome, reason = runs.OutcomeDisqualified, "the model breaks the task's rules: "+strings.Join(ev.Violations, "; ")
-	}
-	r.setPhase(ctx, runs.PhaseDone)
-	r.st.Outcome = outcome
-	if err := workflow.UpsertTypedSearchAttributes(ctx, SAOutcome.ValueSet(string(outcome))); err != nil {
-		workflow.GetLogger(ctx).Warn("upsert outcome", "error", err)
-	}
-	res := &runs.Result{
-		RunID: r.st.RunID, Task: r.in.Task, Agent: r.in.Agent, Seed: r.in.Seed, Outcome: outcome,
-		Attempts: r.st.Attempt, Checkpoints: r.st.Checkpoints, SpecHash: r.spec.Hash, Budget: r.st.Budget, Reason: reason,
-		Metrics: map[string]float64{}, AgentImage: r.agentImage, Evaluations: r.evals, EvalTries: len(r.evals),
-		Curve: r.curve.marks, AttemptLog: r.attempts, CheckpointLog: r.checkpoints, AgentDef: r.agentRef(), Benchmark: r.in.Benchmark,
-	}
-	if r.spec.Hash != "" { // resolved
-		res.TimeLimitS, res.Hardware = r.timeLimit().Seconds(), hardwareClass(r.spec.Spec.Resources.GPUCount, r.spec.Spec.Resources.GPUType)
-	}
-	res.Cost = costOf(r.st.Budget, r.spec.Spec.Resources.GPUCount, ev)
-	res.Cost.BilledGPUHours = r.heldS * float64(r.spec.Spec.Resources.GPUCount) / 3600
-	r.measured(&res.Cost)
-	if ev != nil {
-		score := ev.Score
-		res.Score, res.Metrics, res.ModelPath, res.Violations, res.Flags, res.Provenance = &score, ev.Metrics, ev.ModelPath, ev.Violations, ev.Flags, ev.Provenance
-		res.EvaluatorImage = ev.Image
-		r.st.Score = &score
-	}
-	if disqualified {
-		m := maps.Clone(res.Metrics)
-		if m == nil {
-			m = map[string]float64{}
-		}
-		m["disqualified/score"] = *res.Score
-		res.Metrics = m
-		res.Score, r.st.Score = nil, nil
-	}
-	return res
-}
-
-// held counts the time a host was held for the run, from since (a
-// static lease's start) or from when the provisioned host was obtained.
-func (r *runState) held(ctx workflow.Context, since time.Time) {
-	if r.st.Host != nil && !r.hostAt.IsZero() {
-		since = r.hostAt
-	}
-	r.heldS += workflow.Now(ctx).Sub(since).Seconds()
 }

@@ -7,7 +7,8 @@ package workflows
 // (activities, timers, child workflows, search attribute upserts) takes
 // workflow.GetVersion with a change id listed here, keeps the old path
 // for DefaultVersion, and the recorded histories in testdata replay in
-// CI. A change id is never reused.
+// CI. A change id is never reused. A new change id is read through
+// runState.version, which answers for a lean run without a marker.
 const (
 	// versionEvalOnLease: evaluation leases a GPU slot on a host and runs
 	// on that host's queue (before: the shared queue, no lease).
@@ -45,4 +46,13 @@ const (
 	// curve retry signals its benchmark (SignalRunParked), which gives its
 	// slot to the next run; before, it held the slot while it waited.
 	versionParkAwaiting = "park-runs-awaiting-retry"
+	// versionLeanRun: a run that takes this path takes every change above
+	// (r.version answers 1 for each without a marker of its own, so a new
+	// run records one marker, not seven, each with a search attribute
+	// upsert), holds one GPU slot from its agent's end (a static host's)
+	// or its final evaluation through its curve, resolves its task, picks
+	// its marks and stores its result as local activities, and upserts
+	// its outcome with its last phase. Before, each change had its marker
+	// and the run leased a slot per step.
+	versionLeanRun = "lean-run"
 )

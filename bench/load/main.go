@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,8 +41,12 @@ import (
 	"github.com/mlrb/mlrb/workflows"
 )
 
-// roleEnv tells a child process which part it plays.
-const roleEnv = "MLRB_LOAD_ROLE"
+// roleEnv tells a child process which part it plays; profileEnv, if set,
+// where it writes its CPU profile (<role>.pprof).
+const (
+	roleEnv    = "MLRB_LOAD_ROLE"
+	profileEnv = "MLRB_LOAD_CPUPROFILE"
+)
 
 func main() {
 	if agentcmd.RunIfAgent() {
@@ -61,6 +66,7 @@ func main() {
 	flag.IntVar(&o.seeds, "seeds", 50, "then a mini benchmark of 7 tasks × this many seeds (0: skip)")
 	flag.IntVar(&o.conc, "conc", 16, "runs at once in the benchmark")
 	flag.IntVar(&o.starters, "starters", 32, "workflow starts in flight from the client")
+	flag.StringVar(&o.profile, "cpuprofile", "", "a directory where the server and the worker each write a CPU profile (server.pprof, worker.pprof; `go tool pprof -top`)")
 	flag.StringVar(&o.agentBin, "agent-binary", "build", "host.agent_binary of the worker: build (deploy/agent, with the go tool), self (this binary, which embeds the server), or a path")
 	flag.Parse()
 	t0 := time.Now()
@@ -73,7 +79,7 @@ func main() {
 
 type opts struct {
 	runs, seq, seeds, conc, starters int
-	task, agentBin                   string
+	task, agentBin, profile          string
 }
 
 // serve runs one child: the embedded server alone, or the worker alone.
@@ -84,6 +90,17 @@ func serve(role string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if dir := os.Getenv(profileEnv); dir != "" {
+		f, err := os.Create(filepath.Join(dir, role+".pprof"))
+		if err != nil {
+			return err
+		}
+		defer func() { _ = f.Close() }()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	st, err := app.StartStack(ctx, cfg, zap.NewNop(), role == "server", role == "server")
 	if err != nil {
 		return err
@@ -170,6 +187,9 @@ func run(o opts) error {
 	fmt.Println("agents and evaluators run from", agentBin)
 	env := []string{"MLRB_HOST_AGENT_BINARY=" + agentBin, "MLRB_DEV_STATE_DIR=" + state, "MLRB_DEV_PORT=" + strconv.Itoa(port.Number), "MLRB_DEV_UI_PORT=0",
 		"MLRB_TEMPORAL_ADDRESS=" + addr, "MLRB_HOST_ID=load", "MLRB_HOST_MAX_AGENTS=" + strconv.Itoa(max(o.runs, 7*o.seeds, o.conc))}
+	if o.profile != "" {
+		env = append(env, profileEnv+"="+o.profile)
+	}
 	for _, e := range env {
 		k, v, _ := strings.Cut(e, "=")
 		if err := os.Setenv(k, v); err != nil {
@@ -226,6 +246,9 @@ func run(o opts) error {
 	if len(seq) > 0 {
 		fmt.Printf("one run at a time, %d runs (%s, no-op agent): p50 %s  p99 %s  max %s\n", len(seq), o.task,
 			pct(seq, 0.5), pct(seq, 0.99), pct(seq, 1))
+		if err := timeline(ctx, c, fmt.Sprintf("seq-%d", o.seq)); err != nil {
+			return err
+		}
 	}
 
 	if o.runs > 0 {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"path"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 )
@@ -277,21 +276,4 @@ func (e *Engine) Prune(ctx context.Context, runID string, keep int, marks ...flo
 		}
 	}
 	return len(drop), nil
-}
-
-// NearMarks are the checkpoints (by seq) of ms, in commit order, that lie
-// next to a mark: the last at or before it and the first after it. A
-// mark's nearest checkpoint is one of them, whatever is committed later.
-func NearMarks(ms []*Manifest, marks []float64) map[int]bool {
-	near := map[int]bool{}
-	for _, at := range marks {
-		i := sort.Search(len(ms), func(i int) bool { return ms[i].AgentSeconds > at })
-		if i > 0 {
-			near[ms[i-1].Seq] = true
-		}
-		if i < len(ms) {
-			near[ms[i].Seq] = true
-		}
-	}
-	return near
 }

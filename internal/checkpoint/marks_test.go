@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -42,4 +43,43 @@ func TestPruneSparesTheCurvesCheckpoints(t *testing.T) {
 	if want := []int{2, 3, 4, 5, 9, 10}; !slices.Equal(kept, want) {
 		t.Fatalf("kept %v, want %v", kept, want)
 	}
+}
+
+// TestPickAgreesWithRetention: for runs of checkpoints at random agent
+// times (equal times included), random marks and slacks, the checkpoint
+// picked for each mark after the run is one that retention, pruning at
+// any earlier point of the run, spared (NearMarks of what was committed
+// then) or had not seen yet.
+func TestPickAgreesWithRetention(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 2000 {
+		n := 1 + rng.IntN(12)
+		ms := make([]*Manifest, n)
+		at := 0.0
+		for i := range ms {
+			at += float64(rng.IntN(3)) * 10 // 0: two checkpoints at one agent time
+			ms[i] = &Manifest{Seq: i + 1, AgentSeconds: at}
+		}
+		marks := []float64{float64(rng.IntN(int(at) + 20)), float64(rng.IntN(int(at) + 20))}
+		slack := float64(rng.IntN(15))
+		for _, mark := range marks {
+			picked := PickMark(ms, mark, slack)
+			if picked == nil {
+				continue
+			}
+			for p := 1; p <= n; p++ {
+				if picked.Seq <= p && !NearMarks(ms[:p], marks)[picked.Seq] {
+					t.Fatalf("trial %d: mark %v picks #%d (at %v), which a prune after #%d drops: %v", trial, mark, picked.Seq, picked.AgentSeconds, p, times(ms))
+				}
+			}
+		}
+	}
+}
+
+func times(ms []*Manifest) []float64 {
+	out := make([]float64, len(ms))
+	for i, m := range ms {
+		out[i] = m.AgentSeconds
+	}
+	return out
 }

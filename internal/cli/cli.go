@@ -27,7 +27,11 @@ func LoadConfig(cmd *cobra.Command) (*config.Config, error) {
 			keys[flag] = key
 		}
 	}
-	return config.Load(file, cmd.Flags(), keys, nil)
+	c, err := config.Load(file, cmd.Flags(), keys, nil)
+	if err != nil {
+		return nil, err
+	}
+	return c, app.CheckConfig(c)
 }
 
 // WorkerKeys are the keys the worker exposes as flags.

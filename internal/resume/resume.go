@@ -12,9 +12,9 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/budget"
+	"github.com/mlrb/mlrb/internal/runresults"
 	"github.com/mlrb/mlrb/internal/runs"
-	"github.com/mlrb/mlrb/workflows"
 )
 
 // Listed is the latest execution of a run, as visibility lists it.
@@ -33,9 +33,29 @@ type Source interface {
 	// Results reads the results of completed runs (nil where a run has
 	// none).
 	Results(ctx context.Context, ids []string) (map[string]*runs.Result, error)
-	// Status asks a closed run how far it got (its status query).
-	Status(ctx context.Context, id string) (workflows.Status, error)
+	// Reached asks a run that closed (at closed) without a result how far
+	// it got (its status query).
+	Reached(ctx context.Context, id string, closed time.Time) (Reached, error)
 }
+
+// Reached is how far a run that closed without a result got: its ledger,
+// and the agent seconds it had reached when it closed.
+type Reached struct {
+	Budget budget.Ledger
+	AgentS float64
+}
+
+// Entry is what a resumed benchmark does with one run: keep its result
+// (Outcome set) or continue it, carrying what its earlier executions
+// lost, waited and were granted.
+type Entry struct {
+	Outcome string         `json:"outcome,omitempty"`
+	Carried *budget.Ledger `json:"carried,omitempty"`
+}
+
+// Entries is a resumed benchmark's plan, by run id; the starter stores
+// it, the benchmark reads it a window at a time.
+type Entries map[string]Entry
 
 // RerunOutcomes end a run without a result its agent is to blame for: a
 // resumed benchmark runs them again (from their checkpoints).
@@ -46,7 +66,7 @@ type Plan struct {
 	// Kept are the runs with a result, kept as they are.
 	Kept map[string]runs.Result
 	// Carried is what the runs to continue lost, waited and were granted.
-	Carried map[string]workflows.Ledger
+	Carried map[string]budget.Ledger
 	// Again are the runs to continue, in the benchmark's order.
 	Again []string
 	// Busy are the runs still running.
@@ -57,7 +77,7 @@ type Plan struct {
 }
 
 // Make sorts the runs of benchmark id for a resume.
-func Make(ctx context.Context, src Source, id string, children []workflows.ChildRun) (*Plan, error) {
+func Make(ctx context.Context, src Source, id string, children []runresults.Run) (*Plan, error) {
 	listed, err := src.List(ctx, id+"/")
 	if err != nil {
 		return nil, fmt.Errorf("list the runs of %s: %w", id, err)
@@ -72,7 +92,7 @@ func Make(ctx context.Context, src Source, id string, children []workflows.Child
 	if err != nil {
 		return nil, fmt.Errorf("results of %s: %w", id, err)
 	}
-	p := &Plan{Kept: map[string]runs.Result{}, Carried: map[string]workflows.Ledger{}, Uncarried: map[string]error{}}
+	p := &Plan{Kept: map[string]runs.Result{}, Carried: map[string]budget.Ledger{}, Uncarried: map[string]error{}}
 	for _, r := range children {
 		l, ok := listed[r.ID]
 		switch {
@@ -109,26 +129,26 @@ func (p *Plan) completed(id string, res *runs.Result) error {
 // past its last checkpoint was lost.
 func (p *Plan) cutOff(ctx context.Context, src Source, l Listed) {
 	p.Again = append(p.Again, l.ID)
-	st, err := src.Status(ctx, l.ID)
+	st, err := src.Reached(ctx, l.ID, l.Close)
 	if err != nil {
 		p.Uncarried[l.ID] = err
 		return
 	}
 	carried := st.Budget.Carried()
 	if !l.Close.IsZero() {
-		carried.LostS += st.Budget.LostAt(st.ReachedAt(l.Close))
+		carried.LostS += st.Budget.LostAt(st.AgentS)
 	}
 	p.Carried[l.ID] = carried
 }
 
 // Entries is the plan as the resumed benchmark reads it.
-func (p *Plan) Entries() activities.ResumePlan {
-	plan := activities.ResumePlan{}
+func (p *Plan) Entries() Entries {
+	plan := Entries{}
 	for id, res := range p.Kept {
-		plan[id] = activities.PlanEntry{Outcome: string(res.Outcome)}
+		plan[id] = Entry{Outcome: string(res.Outcome)}
 	}
 	for id, l := range p.Carried {
-		plan[id] = activities.PlanEntry{Carried: &l}
+		plan[id] = Entry{Carried: &l}
 	}
 	return plan
 }

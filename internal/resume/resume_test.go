@@ -12,17 +12,16 @@ import (
 	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/runresults"
 	"github.com/mlrb/mlrb/internal/runs"
-	"github.com/mlrb/mlrb/workflows"
 )
 
 // fakeSource answers from maps and counts its calls.
 type fakeSource struct {
-	listed   map[string]Listed
-	results  map[string]*runs.Result
-	statuses map[string]workflows.Status
-	lists    int
-	prefix   string
-	asked    []string
+	listed  map[string]Listed
+	results map[string]*runs.Result
+	reached map[string]Reached
+	lists   int
+	prefix  string
+	asked   []string
 }
 
 func (f *fakeSource) List(_ context.Context, prefix string) (map[string]Listed, error) {
@@ -40,8 +39,8 @@ func (f *fakeSource) Results(_ context.Context, ids []string) (map[string]*runs.
 	return out, nil
 }
 
-func (f *fakeSource) Status(_ context.Context, id string) (workflows.Status, error) {
-	st, ok := f.statuses[id]
+func (f *fakeSource) Reached(_ context.Context, id string, _ time.Time) (Reached, error) {
+	st, ok := f.reached[id]
 	if !ok {
 		return st, errors.New("no such run")
 	}
@@ -66,10 +65,10 @@ func TestMakeSortsEveryKindOfRun(t *testing.T) {
 			id(0): {RunID: id(0), Outcome: runs.OutcomeScored},
 			id(1): {RunID: id(1), Outcome: runs.OutcomeInfraFailed, Budget: budget.Ledger{LimitS: 100, UsedS: 40, LostS: 7, InfraWaitS: 3, ExtendedS: 10}},
 		},
-		statuses: map[string]workflows.Status{
-			// Running since 11:59:30 with 20 s used at the last checkpoint:
-			// closed at 12:00 it reached 50 s, 30 s of them lost.
-			id(3): {Phase: runs.PhaseRunning, AttemptStartedAt: closed.Add(-30 * time.Second), Budget: budget.Ledger{LimitS: 100, UsedS: 20, LostS: 2}},
+		reached: map[string]Reached{
+			// 20 s used at the last checkpoint, 50 s reached when it
+			// closed: 30 s of them lost.
+			id(3): {AgentS: 50, Budget: budget.Ledger{LimitS: 100, UsedS: 20, LostS: 2}},
 		},
 	}
 	p, err := Make(context.Background(), src, "b", children)

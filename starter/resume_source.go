@@ -1,23 +1,25 @@
-package resume
+package main
 
 import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/internal/blob"
+	"github.com/mlrb/mlrb/internal/resume"
 	"github.com/mlrb/mlrb/internal/runresults"
 	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/workflows"
 )
 
-// Temporal reads runs from a Temporal namespace and the results they
-// stored in the blob store.
-type Temporal struct {
+// resumeSource is where a resume's plan reads a benchmark's runs: a
+// Temporal namespace, and the results they stored in the blob store.
+type resumeSource struct {
 	Client client.Client
 	Store  blob.Store
 }
@@ -25,12 +27,12 @@ type Temporal struct {
 // List runs one visibility query, paged: WorkflowId STARTS_WITH prefix.
 // Of a run id's executions (a run started again by an earlier resume),
 // the one that started last is kept.
-func (t Temporal) List(ctx context.Context, prefix string) (map[string]Listed, error) {
+func (t resumeSource) List(ctx context.Context, prefix string) (map[string]resume.Listed, error) {
 	if strings.ContainsAny(prefix, `'"\`) {
 		return nil, fmt.Errorf("run id prefix %q holds a quote", prefix)
 	}
 	q := fmt.Sprintf("WorkflowId STARTS_WITH '%s' AND WorkflowType = '%s'", prefix, workflows.RunWorkflowName)
-	out := map[string]Listed{}
+	out := map[string]resume.Listed{}
 	var token []byte
 	for {
 		resp, err := t.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token, PageSize: 1000})
@@ -49,8 +51,8 @@ func (t Temporal) List(ctx context.Context, prefix string) (map[string]Listed, e
 	}
 }
 
-func listed(e *workflowpb.WorkflowExecutionInfo) Listed {
-	l := Listed{ID: e.GetExecution().GetWorkflowId(), Status: e.GetStatus()}
+func listed(e *workflowpb.WorkflowExecutionInfo) resume.Listed {
+	l := resume.Listed{ID: e.GetExecution().GetWorkflowId(), Status: e.GetStatus()}
 	if e.StartTime != nil {
 		l.Start = e.StartTime.AsTime()
 	}
@@ -62,7 +64,7 @@ func listed(e *workflowpb.WorkflowExecutionInfo) Listed {
 
 // Results reads the stored results; a run whose result was never stored
 // (its store failed for an hour) is asked for its workflow result.
-func (t Temporal) Results(ctx context.Context, ids []string) (map[string]*runs.Result, error) {
+func (t resumeSource) Results(ctx context.Context, ids []string) (map[string]*runs.Result, error) {
 	stored := make([]runresults.Run, len(ids))
 	for i, id := range ids {
 		stored[i] = runresults.Run{ID: id}
@@ -86,15 +88,15 @@ func (t Temporal) Results(ctx context.Context, ids []string) (map[string]*runs.R
 	return out, nil
 }
 
-// Status queries a run's status.
-func (t Temporal) Status(ctx context.Context, id string) (workflows.Status, error) {
+// Reached queries how far a run that closed at closed got.
+func (t resumeSource) Reached(ctx context.Context, id string, closed time.Time) (resume.Reached, error) {
 	var st workflows.Status
 	val, err := t.Client.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
 	if err != nil {
-		return st, fmt.Errorf("status of %s: %w", id, err)
+		return resume.Reached{}, fmt.Errorf("status of %s: %w", id, err)
 	}
 	if err := val.Get(&st); err != nil {
-		return st, fmt.Errorf("decode status of %s: %w", id, err)
+		return resume.Reached{}, fmt.Errorf("decode status of %s: %w", id, err)
 	}
-	return st, nil
+	return resume.Reached{Budget: st.Budget, AgentS: st.ReachedAt(closed)}, nil
 }

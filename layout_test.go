@@ -1,0 +1,101 @@
+package mlrb_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestLayoutNamesEveryPackage: the README's Layout table, where a
+// newcomer looks first, names every package `go list ./...` finds: in a
+// row of its own, or by its name in its parent's row.
+func TestLayoutNamesEveryPackage(t *testing.T) {
+	out, err := exec.Command("go", "list", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(readme), "\n## Layout\n")
+	if !ok {
+		t.Fatal("README.md has no Layout section")
+	}
+	table, _, _ = strings.Cut(table, "\n## ")
+	rows := map[string]string{} // a row's package, without its slash, to the row
+	name := regexp.MustCompile("`([^`]+)`")
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 3 {
+			continue
+		}
+		for _, m := range name.FindAllStringSubmatch(cells[1], -1) {
+			rows[strings.TrimSuffix(m[1], "/")] = line
+		}
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		rel := strings.TrimPrefix(strings.TrimPrefix(pkg, "github.com/mlrb/mlrb"), "/")
+		if rel == "" {
+			continue
+		}
+		if _, ok := rows[rel]; ok {
+			continue
+		}
+		if row, ok := rows[path.Dir(rel)]; ok && strings.Contains(row, "`"+path.Base(rel)+"`") {
+			continue
+		}
+		t.Errorf("the README's Layout names no %s: add a row (or name it in its parent's)", rel)
+	}
+}
+
+// TestSizes: no non-test Go file over 400 lines, and no function over 60
+// in the packages a newcomer reads first (the workflows, the activities,
+// the worker's assembly, the CLI).
+func TestSizes(t *testing.T) {
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && strings.HasPrefix(d.Name(), ".") && p != ".":
+			return filepath.SkipDir
+		case d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") || strings.Contains(p, "testdata"):
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if n := strings.Count(string(b), "\n"); n > 400 {
+			t.Errorf("%s: %d lines, over 400", p, n)
+		}
+		if !slices.Contains([]string{"workflows", "activities", "internal/app", "starter"}, filepath.Dir(p)) {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, b, 0)
+		if err != nil {
+			return err
+		}
+		for _, d := range f.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok {
+				if n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1; n > 60 {
+					t.Errorf("%s: %s is %d lines, over 60", p, fn.Name.Name, n)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

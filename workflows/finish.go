@@ -1,0 +1,94 @@
+package workflows
+
+import (
+	"encoding/json"
+	"maps"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/runs"
+)
+
+// finish ends the run with outcome: its result, assembled from each
+// part's share (budget, evaluations, curve, attempts, cost).
+func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason string, ev *activities.EvalResult) *runs.Result {
+	disqualified := ev != nil && len(ev.Violations) > 0 && r.version(ctx, versionDisqualify) == 1
+	if disqualified {
+		outcome, reason = runs.OutcomeDisqualified, "the model breaks the task's rules: "+strings.Join(ev.Violations, "; ")
+	}
+	r.releaseScoring(ctx)
+	r.st.Outcome = outcome
+	sas := []temporal.SearchAttributeUpdate{SAOutcome.ValueSet(string(outcome))}
+	if r.lean {
+		// One upsert: the phase and the outcome together.
+		r.st.Phase = runs.PhaseDone
+		sas = append(sas, SAPhase.ValueSet(string(runs.PhaseDone)))
+	} else {
+		r.setPhase(ctx, runs.PhaseDone)
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, sas...); err != nil {
+		workflow.GetLogger(ctx).Warn("upsert outcome", "error", err)
+	}
+	res := &runs.Result{
+		RunID: r.st.RunID, Task: r.in.Task, Agent: r.in.Agent, Seed: r.in.Seed, Outcome: outcome,
+		Attempts: r.st.Attempt, Checkpoints: r.st.Checkpoints, SpecHash: r.spec.Hash, Budget: r.st.Budget, Reason: reason,
+		Metrics: map[string]float64{}, AgentImage: r.agentImage, Evaluations: r.evals, EvalTries: len(r.evals),
+		Curve: r.curve.marks, AttemptLog: r.attempts, CheckpointLog: r.checkpoints, AgentDef: r.agentRef(), Benchmark: r.in.Benchmark,
+	}
+	if r.spec.Hash != "" { // resolved
+		res.TimeLimitS, res.Hardware = r.timeLimit().Seconds(), hardwareClass(r.spec.Spec.Resources.GPUCount, r.spec.Spec.Resources.GPUType)
+	}
+	res.Cost = costOf(r.st.Budget, r.spec.Spec.Resources.GPUCount, ev)
+	res.Cost.BilledGPUHours = r.heldS * float64(r.spec.Spec.Resources.GPUCount) / 3600
+	r.measured(&res.Cost)
+	if ev != nil {
+		score := ev.Score
+		res.Score, res.Metrics, res.ModelPath, res.Violations, res.Flags, res.Provenance = &score, ev.Metrics, ev.ModelPath, ev.Violations, ev.Flags, ev.Provenance
+		res.EvaluatorImage = ev.Image
+		r.st.Score = &score
+	}
+	if disqualified {
+		m := maps.Clone(res.Metrics)
+		if m == nil {
+			m = map[string]float64{}
+		}
+		m["disqualified/score"] = *res.Score
+		res.Metrics = m
+		res.Score, r.st.Score = nil, nil
+	}
+	return res
+}
+
+// held counts the time a host was held for the run, from since (a
+// static lease's start) or from when the provisioned host was obtained.
+func (r *runState) held(ctx workflow.Context, since time.Time) {
+	if r.st.Host != nil && !r.hostAt.IsZero() {
+		since = r.hostAt
+	}
+	r.heldS += workflow.Now(ctx).Sub(since).Seconds()
+}
+
+// storeResult keeps the result in the blob store, where leaderboards of
+// benchmarks of any size read it. A store down for the activity's whole
+// retry budget loses only that copy: the result is still the
+// workflow's, and the leaderboard counts the run missing.
+func (r *runState) storeResult(ctx workflow.Context, res *runs.Result) {
+	b, err := json.Marshal(res)
+	if err != nil {
+		workflow.GetLogger(ctx).Error("encode result", "error", err)
+		return
+	}
+	in := activities.StoreResultInput{RunID: res.RunID, Result: b}
+	if r.lean {
+		err = storeResult.callLocal(ctx, localStore, in)
+	} else {
+		err = storeResult.call(ctx, callArgs{}, in)
+	}
+	if err != nil {
+		workflow.GetLogger(ctx).Error("result not stored", "error", err)
+	}
+}
