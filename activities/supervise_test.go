@@ -145,7 +145,7 @@ func TestSupervisorEvents(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			h, hooks := newFakeHandle(), &fakeHooks{}
 			now := t0
-			s := &supervisor{h: h, dl: budget.Ledger{LimitS: 30}.Attempt(t0, 5*time.Second), stopped: StopExited, started: t0, base: 100,
+			s := &supervisor{h: h, dl: budget.Account{LimitS: 30}.Attempt(t0, 5*time.Second), stopped: StopExited, started: t0, base: 100,
 				now: func() time.Time { return now }, hooks: hooks, log: zap.NewNop()}
 			var end *ending
 			for _, e := range c.events {
@@ -241,7 +241,7 @@ func TestSupervisorLoopWorkerStop(t *testing.T) {
 // never as a kill from outside (which would run it again).
 func TestWorkspaceOverLimit(t *testing.T) {
 	h, hooks := newFakeHandle(), &fakeHooks{over: "workspace over agent.workspace_limit_gb"}
-	s := &supervisor{h: h, dl: budget.Ledger{LimitS: 30}.Attempt(t0, 5*time.Second), stopped: StopExited, started: t0,
+	s := &supervisor{h: h, dl: budget.Account{LimitS: 30}.Attempt(t0, 5*time.Second), stopped: StopExited, started: t0,
 		now: func() time.Time { return t0.Add(10 * time.Second) }, hooks: hooks, log: zap.NewNop()}
 	s.poll()
 	s.poll()

@@ -208,7 +208,7 @@ type AgentInput struct {
 	Lease    Lease
 	// Budget is the run's ledger when the attempt starts: the deadlines
 	// come from its time left.
-	Budget   budget.Ledger
+	Budget   budget.Account
 	Resume   *CheckpointRef
 	NextSeq  int
 	Interval time.Duration

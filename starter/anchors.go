@@ -3,18 +3,20 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"gopkg.in/yaml.v3"
 
 	"github.com/mlrb/mlrb/internal/anchors"
 	"github.com/mlrb/mlrb/internal/cli"
-	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/tasks"
+	"github.com/mlrb/mlrb/workflows"
 )
 
 func anchorsCmd() *cobra.Command {
@@ -70,9 +72,10 @@ func anchorsMeasureCmd() *cobra.Command {
 	return cmd
 }
 
-// runAnchorsMeasure runs the anchor's runs (one per seed, at once) to
-// their end and stores the mean of their scores with the runs, agent,
-// budget and evaluator that produced it.
+// runAnchorsMeasure measures the anchor durably: an AnchorWorkflow runs
+// one run per seed and stores their mean with the runs, agent, budget and
+// evaluator that produced it. Its id is the task's and the role's, so
+// the command given again while one is under way waits for that one.
 func runAnchorsMeasure(g *globals, o anchorsMeasureOptions, task string) error {
 	_, cat, err := g.catalog()
 	if err != nil {
@@ -81,25 +84,26 @@ func runAnchorsMeasure(g *globals, o anchorsMeasureOptions, task string) error {
 	if _, err := cat.Get(task); err != nil {
 		return cli.Usagef("TASK: %v", err)
 	}
-	results, err := measureRuns(g, o, task)
+	ro := o.run
+	ro.task = task
+	_, run, err := ro.input(g)
 	if err != nil {
 		return err
 	}
-	res := results[0]
-	a := tasks.Anchor{RunID: res.RunID, Agent: res.Agent, TimeLimit: tasks.Duration(time.Duration(res.TimeLimitS * float64(time.Second))),
-		Evaluator: evaluatorOf(res), Measured: time.Now().UTC().Truncate(time.Second)}
-	for _, r := range results {
-		a.Score += *r.Score / float64(len(results))
-		if len(results) > 1 {
-			a.Runs = append(a.Runs, r.RunID)
-		}
+	in := workflows.AnchorInput{Task: task, Role: o.role, Run: run}
+	for i := range o.seeds {
+		in.Seeds = append(in.Seeds, o.run.seed+int64(i))
 	}
-	store, err := g.store()
+	wr, err := startAnchor(g, in)
 	if err != nil {
 		return err
 	}
-	if err := anchors.Put(g.ctx, store, task, o.role, a); err != nil {
-		return err
+	for _, seed := range in.Seeds {
+		fmt.Fprintf(g.errOut, "measuring the %s of %s: run %s\n", o.role, task, workflows.AnchorRunID(wr.GetID(), seed))
+	}
+	var a tasks.Anchor
+	if err := wr.Get(g.ctx, &a); err != nil {
+		return fmt.Errorf("anchor %s: %w", wr.GetID(), err)
 	}
 	fmt.Fprintf(g.out, "%s %s: %.6f (%s)\n", task, o.role, a.Score, anchors.Describe(&a))
 	if o.print {
@@ -112,41 +116,40 @@ func runAnchorsMeasure(g *globals, o anchorsMeasureOptions, task string) error {
 	return nil
 }
 
-// measureRuns starts one run per seed and waits for all; each must have
-// a score.
-func measureRuns(g *globals, o anchorsMeasureOptions, task string) ([]runs.Result, error) {
-	suffix := randomSuffix()
-	started := make([]client.WorkflowRun, o.seeds)
-	for i := range started {
-		ro := o.run
-		ro.task, ro.seed = task, o.run.seed+int64(i)
-		ro.id = fmt.Sprintf("anchor-%s-%s-s%d-%s", task, o.role, ro.seed, suffix)
-		run, err := startRun(g, ro)
-		if err != nil {
+// startAnchor starts the measurement, or attaches to the one of the same
+// task and role under way when it measures the same (an interrupted
+// command given again); one that measures something else is refused.
+func startAnchor(g *globals, in workflows.AnchorInput) (client.WorkflowRun, error) {
+	c, err := g.client()
+	if err != nil {
+		return nil, err
+	}
+	id := workflows.AnchorID(in.Task, in.Role)
+	if info, err := describe(g.ctx, c, id); err == nil && info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		var under workflows.AnchorInput
+		if err := startInput(g.ctx, c, id, &under); err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(g.errOut, "measuring the %s of %s: run %s\n", o.role, task, run.GetID())
-		started[i] = run
-	}
-	out := make([]runs.Result, len(started))
-	for i, run := range started {
-		if err := run.Get(g.ctx, &out[i]); err != nil {
-			return nil, fmt.Errorf("run %s: %w", run.GetID(), err)
+		if !sameMeasurement(under, in) {
+			return nil, cli.Usagef("the %s of %s is being measured already (agent %s, seeds %v): wait for it (`starter anchors measure` with its flags attaches) or cancel it (`temporal workflow terminate -w %s`)",
+				in.Role, in.Task, under.Run.Agent, under.Seeds, id)
 		}
-		if r := out[i]; r.Score == nil {
-			return nil, fmt.Errorf("run %s ended %s without a score (%s): no anchor", r.RunID, r.Outcome, r.Reason)
-		}
+		fmt.Fprintf(g.errOut, "attached to the measurement under way since %s\n", info.GetStartTime().AsTime().Format(time.RFC3339))
+		return c.GetWorkflow(g.ctx, id, ""), nil
 	}
-	return out, nil
+	wr, err := c.ExecuteWorkflow(g.ctx, client.StartWorkflowOptions{ID: id, TaskQueue: g.cfg.Temporal.TaskQueue,
+		WorkflowExecutionErrorWhenAlreadyStarted: true}, workflows.AnchorWorkflowName, in)
+	if err != nil {
+		return nil, fmt.Errorf("start the measurement %s: %w", id, err)
+	}
+	return wr, nil
 }
 
-// evaluatorOf names what scored a run: the evaluator image's digest, or
-// the worker binary's for process evaluators (as the worker reported it).
-func evaluatorOf(res runs.Result) string {
-	if res.EvaluatorImage != "" {
-		return res.EvaluatorImage
-	}
-	return "unrecorded (a worker from before evaluators were recorded)"
+// sameMeasurement tells two measurements of one anchor apart: another
+// agent, budget or seeds.
+func sameMeasurement(a, b workflows.AnchorInput) bool {
+	return a.Run.Agent == b.Run.Agent && a.Run.TimeLimit == b.Run.TimeLimit && slices.Equal(a.Seeds, b.Seeds) &&
+		(a.Run.AgentDef == nil) == (b.Run.AgentDef == nil) && (a.Run.AgentDef == nil || a.Run.AgentDef.Hash() == b.Run.AgentDef.Hash())
 }
 
 // anchorsListOptions are `starter anchors list`'s flags.

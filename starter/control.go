@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -70,7 +71,7 @@ func runExtend(g *globals, o extendOptions, id string) error {
 	if err := mustBeRunning(g.ctx, c, id); err != nil {
 		return err
 	}
-	var l workflows.Ledger
+	var l budget.Account
 	if err := update(g.ctx, c, id, workflows.UpdateExtend, workflows.Extend{By: o.by}, &l); err != nil {
 		return err
 	}

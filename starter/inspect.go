@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/workflows"
@@ -35,14 +36,14 @@ type statusView struct {
 	LastCheckpointAgeS *float64   `json:"last_checkpoint_age_s"`
 	// LastCheckpointAt is when the last checkpoint committed (absent
 	// before the first): the instant the age counts from.
-	LastCheckpointAt   *time.Time       `json:"last_checkpoint_at,omitempty"`
-	BudgetLeftS        float64          `json:"budget_left_s"`
-	Outcome            runs.Outcome     `json:"outcome,omitempty"`
-	Score              *float64         `json:"score,omitempty"`
-	Budget             workflows.Ledger `json:"budget"`
-	CheckpointFailures int              `json:"checkpoint_failures"`
-	CheckpointStale    bool             `json:"checkpoint_stale"`
-	CheckpointError    string           `json:"checkpoint_error,omitempty"`
+	LastCheckpointAt   *time.Time     `json:"last_checkpoint_at,omitempty"`
+	BudgetLeftS        float64        `json:"budget_left_s"`
+	Outcome            runs.Outcome   `json:"outcome,omitempty"`
+	Score              *float64       `json:"score,omitempty"`
+	Budget             budget.Account `json:"budget"`
+	CheckpointFailures int            `json:"checkpoint_failures"`
+	CheckpointStale    bool           `json:"checkpoint_stale"`
+	CheckpointError    string         `json:"checkpoint_error,omitempty"`
 	// Step is what the run's agent or evaluation activity is doing, from
 	// its last heartbeat ("restoring 4.1 of 19.8 GiB").
 	Step string `json:"step,omitempty"`

@@ -28,7 +28,7 @@ func TestProgressViews(t *testing.T) {
 	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	st := workflows.Status{RunID: "b/reference/mini_pile/s2", Phase: runs.PhaseRunning, Attempt: 2, Checkpoints: 3,
-		LastCheckpointAt: now.Add(-4 * time.Second), AttemptStartedAt: now.Add(-10 * time.Second), Budget: budget.Ledger{LimitS: 100, UsedS: 20}}
+		LastCheckpointAt: now.Add(-4 * time.Second), AttemptStartedAt: now.Add(-10 * time.Second), Budget: budget.Account{LimitS: 100, UsedS: 20}}
 	var full bytes.Buffer
 	writeProgress(&full, "b", &benchSnapshot{prog: p, live: map[string]workflows.Status{st.RunID: st}}, now)
 	got := full.String()
@@ -42,7 +42,7 @@ func TestProgressViews(t *testing.T) {
 func TestPrintResult(t *testing.T) {
 	score := 0.5
 	r := &runs.Result{RunID: "r", Task: "t", Agent: "a", Outcome: runs.OutcomeScored, Score: &score, Reason: "bad\x1b[2Jthing",
-		Budget: budget.Ledger{LimitS: 60, UsedS: 30, LostS: 2}, Violations: []string{"too big"}}
+		Budget: budget.Account{LimitS: 60, UsedS: 30, LostS: 2}, Violations: []string{"too big"}}
 	var b bytes.Buffer
 	if err := printResult(&b, r, false); err != nil {
 		t.Fatal(err)

@@ -279,7 +279,7 @@ func storedRuns(g *globals, id string, ended bool) ([]runs.Result, error) {
 // store: when it is not this starter's it is followed (a directory here)
 // or the command is refused naming both; when it is, the missing results
 // are read from Temporal, whose record of a completed run is whole.
-func completeResults(g *globals, c client.Client, store blob.Store, all []workflows.ChildRun, got []*runs.Result) ([]*runs.Result, error) {
+func completeResults(g *globals, c client.Client, store blob.Store, all []runresults.Run, got []*runs.Result) ([]*runs.Result, error) {
 	cfg, err := g.config()
 	if err != nil {
 		return nil, err
@@ -314,7 +314,7 @@ func completeResults(g *globals, c client.Client, store blob.Store, all []workfl
 
 // resultRows are the leaderboard's runs: the stored results, and, once
 // the benchmark has ended, the runs without one as cut off.
-func resultRows(id string, all []workflows.ChildRun, got []*runs.Result, ended bool) []runs.Result {
+func resultRows(id string, all []runresults.Run, got []*runs.Result, ended bool) []runs.Result {
 	rows := make([]runs.Result, 0, len(all))
 	for i, r := range got {
 		switch {

@@ -12,6 +12,7 @@ import (
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/agents"
 	"github.com/mlrb/mlrb/internal/resume"
+	"github.com/mlrb/mlrb/internal/runresults"
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
@@ -22,13 +23,13 @@ const planWindow = 200
 type bench struct {
 	id      string
 	in      BenchmarkInput
-	jobs    []ChildRun
+	jobs    []runresults.Run
 	perKey  map[string]int // runs per task/agent
 	st      BenchmarkState
-	running map[string]ChildRun
+	running map[string]runresults.Run
 	// parked are runs under way that wait for an operator's retry: they
 	// hold no slot.
-	parked map[string]ChildRun
+	parked map[string]runresults.Run
 	// started are the runs this execution started: their child futures
 	// report their ends; the others are awaited by AwaitRuns.
 	started map[string]workflow.ChildWorkflowFuture
@@ -70,7 +71,7 @@ func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResul
 
 func newBench(ctx workflow.Context, in BenchmarkInput) (*bench, error) {
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
-	b := &bench{id: id, in: in, jobs: in.ChildRuns(id), perKey: map[string]int{}, running: map[string]ChildRun{}, parked: map[string]ChildRun{},
+	b := &bench{id: id, in: in, jobs: in.ChildRuns(id), perKey: map[string]int{}, running: map[string]runresults.Run{}, parked: map[string]runresults.Run{},
 		started: map[string]workflow.ChildWorkflowFuture{}, sel: workflow.NewSelector(ctx), planFrom: -1}
 	for _, j := range b.jobs {
 		b.perKey[j.Pair()]++
@@ -82,7 +83,7 @@ func newBench(ctx workflow.Context, in BenchmarkInput) (*bench, error) {
 		b.st.Ended = map[string]map[runs.ChildState]int{}
 	}
 	b.st.Execution++
-	byID := map[string]ChildRun{}
+	byID := map[string]runresults.Run{}
 	for _, j := range b.jobs {
 		byID[j.ID] = j
 	}
@@ -266,7 +267,7 @@ func (b *bench) ended(id string, o runs.Outcome) {
 	b.count(j, o)
 }
 
-func (b *bench) count(j ChildRun, o runs.Outcome) {
+func (b *bench) count(j runresults.Run, o runs.Outcome) {
 	k := j.Pair()
 	if b.st.Ended[k] == nil {
 		b.st.Ended[k] = map[runs.ChildState]int{}
@@ -369,7 +370,7 @@ func (b *bench) aggregate(ctx workflow.Context) *BenchmarkResult {
 	return out
 }
 
-func sortedIDs(m map[string]ChildRun) []string {
+func sortedIDs(m map[string]runresults.Run) []string {
 	ids := make([]string, 0, len(m))
 	for id := range m {
 		ids = append(ids, id)

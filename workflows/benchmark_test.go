@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/resume"
@@ -221,7 +222,7 @@ func testBenchmarkResume(t *testing.T, inStore bool) {
 	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.5), nil)
 	env.OnActivity(activities.AggregateResultsName, mock.Anything, mock.Anything).Return(&activities.AggregateResult{Keys: []string{"x"}}, nil)
 	// The plan is read from the store a window at a time, never passed in.
-	plan := resume.Entries{runresults.RunID(id, "reference", "b", 2): {Carried: &Ledger{LostS: 1.5, InfraWaitS: 2, ExtendedS: 60}}}
+	plan := resume.Entries{runresults.RunID(id, "reference", "b", 2): {Carried: &budget.Account{LostS: 1.5, InfraWaitS: 2, ExtendedS: 60}}}
 	for rid, res := range kept {
 		plan[rid] = resume.Entry{Outcome: string(res.Outcome)}
 	}
@@ -241,7 +242,7 @@ func testBenchmarkResume(t *testing.T, inStore bool) {
 	in := BenchmarkInput{Tasks: []string{"a", "b", "c"}, Seeds: []int64{1, 2}, Agents: []string{"reference"}, Concurrency: 2,
 		Run: RunInput{Policy: testPolicy}, Resumed: true, Plan: "benchmarks/x/resume/1.json"}
 	if !inStore {
-		in.Plan, in.Kept, in.Carried = "", kept, map[string]Ledger{runresults.RunID(id, "reference", "b", 2): *plan[runresults.RunID(id, "reference", "b", 2)].Carried}
+		in.Plan, in.Kept, in.Carried = "", kept, map[string]budget.Account{runresults.RunID(id, "reference", "b", 2): *plan[runresults.RunID(id, "reference", "b", 2)].Carried}
 	}
 	env.ExecuteWorkflow(BenchmarkWorkflow, in)
 	var r BenchmarkResult

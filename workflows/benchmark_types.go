@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"github.com/mlrb/mlrb/agents"
+	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/runresults"
 	"github.com/mlrb/mlrb/internal/runs"
@@ -28,7 +29,7 @@ type BenchmarkInput struct {
 	Kept map[string]runs.Result `json:",omitempty"`
 	// Carried is, by run id, what earlier executions of a run to continue
 	// lost and waited.
-	Carried map[string]Ledger `json:",omitempty"`
+	Carried map[string]budget.Account `json:",omitempty"`
 	// Plan is the blob key of a resumed benchmark's plan (which runs keep
 	// their results, what the others carry), read a window at a time:
 	// Kept and Carried grew with the benchmark; the input must not.
@@ -115,9 +116,6 @@ const (
 	MaxProgressPage     = 1000
 )
 
-// ChildRun is one run of a benchmark.
-type ChildRun = runresults.Run
-
 // Matrix names the benchmark's runs, for payloads that must not list them.
 func (in BenchmarkInput) Matrix(benchmarkID string) runresults.Matrix {
 	return runresults.Matrix{BenchmarkID: benchmarkID, Agents: in.Agents, Tasks: in.Tasks, Seeds: in.Seeds}
@@ -125,7 +123,7 @@ func (in BenchmarkInput) Matrix(benchmarkID string) runresults.Matrix {
 
 // ChildRuns lists a benchmark's runs, every agent × task × seed, in the
 // order they start.
-func (in BenchmarkInput) ChildRuns(benchmarkID string) []ChildRun {
+func (in BenchmarkInput) ChildRuns(benchmarkID string) []runresults.Run {
 	return in.Matrix(benchmarkID).Runs()
 }
 

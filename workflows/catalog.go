@@ -43,6 +43,8 @@ var (
 		name: activities.PickMarksName, on: onShared, options: quickOptions, fn: (*activities.Activities).PickMarks}
 	storeResult = actionOf[activities.StoreResultInput]{
 		name: activities.StoreResultName, on: onShared, options: storeOptions, fn: (*activities.Activities).StoreResult}
+	storeAnchor = actionOf[activities.StoreAnchorInput]{
+		name: activities.StoreAnchorName, on: onShared, options: storeOptions, fn: (*activities.Activities).StoreAnchor}
 	readPlan = activityOf[activities.ReadPlanInput, map[string]resume.Entry]{
 		name: activities.ReadPlanName, on: onShared, options: quickOptions, fn: (*activities.Activities).ReadPlan}
 	awaitRuns = activityOf[[]string, []runs.End]{
@@ -56,7 +58,7 @@ var (
 
 // catalogue lists the entries for registration.
 var catalogue = []entry{resolveTask, resolveAgents, loadCheckpoint, provisionHost, releaseHost, acquireLease, releaseLease,
-	runAgent, evaluate, pickMarks, storeResult, readPlan, awaitRuns, aggregateResults, aggregate}
+	runAgent, evaluate, pickMarks, storeResult, storeAnchor, readPlan, awaitRuns, aggregateResults, aggregate}
 
 // served says which task queues serve an activity.
 type served int
@@ -77,7 +79,7 @@ type callArgs struct {
 	lease activities.Lease
 	// hostQueue is a leased or provisioned host's queue ("": the shared one).
 	hostQueue string
-	ledger    budget.Ledger
+	ledger    budget.Account
 	// bytes is the checkpoint the activity restores, which sizes its timeout.
 	bytes int64
 	// timeout is the task's evaluation timeout.

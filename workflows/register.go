@@ -23,6 +23,7 @@ type Registry interface {
 func RegisterWorkflows(r WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(RunWorkflow, workflow.RegisterOptions{Name: RunWorkflowName})
 	r.RegisterWorkflowWithOptions(BenchmarkWorkflow, workflow.RegisterOptions{Name: BenchmarkWorkflowName})
+	r.RegisterWorkflowWithOptions(AnchorWorkflow, workflow.RegisterOptions{Name: AnchorWorkflowName})
 }
 
 // RegisterShared registers what the shared task queue serves: the

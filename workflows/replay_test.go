@@ -16,6 +16,7 @@ var corpus = []string{
 	// Lean runs (versionLeanRun): one marker, a shared scoring slot, local
 	// activities.
 	"lean_curve_scored.json", "lean_evaluation_retried.json", "lean_run_parked.json", "lean_worker_killed.json",
+	"lean_run_continued.json", "anchor_measured.json",
 }
 
 // TestReplayRecordedHistories replays histories recorded from real runs

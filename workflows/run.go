@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
@@ -196,7 +197,7 @@ func (r *runState) receiveCheckpoints(ctx workflow.Context) {
 // setUpdates registers the operator's controls, as updates so that each
 // is audited in history: extend, cancel, retry-evaluation.
 func (r *runState) setUpdates(ctx workflow.Context) error {
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateExtend, func(ctx workflow.Context, e Extend) (Ledger, error) {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateExtend, func(ctx workflow.Context, e Extend) (budget.Account, error) {
 		r.st.Budget.Extend(e.By)
 		return r.st.Budget, nil
 	}, workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, e Extend) error {

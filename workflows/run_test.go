@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/tasks"
@@ -142,7 +143,7 @@ func TestScoredRunLedger(t *testing.T) {
 	if r.Outcome != runs.OutcomeScored || r.Score == nil || *r.Score != 0.81 {
 		t.Fatalf("result = %+v", r)
 	}
-	want := Ledger{LimitS: 30, UsedS: 12.5}
+	want := budget.Account{LimitS: 30, UsedS: 12.5}
 	if r.Budget.GrantedS() != want.GrantedS() || r.Budget.UsedS != want.UsedS || r.Budget.LostS != 0 || r.Attempts != 1 || r.Checkpoints != 3 {
 		t.Fatalf("budget %+v attempts %d checkpoints %d", r.Budget, r.Attempts, r.Checkpoints)
 	}
@@ -206,7 +207,7 @@ func TestStatusQuery(t *testing.T) {
 }
 
 func TestLedger(t *testing.T) {
-	l := Ledger{LimitS: 100}
+	l := budget.Account{LimitS: 100}
 	l.Preserve(30)
 	l.Preserve(20) // late, out-of-order signal: ignored
 	if l.UsedS != 30 || l.Left() != 70 {
@@ -263,10 +264,10 @@ func TestReachedAt(t *testing.T) {
 		now  time.Duration
 		want float64
 	}{
-		{"not running: what checkpoints preserved", Status{Phase: runs.PhaseLeasing, Budget: Ledger{UsedS: 40}}, time.Minute, 40},
-		{"since the attempt's start", Status{Phase: runs.PhaseRunning, AttemptStartedAt: t0, Budget: Ledger{UsedS: 40}}, 5 * time.Second, 45},
-		{"since the later last checkpoint", Status{Phase: runs.PhaseRunning, AttemptStartedAt: t0, LastCheckpointAt: t0.Add(10 * time.Second), Budget: Ledger{UsedS: 50}}, 12 * time.Second, 52},
-		{"an older checkpoint than the attempt", Status{Phase: runs.PhaseRunning, AttemptStartedAt: t0, LastCheckpointAt: t0.Add(-time.Hour), Budget: Ledger{UsedS: 50}}, 3 * time.Second, 53},
+		{"not running: what checkpoints preserved", Status{Phase: runs.PhaseLeasing, Budget: budget.Account{UsedS: 40}}, time.Minute, 40},
+		{"since the attempt's start", Status{Phase: runs.PhaseRunning, AttemptStartedAt: t0, Budget: budget.Account{UsedS: 40}}, 5 * time.Second, 45},
+		{"since the later last checkpoint", Status{Phase: runs.PhaseRunning, AttemptStartedAt: t0, LastCheckpointAt: t0.Add(10 * time.Second), Budget: budget.Account{UsedS: 50}}, 12 * time.Second, 52},
+		{"an older checkpoint than the attempt", Status{Phase: runs.PhaseRunning, AttemptStartedAt: t0, LastCheckpointAt: t0.Add(-time.Hour), Budget: budget.Account{UsedS: 50}}, 3 * time.Second, 53},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

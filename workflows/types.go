@@ -11,14 +11,12 @@ import (
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/agents"
+	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/llm"
 	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/tasks"
 )
-
-// Ledger is a run's time account (see budget.Ledger).
-type Ledger = runs.Ledger
 
 // Names of workflows, queries and search attributes.
 const (
@@ -176,7 +174,7 @@ type RunInput struct {
 	// Carried is what earlier executions of a continued run lost to
 	// crashes, waited for infrastructure and were granted by extensions:
 	// its ledger stays whole.
-	Carried *Ledger `json:",omitempty"`
+	Carried *budget.Account `json:",omitempty"`
 	Policy  Policy
 }
 
@@ -200,13 +198,13 @@ type Status struct {
 	LastCheckpointAgentS float64   `json:"last_checkpoint_agent_s"`
 	AttemptStartedAt     time.Time `json:"attempt_started_at"`
 	// CheckpointFailures counts failed checkpoints since the last commit.
-	CheckpointFailures int          `json:"checkpoint_failures"`
-	CheckpointError    string       `json:"checkpoint_error,omitempty"`
-	CheckpointStale    bool         `json:"checkpoint_stale"`
-	CancelRequested    bool         `json:"cancel_requested"`
-	Budget             Ledger       `json:"budget"`
-	Outcome            runs.Outcome `json:"outcome,omitempty"`
-	Score              *float64     `json:"score,omitempty"`
+	CheckpointFailures int            `json:"checkpoint_failures"`
+	CheckpointError    string         `json:"checkpoint_error,omitempty"`
+	CheckpointStale    bool           `json:"checkpoint_stale"`
+	CancelRequested    bool           `json:"cancel_requested"`
+	Budget             budget.Account `json:"budget"`
+	Outcome            runs.Outcome   `json:"outcome,omitempty"`
+	Score              *float64       `json:"score,omitempty"`
 	// Store is where the run's checkpoints and logs are.
 	Store string `json:"store,omitempty"`
 	// LeasingSince is when the run began waiting for a slot, while it

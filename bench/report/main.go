@@ -90,7 +90,7 @@ func result(id, task, agent string, seed int64, i int) runs.Result {
 	score := 0.4 + float64(i%17)/40
 	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	r := runs.Result{RunID: id, Task: task, Agent: agent, Seed: seed, Outcome: runs.OutcomeScored, Score: &score, Attempts: 3, Checkpoints: 2000,
-		Budget: budget.Ledger{LimitS: 86400, UsedS: 86400, LostS: 600}, Metrics: map[string]float64{"acc": score}, TimeLimitS: 86400,
+		Budget: budget.Account{LimitS: 86400, UsedS: 86400, LostS: 600}, Metrics: map[string]float64{"acc": score}, TimeLimitS: 86400,
 		Cost: runs.Cost{GPUHours: 24, LLM: &llm.Ledger{Usage: llm.Usage{Calls: 1000, USD: 40}}}}
 	for n := 1; n <= 3; n++ {
 		r.AttemptLog = append(r.AttemptLog, runs.AttemptRecord{N: n, Host: "gpu-1", LeaseWaitS: 30, LeasedAt: at.Add(time.Duration(n-1) * 8 * time.Hour),

@@ -11,14 +11,14 @@ import (
 	"time"
 )
 
-// Ledger is a run's account, in agent seconds. Limit is the time limit of
+// Account is a run's account, in agent seconds. Limit is the time limit of
 // the task (or the run's override) and Extended what operators added;
 // granted time is derived from the two, so an extension can never be
 // overwritten by the limit being set. Used is agent time preserved by
 // checkpoints; Lost is agent time that ran but died with a crash
 // (refunded: it does not count against the budget); InfraWait is time
 // spent waiting for a lease or for a lost attempt to be noticed.
-type Ledger struct {
+type Account struct {
 	LimitS     float64 `json:"limit_s"`
 	ExtendedS  float64 `json:"extended_s"`
 	UsedS      float64 `json:"used_s"`
@@ -27,15 +27,15 @@ type Ledger struct {
 }
 
 // GrantedS is the time granted in all: the limit plus extensions.
-func (l Ledger) GrantedS() float64 { return l.LimitS + l.ExtendedS }
+func (l Account) GrantedS() float64 { return l.LimitS + l.ExtendedS }
 
 // Left is the agent time still to give, in seconds, never negative.
-func (l Ledger) Left() float64 { return max(0, l.GrantedS()-l.UsedS) }
+func (l Account) Left() float64 { return max(0, l.GrantedS()-l.UsedS) }
 
 // MarshalJSON adds granted_s, derived, for readers of the JSON (status,
 // results, the Web UI).
-func (l Ledger) MarshalJSON() ([]byte, error) {
-	type plain Ledger
+func (l Account) MarshalJSON() ([]byte, error) {
+	type plain Account
 	return json.Marshal(struct {
 		plain
 		GrantedS float64 `json:"granted_s"`
@@ -43,32 +43,32 @@ func (l Ledger) MarshalJSON() ([]byte, error) {
 }
 
 // Extend grants more time.
-func (l *Ledger) Extend(by time.Duration) { l.ExtendedS += by.Seconds() }
+func (l *Account) Extend(by time.Duration) { l.ExtendedS += by.Seconds() }
 
 // Preserve records a committed checkpoint covering agentSeconds in all;
 // the account only moves forward.
-func (l *Ledger) Preserve(agentSeconds float64) { l.UsedS = max(l.UsedS, agentSeconds) }
+func (l *Account) Preserve(agentSeconds float64) { l.UsedS = max(l.UsedS, agentSeconds) }
 
 // LostAt is the agent time lost by an attempt that reached ranTo agent
 // seconds: what lies past the last checkpoint.
-func (l Ledger) LostAt(ranTo float64) float64 { return max(0, ranTo-l.UsedS) }
+func (l Account) LostAt(ranTo float64) float64 { return max(0, ranTo-l.UsedS) }
 
 // Crash books a lost attempt that started at attemptStartS agent seconds,
 // ran attemptWallS of wall time and reached ranTo: the work past the last
 // checkpoint is lost (refunded), the rest of the wall time was infra time.
-func (l *Ledger) Crash(ranTo, attemptWallS, attemptStartS float64) {
+func (l *Account) Crash(ranTo, attemptWallS, attemptStartS float64) {
 	l.LostS += l.LostAt(ranTo)
 	l.Wait(attemptWallS - (ranTo - attemptStartS))
 }
 
 // Wait books time spent waiting for infrastructure.
-func (l *Ledger) Wait(s float64) { l.InfraWaitS += max(0, s) }
+func (l *Account) Wait(s float64) { l.InfraWaitS += max(0, s) }
 
 // Carried is what a run continued in a new execution (a resumed
 // benchmark) takes over from the earlier ones: lost and waited time and
 // the extensions granted. Used time comes back with the checkpoint.
-func (l Ledger) Carried() Ledger {
-	return Ledger{ExtendedS: l.ExtendedS, LostS: l.LostS, InfraWaitS: l.InfraWaitS}
+func (l Account) Carried() Account {
+	return Account{ExtendedS: l.ExtendedS, LostS: l.LostS, InfraWaitS: l.InfraWaitS}
 }
 
 // Deadlines are one attempt's wall-clock deadlines: SIGTERM at Soft, kill
@@ -88,7 +88,7 @@ const minAttempt = time.Second
 // Attempt computes the deadlines of an attempt that starts at start:
 // the hard one when the budget runs out, the soft one grace before it,
 // the grace at most a quarter of the time left.
-func (l Ledger) Attempt(start time.Time, grace time.Duration) Deadlines {
+func (l Account) Attempt(start time.Time, grace time.Duration) Deadlines {
 	left := max(seconds(l.Left()), minAttempt)
 	g := min(grace, left/4)
 	hard := start.Add(left)
@@ -137,7 +137,7 @@ func Transfer(bytes int64) time.Duration {
 // final checkpoint after it of a workspace of bytes (its last checkpoint's
 // size), and a margin. The supervisor's own deadlines end the agent well
 // before it; it only catches a worker that lost track.
-func (l Ledger) SafetyTimeout(grace time.Duration, bytes int64) time.Duration {
+func (l Account) SafetyTimeout(grace time.Duration, bytes int64) time.Duration {
 	return seconds(l.Left()) + 2*grace + 2*Transfer(bytes) + safetyMargin
 }
 
@@ -158,7 +158,7 @@ func RanTo(base, heartbeatS float64, wall, heartbeatTimeout time.Duration) float
 // RanUntil estimates how far an attempt cut off at end got when nothing
 // but wall time is known (a run terminated from outside): it ran from
 // since (its start, or its last checkpoint if later) to end.
-func (l Ledger) RanUntil(since, end time.Time) float64 {
+func (l Account) RanUntil(since, end time.Time) float64 {
 	return l.UsedS + max(0, end.Sub(since).Seconds())
 }
 

@@ -9,19 +9,19 @@ import (
 
 var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 
-func TestLedger(t *testing.T) {
+func TestAccount(t *testing.T) {
 	cases := []struct {
 		name          string
-		l             Ledger
+		l             Account
 		granted, left float64
 		lostAt, ranTo float64
-		carried       Ledger
+		carried       Account
 	}{
-		{"fresh", Ledger{LimitS: 100}, 100, 100, 0, 0, Ledger{}},
-		{"half used", Ledger{LimitS: 100, UsedS: 50}, 100, 50, 10, 60, Ledger{}},
-		{"extended", Ledger{LimitS: 100, ExtendedS: 30, UsedS: 120}, 130, 10, 0, 110, Ledger{ExtendedS: 30}},
-		{"overrun never goes negative", Ledger{LimitS: 10, UsedS: 12}, 10, 0, 0, 5, Ledger{}},
-		{"carries lost, waited and extended, not used", Ledger{LimitS: 60, ExtendedS: 5, UsedS: 20, LostS: 3, InfraWaitS: 4}, 65, 45, 1, 21, Ledger{ExtendedS: 5, LostS: 3, InfraWaitS: 4}},
+		{"fresh", Account{LimitS: 100}, 100, 100, 0, 0, Account{}},
+		{"half used", Account{LimitS: 100, UsedS: 50}, 100, 50, 10, 60, Account{}},
+		{"extended", Account{LimitS: 100, ExtendedS: 30, UsedS: 120}, 130, 10, 0, 110, Account{ExtendedS: 30}},
+		{"overrun never goes negative", Account{LimitS: 10, UsedS: 12}, 10, 0, 0, 5, Account{}},
+		{"carries lost, waited and extended, not used", Account{LimitS: 60, ExtendedS: 5, UsedS: 20, LostS: 3, InfraWaitS: 4}, 65, 45, 1, 21, Account{ExtendedS: 5, LostS: 3, InfraWaitS: 4}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -44,7 +44,7 @@ func TestLedger(t *testing.T) {
 // An extension granted before the limit is known (a run still resolving
 // its task) survives the limit being set.
 func TestExtensionSurvivesTheLimit(t *testing.T) {
-	var l Ledger
+	var l Account
 	l.Extend(10 * time.Second)
 	l.LimitS = 30
 	if l.GrantedS() != 40 {
@@ -53,7 +53,7 @@ func TestExtensionSurvivesTheLimit(t *testing.T) {
 }
 
 func TestCrashAndWait(t *testing.T) {
-	l := Ledger{LimitS: 100}
+	l := Account{LimitS: 100}
 	l.Preserve(30)
 	l.Preserve(20) // an older checkpoint: ignored
 	// Started at 30 s of agent time, reached 42 s, took 50 s of wall time
@@ -68,15 +68,15 @@ func TestCrashAndWait(t *testing.T) {
 func TestAttemptDeadlines(t *testing.T) {
 	cases := []struct {
 		name       string
-		l          Ledger
+		l          Account
 		grace      time.Duration
 		soft, hard time.Duration // after t0
 		safety     time.Duration
 	}{
-		{"24 h, 60 s grace", Ledger{LimitS: 86400}, time.Minute, 86340 * time.Second, 86400 * time.Second, 86400*time.Second + 12*time.Minute},
-		{"resumed at 20 of 30 s", Ledger{LimitS: 30, UsedS: 20}, time.Minute, 7500 * time.Millisecond, 10 * time.Second, 10*time.Second + 12*time.Minute},
-		{"extended", Ledger{LimitS: 30, ExtendedS: 10, UsedS: 20}, 2 * time.Second, 18 * time.Second, 20 * time.Second, 24*time.Second + 10*time.Minute},
-		{"nothing left still gets a second", Ledger{LimitS: 30, UsedS: 31}, time.Minute, 750 * time.Millisecond, time.Second, 12 * time.Minute},
+		{"24 h, 60 s grace", Account{LimitS: 86400}, time.Minute, 86340 * time.Second, 86400 * time.Second, 86400*time.Second + 12*time.Minute},
+		{"resumed at 20 of 30 s", Account{LimitS: 30, UsedS: 20}, time.Minute, 7500 * time.Millisecond, 10 * time.Second, 10*time.Second + 12*time.Minute},
+		{"extended", Account{LimitS: 30, ExtendedS: 10, UsedS: 20}, 2 * time.Second, 18 * time.Second, 20 * time.Second, 24*time.Second + 10*time.Minute},
+		{"nothing left still gets a second", Account{LimitS: 30, UsedS: 31}, time.Minute, 750 * time.Millisecond, time.Second, 12 * time.Minute},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -113,7 +113,7 @@ func TestDeadlinesExtendAndCancel(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			d := Ledger{LimitS: 30}.Attempt(t0, 5*time.Second)
+			d := Account{LimitS: 30}.Attempt(t0, 5*time.Second)
 			moved := false
 			for _, g := range c.grants {
 				moved = d.Extend(g) || moved
@@ -150,21 +150,21 @@ func TestRanTo(t *testing.T) {
 	}
 	// Cut off from outside: the work since the later of the attempt's
 	// start and its last checkpoint.
-	l := Ledger{UsedS: 50}
+	l := Account{UsedS: 50}
 	if got := l.LostAt(l.RanUntil(t0, t0.Add(7*time.Second))); got != 7 {
 		t.Fatalf("lost %v, want 7", got)
 	}
 }
 
 func TestJSONShowsGranted(t *testing.T) {
-	b, err := json.Marshal(Ledger{LimitS: 30, ExtendedS: 5})
+	b, err := json.Marshal(Account{LimitS: 30, ExtendedS: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(b), `"granted_s":35`) || !strings.Contains(string(b), `"extended_s":5`) {
 		t.Fatalf("%s", b)
 	}
-	var back Ledger
+	var back Account
 	if err := json.Unmarshal(b, &back); err != nil || back.GrantedS() != 35 {
 		t.Fatalf("%+v %v", back, err)
 	}
@@ -175,7 +175,7 @@ func TestJSONShowsGranted(t *testing.T) {
 // workspace on a modest store lost every attempt after its agent had
 // finished. Both now count at a slow pace.
 func TestSafetyTimeoutGrowsWithTheWorkspace(t *testing.T) {
-	l := Ledger{LimitS: 3600}
+	l := Account{LimitS: 3600}
 	small, big := l.SafetyTimeout(time.Minute, 0), l.SafetyTimeout(time.Minute, 20<<30)
 	if want := 2 * 640 * time.Second; big-small != want {
 		t.Fatalf("20 GiB adds %s; want %s (restore and save at 32 MiB/s)", big-small, want)

@@ -101,7 +101,7 @@ func TestBenchmarkResume(t *testing.T) {
 		t.Fatalf("continued run: %+v", res)
 	}
 	t.Logf("continued run's ledger: %+v", res.Budget)
-	replayHistory(t, e, slow, "run_continued.json")
+	replayHistory(t, e, slow, "lean_run_continued.json")
 	replayHistory(t, e, bench, "benchmark_resumed.json")
 	if out, _, code := e.starter("list", "--benchmarks"); code != 0 || !strings.Contains(out, bench) {
 		t.Fatalf("list --benchmarks (exit %d): %s", code, out)
@@ -161,4 +161,34 @@ func measuredAnchors(t *testing.T, e *env) {
 		t.Fatalf("the table shows no gap closed for e2e_fast:\n%s", out)
 	}
 	t.Logf("leaderboard with measured anchors:\n%s", out)
+	reattachedAnchor(t, e)
+}
+
+// reattachedAnchor: `starter anchors measure` killed while its runs go on
+// loses nothing; given again, it attaches to the measurement under way
+// (its id is the task's and the role's) and stores its anchor.
+func reattachedAnchor(t *testing.T, e *env) {
+	args := []string{"anchors", "measure", "e2e_fast", "--role", "baseline", "--agent", "idle", "--time-limit", "8s", "--seeds", "2"}
+	p := e.start("starter", args...)
+	id := "anchor-e2e_fast-baseline"
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, _, code := e.starter("status", id+"-s1"); code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the measurement's run %s-s1 never started", id)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	p.kill(t)
+	other := append(append([]string{}, args[:len(args)-2]...), "--seeds", "3")
+	if _, errs, code := e.starter(other...); code != 2 || !strings.Contains(errs, "is being measured already") {
+		t.Fatalf("another measurement of the same anchor under way (exit %d): %s", code, errs)
+	}
+	out, errs, code := e.starter(args...)
+	if code != 0 || !strings.Contains(errs, "attached to the measurement under way") || !strings.Contains(out, "e2e_fast baseline: ") {
+		t.Fatalf("anchors measure again (exit %d): %s %s", code, out, errs)
+	}
+	replayHistory(t, e, id, "anchor_measured.json")
 }

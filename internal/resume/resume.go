@@ -41,7 +41,7 @@ type Source interface {
 // Reached is how far a run that closed without a result got: its ledger,
 // and the agent seconds it had reached when it closed.
 type Reached struct {
-	Budget budget.Ledger
+	Budget budget.Account
 	AgentS float64
 }
 
@@ -49,8 +49,8 @@ type Reached struct {
 // (Outcome set) or continue it, carrying what its earlier executions
 // lost, waited and were granted.
 type Entry struct {
-	Outcome string         `json:"outcome,omitempty"`
-	Carried *budget.Ledger `json:"carried,omitempty"`
+	Outcome string          `json:"outcome,omitempty"`
+	Carried *budget.Account `json:"carried,omitempty"`
 }
 
 // Entries is a resumed benchmark's plan, by run id; the starter stores
@@ -66,7 +66,7 @@ type Plan struct {
 	// Kept are the runs with a result, kept as they are.
 	Kept map[string]runs.Result
 	// Carried is what the runs to continue lost, waited and were granted.
-	Carried map[string]budget.Ledger
+	Carried map[string]budget.Account
 	// Again are the runs to continue, in the benchmark's order.
 	Again []string
 	// Busy are the runs still running.
@@ -92,7 +92,7 @@ func Make(ctx context.Context, src Source, id string, children []runresults.Run)
 	if err != nil {
 		return nil, fmt.Errorf("results of %s: %w", id, err)
 	}
-	p := &Plan{Kept: map[string]runs.Result{}, Carried: map[string]budget.Ledger{}, Uncarried: map[string]error{}}
+	p := &Plan{Kept: map[string]runs.Result{}, Carried: map[string]budget.Account{}, Uncarried: map[string]error{}}
 	for _, r := range children {
 		l, ok := listed[r.ID]
 		switch {

@@ -63,12 +63,12 @@ func TestMakeSortsEveryKindOfRun(t *testing.T) {
 		},
 		results: map[string]*runs.Result{
 			id(0): {RunID: id(0), Outcome: runs.OutcomeScored},
-			id(1): {RunID: id(1), Outcome: runs.OutcomeInfraFailed, Budget: budget.Ledger{LimitS: 100, UsedS: 40, LostS: 7, InfraWaitS: 3, ExtendedS: 10}},
+			id(1): {RunID: id(1), Outcome: runs.OutcomeInfraFailed, Budget: budget.Account{LimitS: 100, UsedS: 40, LostS: 7, InfraWaitS: 3, ExtendedS: 10}},
 		},
 		reached: map[string]Reached{
 			// 20 s used at the last checkpoint, 50 s reached when it
 			// closed: 30 s of them lost.
-			id(3): {AgentS: 50, Budget: budget.Ledger{LimitS: 100, UsedS: 20, LostS: 2}},
+			id(3): {AgentS: 50, Budget: budget.Account{LimitS: 100, UsedS: 20, LostS: 2}},
 		},
 	}
 	p, err := Make(context.Background(), src, "b", children)

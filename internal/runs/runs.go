@@ -77,9 +77,6 @@ const (
 // StateOf is the state of a benchmark's run that ended with outcome o.
 func StateOf(o Outcome) ChildState { return ChildState(o) }
 
-// Ledger is a run's time account (see budget.Ledger).
-type Ledger = budget.Ledger
-
 // Cost is what a run consumed: agent and GPU hours from its ledger, GPU
 // hours lost to crashes, GPU hours billed, and the LLM usage the agent
 // reported, when it did.
@@ -116,7 +113,7 @@ type Result struct {
 	Attempts    int                `json:"attempts"`
 	Checkpoints int                `json:"checkpoints"`
 	SpecHash    string             `json:"spec_hash"`
-	Budget      Ledger             `json:"budget"`
+	Budget      budget.Account     `json:"budget"`
 	Reason      string             `json:"reason,omitempty"`
 	ModelPath   string             `json:"model_path,omitempty"`
 	Violations  []string           `json:"constraint_violations,omitempty"`
