@@ -18,7 +18,6 @@ import (
 
 	"github.com/subosito/gotenv"
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
@@ -26,46 +25,8 @@ import (
 	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/gateway"
 	"github.com/mlrb/mlrb/internal/gpu"
-	"github.com/mlrb/mlrb/internal/metrics"
-	"github.com/mlrb/mlrb/internal/provision"
 	"github.com/mlrb/mlrb/internal/runs"
-	"github.com/mlrb/mlrb/tasks"
 )
-
-// Activities carries what the activities use, grouped by concern. One
-// value serves every activity of a worker.
-type Activities struct {
-	Runs
-	Host
-	Sandbox
-	Fleet
-	// Client signals checkpoint commits to the run's workflow.
-	Client client.Client
-	Logger *zap.Logger
-	// Metrics records checkpoints, evaluations and running attempts
-	// (nil: nothing is recorded).
-	Metrics *metrics.Metrics
-}
-
-// Runs is where runs' tasks, checkpoints and results live.
-type Runs struct {
-	Catalog *tasks.Catalog
-	Engine  *checkpoint.Engine
-	// Keep is how many checkpoints per run retention keeps (plus finals).
-	Keep int
-}
-
-// Host is the machine the worker runs on: its name and queue, its GPU
-// pool and its work disk.
-type Host struct {
-	HostID    string
-	HostQueue string
-	GPUType   string
-	GPUs      *gpu.Pool
-	WorkDir   string
-	// QueueOf names a host's task queue.
-	QueueOf func(hostID string) string
-}
 
 // Sandbox is how agents and evaluators run, and what bounds them.
 type Sandbox struct {
@@ -91,16 +52,8 @@ type Sandbox struct {
 	LLM LLMGateway
 }
 
-// Fleet obtains hosts for provisioned runs.
-type Fleet struct {
-	// Provisioner obtains hosts (nil: provision.kind static);
-	// ProvisionerKind names it.
-	Provisioner     provision.Provider
-	ProvisionerKind string
-}
-
 // ResolveTask loads the spec from this worker's catalog and hashes it.
-func (a *Activities) ResolveTask(ctx context.Context, in ResolveInput) (*ResolvedTask, error) {
+func (a *Tasks) ResolveTask(ctx context.Context, in ResolveInput) (*ResolvedTask, error) {
 	spec, err := a.Catalog.Get(in.Task)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, nil)
@@ -109,13 +62,13 @@ func (a *Activities) ResolveTask(ctx context.Context, in ResolveInput) (*Resolve
 	if err := def.CheckTask(spec.ID, spec.Suite == "mini"); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, nil)
 	}
-	res := &ResolvedTask{Spec: *spec, Hash: spec.Hash(), Store: a.Engine.Store.String()}
+	res := &ResolvedTask{Spec: *spec, Hash: spec.Hash(), Store: a.Store.String()}
 	if def.Image != "" {
 		image := def.Image
 		if in.Image != "" {
 			image = in.Image // pinned when its benchmark started
 		}
-		d, err := a.Workspace.Digest(ctx, image)
+		d, err := a.Images.Digest(ctx, image)
 		if err != nil {
 			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("agent %s: %v", def.Name, err), ErrBadTask, nil)
 		}
@@ -128,13 +81,13 @@ func (a *Activities) ResolveTask(ctx context.Context, in ResolveInput) (*Resolve
 // benchmark starts: its runs, started over hours or days, all run the
 // image its agents were resolved to, wherever their tags move meanwhile.
 // An image this worker cannot find is a bad input, named with its agent.
-func (a *Activities) ResolveAgents(ctx context.Context, defs []agents.Definition) (map[string]string, error) {
+func (a *Tasks) ResolveAgents(ctx context.Context, defs []agents.Definition) (map[string]string, error) {
 	out := map[string]string{}
 	for _, d := range defs {
 		if d.Image == "" {
 			continue
 		}
-		digest, err := a.Workspace.Digest(ctx, d.Image)
+		digest, err := a.Images.Digest(ctx, d.Image)
 		if err != nil {
 			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("agent %s: image %s: %v (build or load it on the workers)", d.Name, d.Image, err), ErrBadTask, nil)
 		}
@@ -145,7 +98,7 @@ func (a *Activities) ResolveAgents(ctx context.Context, defs []agents.Definition
 
 // LoadCheckpoint describes a committed checkpoint of a run, for a fork or
 // a continued run.
-func (a *Activities) LoadCheckpoint(ctx context.Context, src CheckpointSource) (*CheckpointRef, error) {
+func (a *Records) LoadCheckpoint(ctx context.Context, src CheckpointSource) (*CheckpointRef, error) {
 	var m *checkpoint.Manifest
 	var err error
 	if src.Seq == 0 {
@@ -173,7 +126,7 @@ func (a *Activities) LoadCheckpoint(ctx context.Context, src CheckpointSource) (
 
 // AcquireLease takes a GPU slot on this host for one attempt and names
 // the host queue the attempt must run on.
-func (a *Activities) AcquireLease(_ context.Context, req LeaseRequest) (*Lease, error) {
+func (a *Leases) AcquireLease(_ context.Context, req LeaseRequest) (*Lease, error) {
 	token := runs.Holder{RunID: req.RunID, Role: req.Role, N: req.Attempt}.Token()
 	if req.GPUCount > 0 && a.GPUType != "" && req.GPUType != "" && req.GPUType != a.GPUType {
 		return nil, temporal.NewApplicationError(fmt.Sprintf("host %s has %s GPUs, the task needs %s", a.HostID, a.GPUType, req.GPUType), ErrNoCapacity)
@@ -189,7 +142,7 @@ func (a *Activities) AcquireLease(_ context.Context, req LeaseRequest) (*Lease, 
 }
 
 // ReleaseLease gives the slot back.
-func (a *Activities) ReleaseLease(_ context.Context, l Lease) error {
+func (a *Leases) ReleaseLease(_ context.Context, l Lease) error {
 	a.GPUs.Release(l.Token)
 	return nil
 }
@@ -198,7 +151,7 @@ func (a *Activities) ReleaseLease(_ context.Context, l Lease) error {
 // this host left (a worker killed mid-attempt cannot clean up): once its
 // tasks are reaped, none of it belongs to anything live, and the runs
 // resume from their checkpoints.
-func (a *Activities) Sweep() error {
+func (a *Runner) Sweep() error {
 	for _, d := range []string{"runs", "eval", "doors"} {
 		if err := os.RemoveAll(filepath.Join(a.WorkDir, d)); err != nil {
 			return fmt.Errorf("sweep %s: %w", d, err)
@@ -209,7 +162,7 @@ func (a *Activities) Sweep() error {
 
 func runKey(runID string) string { return url.PathEscape(runID) }
 
-func (a *Activities) attempt(runID string, n int) *attempt {
+func (a *Runner) attempt(runID string, n int) *attempt {
 	return &attempt{runID: runID, n: n, dir: filepath.Join(a.WorkDir, "runs", runKey(runID), fmt.Sprintf("attempt-%d", n)),
 		door: a.doorDir(runs.Holder{RunID: runID, N: n}.Token())}
 }
@@ -217,7 +170,7 @@ func (a *Activities) attempt(runID string, n int) *attempt {
 // doorDir holds the gateway socket of one task (an attempt, an
 // evaluation), mounted into its door container: <work>/doors/<hash>,
 // short for a unix socket's 107-byte path limit whatever the run id.
-func (a *Activities) doorDir(task string) string {
+func (a *Runner) doorDir(task string) string {
 	sum := sha256.Sum256([]byte(task))
 	return filepath.Join(a.WorkDir, "doors", hex.EncodeToString(sum[:8]))
 }
@@ -233,7 +186,7 @@ func writeJSONFile(path string, v any) error {
 // restoreLatest restores ref with restore, falling back to earlier
 // checkpoints when a chunk is missing or corrupt; it returns the checkpoint
 // restored.
-func (a *Activities) restoreLatest(ctx context.Context, runID string, ref *CheckpointRef, restore func(*checkpoint.Manifest) error) (*checkpoint.Manifest, error) {
+func (a *Runner) restoreLatest(ctx context.Context, runID string, ref *CheckpointRef, restore func(*checkpoint.Manifest) error) (*checkpoint.Manifest, error) {
 	for seq := ref.Seq; seq >= 1; seq-- {
 		m, err := a.Engine.Load(ctx, runID, seq)
 		if err == nil && seq == ref.Seq && ref.Attempt != 0 && m.Attempt != ref.Attempt {
@@ -259,7 +212,7 @@ func (a *Activities) restoreLatest(ctx context.Context, runID string, ref *Check
 }
 
 // signaller delivers signals to the activity's own workflow execution.
-func (a *Activities) signaller(ctx context.Context) func(context.Context, string, any) error {
+func (a *Runner) signaller(ctx context.Context) func(context.Context, string, any) error {
 	info := activity.GetInfo(ctx)
 	wid, rid := info.WorkflowExecution.ID, info.WorkflowExecution.RunID
 	return func(sctx context.Context, name string, arg any) error {
@@ -269,7 +222,7 @@ func (a *Activities) signaller(ctx context.Context) func(context.Context, string
 
 // digest records which image really ran: the digest, not the tag ("" for
 // processes; the tag when the digest cannot be read).
-func (a *Activities) digest(ctx context.Context, image string) string {
+func (a *Runner) digest(ctx context.Context, image string) string {
 	d, err := a.Workspace.Digest(ctx, image)
 	if err != nil {
 		a.Logger.Warn("image digest", zap.String("image", image), zap.Error(err))
@@ -283,7 +236,7 @@ func (a *Activities) digest(ctx context.Context, image string) string {
 // and cloud credentials. A name of the worker's own (MLRB_*, AWS_*,
 // TEMPORAL_*) or one outside SecretNames (when set) is refused. Names
 // travel through Temporal; values only from here to the agent.
-func (a *Activities) secretValues(names []string) (map[string]string, error) {
+func (a *Runner) secretValues(names []string) (map[string]string, error) {
 	refuse := func(format string, args ...any) error {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrBadTask, nil)
 	}
@@ -348,7 +301,7 @@ const ErrNoSpace = "NoSpace"
 const spaceMargin = 1 << 30
 
 // checkSpace refuses a restore of bytes the work dir's disk cannot hold.
-func (a *Activities) checkSpace(bytes int64) error {
+func (a *Runner) checkSpace(bytes int64) error {
 	free, err := freeBytes(a.WorkDir)
 	if err != nil {
 		return nil // unknown: the restore itself will say

@@ -26,13 +26,13 @@ type AggregateInput struct {
 //
 // Benchmarks started before results were stored per run pass their runs
 // here; later ones call AggregateResults.
-func (a *Activities) Aggregate(ctx context.Context, in AggregateInput) ([]string, error) {
+func (a *Records) Aggregate(ctx context.Context, in AggregateInput) ([]string, error) {
 	return a.storeLeaderboard(ctx, in.BenchmarkID, in.Runs, in.Setup)
 }
 
 // storeLeaderboard stores the leaderboard in every format, each row's gap
 // closed against its task's anchors (the store's, else the catalog's).
-func (a *Activities) storeLeaderboard(ctx context.Context, benchmarkID string, runs []leaderboard.Run, setup leaderboard.Setup) ([]string, error) {
+func (a *Records) storeLeaderboard(ctx context.Context, benchmarkID string, runs []leaderboard.Run, setup leaderboard.Setup) ([]string, error) {
 	if a.Catalog != nil {
 		taskIDs := make([]string, len(runs))
 		for i, r := range runs {

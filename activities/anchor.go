@@ -19,6 +19,6 @@ type StoreAnchorInput struct {
 
 // StoreAnchor keeps a measured anchor in the blob store, where every
 // leaderboard of the task reads it (over the catalog's).
-func (a *Activities) StoreAnchor(ctx context.Context, in StoreAnchorInput) error {
+func (a *Records) StoreAnchor(ctx context.Context, in StoreAnchorInput) error {
 	return anchors.Put(ctx, a.Engine.Store, in.Task, in.Role, in.Anchor)
 }

@@ -22,7 +22,7 @@ import (
 // a model whose weights read "fine", exits 3 on "crash" and, once broken
 // (the file broken exists), on anything.
 type controlRig struct {
-	a      *Activities
+	a      *Evaluations
 	broken string
 	task   tasks.Spec
 	env    *testsuite.TestActivityEnvironment
@@ -56,7 +56,7 @@ func newControlRig(t *testing.T) *controlRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Activities{Runs: Runs{Engine: engine}, Host: Host{WorkDir: filepath.Join(dir, "work")}, Logger: zap.NewNop()}
+	a := &Evaluations{&Runner{Runs: Runs{Engine: engine}, Host: Host{WorkDir: filepath.Join(dir, "work")}, Logger: zap.NewNop()}}
 	a.Workspace = &DirWorkspace{Process: proc, Engine: engine, Self: "/bin/false"}
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()

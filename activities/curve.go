@@ -27,7 +27,7 @@ type MarksInput struct {
 // to it in agent time (the earlier on a tie; a later one only within the
 // slack), from the store's own manifests: a superseded attempt's are not
 // the run's.
-func (a *Activities) PickMarks(ctx context.Context, in MarksInput) ([]runs.Mark, error) {
+func (a *Evaluations) PickMarks(ctx context.Context, in MarksInput) ([]runs.Mark, error) {
 	ms, err := a.Engine.List(ctx, in.RunID)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoints of %s: %w", in.RunID, err)

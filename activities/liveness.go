@@ -52,7 +52,7 @@ type beat func(ctx context.Context, p Progress) error
 // A lease the activity holds (token, "" for none) is claimed on this
 // host's pool, and renewed by each heartbeat that reaches the server: it
 // lapses one TTL after the run stops hearing from the activity.
-func (a *Activities) live(ctx context.Context, lease *Lease) (context.Context, *liveness, error) {
+func (a *Runner) live(ctx context.Context, lease *Lease) (context.Context, *liveness, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	l := &liveness{stop: make(chan struct{}), stopped: make(chan struct{}), dir: a.WorkDir, cancel: cancel}
 	if lease != nil && lease.Token != "" && a.GPUs != nil {
@@ -77,7 +77,7 @@ func (a *Activities) live(ctx context.Context, lease *Lease) (context.Context, *
 // heartbeat is how this worker reaches the server: through its client,
 // so that it knows each heartbeat's fate, or the SDK's throttled
 // heartbeats where there is no client (tests of single activities).
-func (a *Activities) heartbeat(info activity.Info) beat {
+func (a *Runner) heartbeat(info activity.Info) beat {
 	if a.Client == nil || os.Getenv("XX_SDK_HB") != "" {
 		return func(ctx context.Context, p Progress) error {
 			activity.RecordHeartbeat(ctx, p)

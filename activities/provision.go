@@ -19,7 +19,7 @@ const (
 // ProvisionHost obtains a host for one attempt: a Slurm job or an EC2
 // instance running a worker for it. A retried request finds the host it
 // already obtained.
-func (a *Activities) ProvisionHost(ctx context.Context, req HostRequest) (*ProvisionedHost, error) {
+func (a *Fleet) ProvisionHost(ctx context.Context, req HostRequest) (*ProvisionedHost, error) {
 	if a.Provisioner == nil || a.ProvisionerKind != req.Kind {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("provision.kind %s: this worker provisions %q (set provision.kind on the workers that start runs' hosts)", req.Kind, a.ProvisionerKind), ErrBadTask, nil)
 	}
@@ -34,7 +34,7 @@ func (a *Activities) ProvisionHost(ctx context.Context, req HostRequest) (*Provi
 
 // ReleaseHost gives a provisioned host back: its job is cancelled, its
 // instance terminated (one already gone is not an error).
-func (a *Activities) ReleaseHost(ctx context.Context, h ProvisionedHost) error {
+func (a *Fleet) ReleaseHost(ctx context.Context, h ProvisionedHost) error {
 	if a.Provisioner == nil || h.Kind != a.ProvisionerKind {
 		return nil
 	}

@@ -37,7 +37,7 @@ type StoreResultInput struct {
 
 // StoreResult keeps a run's result in the blob store, where the
 // leaderboard and the starter read a benchmark's runs from.
-func (a *Activities) StoreResult(ctx context.Context, in StoreResultInput) error {
+func (a *Records) StoreResult(ctx context.Context, in StoreResultInput) error {
 	return runresults.Put(ctx, a.Engine.Store, in.RunID, in.Result)
 }
 
@@ -60,7 +60,7 @@ type AggregateResult struct {
 
 // AggregateResults reads the stored results of an ended benchmark's runs
 // and stores its leaderboard as JSON, CSV, Markdown and an SVG chart.
-func (a *Activities) AggregateResults(ctx context.Context, in AggregateResultsInput) (*AggregateResult, error) {
+func (a *Records) AggregateResults(ctx context.Context, in AggregateResultsInput) (*AggregateResult, error) {
 	all := in.Runs.Runs()
 	got, err := runresults.GetAll[leaderboard.Run](ctx, a.Engine.Store, all, func(n int) { activity.RecordHeartbeat(ctx, n) })
 	if err != nil {
@@ -92,7 +92,7 @@ const awaitHeartbeat = 10 * time.Second
 // every one closed by then: a benchmark that continued as new waits on
 // the runs an earlier execution started this way. A run that failed, was
 // terminated or timed out ended infra_failed.
-func (a *Activities) AwaitRuns(ctx context.Context, ids []string) ([]runs.End, error) {
+func (a *Records) AwaitRuns(ctx context.Context, ids []string) ([]runs.End, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var mu sync.Mutex
@@ -150,7 +150,7 @@ type ReadPlanInput struct {
 
 // ReadPlan returns the plan entries of the runs asked for (runs not in
 // the plan are left out: they continue with nothing carried).
-func (a *Activities) ReadPlan(ctx context.Context, in ReadPlanInput) (map[string]resume.Entry, error) {
+func (a *Records) ReadPlan(ctx context.Context, in ReadPlanInput) (map[string]resume.Entry, error) {
 	rc, err := a.Engine.Store.Get(ctx, in.Key)
 	if errors.Is(err, blob.ErrNotFound) {
 		return nil, fmt.Errorf("resume plan %s is not in the store %s", in.Key, a.Engine.Store)

@@ -90,7 +90,7 @@ func TestChecksScoreByExitStatusOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Activities{Sandbox: Sandbox{Workspace: &DirWorkspace{Process: proc}}, Logger: zap.NewNop()}
+	a := &Runner{Sandbox: Sandbox{Workspace: &DirWorkspace{Process: proc}}, Logger: zap.NewNop()}
 	c := &tasks.Check{Command: []string{"sh", "-c", `grep -q QED "$0" && ! grep -q sorry "$0"`, "{item}"}, Timeout: tasks.Duration(30e9),
 		Task: "t", Field: "compile_rate,none"}
 	rate, sem, err := a.runChecks(context.Background(), ev, &tasks.Spec{Evaluation: tasks.Evaluation{Check: c}}, "")
@@ -114,7 +114,7 @@ func TestChecksScoreByExitStatusOnly(t *testing.T) {
 // runs under its spec's memory and CPUs (never more CPUs than the host
 // has); the runtime's own limits stand.
 func TestBoundFollowsTheTask(t *testing.T) {
-	a := &Activities{Sandbox: Sandbox{LogLimit: 7}}
+	a := &Runner{Sandbox: Sandbox{LogLimit: 7}}
 	task := &tasks.Spec{Resources: tasks.Resources{CPUs: 1 << 20, MemoryGB: 3}}
 	var spec runtime.TaskSpec
 	a.bound(&spec, task)

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"go.temporal.io/sdk/testsuite"
-	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/checkpoint"
@@ -33,7 +32,7 @@ func TestAggregateResults(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a := &Activities{Runs: Runs{Engine: checkpoint.New(store, checkpoint.Options{ChunkSize: 1 << 20})}, Logger: zap.NewNop()}
+	a := &Records{Engine: checkpoint.New(store, checkpoint.Options{ChunkSize: 1 << 20})}
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
 	env.RegisterActivity(a.AggregateResults)

@@ -25,7 +25,7 @@ import (
 // to carry the task's connections to, or, for a task with no door (the
 // process runtime), on a loopback port. It returns the base URL the task
 // reaches it at; close shuts it and every connection through it.
-func (a *Activities) openDoor(dir string, container bool, ai *attemptLLM, log *zap.Logger) (base string, close func(), err error) {
+func (a *Runner) openDoor(dir string, container bool, ai *attemptLLM, log *zap.Logger) (base string, close func(), err error) {
 	_ = os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", nil, fmt.Errorf("the agent's door: %w", err)
@@ -77,7 +77,7 @@ func (a *Activities) openDoor(dir string, container bool, ai *attemptLLM, log *z
 // its own limit (its failure), never the host's OOM killer taking the
 // worker and every other attempt down with it, and one agent's CPUs are
 // not its neighbours'.
-func (a *Activities) bound(spec *runtime.TaskSpec, task *tasks.Spec) {
+func (a *Runner) bound(spec *runtime.TaskSpec, task *tasks.Spec) {
 	spec.LogLimit = a.LogLimit
 	if spec.MemoryBytes == 0 && task.Resources.MemoryGB > 0 {
 		spec.MemoryBytes = int64(task.Resources.MemoryGB) << 30
@@ -93,7 +93,7 @@ func (a *Activities) bound(spec *runtime.TaskSpec, task *tasks.Spec) {
 // from doorDir); an agent with an LLM side (ai) gets its gateway on a
 // loopback port when it has no door, and is told where it is and its
 // token. closeDoor shuts the door; call it once the task is gone.
-func (a *Activities) start(ctx context.Context, spec runtime.TaskSpec, doorDir string, ai *attemptLLM, log *zap.Logger) (h runtime.Handle, closeDoor func(), err error) {
+func (a *Runner) start(ctx context.Context, spec runtime.TaskSpec, doorDir string, ai *attemptLLM, log *zap.Logger) (h runtime.Handle, closeDoor func(), err error) {
 	closeDoor = func() {}
 	if spec.Door != nil || ai != nil {
 		var base string
@@ -122,7 +122,7 @@ func (a *Activities) start(ctx context.Context, spec runtime.TaskSpec, doorDir s
 
 // runToEnd runs a task until it exits, its timeout passes (it is killed:
 // timedOut), or ctx ends (it is killed: err is ctx's).
-func (a *Activities) runToEnd(ctx context.Context, spec runtime.TaskSpec, doorDir string, timeout time.Duration, log *zap.Logger) (res runtime.ExitResult, timedOut bool, err error) {
+func (a *Runner) runToEnd(ctx context.Context, spec runtime.TaskSpec, doorDir string, timeout time.Duration, log *zap.Logger) (res runtime.ExitResult, timedOut bool, err error) {
 	h, closeDoor, err := a.start(ctx, spec, doorDir, nil, log)
 	if err != nil {
 		return res, false, err

@@ -20,40 +20,40 @@ import (
 // and result. Workflows call the entries (runAgent.call(ctx, args, in));
 // workers register them (Register, RegisterShared, RegisterHost).
 var (
-	resolveTask = activityOf[activities.ResolveInput, *activities.ResolvedTask]{
-		name: activities.ResolveTaskName, on: onShared, options: quickOptions, fn: (*activities.Activities).ResolveTask}
-	resolveAgents = activityOf[[]agents.Definition, map[string]string]{
-		name: activities.ResolveAgentsName, on: onShared, options: quickOptions, fn: (*activities.Activities).ResolveAgents}
-	loadCheckpoint = activityOf[activities.CheckpointSource, *activities.CheckpointRef]{
-		name: activities.LoadCheckpointName, on: onShared, options: quickOptions, fn: (*activities.Activities).LoadCheckpoint}
-	provisionHost = activityOf[activities.HostRequest, *activities.ProvisionedHost]{
-		name: activities.ProvisionHostName, on: onShared, options: provisionOptions, fn: (*activities.Activities).ProvisionHost}
-	releaseHost = actionOf[activities.ProvisionedHost]{
-		name: activities.ReleaseHostName, on: onShared, options: quickOptions, fn: (*activities.Activities).ReleaseHost}
+	resolveTask = activityOf[*activities.Tasks, activities.ResolveInput, *activities.ResolvedTask]{
+		name: activities.ResolveTaskName, on: onShared, options: quickOptions, of: setTasks, fn: (*activities.Tasks).ResolveTask}
+	resolveAgents = activityOf[*activities.Tasks, []agents.Definition, map[string]string]{
+		name: activities.ResolveAgentsName, on: onShared, options: quickOptions, of: setTasks, fn: (*activities.Tasks).ResolveAgents}
+	loadCheckpoint = activityOf[*activities.Records, activities.CheckpointSource, *activities.CheckpointRef]{
+		name: activities.LoadCheckpointName, on: onShared, options: quickOptions, of: setRecords, fn: (*activities.Records).LoadCheckpoint}
+	provisionHost = activityOf[*activities.Fleet, activities.HostRequest, *activities.ProvisionedHost]{
+		name: activities.ProvisionHostName, on: onShared, options: provisionOptions, of: setFleet, fn: (*activities.Fleet).ProvisionHost}
+	releaseHost = actionOf[*activities.Fleet, activities.ProvisionedHost]{
+		name: activities.ReleaseHostName, on: onShared, options: quickOptions, of: setFleet, fn: (*activities.Fleet).ReleaseHost}
 	// A provisioned host's slot is leased on its own queue.
-	acquireLease = activityOf[activities.LeaseRequest, *activities.Lease]{
-		name: activities.AcquireLeaseName, on: onShared | onHost, options: leaseOptions, fn: (*activities.Activities).AcquireLease}
-	releaseLease = actionOf[activities.Lease]{
-		name: activities.ReleaseLeaseName, on: onHost, options: releaseOptions, fn: (*activities.Activities).ReleaseLease}
-	runAgent = activityOf[activities.AgentInput, *activities.AgentResult]{
-		name: activities.RunAgentName, on: onHost, options: agentOptions, fn: (*activities.Activities).RunAgent}
-	evaluate = activityOf[activities.EvalInput, *activities.EvalResult]{
-		name: activities.EvaluateName, on: onShared | onHost, options: evalOptions, fn: (*activities.Activities).Evaluate}
-	pickMarks = activityOf[activities.MarksInput, []runs.Mark]{
-		name: activities.PickMarksName, on: onShared, options: quickOptions, fn: (*activities.Activities).PickMarks}
-	storeResult = actionOf[activities.StoreResultInput]{
-		name: activities.StoreResultName, on: onShared, options: storeOptions, fn: (*activities.Activities).StoreResult}
-	storeAnchor = actionOf[activities.StoreAnchorInput]{
-		name: activities.StoreAnchorName, on: onShared, options: storeOptions, fn: (*activities.Activities).StoreAnchor}
-	readPlan = activityOf[activities.ReadPlanInput, map[string]resume.Entry]{
-		name: activities.ReadPlanName, on: onShared, options: quickOptions, fn: (*activities.Activities).ReadPlan}
-	awaitRuns = activityOf[[]string, []runs.End]{
-		name: activities.AwaitRunsName, on: onShared, options: awaitOptions, fn: (*activities.Activities).AwaitRuns}
-	aggregateResults = activityOf[activities.AggregateResultsInput, *activities.AggregateResult]{
-		name: activities.AggregateResultsName, on: onShared, options: aggregateOptions, fn: (*activities.Activities).AggregateResults}
+	acquireLease = activityOf[*activities.Leases, activities.LeaseRequest, *activities.Lease]{
+		name: activities.AcquireLeaseName, on: onShared | onHost, options: leaseOptions, of: setLeases, fn: (*activities.Leases).AcquireLease}
+	releaseLease = actionOf[*activities.Leases, activities.Lease]{
+		name: activities.ReleaseLeaseName, on: onHost, options: releaseOptions, of: setLeases, fn: (*activities.Leases).ReleaseLease}
+	runAgent = activityOf[*activities.Attempts, activities.AgentInput, *activities.AgentResult]{
+		name: activities.RunAgentName, on: onHost, options: agentOptions, of: setAttempts, fn: (*activities.Attempts).RunAgent}
+	evaluate = activityOf[*activities.Evaluations, activities.EvalInput, *activities.EvalResult]{
+		name: activities.EvaluateName, on: onShared | onHost, options: evalOptions, of: setEvaluations, fn: (*activities.Evaluations).Evaluate}
+	pickMarks = activityOf[*activities.Evaluations, activities.MarksInput, []runs.Mark]{
+		name: activities.PickMarksName, on: onShared, options: quickOptions, of: setEvaluations, fn: (*activities.Evaluations).PickMarks}
+	storeResult = actionOf[*activities.Records, activities.StoreResultInput]{
+		name: activities.StoreResultName, on: onShared, options: storeOptions, of: setRecords, fn: (*activities.Records).StoreResult}
+	storeAnchor = actionOf[*activities.Records, activities.StoreAnchorInput]{
+		name: activities.StoreAnchorName, on: onShared, options: storeOptions, of: setRecords, fn: (*activities.Records).StoreAnchor}
+	readPlan = activityOf[*activities.Records, activities.ReadPlanInput, map[string]resume.Entry]{
+		name: activities.ReadPlanName, on: onShared, options: quickOptions, of: setRecords, fn: (*activities.Records).ReadPlan}
+	awaitRuns = activityOf[*activities.Records, []string, []runs.End]{
+		name: activities.AwaitRunsName, on: onShared, options: awaitOptions, of: setRecords, fn: (*activities.Records).AwaitRuns}
+	aggregateResults = activityOf[*activities.Records, activities.AggregateResultsInput, *activities.AggregateResult]{
+		name: activities.AggregateResultsName, on: onShared, options: aggregateOptions, of: setRecords, fn: (*activities.Records).AggregateResults}
 	// aggregate is the leaderboard of version 0 benchmarks (benchmarkV0).
-	aggregate = activityOf[activities.AggregateInput, []string]{
-		name: activities.AggregateName, on: onShared, options: aggregateOptions, fn: (*activities.Activities).Aggregate}
+	aggregate = activityOf[*activities.Records, activities.AggregateInput, []string]{
+		name: activities.AggregateName, on: onShared, options: aggregateOptions, of: setRecords, fn: (*activities.Records).Aggregate}
 )
 
 // catalogue lists the entries for registration.
@@ -88,19 +88,28 @@ type callArgs struct {
 
 // entry is a catalogue entry as a worker registers it.
 type entry interface {
-	register(r Registry, a *activities.Activities, on served)
+	register(r Registry, s *activities.Set, on served)
 }
 
-// activityOf is an activity with a result.
-type activityOf[In, Out any] struct {
+// The receivers of the set, by concern.
+func setTasks(s *activities.Set) *activities.Tasks             { return s.Tasks }
+func setRecords(s *activities.Set) *activities.Records         { return s.Records }
+func setLeases(s *activities.Set) *activities.Leases           { return s.Leases }
+func setFleet(s *activities.Set) *activities.Fleet             { return s.Fleet }
+func setAttempts(s *activities.Set) *activities.Attempts       { return s.Attempts }
+func setEvaluations(s *activities.Set) *activities.Evaluations { return s.Evaluations }
+
+// activityOf is an activity with a result, a method of receiver R.
+type activityOf[R, In, Out any] struct {
 	name    string
 	on      served
 	options func(workflow.Context, callArgs) workflow.Context
-	fn      func(*activities.Activities, context.Context, In) (Out, error)
+	of      func(*activities.Set) R
+	fn      func(R, context.Context, In) (Out, error)
 }
 
 // call runs the activity and waits for its result.
-func (d activityOf[In, Out]) call(ctx workflow.Context, args callArgs, in In) (Out, error) {
+func (d activityOf[R, In, Out]) call(ctx workflow.Context, args callArgs, in In) (Out, error) {
 	var out Out
 	err := d.start(ctx, args, in).Get(ctx, &out)
 	return out, err
@@ -110,47 +119,48 @@ func (d activityOf[In, Out]) call(ctx workflow.Context, args callArgs, in In) (O
 // the workflow (the entry must be served on the shared queue, where every
 // workflow worker registers it): no task of its own to dispatch and
 // record, its result a marker in the workflow task that called it.
-func (d activityOf[In, Out]) callLocal(ctx workflow.Context, opts workflow.LocalActivityOptions, in In) (Out, error) {
+func (d activityOf[R, In, Out]) callLocal(ctx workflow.Context, opts workflow.LocalActivityOptions, in In) (Out, error) {
 	var out Out
 	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, opts), d.name, in).Get(ctx, &out)
 	return out, err
 }
 
 // start schedules the activity; the future's result is an Out.
-func (d activityOf[In, Out]) start(ctx workflow.Context, args callArgs, in In) workflow.Future {
+func (d activityOf[R, In, Out]) start(ctx workflow.Context, args callArgs, in In) workflow.Future {
 	return workflow.ExecuteActivity(d.options(ctx, args), d.name, in)
 }
 
-func (d activityOf[In, Out]) register(r Registry, a *activities.Activities, on served) {
+func (d activityOf[R, In, Out]) register(r Registry, s *activities.Set, on served) {
 	if d.on&on == 0 {
 		return
 	}
-	fn := d.fn
-	r.RegisterActivityWithOptions(func(ctx context.Context, in In) (Out, error) { return fn(a, ctx, in) }, activity.RegisterOptions{Name: d.name})
+	of, fn := d.of, d.fn
+	r.RegisterActivityWithOptions(func(ctx context.Context, in In) (Out, error) { return fn(of(s), ctx, in) }, activity.RegisterOptions{Name: d.name})
 }
 
-// actionOf is an activity without a result.
-type actionOf[In any] struct {
+// actionOf is an activity without a result, a method of receiver R.
+type actionOf[R, In any] struct {
 	name    string
 	on      served
 	options func(workflow.Context, callArgs) workflow.Context
-	fn      func(*activities.Activities, context.Context, In) error
+	of      func(*activities.Set) R
+	fn      func(R, context.Context, In) error
 }
 
 // call runs the activity and waits for it to end.
-func (d actionOf[In]) call(ctx workflow.Context, args callArgs, in In) error {
+func (d actionOf[R, In]) call(ctx workflow.Context, args callArgs, in In) error {
 	return workflow.ExecuteActivity(d.options(ctx, args), d.name, in).Get(ctx, nil)
 }
 
 // callLocal runs the activity as a local activity (activityOf.callLocal).
-func (d actionOf[In]) callLocal(ctx workflow.Context, opts workflow.LocalActivityOptions, in In) error {
+func (d actionOf[R, In]) callLocal(ctx workflow.Context, opts workflow.LocalActivityOptions, in In) error {
 	return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, opts), d.name, in).Get(ctx, nil)
 }
 
-func (d actionOf[In]) register(r Registry, a *activities.Activities, on served) {
+func (d actionOf[R, In]) register(r Registry, s *activities.Set, on served) {
 	if d.on&on == 0 {
 		return
 	}
-	fn := d.fn
-	r.RegisterActivityWithOptions(func(ctx context.Context, in In) error { return fn(a, ctx, in) }, activity.RegisterOptions{Name: d.name})
+	of, fn := d.of, d.fn
+	r.RegisterActivityWithOptions(func(ctx context.Context, in In) error { return fn(of(s), ctx, in) }, activity.RegisterOptions{Name: d.name})
 }

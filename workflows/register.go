@@ -28,25 +28,25 @@ func RegisterWorkflows(r WorkflowRegistry) {
 
 // RegisterShared registers what the shared task queue serves: the
 // workflows and the activities any host may run.
-func RegisterShared(r Registry, a *activities.Activities) {
+func RegisterShared(r Registry, s *activities.Set) {
 	RegisterWorkflows(r)
-	registerOn(r, a, onShared)
+	registerOn(r, s, onShared)
 }
 
 // RegisterHost registers what a host's own queue serves: the agent
 // attempts and evaluations pinned to the host that holds their lease, the
 // release, and the lease of a provisioned host.
-func RegisterHost(r Registry, a *activities.Activities) { registerOn(r, a, onHost) }
+func RegisterHost(r Registry, s *activities.Set) { registerOn(r, s, onHost) }
 
 // Register registers everything on one registry (the test suite, where
 // queues do not matter).
-func Register(r Registry, a *activities.Activities) {
+func Register(r Registry, s *activities.Set) {
 	RegisterWorkflows(r)
-	registerOn(r, a, onShared|onHost)
+	registerOn(r, s, onShared|onHost)
 }
 
-func registerOn(r Registry, a *activities.Activities, on served) {
+func registerOn(r Registry, s *activities.Set, on served) {
 	for _, e := range catalogue {
-		e.register(r, a, on)
+		e.register(r, s, on)
 	}
 }

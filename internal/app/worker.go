@@ -101,7 +101,9 @@ type startup struct {
 	docker  *runtime.Docker
 	pool    *gpu.Pool
 	rec     *fleetRecord
-	acts    *activities.Activities
+	acts    *activities.Set
+	// runner is what the set's attempts and evaluations share.
+	runner *activities.Runner
 }
 
 func (s *startup) push(undo func()) { s.closers = append(s.closers, undo) }
@@ -189,16 +191,25 @@ func (s *startup) assemble() error {
 	if err := s.engine.Store.Put(s.ctx, llm.PricesKey(prices.Ref()), bytes.NewReader(prices.JSON())); err != nil {
 		return fmt.Errorf("store the price table: %w", err)
 	}
-	s.acts = &activities.Activities{
-		Runs: activities.Runs{Catalog: s.catalog, Engine: s.engine, Keep: cfg.Checkpoint.Keep},
-		Host: activities.Host{HostID: cfg.Host.ID, HostQueue: s.hq, GPUType: cfg.Host.GPUType, GPUs: s.pool, WorkDir: cfg.WorkDir(),
-			QueueOf: func(id string) string { return HostQueue(cfg.Temporal.TaskQueue, id) }},
+	host := activities.Host{HostID: cfg.Host.ID, HostQueue: s.hq, GPUType: cfg.Host.GPUType, GPUs: s.pool, WorkDir: cfg.WorkDir()}
+	runner := &activities.Runner{
+		Runs: activities.Runs{Engine: s.engine, Keep: cfg.Checkpoint.Keep},
+		Host: host,
 		Sandbox: activities.Sandbox{Workspace: s.ws, EnvFile: cfg.Agent.EnvFile, SecretNames: cfg.Agent.SecretNames,
 			WorkspaceLimit: int64(cfg.Agent.WorkspaceLimitGB * (1 << 30)), WorkspaceEntries: cfg.Agent.WorkspaceMaxEntries, LogLimit: cfg.Agent.LogLimitMB << 20, Egress: egress,
 			LLM: activities.LLMGateway{Prices: prices, ServerTools: cfg.Gateway.ServerTools,
 				OpenAI:    gateway.Upstream{URL: cfg.Gateway.OpenAIURL, KeyName: cfg.Gateway.OpenAIKey},
 				Anthropic: gateway.Upstream{URL: cfg.Gateway.AnthropicURL, KeyName: cfg.Gateway.AnthropicKey}}},
 		Client: s.c, Logger: s.log.Named("activities"), Metrics: s.m,
+	}
+	s.runner = runner
+	s.acts = &activities.Set{
+		Tasks:       &activities.Tasks{Catalog: s.catalog, Store: s.engine.Store, Images: s.ws},
+		Records:     &activities.Records{Catalog: s.catalog, Engine: s.engine, Client: s.c},
+		Leases:      &activities.Leases{Host: host},
+		Fleet:       &activities.Fleet{QueueOf: func(id string) string { return HostQueue(cfg.Temporal.TaskQueue, id) }},
+		Attempts:    &activities.Attempts{Runner: runner},
+		Evaluations: &activities.Evaluations{Runner: runner},
 	}
 	return nil
 }
@@ -218,14 +229,14 @@ func (s *startup) registerMetrics() error {
 }
 
 func (s *startup) openProvider() (err error) {
-	if s.acts.Provisioner, err = openProvider(s.ctx, s.cfg); err != nil {
+	if s.acts.Fleet.Provisioner, err = openProvider(s.ctx, s.cfg); err != nil {
 		return err
 	}
-	s.acts.ProvisionerKind = provisionKind(s.cfg.Provision.Kind)
+	s.acts.Fleet.ProvisionerKind = provisionKind(s.cfg.Provision.Kind)
 	return nil
 }
 
-func (s *startup) sweep() error { return s.acts.Sweep() }
+func (s *startup) sweep() error { return s.runner.Sweep() }
 
 // startRecord publishes this host to the store, and reaps provisioned
 // hosts whose run ended; both stop after the SDK workers.
@@ -233,10 +244,10 @@ func (s *startup) startRecord() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	go s.rec.run(ctx)
 	reaped := make(chan struct{})
-	if s.acts.Provisioner != nil {
+	if s.acts.Fleet.Provisioner != nil {
 		go func() {
 			defer close(reaped)
-			reapJobs(ctx, s.acts.Provisioner, s.c, s.cfg.Provision.ReapInterval, s.log.Named("reaper"))
+			reapJobs(ctx, s.acts.Fleet.Provisioner, s.c, s.cfg.Provision.ReapInterval, s.log.Named("reaper"))
 		}()
 	} else {
 		close(reaped)

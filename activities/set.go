@@ -1,0 +1,102 @@
+package activities
+
+import (
+	"context"
+
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"github.com/mlrb/mlrb/internal/blob"
+	"github.com/mlrb/mlrb/internal/checkpoint"
+	"github.com/mlrb/mlrb/internal/gpu"
+	"github.com/mlrb/mlrb/internal/metrics"
+	"github.com/mlrb/mlrb/internal/provision"
+	"github.com/mlrb/mlrb/tasks"
+)
+
+// Set is a worker's activities by concern, each receiver holding only
+// what its activities use: Tasks resolve tasks and agents, Records keep
+// what runs leave in the store, Leases hand out this host's GPU slots,
+// Fleet obtains hosts, and Attempts and Evaluations run agents and
+// evaluators through the Runner they share. The catalogue in workflows
+// names each activity by its receiver's method.
+type Set struct {
+	Tasks       *Tasks
+	Records     *Records
+	Leases      *Leases
+	Fleet       *Fleet
+	Attempts    *Attempts
+	Evaluations *Evaluations
+}
+
+// Tasks resolves what runs and benchmarks run.
+type Tasks struct {
+	Catalog *tasks.Catalog
+	// Store is where this worker's runs keep their work (named in each
+	// resolved task).
+	Store blob.Store
+	// Images tells an image's digest (the runtime's workspace).
+	Images interface {
+		Digest(ctx context.Context, image string) (string, error)
+	}
+}
+
+// Records keeps what runs and benchmarks leave in the store: the
+// checkpoints a fork starts from, results, anchors, leaderboards and
+// resume plans.
+type Records struct {
+	Catalog *tasks.Catalog
+	Engine  *checkpoint.Engine
+	// Client asks runs whether they ended (AwaitRuns).
+	Client client.Client
+}
+
+// Leases hands out this host's GPU slots.
+type Leases struct{ Host }
+
+// Fleet obtains hosts for provisioned runs.
+type Fleet struct {
+	// Provisioner obtains hosts (nil: provision.kind static);
+	// ProvisionerKind names it.
+	Provisioner     provision.Provider
+	ProvisionerKind string
+	// QueueOf names a host's task queue.
+	QueueOf func(hostID string) string
+}
+
+// Runner runs agents and evaluators on this host, in its sandbox, with
+// the run's checkpoints: what attempts and evaluations share.
+type Runner struct {
+	Runs
+	Host
+	Sandbox
+	// Client signals checkpoint commits to the run's workflow.
+	Client client.Client
+	Logger *zap.Logger
+	// Metrics records checkpoints, evaluations and running attempts
+	// (nil: nothing is recorded).
+	Metrics *metrics.Metrics
+}
+
+// Attempts runs agents: one attempt of a run per RunAgent.
+type Attempts struct{ *Runner }
+
+// Evaluations scores models: a run's final one and its curve's marks.
+type Evaluations struct{ *Runner }
+
+// Runs is where runs' checkpoints live.
+type Runs struct {
+	Engine *checkpoint.Engine
+	// Keep is how many checkpoints per run retention keeps (plus finals).
+	Keep int
+}
+
+// Host is the machine the worker runs on: its name and queue, its GPU
+// pool and its work disk.
+type Host struct {
+	HostID    string
+	HostQueue string
+	GPUType   string
+	GPUs      *gpu.Pool
+	WorkDir   string
+}
