@@ -41,9 +41,9 @@ func (r *runState) runAttempts(ctx workflow.Context) (*activities.AgentResult, e
 		}
 		leased := workflow.Now(ctx)
 		if r.st.CancelRequested {
-			r.release(ctx, lease)
-			r.held(ctx, leased)
-			r.releaseHost(ctx)
+			r.slots.release(ctx, lease)
+			r.slots.held(ctx, leased)
+			r.slots.releaseHost(ctx)
 			return &activities.AgentResult{StoppedBy: activities.StopCanceled}, nil
 		}
 		res, lost, err := r.runAgent(ctx, attempt, lease, leased)
@@ -62,7 +62,7 @@ func (r *runState) leaseFor(ctx workflow.Context, attempt int) (lease activities
 	r.setPhase(ctx, runs.PhaseLeasing)
 	leaseStart := workflow.Now(ctx)
 	r.st.LeasingSince = leaseStart
-	queue, err := r.provision(ctx, "", attempt, 0)
+	queue, err := r.slots.provision(ctx, "", attempt, 0)
 	if err != nil {
 		return lease, false, fmt.Errorf("no host for attempt %d: %s", attempt, errText(err))
 	}
@@ -70,7 +70,7 @@ func (r *runState) leaseFor(ctx workflow.Context, attempt int) (lease activities
 	got, err := acquireLease.call(ctx, callArgs{pol: r.pol, hostQueue: queue}, req)
 	if err != nil {
 		provisioned := r.st.Host != nil
-		r.releaseHost(ctx)
+		r.slots.releaseHost(ctx)
 		// A provisioned host that never served its lease (it did not
 		// boot, its worker died) is an infra loss: another is
 		// provisioned, up to the attempt limit.
@@ -85,7 +85,7 @@ func (r *runState) leaseFor(ctx workflow.Context, attempt int) (lease activities
 	lease = *got
 	r.st.LeasingSince = time.Time{}
 	wait := workflow.Now(ctx).Sub(leaseStart)
-	r.leaseWaitS = wait.Seconds()
+	r.slots.leaseWaitS = wait.Seconds()
 	r.st.Budget.Wait(wait.Seconds())
 	r.metrics(ctx).Timer(MetricLeaseWait).Record(wait)
 	r.metrics(ctx).Timer(MetricInfraWait).Record(wait)
@@ -105,7 +105,7 @@ func (r *runState) runAgent(ctx workflow.Context, attempt int, lease activities.
 	in := activities.AgentInput{
 		RunID: r.st.RunID, Attempt: attempt, Task: r.spec.Spec, Agent: r.in.Agent, Seed: r.in.Seed,
 		LLMProvider: r.in.LLMProvider, Image: r.image(), Secrets: r.in.Secrets, AgentDef: r.in.AgentDef, Lease: lease, Budget: r.st.Budget,
-		Resume: r.last, NextSeq: r.nextSeq(), Interval: r.interval(), Grace: p.Grace, LLMBudget: r.llmBudget(), Marks: r.curveMarks(),
+		Resume: r.last, NextSeq: r.nextSeq(), Interval: r.interval(), Grace: p.Grace, LLMBudget: r.llmBudget(), Marks: r.curve.curveMarks(),
 		KeepLease: r.lean && r.st.Host == nil,
 	}
 	var bytes int64
@@ -114,20 +114,20 @@ func (r *runState) runAgent(ctx workflow.Context, attempt int, lease activities.
 	}
 	out, err := runAgent.call(ctx, callArgs{pol: p, lease: lease, ledger: r.st.Budget, bytes: bytes}, in)
 	r.drainCheckpoints(ctx)
-	rec := runs.AttemptRecord{N: attempt, Host: lease.HostID, LeaseWaitS: r.leaseWaitS, LeasedAt: leased, FromS: base}
+	rec := runs.AttemptRecord{N: attempt, Host: lease.HostID, LeaseWaitS: r.slots.leaseWaitS, LeasedAt: leased, FromS: base}
 	defer func() {
 		rec.EndedAt, rec.ToS = workflow.Now(ctx), r.st.Budget.UsedS
 		r.attempts = append(r.attempts, rec)
 	}()
-	kept := err == nil && !out.Released && r.keepForScoring(lease, leased)
+	kept := err == nil && !out.Released && r.slots.keepForScoring(lease, leased)
 	if kept {
 		// Its evaluations run on it.
 	} else {
 		if !(hostSilent(err) || released(err, out)) || r.version(ctx, versionLeaseExpires) == workflow.DefaultVersion {
-			r.release(ctx, lease)
+			r.slots.release(ctx, lease)
 		}
-		r.held(ctx, leased)
-		r.releaseHost(ctx)
+		r.slots.held(ctx, leased)
+		r.slots.releaseHost(ctx)
 	}
 	if err == nil {
 		// A completed attempt ends on its final checkpoint: all its time counts.
@@ -204,51 +204,6 @@ func handedBack(err error) (activities.Progress, bool) {
 	var p activities.Progress
 	ok := errors.As(err, &ae) && ae.Type() == activities.ErrAgentKilled && ae.HasDetails() && ae.Details(&p) == nil
 	return p, ok
-}
-
-// provision obtains a host for an attempt (role "") or an evaluation (or
-// a curve's, work long) when the run's policy provisions hosts, and returns the queue the lease
-// is taken on: that host's, or "" for the shared queue where any static
-// host may answer. The host is in the run's state from the moment it
-// exists, so that it is given back whatever happens next.
-func (r *runState) provision(ctx workflow.Context, role string, n int, work time.Duration) (string, error) {
-	if r.pol.Provision == "" {
-		return "", nil
-	}
-	res := r.spec.Spec.Resources
-	left := time.Duration(r.st.Budget.Left() * float64(time.Second))
-	if role != "" {
-		left = work
-	}
-	if r.last != nil {
-		left += 2 * budget.Transfer(r.last.Bytes) // its restore and final save, at a slow pace
-	}
-	req := activities.HostRequest{Kind: r.pol.Provision, RunID: r.st.RunID, Attempt: n, Role: role, GPUType: res.GPUType, GPUCount: res.GPUCount, TimeLimit: left + r.pol.ProvisionMargin}
-	h, err := provisionHost.call(ctx, callArgs{pol: r.pol}, req)
-	if err != nil {
-		return "", err
-	}
-	r.st.Host, r.hostAt = h, workflow.Now(ctx)
-	return h.HostQueue, nil
-}
-
-// releaseHost gives the provisioned host back (cancels its job), if any.
-func (r *runState) releaseHost(ctx workflow.Context) {
-	if r.st.Host == nil {
-		return
-	}
-	dctx, cancel := workflow.NewDisconnectedContext(ctx)
-	defer cancel()
-	_ = releaseHost.call(dctx, callArgs{}, *r.st.Host)
-	r.st.Host = nil
-}
-
-// release gives the lease back, best effort: a lease on a dead host died
-// with it.
-func (r *runState) release(ctx workflow.Context, lease activities.Lease) {
-	dctx, cancel := workflow.NewDisconnectedContext(ctx)
-	defer cancel()
-	_ = releaseLease.call(dctx, callArgs{lease: lease}, lease)
 }
 
 func exitText(a *activities.AgentResult) string {

@@ -18,6 +18,7 @@ import (
 // scored, the evaluator image the final model was scored with (the
 // marks' too), and the retry-curve update's.
 type curveState struct {
+	r      *runState
 	marks  []runs.Mark
 	picked bool
 	image  string
@@ -33,22 +34,47 @@ type curveState struct {
 // awaiting_curve_retry.
 const UpdateRetryCurve = "retry-curve"
 
+// setRetryCurveHandler registers the retry-curve update: admitted only
+// while the run waits for one.
+func (r *runState) setRetryCurveHandler(ctx workflow.Context) error {
+	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateRetryCurve,
+		func(ctx workflow.Context, req RetryEvaluation) ([]runs.Mark, error) {
+			r.curve.busy = true
+			defer func() { r.curve.busy = false }()
+			if req.Image != "" {
+				r.curve.image = req.Image
+			}
+			r.setPhase(ctx, runs.PhaseScoringCurve)
+			if !r.curve.scoreMarks(ctx) {
+				r.setPhase(ctx, runs.PhaseAwaitingCurveRetry)
+			}
+			return slices.Clone(r.curve.marks), nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req RetryEvaluation) error {
+			if r.st.Phase != runs.PhaseAwaitingCurveRetry || r.curve.busy {
+				return fmt.Errorf("run is %s, not %s", r.st.Phase, runs.PhaseAwaitingCurveRetry)
+			}
+			return nil
+		}},
+	)
+}
+
 // curveMarks are the run's marks in agent seconds: the policy's, else
 // the task's; none when the policy turns the curve off.
-func (r *runState) curveMarks() []float64 {
-	if r.pol.NoCurve {
+func (cv *curveState) curveMarks() []float64 {
+	if cv.r.pol.NoCurve {
 		return nil
 	}
-	marks := r.pol.Curve
-	if c := r.spec.Spec.Evaluation.Curve; len(marks) == 0 && c != nil {
+	marks := cv.r.pol.Curve
+	if c := cv.r.spec.Spec.Evaluation.Curve; len(marks) == 0 && c != nil {
 		marks = c.At
 	}
-	return tasks.MarkSeconds(marks, r.timeLimit())
+	return tasks.MarkSeconds(marks, cv.r.timeLimit())
 }
 
 // curveSplit is what the marks are scored on.
-func (r *runState) curveSplit() string {
-	if c := r.spec.Spec.Evaluation.Curve; c != nil && len(c.Command) > 0 {
+func (cv *curveState) curveSplit() string {
+	if c := cv.r.spec.Spec.Evaluation.Curve; c != nil && len(c.Command) > 0 {
 		return runs.SplitDev
 	}
 	return runs.SplitTest
@@ -58,48 +84,48 @@ func (r *runState) curveSplit() string {
 // the final evaluation (final), the agent long gone. When a mark's
 // evaluations run out, the run waits for retry-curve up to the
 // evaluation wait limit, its final score kept either way.
-func (r *runState) scoreOverTime(ctx workflow.Context, final *activities.EvalResult) error {
-	marks := r.curveMarks()
-	if len(marks) == 0 || r.last == nil {
+func (cv *curveState) scoreOverTime(ctx workflow.Context, final *activities.EvalResult) error {
+	marks := cv.curveMarks()
+	if len(marks) == 0 || cv.r.last == nil {
 		return nil
 	}
-	r.curve.marks = make([]runs.Mark, len(marks))
+	cv.marks = make([]runs.Mark, len(marks))
 	for i, at := range marks {
-		r.curve.marks[i] = runs.Mark{AtS: at, Split: r.curveSplit()}
+		cv.marks[i] = runs.Mark{AtS: at, Split: cv.curveSplit()}
 	}
-	r.curve.final = final
-	r.setPhase(ctx, runs.PhaseScoringCurve)
-	if r.scoreMarks(ctx) {
+	cv.final = final
+	cv.r.setPhase(ctx, runs.PhaseScoringCurve)
+	if cv.scoreMarks(ctx) {
 		return nil
 	}
-	r.releaseScoring(ctx)
-	r.setPhase(ctx, runs.PhaseAwaitingCurveRetry)
-	r.waitUntil = workflow.Now(ctx).Add(r.pol.EvalWaitLimit)
-	r.park(ctx)
-	if _, err := workflow.AwaitWithTimeout(ctx, r.pol.EvalWaitLimit, r.curveDone); err != nil {
+	cv.r.slots.releaseScoring(ctx)
+	cv.r.setPhase(ctx, runs.PhaseAwaitingCurveRetry)
+	cv.r.waitUntil = workflow.Now(ctx).Add(cv.r.pol.EvalWaitLimit)
+	cv.r.park(ctx)
+	if _, err := workflow.AwaitWithTimeout(ctx, cv.r.pol.EvalWaitLimit, cv.curveDone); err != nil {
 		return err
 	}
-	return workflow.Await(ctx, func() bool { return !r.curve.busy })
+	return workflow.Await(ctx, func() bool { return !cv.busy })
 }
 
-func (r *runState) curveDone() bool {
-	return !slices.ContainsFunc(r.curve.marks, func(m runs.Mark) bool { return !m.Done() })
+func (cv *curveState) curveDone() bool {
+	return !slices.ContainsFunc(cv.marks, func(m runs.Mark) bool { return !m.Done() })
 }
 
 // scoreMarks picks the marks' checkpoints (once) and evaluates those not
 // yet scored, one evaluation per checkpoint, all on one leased slot; it
 // tells whether every mark has its answer.
-func (r *runState) scoreMarks(ctx workflow.Context) bool {
-	c := &r.curve
+func (cv *curveState) scoreMarks(ctx workflow.Context) bool {
+	c := cv
 	if !c.picked {
 		at := make([]float64, len(c.marks))
 		for i, m := range c.marks {
 			at[i] = m.AtS
 		}
-		in := activities.MarksInput{RunID: r.st.RunID, Marks: at, Final: *r.last, SlackS: r.interval().Seconds()}
+		in := activities.MarksInput{RunID: cv.r.st.RunID, Marks: at, Final: *cv.r.last, SlackS: cv.r.interval().Seconds()}
 		var picked []runs.Mark
 		var err error
-		if r.lean {
+		if cv.r.lean {
 			picked, err = pickMarks.callLocal(ctx, localQuick, in)
 		} else {
 			picked, err = pickMarks.call(ctx, callArgs{}, in)
@@ -114,8 +140,8 @@ func (r *runState) scoreMarks(ctx workflow.Context) bool {
 		// The final checkpoint is scored already, on the same split.
 		for i := range c.marks {
 			m := &c.marks[i]
-			m.Split = r.curveSplit()
-			if m.Seq == r.last.Seq && m.Split == runs.SplitTest && c.final != nil {
+			m.Split = cv.curveSplit()
+			if m.Seq == cv.r.last.Seq && m.Split == runs.SplitTest && c.final != nil {
 				s := c.final.Score
 				m.Score, m.Tries = &s, 1
 			}
@@ -129,28 +155,28 @@ func (r *runState) scoreMarks(ctx workflow.Context) bool {
 	}
 	if len(seqs) > 0 {
 		c.rounds++
-		lease, done, err := r.scoringLease(), func() {}, error(nil)
+		lease, done, err := cv.r.slots.scoringLease(), func() {}, error(nil)
 		if lease == nil {
-			lease, done, err = r.leaseSlot(ctx, runs.RoleCurve, c.rounds, time.Duration(len(seqs))*evalWork(r.spec.Spec.Evaluation.Timeout.D()))
+			lease, done, err = cv.r.slots.leaseSlot(ctx, runs.RoleCurve, c.rounds, time.Duration(len(seqs))*evalWork(cv.r.spec.Spec.Evaluation.Timeout.D()))
 		}
 		if err != nil {
-			r.markFailed(seqs, "no slot to evaluate on: "+errText(err))
+			cv.markFailed(seqs, "no slot to evaluate on: "+errText(err))
 		} else {
 			for _, seq := range seqs {
-				r.scoreMark(ctx, seq, lease)
+				cv.scoreMark(ctx, seq, lease)
 			}
 		}
 		done()
 	}
 	runs.BestSoFar(c.marks)
-	return r.curveDone()
+	return cv.curveDone()
 }
 
 // scoreMark evaluates checkpoint seq and gives its answer to the marks
 // it stands for.
-func (r *runState) scoreMark(ctx workflow.Context, seq int, lease *activities.Lease) {
-	in := activities.EvalInput{RunID: r.st.RunID, Task: r.spec.Spec, Seed: r.in.Seed, Final: activities.CheckpointRef{Seq: seq}, Image: r.curve.image, Lease: lease, Mark: true}
-	args := callArgs{pol: r.pol, timeout: r.spec.Spec.Evaluation.Timeout.D(), bytes: r.last.Bytes}
+func (cv *curveState) scoreMark(ctx workflow.Context, seq int, lease *activities.Lease) {
+	in := activities.EvalInput{RunID: cv.r.st.RunID, Task: cv.r.spec.Spec, Seed: cv.r.in.Seed, Final: activities.CheckpointRef{Seq: seq}, Image: cv.image, Lease: lease, Mark: true}
+	args := callArgs{pol: cv.r.pol, timeout: cv.r.spec.Spec.Evaluation.Timeout.D(), bytes: cv.r.last.Bytes}
 	if lease != nil {
 		args.hostQueue = lease.HostQueue
 	}
@@ -158,8 +184,8 @@ func (r *runState) scoreMark(ctx workflow.Context, seq int, lease *activities.Le
 	var ae *temporal.ApplicationError
 	noModel := err != nil && errors.As(err, &ae) && ae.Type() == activities.ErrNoModel
 	broke := modelBrokeEvaluator(err)
-	for i := range r.curve.marks {
-		m := &r.curve.marks[i]
+	for i := range cv.marks {
+		m := &cv.marks[i]
 		if m.Seq != seq {
 			continue
 		}
@@ -179,57 +205,10 @@ func (r *runState) scoreMark(ctx workflow.Context, seq int, lease *activities.Le
 	}
 }
 
-func (r *runState) markFailed(seqs []int, why string) {
-	for i := range r.curve.marks {
-		if slices.Contains(seqs, r.curve.marks[i].Seq) {
-			r.curve.marks[i].Error = why
+func (cv *curveState) markFailed(seqs []int, why string) {
+	for i := range cv.marks {
+		if slices.Contains(seqs, cv.marks[i].Seq) {
+			cv.marks[i].Error = why
 		}
 	}
-}
-
-// leaseSlot leases a slot for role's nth use (provisioning its host
-// first); done gives back what was obtained and counts the host's time.
-func (r *runState) leaseSlot(ctx workflow.Context, role string, n int, work time.Duration) (*activities.Lease, func(), error) {
-	req := activities.LeaseRequest{RunID: r.st.RunID, Attempt: n, Role: role,
-		GPUCount: r.spec.Spec.Resources.GPUCount, GPUType: r.spec.Spec.Resources.GPUType}
-	r.st.LeasingSince = workflow.Now(ctx)
-	defer func() { r.st.LeasingSince = time.Time{} }()
-	queue, err := r.provision(ctx, role, n, work)
-	if err != nil {
-		return nil, func() {}, err
-	}
-	lease, err := acquireLease.call(ctx, callArgs{pol: r.pol, hostQueue: queue}, req)
-	leased := workflow.Now(ctx)
-	return lease, func() {
-		if err == nil {
-			r.release(ctx, *lease)
-		}
-		r.held(ctx, leased)
-		r.releaseHost(ctx)
-	}, err
-}
-
-// setRetryCurveHandler registers the retry-curve update: admitted only
-// while the run waits for one.
-func (r *runState) setRetryCurveHandler(ctx workflow.Context) error {
-	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateRetryCurve,
-		func(ctx workflow.Context, req RetryEvaluation) ([]runs.Mark, error) {
-			r.curve.busy = true
-			defer func() { r.curve.busy = false }()
-			if req.Image != "" {
-				r.curve.image = req.Image
-			}
-			r.setPhase(ctx, runs.PhaseScoringCurve)
-			if !r.scoreMarks(ctx) {
-				r.setPhase(ctx, runs.PhaseAwaitingCurveRetry)
-			}
-			return slices.Clone(r.curve.marks), nil
-		},
-		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req RetryEvaluation) error {
-			if r.st.Phase != runs.PhaseAwaitingCurveRetry || r.curve.busy {
-				return fmt.Errorf("run is %s, not %s", r.st.Phase, runs.PhaseAwaitingCurveRetry)
-			}
-			return nil
-		}},
-	)
 }

@@ -72,7 +72,7 @@ func (r *runState) park(ctx workflow.Context) {
 // its curve.
 func (r *runState) scoredOverTime(ctx workflow.Context, outcome runs.Outcome, why string, ev *activities.EvalResult) (*runs.Result, error) {
 	if r.version(ctx, versionCurve) == 1 {
-		if err := r.scoreOverTime(ctx, ev); err != nil {
+		if err := r.curve.scoreOverTime(ctx, ev); err != nil {
 			return nil, err
 		}
 	}
@@ -134,7 +134,7 @@ func (r *runState) runEvaluation(ctx workflow.Context, image string) (*activitie
 	args := callArgs{pol: r.pol, timeout: r.spec.Spec.Evaluation.Timeout.D(), bytes: r.last.Bytes}
 	started := workflow.Now(ctx)
 	var err error
-	if lease := r.scoringLease(); lease != nil {
+	if lease := r.slots.scoringLease(); lease != nil {
 		in.Lease, args.hostQueue = lease, lease.HostQueue
 	} else if r.version(ctx, versionEvalOnLease) == 1 {
 		// The evaluator gets the task's GPUs from a host's pool, like an
@@ -142,11 +142,11 @@ func (r *runState) runEvaluation(ctx workflow.Context, image string) (*activitie
 		// devices it may see.
 		var lease *activities.Lease
 		var done func()
-		lease, done, err = r.leaseSlot(ctx, runs.RoleEvaluation, len(r.evals)+1, evalWork(r.spec.Spec.Evaluation.Timeout.D()))
+		lease, done, err = r.slots.leaseSlot(ctx, runs.RoleEvaluation, len(r.evals)+1, evalWork(r.spec.Spec.Evaluation.Timeout.D()))
 		if err == nil {
 			in.Lease = lease
 			args.hostQueue = lease.HostQueue
-			if r.keepForScoring(*lease, workflow.Now(ctx)) {
+			if r.slots.keepForScoring(*lease, workflow.Now(ctx)) {
 				done = func() {} // the marks run on it
 			}
 		}
@@ -170,7 +170,7 @@ func (r *runState) runEvaluation(ctx workflow.Context, image string) (*activitie
 	r.evals = append(r.evals, att)
 	if err != nil {
 		// No slot is held while the run waits for an operator.
-		r.releaseScoring(ctx)
+		r.slots.releaseScoring(ctx)
 		return nil, err
 	}
 	return ev, nil

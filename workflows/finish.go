@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"maps"
 	"strings"
-	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -20,7 +19,7 @@ func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason str
 	if disqualified {
 		outcome, reason = runs.OutcomeDisqualified, "the model breaks the task's rules: "+strings.Join(ev.Violations, "; ")
 	}
-	r.releaseScoring(ctx)
+	r.slots.releaseScoring(ctx)
 	r.st.Outcome = outcome
 	sas := []temporal.SearchAttributeUpdate{SAOutcome.ValueSet(string(outcome))}
 	if r.lean {
@@ -43,7 +42,7 @@ func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason str
 		res.TimeLimitS, res.Hardware = r.timeLimit().Seconds(), hardwareClass(r.spec.Spec.Resources.GPUCount, r.spec.Spec.Resources.GPUType)
 	}
 	res.Cost = costOf(r.st.Budget, r.spec.Spec.Resources.GPUCount, ev)
-	res.Cost.BilledGPUHours = r.heldS * float64(r.spec.Spec.Resources.GPUCount) / 3600
+	res.Cost.BilledGPUHours = r.slots.heldS * float64(r.spec.Spec.Resources.GPUCount) / 3600
 	r.measured(&res.Cost)
 	if ev != nil {
 		score := ev.Score
@@ -61,15 +60,6 @@ func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason str
 		res.Score, r.st.Score = nil, nil
 	}
 	return res
-}
-
-// held counts the time a host was held for the run, from since (a
-// static lease's start) or from when the provisioned host was obtained.
-func (r *runState) held(ctx workflow.Context, since time.Time) {
-	if r.st.Host != nil && !r.hostAt.IsZero() {
-		since = r.hostAt
-	}
-	r.heldS += workflow.Now(ctx).Sub(since).Seconds()
 }
 
 // storeResult keeps the result in the blob store, where leaderboards of

@@ -24,36 +24,20 @@ type runState struct {
 	agentImage string
 	evals      []runs.EvalAttempt
 	retry      retryState
-	// heldS is the wall time GPU hosts were held for the run: from a
-	// provisioned host's start (boot and idle included), or a static
-	// host's lease, to its release.
-	heldS float64
-	// hostAt is when the current provisioned host was obtained.
-	hostAt time.Time
 	// usage is the run's LLM ledger, per attempt.
 	usage usageState
 	curve curveState
 	// attempts and checkpoints are the run's timeline, for its result.
 	attempts    []runs.AttemptRecord
 	checkpoints []runs.CheckpointInfo
-	// leaseWaitS is the last lease's wait, for its attempt's record.
-	leaseWaitS float64
 	// parked: the run told its benchmark it waits for an operator;
 	// waitUntil is when that wait ends.
 	parked    bool
 	waitUntil time.Time
 	// lean: the run takes versionLeanRun's path (and every change before).
 	lean bool
-	// scoring is the slot the run's evaluations share, held from the
-	// agent's end or the final evaluation to the last mark (lean runs on
-	// static hosts).
-	scoring *heldLease
-}
-
-// heldLease is a lease the run holds across activities, and since when.
-type heldLease struct {
-	lease  activities.Lease
-	leased time.Time
+	// slots are the hosts and GPU slots the run holds.
+	slots slots
 }
 
 // version is workflow.GetVersion of a change listed in versions.go: a lean
@@ -70,6 +54,7 @@ func (r *runState) version(ctx workflow.Context, changeID string) workflow.Versi
 // then evaluation of the final checkpoint in a fresh workspace.
 func RunWorkflow(ctx workflow.Context, in RunInput) (*runs.Result, error) {
 	r := &runState{in: in, pol: in.Policy.withDefaults()}
+	r.slots.r, r.curve.r = r, r
 	r.lean = workflow.GetVersion(ctx, versionLeanRun, workflow.DefaultVersion, 1) == 1
 	res, err := r.drive(ctx)
 	if err != nil || res == nil {

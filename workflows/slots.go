@@ -1,0 +1,143 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/budget"
+)
+
+// slots is the run's hold on hosts and their GPU slots: the provisioned
+// host, the leases its steps take, the slot a lean run's evaluations
+// share (held from the agent's end or the final evaluation to the last
+// mark, on static hosts: a provisioned host's lifetime is sized for the
+// step it was provisioned for), and the time hosts were held for it.
+type slots struct {
+	r *runState
+	// heldS is the wall time GPU hosts were held for the run: from a
+	// provisioned host's start (boot and idle included), or a static
+	// host's lease, to its release.
+	heldS float64
+	// hostAt is when the current provisioned host was obtained.
+	hostAt time.Time
+	// leaseWaitS is the last lease's wait, for its attempt's record.
+	leaseWaitS float64
+	// scoring is the slot the run's evaluations share.
+	scoring *heldLease
+}
+
+// heldLease is a lease the run holds across activities, and since when.
+type heldLease struct {
+	lease  activities.Lease
+	leased time.Time
+}
+
+// provision obtains a host for an attempt (role "") or an evaluation (or
+// a curve's, work long) when the run's policy provisions hosts, and returns the queue the lease
+// is taken on: that host's, or "" for the shared queue where any static
+// host may answer. The host is in the run's state from the moment it
+// exists, so that it is given back whatever happens next.
+func (s *slots) provision(ctx workflow.Context, role string, n int, work time.Duration) (string, error) {
+	if s.r.pol.Provision == "" {
+		return "", nil
+	}
+	res := s.r.spec.Spec.Resources
+	left := time.Duration(s.r.st.Budget.Left() * float64(time.Second))
+	if role != "" {
+		left = work
+	}
+	if s.r.last != nil {
+		left += 2 * budget.Transfer(s.r.last.Bytes) // its restore and final save, at a slow pace
+	}
+	req := activities.HostRequest{Kind: s.r.pol.Provision, RunID: s.r.st.RunID, Attempt: n, Role: role, GPUType: res.GPUType, GPUCount: res.GPUCount, TimeLimit: left + s.r.pol.ProvisionMargin}
+	h, err := provisionHost.call(ctx, callArgs{pol: s.r.pol}, req)
+	if err != nil {
+		return "", err
+	}
+	s.r.st.Host, s.hostAt = h, workflow.Now(ctx)
+	return h.HostQueue, nil
+}
+
+// releaseHost gives the provisioned host back (cancels its job), if any.
+func (s *slots) releaseHost(ctx workflow.Context) {
+	if s.r.st.Host == nil {
+		return
+	}
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	_ = releaseHost.call(dctx, callArgs{}, *s.r.st.Host)
+	s.r.st.Host = nil
+}
+
+// release gives the lease back, best effort: a lease on a dead host died
+// with it.
+func (s *slots) release(ctx workflow.Context, lease activities.Lease) {
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	_ = releaseLease.call(dctx, callArgs{lease: lease}, lease)
+}
+
+// held counts the time a host was held for the run, from since (a
+// static lease's start) or from when the provisioned host was obtained.
+func (s *slots) held(ctx workflow.Context, since time.Time) {
+	if s.r.st.Host != nil && !s.hostAt.IsZero() {
+		since = s.hostAt
+	}
+	s.heldS += workflow.Now(ctx).Sub(since).Seconds()
+}
+
+// leaseSlot leases a slot for role's nth use (provisioning its host
+// first); done gives back what was obtained and counts the host's time.
+func (s *slots) leaseSlot(ctx workflow.Context, role string, n int, work time.Duration) (*activities.Lease, func(), error) {
+	req := activities.LeaseRequest{RunID: s.r.st.RunID, Attempt: n, Role: role,
+		GPUCount: s.r.spec.Spec.Resources.GPUCount, GPUType: s.r.spec.Spec.Resources.GPUType}
+	s.r.st.LeasingSince = workflow.Now(ctx)
+	defer func() { s.r.st.LeasingSince = time.Time{} }()
+	queue, err := s.provision(ctx, role, n, work)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	lease, err := acquireLease.call(ctx, callArgs{pol: s.r.pol, hostQueue: queue}, req)
+	leased := workflow.Now(ctx)
+	return lease, func() {
+		if err == nil {
+			s.release(ctx, *lease)
+		}
+		s.held(ctx, leased)
+		s.releaseHost(ctx)
+	}, err
+}
+
+// keepForScoring keeps lease, held since leased, for the run's
+// evaluations; false when the run does not share slots (not lean, or a
+// provisioned host).
+func (s *slots) keepForScoring(lease activities.Lease, leased time.Time) bool {
+	if !s.r.lean || s.r.st.Host != nil {
+		return false
+	}
+	s.scoring = &heldLease{lease: lease, leased: leased}
+	return true
+}
+
+// scoringLease is the shared slot, if the run holds one.
+func (s *slots) scoringLease() *activities.Lease {
+	if s.scoring == nil {
+		return nil
+	}
+	l := s.scoring.lease
+	return &l
+}
+
+// releaseScoring gives the shared slot back and books the time it was
+// held.
+func (s *slots) releaseScoring(ctx workflow.Context) {
+	h := s.scoring
+	if h == nil {
+		return
+	}
+	s.scoring = nil
+	s.release(ctx, h.lease)
+	s.held(ctx, h.leased)
+}
