@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -23,7 +22,6 @@ type curveState struct {
 	picked bool
 	image  string
 	rounds int
-	busy   bool
 	// final is the final evaluation's: its checkpoint needs no other on
 	// the test split.
 	final *activities.EvalResult
@@ -34,29 +32,20 @@ type curveState struct {
 // awaiting_curve_retry.
 const UpdateRetryCurve = "retry-curve"
 
-// setRetryCurveHandler registers the retry-curve update: admitted only
-// while the run waits for one.
-func (r *runState) setRetryCurveHandler(ctx workflow.Context) error {
-	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateRetryCurve,
+// setRetryHandler registers the retry-curve update at the run's gate:
+// admitted only while the run waits for one.
+func (cv *curveState) setRetryHandler(ctx workflow.Context) error {
+	return handleRetry(ctx, &cv.r.gate, UpdateRetryCurve, runs.PhaseAwaitingCurveRetry,
 		func(ctx workflow.Context, req RetryEvaluation) ([]runs.Mark, error) {
-			r.curve.busy = true
-			defer func() { r.curve.busy = false }()
 			if req.Image != "" {
-				r.curve.image = req.Image
+				cv.image = req.Image
 			}
-			r.setPhase(ctx, runs.PhaseScoringCurve)
-			if !r.curve.scoreMarks(ctx) {
-				r.setPhase(ctx, runs.PhaseAwaitingCurveRetry)
+			cv.r.setPhase(ctx, runs.PhaseScoringCurve)
+			if !cv.scoreMarks(ctx) {
+				cv.r.setPhase(ctx, runs.PhaseAwaitingCurveRetry)
 			}
-			return slices.Clone(r.curve.marks), nil
-		},
-		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req RetryEvaluation) error {
-			if r.st.Phase != runs.PhaseAwaitingCurveRetry || r.curve.busy {
-				return fmt.Errorf("run is %s, not %s", r.st.Phase, runs.PhaseAwaitingCurveRetry)
-			}
-			return nil
-		}},
-	)
+			return slices.Clone(cv.marks), nil
+		})
 }
 
 // curveMarks are the run's marks in agent seconds: the policy's, else
@@ -99,13 +88,9 @@ func (cv *curveState) scoreOverTime(ctx workflow.Context, final *activities.Eval
 		return nil
 	}
 	cv.r.slots.releaseScoring(ctx)
-	cv.r.setPhase(ctx, runs.PhaseAwaitingCurveRetry)
-	cv.r.waitUntil = workflow.Now(ctx).Add(cv.r.pol.EvalWaitLimit)
-	cv.r.park(ctx)
-	if _, err := workflow.AwaitWithTimeout(ctx, cv.r.pol.EvalWaitLimit, cv.curveDone); err != nil {
-		return err
-	}
-	return workflow.Await(ctx, func() bool { return !cv.busy })
+	cv.r.gate.open(ctx, runs.PhaseAwaitingCurveRetry)
+	_, err := cv.r.gate.wait(ctx, cv.curveDone)
+	return err
 }
 
 func (cv *curveState) curveDone() bool {

@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"errors"
-	"fmt"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -11,16 +10,29 @@ import (
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
+// evaluation is the final model's: its tries, each an EvalAttempt of the
+// result, and what an operator's retry found.
+type evaluation struct {
+	r     *runState
+	tries []runs.EvalAttempt
+	// scored is the first retry's that succeeded; broke is why a retry
+	// found that the model breaks the evaluator.
+	scored *activities.EvalResult
+	broke  string
+}
+
 // evaluate scores the final checkpoint. When the evaluation's retries run
-// out, the run waits for a retry-evaluation update (an operator fixed the
-// evaluator) up to the policy's wait limit, rather than fail a run whose
-// agent work is done: the agent is never run again. why, if set, is what
-// the result says of an outcome its name does not explain.
-func (r *runState) evaluate(ctx workflow.Context, outcome runs.Outcome, why string) (*runs.Result, error) {
+// out, the run waits at the gate for a retry-evaluation update (an
+// operator fixed the evaluator) up to the policy's wait limit, rather
+// than fail a run whose agent work is done: the agent is never run
+// again. why, if set, is what the result says of an outcome its name
+// does not explain.
+func (e *evaluation) evaluate(ctx workflow.Context, outcome runs.Outcome, why string) (*runs.Result, error) {
+	r := e.r
 	r.setPhase(ctx, runs.PhaseEvaluating)
-	ev, err := r.runEvaluation(ctx, "")
+	ev, err := e.run(ctx, "")
 	if err == nil {
-		return r.scoredOverTime(ctx, outcome, why, ev)
+		return e.scoredOverTime(ctx, outcome, why, ev)
 	}
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) && ae.Type() == activities.ErrNoModel {
@@ -29,63 +41,29 @@ func (r *runState) evaluate(ctx workflow.Context, outcome runs.Outcome, why stri
 	if broke := modelBrokeEvaluator(err); broke != "" {
 		return r.finish(ctx, runs.OutcomeAgentFailed, broke, nil), nil
 	}
-	r.setPhase(ctx, runs.PhaseAwaitingEvalRetry)
-	r.waitUntil = workflow.Now(ctx).Add(r.pol.EvalWaitLimit)
-	r.park(ctx)
-	ok, err := workflow.AwaitWithTimeout(ctx, r.pol.EvalWaitLimit, func() bool { return r.retry.scored != nil || r.retry.broke != "" })
+	r.gate.open(ctx, runs.PhaseAwaitingEvalRetry)
+	ok, err := r.gate.wait(ctx, func() bool { return e.scored != nil || e.broke != "" })
 	if err != nil {
 		return nil, err
 	}
-	if err := workflow.Await(ctx, func() bool { return !r.retry.busy }); err != nil {
-		return nil, err
+	if e.scored == nil && e.broke != "" {
+		return r.finish(ctx, runs.OutcomeAgentFailed, e.broke, nil), nil
 	}
-	if r.retry.scored == nil && r.retry.broke != "" {
-		return r.finish(ctx, runs.OutcomeAgentFailed, r.retry.broke, nil), nil
+	if !ok && e.scored == nil {
+		return r.finish(ctx, runs.OutcomeEvaluationFailed, "evaluation failed and no retry came within the wait limit: "+e.tries[len(e.tries)-1].Error, nil), nil
 	}
-	if !ok && r.retry.scored == nil {
-		return r.finish(ctx, runs.OutcomeEvaluationFailed, "evaluation failed and no retry came within the wait limit: "+r.evals[len(r.evals)-1].Error, nil), nil
-	}
-	return r.scoredOverTime(ctx, outcome, why, r.retry.scored)
-}
-
-// park tells the run's benchmark, once, that it waits for an operator
-// (an evaluation or curve retry): its slot goes to the next run, so one
-// broken evaluator never idles a benchmark for the wait limit. A run
-// whose benchmark is gone (terminated) loses nothing by the signal's
-// failure.
-func (r *runState) park(ctx workflow.Context) {
-	parent := workflow.GetInfo(ctx).ParentWorkflowExecution
-	if parent == nil || r.parked || r.version(ctx, versionParkAwaiting) == workflow.DefaultVersion {
-		return
-	}
-	r.parked = true
-	// To the benchmark's current execution (it may have continued as new).
-	f := workflow.SignalExternalWorkflow(ctx, parent.ID, "", SignalRunParked, r.st.RunID)
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		if err := f.Get(ctx, nil); err != nil {
-			workflow.GetLogger(ctx).Warn("benchmark not told the run waits", "benchmark", parent.ID, "error", err)
-		}
-	})
+	return e.scoredOverTime(ctx, outcome, why, e.scored)
 }
 
 // scoredOverTime finishes a run whose final model is scored (ev), after
 // its curve.
-func (r *runState) scoredOverTime(ctx workflow.Context, outcome runs.Outcome, why string, ev *activities.EvalResult) (*runs.Result, error) {
-	if r.version(ctx, versionCurve) == 1 {
-		if err := r.curve.scoreOverTime(ctx, ev); err != nil {
+func (e *evaluation) scoredOverTime(ctx workflow.Context, outcome runs.Outcome, why string, ev *activities.EvalResult) (*runs.Result, error) {
+	if e.r.version(ctx, versionCurve) == 1 {
+		if err := e.r.curve.scoreOverTime(ctx, ev); err != nil {
 			return nil, err
 		}
 	}
-	return r.finish(ctx, outcome, why, ev), nil
-}
-
-// retryState is the retry-evaluation update's: one evaluation retried at
-// a time, and the score of the first that succeeds.
-type retryState struct {
-	busy   bool
-	scored *activities.EvalResult
-	// broke is why a retry found that the model breaks the evaluator.
-	broke string
+	return e.r.finish(ctx, outcome, why, ev), nil
 }
 
 // modelBrokeEvaluator is why the run's model is to blame for err: the
@@ -99,38 +77,30 @@ func modelBrokeEvaluator(err error) string {
 	return ae.Message()
 }
 
-// setRetryHandler registers the retry-evaluation update (from setup, with
-// the other handlers): its validator admits it only while the run waits
-// for one, so before that it is refused as it was when the handler was
-// registered later.
-func (r *runState) setRetryHandler(ctx workflow.Context) error {
-	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateRetryEvaluation,
+// setRetryHandler registers the retry-evaluation update at the run's
+// gate (from setup, with the other handlers): admitted only while the run
+// waits for one, so before that it is refused as it was when the handler
+// was registered later.
+func (e *evaluation) setRetryHandler(ctx workflow.Context) error {
+	return handleRetry(ctx, &e.r.gate, UpdateRetryEvaluation, runs.PhaseAwaitingEvalRetry,
 		func(ctx workflow.Context, req RetryEvaluation) (runs.EvalAttempt, error) {
-			r.retry.busy = true
-			defer func() { r.retry.busy = false }()
-			r.setPhase(ctx, runs.PhaseEvaluating)
-			ev, err := r.runEvaluation(ctx, req.Image)
+			e.r.setPhase(ctx, runs.PhaseEvaluating)
+			ev, err := e.run(ctx, req.Image)
 			if err != nil {
-				r.retry.broke = modelBrokeEvaluator(err)
-				r.setPhase(ctx, runs.PhaseAwaitingEvalRetry)
+				e.broke = modelBrokeEvaluator(err)
+				e.r.setPhase(ctx, runs.PhaseAwaitingEvalRetry)
 			} else {
-				r.retry.scored = ev
+				e.scored = ev
 			}
-			return r.evals[len(r.evals)-1], nil
-		},
-		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req RetryEvaluation) error {
-			if r.st.Phase != runs.PhaseAwaitingEvalRetry || r.retry.busy {
-				return fmt.Errorf("run is %s, not %s", r.st.Phase, runs.PhaseAwaitingEvalRetry)
-			}
-			return nil
-		}},
-	)
+			return e.tries[len(e.tries)-1], nil
+		})
 }
 
-// runEvaluation evaluates the final checkpoint with the retry policy and
-// records the attempt; image replaces the evaluator image when set.
-func (r *runState) runEvaluation(ctx workflow.Context, image string) (*activities.EvalResult, error) {
-	in := activities.EvalInput{RunID: r.st.RunID, Task: r.spec.Spec, Seed: r.in.Seed, Final: *r.last, Image: image, N: len(r.evals) + 1}
+// run evaluates the final checkpoint with the retry policy and records
+// the try; image replaces the evaluator image when set.
+func (e *evaluation) run(ctx workflow.Context, image string) (*activities.EvalResult, error) {
+	r := e.r
+	in := activities.EvalInput{RunID: r.st.RunID, Task: r.spec.Spec, Seed: r.in.Seed, Final: *r.last, Image: image, N: len(e.tries) + 1}
 	args := callArgs{pol: r.pol, timeout: r.spec.Spec.Evaluation.Timeout.D(), bytes: r.last.Bytes}
 	started := workflow.Now(ctx)
 	var err error
@@ -142,7 +112,7 @@ func (r *runState) runEvaluation(ctx workflow.Context, image string) (*activitie
 		// devices it may see.
 		var lease *activities.Lease
 		var done func()
-		lease, done, err = r.slots.leaseSlot(ctx, runs.RoleEvaluation, len(r.evals)+1, evalWork(r.spec.Spec.Evaluation.Timeout.D()))
+		lease, done, err = r.slots.leaseSlot(ctx, runs.RoleEvaluation, len(e.tries)+1, evalWork(r.spec.Spec.Evaluation.Timeout.D()))
 		if err == nil {
 			in.Lease = lease
 			args.hostQueue = lease.HostQueue
@@ -167,35 +137,11 @@ func (r *runState) runEvaluation(ctx workflow.Context, image string) (*activitie
 		}
 		r.curve.image = image // the marks are scored as the final model was
 	}
-	r.evals = append(r.evals, att)
+	e.tries = append(e.tries, att)
 	if err != nil {
 		// No slot is held while the run waits for an operator.
 		r.slots.releaseScoring(ctx)
 		return nil, err
 	}
 	return ev, nil
-}
-
-// waiting is why the run waits for an operator and the commands that
-// help, while it does.
-func (r *runState) waiting() *Waiting {
-	id := r.st.RunID
-	w := &Waiting{Log: "starter logs " + id + " --evaluator", Until: r.waitUntil}
-	switch r.st.Phase {
-	case runs.PhaseAwaitingEvalRetry:
-		if len(r.evals) > 0 {
-			w.Error = r.evals[len(r.evals)-1].Error
-		}
-		w.Retry = "starter retry-eval " + id + " [--image IMAGE]"
-	case runs.PhaseAwaitingCurveRetry:
-		for _, m := range r.curve.marks {
-			if m.Error != "" {
-				w.Error = m.Error
-			}
-		}
-		w.Retry = "starter retry-eval " + id + " --curve [--image IMAGE]"
-	default:
-		return nil
-	}
-	return w
 }

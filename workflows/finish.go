@@ -35,7 +35,7 @@ func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason str
 	res := &runs.Result{
 		RunID: r.st.RunID, Task: r.in.Task, Agent: r.in.Agent, Seed: r.in.Seed, Outcome: outcome,
 		Attempts: r.st.Attempt, Checkpoints: r.st.Checkpoints, SpecHash: r.spec.Hash, Budget: r.st.Budget, Reason: reason,
-		Metrics: map[string]float64{}, AgentImage: r.agentImage, Evaluations: r.evals, EvalTries: len(r.evals),
+		Metrics: map[string]float64{}, AgentImage: r.agentImage, Evaluations: r.eval.tries, EvalTries: len(r.eval.tries),
 		Curve: r.curve.marks, AttemptLog: r.attempts, CheckpointLog: r.checkpoints, AgentDef: r.agentRef(), Benchmark: r.in.Benchmark,
 	}
 	if r.spec.Hash != "" { // resolved

@@ -22,18 +22,15 @@ type runState struct {
 	last       *activities.CheckpointRef
 	ckCh       workflow.ReceiveChannel
 	agentImage string
-	evals      []runs.EvalAttempt
-	retry      retryState
+	// eval is the final evaluation's; gate the operator's retries'.
+	eval evaluation
+	gate gate
 	// usage is the run's LLM ledger, per attempt.
 	usage usageState
 	curve curveState
 	// attempts and checkpoints are the run's timeline, for its result.
 	attempts    []runs.AttemptRecord
 	checkpoints []runs.CheckpointInfo
-	// parked: the run told its benchmark it waits for an operator;
-	// waitUntil is when that wait ends.
-	parked    bool
-	waitUntil time.Time
 	// lean: the run takes versionLeanRun's path (and every change before).
 	lean bool
 	// slots are the hosts and GPU slots the run holds.
@@ -54,7 +51,7 @@ func (r *runState) version(ctx workflow.Context, changeID string) workflow.Versi
 // then evaluation of the final checkpoint in a fresh workspace.
 func RunWorkflow(ctx workflow.Context, in RunInput) (*runs.Result, error) {
 	r := &runState{in: in, pol: in.Policy.withDefaults()}
-	r.slots.r, r.curve.r = r, r
+	r.slots.r, r.curve.r, r.eval.r, r.gate.r = r, r, r, r
 	r.lean = workflow.GetVersion(ctx, versionLeanRun, workflow.DefaultVersion, 1) == 1
 	res, err := r.drive(ctx)
 	if err != nil || res == nil {
@@ -103,11 +100,11 @@ func (r *runState) drive(ctx workflow.Context) (*runs.Result, error) {
 	case r.last == nil:
 		return r.finish(ctx, runs.OutcomeAgentFailed, "the agent left no checkpoint", nil), nil
 	case agent.StoppedBy == activities.StopDeadline:
-		return r.evaluate(ctx, runs.OutcomeLimitReached, "")
+		return r.eval.evaluate(ctx, runs.OutcomeLimitReached, "")
 	case agent.StoppedBy == activities.StopLLMBudget:
-		return r.evaluate(ctx, runs.OutcomeLimitReached, r.budgetSpentReason())
+		return r.eval.evaluate(ctx, runs.OutcomeLimitReached, r.budgetSpentReason())
 	}
-	return r.evaluate(ctx, runs.OutcomeScored, "")
+	return r.eval.evaluate(ctx, runs.OutcomeScored, "")
 }
 
 // setup sets the run's state and its handlers up, in one place: the
@@ -202,10 +199,10 @@ func (r *runState) setUpdates(ctx workflow.Context) error {
 	}, workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context) error { return r.steerable() }}); err != nil {
 		return fmt.Errorf("cancel update: %w", err)
 	}
-	if err := r.setRetryHandler(ctx); err != nil {
+	if err := r.eval.setRetryHandler(ctx); err != nil {
 		return fmt.Errorf("retry-evaluation update: %w", err)
 	}
-	if err := r.setRetryCurveHandler(ctx); err != nil {
+	if err := r.curve.setRetryHandler(ctx); err != nil {
 		return fmt.Errorf("retry-curve update: %w", err)
 	}
 	return nil
@@ -318,7 +315,7 @@ func (r *runState) status() Status {
 	st.CheckpointStale = st.CheckpointFailures >= r.pol.CheckpointAlertAfter
 	st.LLM = r.llm()
 	st.Curve = slices.Clone(r.curve.marks)
-	st.Waiting = r.waiting()
+	st.Waiting = r.gate.waiting()
 	return st
 }
 
