@@ -23,138 +23,6 @@ func (r *runState) timeLimit() time.Duration {
 	return r.spec.Spec.TimeLimit.D()
 }
 
-// runAttempts runs the agent, re-leasing and resuming after infra losses.
-func (r *runState) runAttempts(ctx workflow.Context) (*activities.AgentResult, error) {
-	p := r.pol
-	first := r.st.Attempt // attempts of an earlier execution, on a continued run
-	for attempt := first + 1; attempt <= first+p.MaxInfraAttempts; attempt++ {
-		r.st.Attempt = attempt
-		if attempt > 1 {
-			r.setPhase(ctx, runs.PhaseRecovering)
-		}
-		lease, again, err := r.leaseFor(ctx, attempt)
-		if err != nil {
-			return nil, err
-		}
-		if again {
-			continue
-		}
-		leased := workflow.Now(ctx)
-		if r.st.CancelRequested {
-			r.slots.release(ctx, lease)
-			r.slots.held(ctx, leased)
-			r.slots.releaseHost(ctx)
-			return &activities.AgentResult{StoppedBy: activities.StopCanceled}, nil
-		}
-		res, lost, err := r.runAgent(ctx, attempt, lease, leased)
-		if !lost {
-			return res, err
-		}
-	}
-	return nil, fmt.Errorf("gave up after %d infra attempts", p.MaxInfraAttempts)
-}
-
-// leaseFor provisions a host (if the run is provisioned) and leases a slot
-// on it for attempt; the wait is booked as infra time. again: the
-// provisioned host never served its lease and was given back, and the
-// next attempt provisions another.
-func (r *runState) leaseFor(ctx workflow.Context, attempt int) (lease activities.Lease, again bool, err error) {
-	r.setPhase(ctx, runs.PhaseLeasing)
-	leaseStart := workflow.Now(ctx)
-	r.st.LeasingSince = leaseStart
-	queue, err := r.slots.provision(ctx, "", attempt, 0)
-	if err != nil {
-		return lease, false, fmt.Errorf("no host for attempt %d: %s", attempt, errText(err))
-	}
-	req := activities.LeaseRequest{RunID: r.st.RunID, Attempt: attempt, GPUCount: r.spec.Spec.Resources.GPUCount, GPUType: r.spec.Spec.Resources.GPUType}
-	got, err := acquireLease.call(ctx, callArgs{pol: r.pol, hostQueue: queue}, req)
-	if err != nil {
-		provisioned := r.st.Host != nil
-		r.slots.releaseHost(ctx)
-		// A provisioned host that never served its lease (it did not
-		// boot, its worker died) is an infra loss: another is
-		// provisioned, up to the attempt limit.
-		if provisioned && r.version(ctx, versionReprovision) == 1 {
-			r.st.LeasingSince = time.Time{}
-			r.st.Budget.Wait(workflow.Now(ctx).Sub(leaseStart).Seconds())
-			workflow.GetLogger(ctx).Warn("the provisioned host never served its lease; provisioning another", "attempt", attempt, "error", errText(err))
-			return lease, true, nil
-		}
-		return lease, false, fmt.Errorf("no GPU lease for attempt %d: %s", attempt, errText(err))
-	}
-	lease = *got
-	r.st.LeasingSince = time.Time{}
-	wait := workflow.Now(ctx).Sub(leaseStart)
-	r.slots.leaseWaitS = wait.Seconds()
-	r.st.Budget.Wait(wait.Seconds())
-	r.metrics(ctx).Timer(MetricLeaseWait).Record(wait)
-	r.metrics(ctx).Timer(MetricInfraWait).Record(wait)
-	return lease, false, nil
-}
-
-// runAgent runs one attempt of the agent on its lease and gives the lease
-// and the host back. An attempt lost to the infrastructure books its time
-// (refunding what ran past the last checkpoint) and says so (lost): the
-// next attempt resumes; any error ends the run.
-func (r *runState) runAgent(ctx workflow.Context, attempt int, lease activities.Lease, leased time.Time) (res *activities.AgentResult, lost bool, err error) {
-	p := r.pol
-	r.setPhase(ctx, runs.PhaseRunning)
-	started := workflow.Now(ctx)
-	r.st.AttemptStartedAt = started
-	base := r.st.Budget.UsedS
-	in := activities.AgentInput{
-		RunID: r.st.RunID, Attempt: attempt, Task: r.spec.Spec, Agent: r.in.Agent, Seed: r.in.Seed,
-		LLMProvider: r.in.LLMProvider, Image: r.image(), Secrets: r.in.Secrets, AgentDef: r.in.AgentDef, Lease: lease, Budget: r.st.Budget,
-		Resume: r.last, NextSeq: r.nextSeq(), Interval: r.interval(), Grace: p.Grace, LLMBudget: r.llmBudget(), Marks: r.curve.curveMarks(),
-		KeepLease: r.lean && r.st.Host == nil,
-	}
-	var bytes int64
-	if r.last != nil {
-		bytes = r.last.Bytes // to restore, and about as much to save
-	}
-	out, err := runAgent.call(ctx, callArgs{pol: p, lease: lease, ledger: r.st.Budget, bytes: bytes}, in)
-	r.drainCheckpoints(ctx)
-	rec := runs.AttemptRecord{N: attempt, Host: lease.HostID, LeaseWaitS: r.slots.leaseWaitS, LeasedAt: leased, FromS: base}
-	defer func() {
-		rec.EndedAt, rec.ToS = workflow.Now(ctx), r.st.Budget.UsedS
-		r.attempts = append(r.attempts, rec)
-	}()
-	kept := err == nil && !out.Released && r.slots.keepForScoring(lease, leased)
-	if kept {
-		// Its evaluations run on it.
-	} else {
-		if !(hostSilent(err) || released(err, out)) || r.version(ctx, versionLeaseExpires) == workflow.DefaultVersion {
-			r.slots.release(ctx, lease)
-		}
-		r.slots.held(ctx, leased)
-		r.slots.releaseHost(ctx)
-	}
-	if err == nil {
-		// A completed attempt ends on its final checkpoint: all its time counts.
-		r.st.Budget.Preserve(out.AgentSeconds)
-		r.agentImage = out.Image
-		rec.End, rec.Detail = string(out.StoppedBy), exitText(out)
-		return out, false, nil
-	}
-	rec.End, rec.Detail = "lost", errText(err)
-	if _, ok := handedBack(err); ok {
-		rec.End = "handed_back"
-	}
-	if !isInfraLoss(err) {
-		rec.End = "failed"
-		return nil, false, fmt.Errorf("agent attempt %d: %s", attempt, errText(err))
-	}
-	wall := workflow.Now(ctx).Sub(started)
-	before := r.st.Budget
-	r.st.Budget.Crash(ranTo(err, base, wall, p.HeartbeatTimeout), wall.Seconds(), base)
-	rec.LostS = r.st.Budget.LostS - before.LostS
-	r.metrics(ctx).Timer(MetricLost).Record(seconds(r.st.Budget.LostS - before.LostS))
-	r.metrics(ctx).Timer(MetricInfraWait).Record(seconds(r.st.Budget.InfraWaitS - before.InfraWaitS))
-	workflow.GetLogger(ctx).Warn("agent attempt lost; resuming from the last checkpoint",
-		"attempt", attempt, "error", errText(err), "lost_s", r.st.Budget.LostS)
-	return nil, true, nil
-}
-
 // ranTo is how far a lost attempt got, in agent seconds: exact when the
 // activity saw its agent stopped and handed the attempt back, else
 // estimated from its last heartbeat and the time it took to be noticed.
@@ -238,4 +106,144 @@ func timeoutName(t enumspb.TimeoutType) string {
 	default:
 		return t.String()
 	}
+}
+
+// attemptLoop is the run's agent: attempts of lease, restore and agent
+// until the agent ends or the infra-attempt limit is hit, and each
+// attempt's record for the result.
+type attemptLoop struct {
+	r        *runState
+	attempts []runs.AttemptRecord
+}
+
+// runAttempts runs the agent, re-leasing and resuming after infra losses.
+func (al *attemptLoop) runAttempts(ctx workflow.Context) (*activities.AgentResult, error) {
+	p := al.r.pol
+	first := al.r.st.Attempt // attempts of an earlier execution, on a continued run
+	for attempt := first + 1; attempt <= first+p.MaxInfraAttempts; attempt++ {
+		al.r.st.Attempt = attempt
+		if attempt > 1 {
+			al.r.setPhase(ctx, runs.PhaseRecovering)
+		}
+		lease, again, err := al.leaseFor(ctx, attempt)
+		if err != nil {
+			return nil, err
+		}
+		if again {
+			continue
+		}
+		leased := workflow.Now(ctx)
+		if al.r.st.CancelRequested {
+			al.r.slots.release(ctx, lease)
+			al.r.slots.held(ctx, leased)
+			al.r.slots.releaseHost(ctx)
+			return &activities.AgentResult{StoppedBy: activities.StopCanceled}, nil
+		}
+		res, lost, err := al.runAgent(ctx, attempt, lease, leased)
+		if !lost {
+			return res, err
+		}
+	}
+	return nil, fmt.Errorf("gave up after %d infra attempts", p.MaxInfraAttempts)
+}
+
+// leaseFor provisions a host (if the run is provisioned) and leases a slot
+// on it for attempt; the wait is booked as infra time. again: the
+// provisioned host never served its lease and was given back, and the
+// next attempt provisions another.
+func (al *attemptLoop) leaseFor(ctx workflow.Context, attempt int) (lease activities.Lease, again bool, err error) {
+	al.r.setPhase(ctx, runs.PhaseLeasing)
+	leaseStart := workflow.Now(ctx)
+	al.r.st.LeasingSince = leaseStart
+	queue, err := al.r.slots.provision(ctx, "", attempt, 0)
+	if err != nil {
+		return lease, false, fmt.Errorf("no host for attempt %d: %s", attempt, errText(err))
+	}
+	req := activities.LeaseRequest{RunID: al.r.st.RunID, Attempt: attempt, GPUCount: al.r.spec.Spec.Resources.GPUCount, GPUType: al.r.spec.Spec.Resources.GPUType}
+	got, err := acquireLease.call(ctx, callArgs{pol: al.r.pol, hostQueue: queue}, req)
+	if err != nil {
+		provisioned := al.r.st.Host != nil
+		al.r.slots.releaseHost(ctx)
+		// A provisioned host that never served its lease (it did not
+		// boot, its worker died) is an infra loss: another is
+		// provisioned, up to the attempt limit.
+		if provisioned && al.r.version(ctx, versionReprovision) == 1 {
+			al.r.st.LeasingSince = time.Time{}
+			al.r.st.Budget.Wait(workflow.Now(ctx).Sub(leaseStart).Seconds())
+			workflow.GetLogger(ctx).Warn("the provisioned host never served its lease; provisioning another", "attempt", attempt, "error", errText(err))
+			return lease, true, nil
+		}
+		return lease, false, fmt.Errorf("no GPU lease for attempt %d: %s", attempt, errText(err))
+	}
+	lease = *got
+	al.r.st.LeasingSince = time.Time{}
+	wait := workflow.Now(ctx).Sub(leaseStart)
+	al.r.slots.leaseWaitS = wait.Seconds()
+	al.r.st.Budget.Wait(wait.Seconds())
+	al.r.metrics(ctx).Timer(MetricLeaseWait).Record(wait)
+	al.r.metrics(ctx).Timer(MetricInfraWait).Record(wait)
+	return lease, false, nil
+}
+
+// runAgent runs one attempt of the agent on its lease and gives the lease
+// and the host back. An attempt lost to the infrastructure books its time
+// (refunding what ran past the last checkpoint) and says so (lost): the
+// next attempt resumes; any error ends the run.
+func (al *attemptLoop) runAgent(ctx workflow.Context, attempt int, lease activities.Lease, leased time.Time) (res *activities.AgentResult, lost bool, err error) {
+	p := al.r.pol
+	al.r.setPhase(ctx, runs.PhaseRunning)
+	started := workflow.Now(ctx)
+	al.r.st.AttemptStartedAt = started
+	base := al.r.st.Budget.UsedS
+	in := activities.AgentInput{
+		RunID: al.r.st.RunID, Attempt: attempt, Task: al.r.spec.Spec, Agent: al.r.in.Agent, Seed: al.r.in.Seed,
+		LLMProvider: al.r.in.LLMProvider, Image: al.r.image(), Secrets: al.r.in.Secrets, AgentDef: al.r.in.AgentDef, Lease: lease, Budget: al.r.st.Budget,
+		Resume: al.r.last, NextSeq: al.r.nextSeq(), Interval: al.r.interval(), Grace: p.Grace, LLMBudget: al.r.usage.llmBudget(), Marks: al.r.curve.curveMarks(),
+		KeepLease: al.r.lean && al.r.st.Host == nil,
+	}
+	var bytes int64
+	if al.r.last != nil {
+		bytes = al.r.last.Bytes // to restore, and about as much to save
+	}
+	out, err := runAgent.call(ctx, callArgs{pol: p, lease: lease, ledger: al.r.st.Budget, bytes: bytes}, in)
+	al.r.drainCheckpoints(ctx)
+	rec := runs.AttemptRecord{N: attempt, Host: lease.HostID, LeaseWaitS: al.r.slots.leaseWaitS, LeasedAt: leased, FromS: base}
+	defer func() {
+		rec.EndedAt, rec.ToS = workflow.Now(ctx), al.r.st.Budget.UsedS
+		al.attempts = append(al.attempts, rec)
+	}()
+	kept := err == nil && !out.Released && al.r.slots.keepForScoring(lease, leased)
+	if kept {
+		// Its evaluations run on it.
+	} else {
+		if !(hostSilent(err) || released(err, out)) || al.r.version(ctx, versionLeaseExpires) == workflow.DefaultVersion {
+			al.r.slots.release(ctx, lease)
+		}
+		al.r.slots.held(ctx, leased)
+		al.r.slots.releaseHost(ctx)
+	}
+	if err == nil {
+		// A completed attempt ends on its final checkpoint: all its time counts.
+		al.r.st.Budget.Preserve(out.AgentSeconds)
+		al.r.agentImage = out.Image
+		rec.End, rec.Detail = string(out.StoppedBy), exitText(out)
+		return out, false, nil
+	}
+	rec.End, rec.Detail = "lost", errText(err)
+	if _, ok := handedBack(err); ok {
+		rec.End = "handed_back"
+	}
+	if !isInfraLoss(err) {
+		rec.End = "failed"
+		return nil, false, fmt.Errorf("agent attempt %d: %s", attempt, errText(err))
+	}
+	wall := workflow.Now(ctx).Sub(started)
+	before := al.r.st.Budget
+	al.r.st.Budget.Crash(ranTo(err, base, wall, p.HeartbeatTimeout), wall.Seconds(), base)
+	rec.LostS = al.r.st.Budget.LostS - before.LostS
+	al.r.metrics(ctx).Timer(MetricLost).Record(seconds(al.r.st.Budget.LostS - before.LostS))
+	al.r.metrics(ctx).Timer(MetricInfraWait).Record(seconds(al.r.st.Budget.InfraWaitS - before.InfraWaitS))
+	workflow.GetLogger(ctx).Warn("agent attempt lost; resuming from the last checkpoint",
+		"attempt", attempt, "error", errText(err), "lost_s", al.r.st.Budget.LostS)
+	return nil, true, nil
 }

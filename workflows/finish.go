@@ -36,14 +36,14 @@ func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason str
 		RunID: r.st.RunID, Task: r.in.Task, Agent: r.in.Agent, Seed: r.in.Seed, Outcome: outcome,
 		Attempts: r.st.Attempt, Checkpoints: r.st.Checkpoints, SpecHash: r.spec.Hash, Budget: r.st.Budget, Reason: reason,
 		Metrics: map[string]float64{}, AgentImage: r.agentImage, Evaluations: r.eval.tries, EvalTries: len(r.eval.tries),
-		Curve: r.curve.marks, AttemptLog: r.attempts, CheckpointLog: r.checkpoints, AgentDef: r.agentRef(), Benchmark: r.in.Benchmark,
+		Curve: r.curve.marks, AttemptLog: r.loop.attempts, CheckpointLog: r.checkpoints, AgentDef: r.agentRef(), Benchmark: r.in.Benchmark,
 	}
 	if r.spec.Hash != "" { // resolved
 		res.TimeLimitS, res.Hardware = r.timeLimit().Seconds(), hardwareClass(r.spec.Spec.Resources.GPUCount, r.spec.Spec.Resources.GPUType)
 	}
 	res.Cost = costOf(r.st.Budget, r.spec.Spec.Resources.GPUCount, ev)
 	res.Cost.BilledGPUHours = r.slots.heldS * float64(r.spec.Spec.Resources.GPUCount) / 3600
-	r.measured(&res.Cost)
+	r.usage.measured(&res.Cost)
 	if ev != nil {
 		score := ev.Score
 		res.Score, res.Metrics, res.ModelPath, res.Violations, res.Flags, res.Provenance = &score, ev.Metrics, ev.ModelPath, ev.Violations, ev.Flags, ev.Provenance

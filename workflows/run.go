@@ -28,8 +28,9 @@ type runState struct {
 	// usage is the run's LLM ledger, per attempt.
 	usage usageState
 	curve curveState
-	// attempts and checkpoints are the run's timeline, for its result.
-	attempts    []runs.AttemptRecord
+	// loop runs the agent's attempts; checkpoints are the run's
+	// timeline, for its result.
+	loop        attemptLoop
 	checkpoints []runs.CheckpointInfo
 	// lean: the run takes versionLeanRun's path (and every change before).
 	lean bool
@@ -51,7 +52,7 @@ func (r *runState) version(ctx workflow.Context, changeID string) workflow.Versi
 // then evaluation of the final checkpoint in a fresh workspace.
 func RunWorkflow(ctx workflow.Context, in RunInput) (*runs.Result, error) {
 	r := &runState{in: in, pol: in.Policy.withDefaults()}
-	r.slots.r, r.curve.r, r.eval.r, r.gate.r = r, r, r, r
+	r.slots.r, r.curve.r, r.eval.r, r.gate.r, r.usage.r, r.loop.r = r, r, r, r, r, r
 	r.lean = workflow.GetVersion(ctx, versionLeanRun, workflow.DefaultVersion, 1) == 1
 	res, err := r.drive(ctx)
 	if err != nil || res == nil {
@@ -88,7 +89,7 @@ func (r *runState) drive(ctx workflow.Context) (*runs.Result, error) {
 	}
 	r.st.Budget.LimitS = r.timeLimit().Seconds()
 	if agent == nil {
-		if agent, err = r.runAttempts(ctx); err != nil {
+		if agent, err = r.loop.runAttempts(ctx); err != nil {
 			return r.finish(ctx, runs.OutcomeInfraFailed, err.Error(), nil), nil
 		}
 	}
@@ -102,7 +103,7 @@ func (r *runState) drive(ctx workflow.Context) (*runs.Result, error) {
 	case agent.StoppedBy == activities.StopDeadline:
 		return r.eval.evaluate(ctx, runs.OutcomeLimitReached, "")
 	case agent.StoppedBy == activities.StopLLMBudget:
-		return r.eval.evaluate(ctx, runs.OutcomeLimitReached, r.budgetSpentReason())
+		return r.eval.evaluate(ctx, runs.OutcomeLimitReached, r.usage.budgetSpentReason())
 	}
 	return r.eval.evaluate(ctx, runs.OutcomeScored, "")
 }
@@ -313,7 +314,7 @@ func (r *runState) status() Status {
 		st.LastCheckpointAt, st.LastCheckpointAgentS = r.last.At, r.last.AgentSeconds
 	}
 	st.CheckpointStale = st.CheckpointFailures >= r.pol.CheckpointAlertAfter
-	st.LLM = r.llm()
+	st.LLM = r.usage.llm()
 	st.Curve = slices.Clone(r.curve.marks)
 	st.Waiting = r.gate.waiting()
 	return st

@@ -23,6 +23,7 @@ type RunLLM struct {
 
 // usageState keeps each attempt's latest ledger, as its reports come.
 type usageState struct {
+	r        *runState
 	ch       workflow.ReceiveChannel
 	attempts map[int]llm.Ledger
 	prices   llm.PriceRef
@@ -62,11 +63,11 @@ func (u *usageState) total() llm.Ledger {
 }
 
 // llmBudget is the run's LLM budget: its own, else its task's.
-func (r *runState) llmBudget() llm.Budget {
-	if r.in.LLMBudget != nil {
-		return *r.in.LLMBudget
+func (u *usageState) llmBudget() llm.Budget {
+	if u.r.in.LLMBudget != nil {
+		return *u.r.in.LLMBudget
 	}
-	if b := r.spec.Spec.LLMBudget; b != nil {
+	if b := u.r.spec.Spec.LLMBudget; b != nil {
 		return *b
 	}
 	return llm.Budget{}
@@ -74,21 +75,21 @@ func (r *runState) llmBudget() llm.Budget {
 
 // llm is the run's LLM use so far, for its status and result (nil: the
 // agent made no call through the gateway).
-func (r *runState) llm() *RunLLM {
-	if len(r.usage.attempts) == 0 {
+func (u *usageState) llm() *RunLLM {
+	if len(u.attempts) == 0 {
 		return nil
 	}
-	return &RunLLM{Ledger: r.usage.total(), Budget: r.llmBudget(), Prices: r.usage.prices}
+	return &RunLLM{Ledger: u.total(), Budget: u.llmBudget(), Prices: u.prices}
 }
 
 // measured puts the gateway's measure of the run's LLM use in its cost.
-func (r *runState) measured(c *runs.Cost) {
-	if l := r.llm(); l != nil {
+func (u *usageState) measured(c *runs.Cost) {
+	if l := u.llm(); l != nil {
 		c.LLM, c.LLMPrices = &l.Ledger, &l.Prices
 	}
 }
 
 // budgetSpentReason says why a run whose LLM budget was spent stopped.
-func (r *runState) budgetSpentReason() string {
-	return fmt.Sprintf("the run's LLM budget (%s) was spent: the agent was stopped as at its deadline and its model evaluated", r.llmBudget())
+func (u *usageState) budgetSpentReason() string {
+	return fmt.Sprintf("the run's LLM budget (%s) was spent: the agent was stopped as at its deadline and its model evaluated", u.llmBudget())
 }
