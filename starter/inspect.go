@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"io"
 	"math"
 	"strconv"
@@ -14,7 +15,6 @@ import (
 	"github.com/spf13/pflag"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -288,21 +288,13 @@ func runList(g *globals, o listOptions) error {
 	}
 	tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN ID\tTASK\tAGENT\tSTATUS\tPHASE\tOUTCOME\tSTARTED")
-	var token []byte
-	for n := 0; n < o.limit; {
-		resp, err := c.ListWorkflow(g.ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token, PageSize: int32(min(100, o.limit))})
-		if err != nil {
-			return cli.Usagef("list runs: %v", err)
-		}
-		for _, e := range resp.Executions {
-			sa := searchAttrs(e.SearchAttributes.GetIndexedFields())
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Execution.WorkflowId, sa["MlrbTask"], sa["MlrbAgent"],
-				statusName(e.Status), sa["MlrbPhase"], sa["MlrbOutcome"], e.StartTime.AsTime().Local().Format("2006-01-02 15:04:05"))
-			n++
-		}
-		if token = resp.NextPageToken; len(token) == 0 {
-			break
-		}
+	err = listAll(g.ctx, c, q, o.limit, func(e *workflowpb.WorkflowExecutionInfo) {
+		sa := searchAttrs(e.SearchAttributes.GetIndexedFields())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Execution.WorkflowId, sa["MlrbTask"], sa["MlrbAgent"],
+			statusName(e.Status), sa["MlrbPhase"], sa["MlrbOutcome"], e.StartTime.AsTime().Local().Format("2006-01-02 15:04:05"))
+	})
+	if err != nil {
+		return cli.Usagef("list runs: %v", err)
 	}
 	return tw.Flush()
 }

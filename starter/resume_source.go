@@ -7,7 +7,6 @@ import (
 	"time"
 
 	workflowpb "go.temporal.io/api/workflow/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/internal/blob"
@@ -33,22 +32,13 @@ func (t resumeSource) List(ctx context.Context, prefix string) (map[string]resum
 	}
 	q := fmt.Sprintf("WorkflowId STARTS_WITH '%s' AND WorkflowType = '%s'", prefix, workflows.RunWorkflowName)
 	out := map[string]resume.Listed{}
-	var token []byte
-	for {
-		resp, err := t.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token, PageSize: 1000})
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", q, err)
+	err := listAll(ctx, t.Client, q, 0, func(e *workflowpb.WorkflowExecutionInfo) {
+		l := listed(e)
+		if prev, ok := out[l.ID]; !ok || l.Start.After(prev.Start) {
+			out[l.ID] = l
 		}
-		for _, e := range resp.Executions {
-			l := listed(e)
-			if prev, ok := out[l.ID]; !ok || l.Start.After(prev.Start) {
-				out[l.ID] = l
-			}
-		}
-		if token = resp.NextPageToken; len(token) == 0 {
-			return out, nil
-		}
-	}
+	})
+	return out, err
 }
 
 func listed(e *workflowpb.WorkflowExecutionInfo) resume.Listed {

@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/internal/cli"
@@ -76,17 +76,16 @@ func retryBenchmark(g *globals, c client.Client, o retryOptions) error {
 		phase = runs.PhaseAwaitingCurveRetry
 	}
 	q := fmt.Sprintf("MlrbBenchmark = '%s' AND MlrbPhase = '%s' AND ExecutionStatus = 'Running'", o.bench, phase)
-	resp, err := c.ListWorkflow(g.ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, PageSize: 1000})
-	if err != nil {
-		return fmt.Errorf("list waiting runs of %s: %w", o.bench, err)
+	var ids []string
+	if err := listAll(g.ctx, c, q, 0, func(e *workflowpb.WorkflowExecutionInfo) { ids = append(ids, e.Execution.WorkflowId) }); err != nil {
+		return fmt.Errorf("waiting runs of %s: %w", o.bench, err)
 	}
-	if len(resp.Executions) == 0 {
+	if len(ids) == 0 {
 		fmt.Fprintf(g.out, "no run of %s is %s\n", o.bench, phase)
 		return nil
 	}
 	bad := 0
-	for _, e := range resp.Executions {
-		id := e.Execution.WorkflowId
+	for _, id := range ids {
 		if _, line, err := retryRun(g.ctx, c, id, o); err != nil {
 			bad++
 			fmt.Fprintf(g.out, "%s: %v\n", id, err)
@@ -95,7 +94,7 @@ func retryBenchmark(g *globals, c client.Client, o retryOptions) error {
 		}
 	}
 	if bad > 0 {
-		return fmt.Errorf("%d of %d retries did not score", bad, len(resp.Executions))
+		return fmt.Errorf("%d of %d retries did not score", bad, len(ids))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.temporal.io/api/workflowservice/v1"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -104,4 +105,32 @@ func update(ctx context.Context, c client.Client, id, name string, arg, out any)
 		return cli.Usagef("%s %s: %v", name, id, err)
 	}
 	return nil
+}
+
+// listAll lists what query matches, page after page (each followed by
+// its token, so that no listing stops at a page's size), up to limit
+// executions (0: all), calling each on every one.
+func listAll(ctx context.Context, c client.Client, query string, limit int, each func(*workflowpb.WorkflowExecutionInfo)) error {
+	var token []byte
+	n := 0
+	for {
+		size := 1000
+		if limit > 0 {
+			size = min(size, limit-n)
+		}
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token, PageSize: int32(size)})
+		if err != nil {
+			return fmt.Errorf("list %s: %w", query, err)
+		}
+		for _, e := range resp.Executions {
+			if limit > 0 && n >= limit {
+				return nil
+			}
+			each(e)
+			n++
+		}
+		if token = resp.NextPageToken; len(token) == 0 || (limit > 0 && n >= limit) {
+			return nil
+		}
+	}
 }
