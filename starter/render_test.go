@@ -12,6 +12,7 @@ import (
 	"github.com/mlrb/mlrb/internal/hosts"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/llm"
+	"github.com/mlrb/mlrb/internal/results"
 	"github.com/mlrb/mlrb/internal/runresults"
 	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/workflows"
@@ -97,10 +98,10 @@ func TestLeaderboardRowsCountCutOffRuns(t *testing.T) {
 	all := runresults.Matrix{BenchmarkID: "b", Agents: []string{"a"}, Tasks: []string{"t"}, Seeds: []int64{1, 2}}.Runs()
 	score := 1.0
 	got := []*runs.Result{{RunID: all[0].ID, Task: "t", Agent: "a", Seed: 1, Outcome: runs.OutcomeScored, Score: &score}, nil}
-	if rows := resultRows("b", all, got, false); len(rows) != 1 {
+	if rows := results.Rows("b", all, got, false); len(rows) != 1 {
 		t.Fatalf("running: %d rows", len(rows))
 	}
-	rows := resultRows("b", all, got, true)
+	rows := results.Rows("b", all, got, true)
 	if len(rows) != 2 || rows[1].Outcome != runs.OutcomeInfraFailed || !strings.Contains(rows[1].Reason, "starter benchmark resume b") {
 		t.Fatalf("ended: %+v", rows)
 	}

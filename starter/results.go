@@ -11,15 +11,13 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/internal/anchors"
-	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/campaign"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/internal/leaderboard"
-	"github.com/mlrb/mlrb/internal/runresults"
+	"github.com/mlrb/mlrb/internal/results"
 	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -133,38 +131,12 @@ func loadBoard(g *globals, id string) (board, error) {
 	if err != nil {
 		return board{}, err
 	}
-	info, err := describe(g.ctx, c, id)
+	store, err := g.store()
 	if err != nil {
 		return board{}, err
 	}
-	if info.GetType().GetName() != workflows.BenchmarkWorkflowName {
-		return board{}, cli.Usagef("%s is a run, not a benchmark: `starter result %s` prints it (results, plan, report and export take benchmark ids; report takes a run too)", id, id)
-	}
-	if info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return partialBoard(g, c, id)
-	}
-	var res workflows.BenchmarkResult
-	if err := c.GetWorkflow(g.ctx, id, "").Get(g.ctx, &res); err != nil {
-		return board{}, fmt.Errorf("benchmark %s: %w", id, err)
-	}
-	rs, err := benchmarkRuns(g, &res)
-	return board{runs: rs, setup: res.Setup}, err
-}
-
-// partialBoard is a running benchmark's runs so far and its setup.
-func partialBoard(g *globals, c client.Client, id string) (board, error) {
-	snap, err := snapshotBenchmark(g.ctx, c, id, true)
-	if err != nil {
-		return board{}, err
-	}
-	note := fmt.Sprintf("benchmark %s is running: %d of %d runs done; the leaderboard holds those and the runs waiting for an evaluation retry (apart until retried)",
-		id, snap.prog.Done, snap.prog.Total)
-	rs, err := storedRuns(g, id, false)
-	if err != nil {
-		return board{}, err
-	}
-	rs = append(rs, snap.awaitingRetry()...)
-	return board{runs: rs, setup: leaderboard.SetupOf(leaderboard.RunsOf(rs), snap.prog.Policy), partial: []string{note}}, nil
+	b, err := results.Of(g.ctx, &boardSource{g: g, c: c, store: store}, id)
+	return board{runs: b.Runs, setup: b.Setup, partial: b.Partial}, err
 }
 
 // recosted is the runs with their measured LLM use costed under prices:
@@ -205,24 +177,15 @@ func awaitLeaderboard(g *globals, run client.WorkflowRun, format string) error {
 
 // printBenchmark prints an ended benchmark's leaderboard.
 func printBenchmark(g *globals, res *workflows.BenchmarkResult, format string) error {
-	rs, err := benchmarkRuns(g, res)
+	b, err := loadBoard(g, res.BenchmarkID)
 	if err != nil {
 		return err
 	}
-	setup, err := withAnchors(g, res.Setup, rs)
+	setup, err := withAnchors(g, b.setup, b.runs)
 	if err != nil {
 		return err
 	}
-	return printLeaderboard(g.out, res.BenchmarkID, rs, setup, format)
-}
-
-// benchmarkRuns is an ended benchmark's runs, from the results they
-// stored (or, for a benchmark from before those, its own).
-func benchmarkRuns(g *globals, res *workflows.BenchmarkResult) ([]runs.Result, error) {
-	if len(res.Runs) > 0 {
-		return res.Runs, nil
-	}
-	return storedRuns(g, res.BenchmarkID, true)
+	return printLeaderboard(g.out, res.BenchmarkID, b.runs, setup, format)
 }
 
 // withAnchors gives the setup the anchors of the runs' tasks as they are
@@ -243,90 +206,6 @@ func withAnchors(g *globals, setup leaderboard.Setup, results []runs.Result) (le
 	}
 	setup.Anchors, err = anchors.ForLeaderboard(g.ctx, store, cat, ids)
 	return setup, err
-}
-
-// storedRuns reads the results a benchmark's runs stored in the blob
-// store, in run order. Runs without one are left out while the benchmark
-// runs (under way or queued); once it has ended they were cut off, and
-// count as infra failures, as its leaderboard counts them.
-func storedRuns(g *globals, id string, ended bool) ([]runs.Result, error) {
-	c, err := g.client()
-	if err != nil {
-		return nil, err
-	}
-	var in workflows.BenchmarkInput
-	if err := startInput(g.ctx, c, id, &in); err != nil {
-		return nil, err
-	}
-	store, err := g.store()
-	if err != nil {
-		return nil, err
-	}
-	all := in.ChildRuns(id)
-	got, err := runresults.GetAll[runs.Result](g.ctx, store, all, nil)
-	if err != nil {
-		return nil, fmt.Errorf("results of %s: %w", id, err)
-	}
-	if got, err = completeResults(g, c, store, all, got); err != nil {
-		return nil, err
-	}
-	return resultRows(id, all, got, ended), nil
-}
-
-// completeResults finds the results a store lacks of runs that did
-// complete: a starter pointed at another store than the runs' would
-// otherwise book every one as cut off. The first such run names its
-// store: when it is not this starter's it is followed (a directory here)
-// or the command is refused naming both; when it is, the missing results
-// are read from Temporal, whose record of a completed run is whole.
-func completeResults(g *globals, c client.Client, store blob.Store, all []runresults.Run, got []*runs.Result) ([]*runs.Result, error) {
-	cfg, err := g.config()
-	if err != nil {
-		return nil, err
-	}
-	checked := false
-	for i, r := range got {
-		if r != nil {
-			continue
-		}
-		info, err := describe(g.ctx, c, all[i].ID)
-		if err != nil || info.Status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-			continue // never started, or cut off: the rows say so
-		}
-		if !checked {
-			checked = true
-			other, err := followStore(g, cfg, store, all[i].ID, storeOfRun(g.ctx, cfg, all[i].ID))
-			if err != nil {
-				return nil, err
-			}
-			if other != store {
-				return runresults.GetAll[runs.Result](g.ctx, other, all, nil)
-			}
-		}
-		var res runs.Result
-		if err := c.GetWorkflow(g.ctx, all[i].ID, "").Get(g.ctx, &res); err != nil {
-			return nil, fmt.Errorf("result of %s: %w", all[i].ID, err)
-		}
-		got[i] = &res
-	}
-	return got, nil
-}
-
-// resultRows are the leaderboard's runs: the stored results, and, once
-// the benchmark has ended, the runs without one as cut off.
-func resultRows(id string, all []runresults.Run, got []*runs.Result, ended bool) []runs.Result {
-	rows := make([]runs.Result, 0, len(all))
-	for i, r := range got {
-		switch {
-		case r != nil:
-			rows = append(rows, *r)
-		case ended:
-			j := all[i]
-			rows = append(rows, runs.Result{RunID: j.ID, Benchmark: id, Task: j.Task, Agent: j.Agent, Seed: j.Seed, Outcome: runs.OutcomeInfraFailed,
-				Reason: fmt.Sprintf("cut off before it stored a result (`starter benchmark resume %s` continues it)", id)})
-		}
-	}
-	return rows
 }
 
 func printLeaderboard(w io.Writer, id string, runs []runs.Result, setup leaderboard.Setup, format string) error {
