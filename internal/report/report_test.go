@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/leaderboard"
+	"github.com/mlrb/mlrb/internal/llm"
 	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/transcript"
 )
 
 func results() []runs.Result {
@@ -86,5 +89,44 @@ func TestHuman(t *testing.T) {
 		if got := human(s); got != want {
 			t.Errorf("human(%v) = %q, want %q", s, got, want)
 		}
+	}
+}
+
+// TestReportCallPages: a run's calls are written in pages of
+// CallsPerPage as scripts beside its page (they open from disk), each
+// call with its model and usage, and its bodies' start when the report
+// keeps bodies; a secret the recorder redacted stays out.
+func TestReportCallPages(t *testing.T) {
+	store, err := blob.NewFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runID := "b/alpha/t1/s1"
+	rec := &transcript.Recorder{Store: store, RunID: runID, Attempt: 1, Redact: []string{"sk-secret"}}
+	for i := range CallsPerPage + 3 {
+		req := []byte(fmt.Sprintf(`{"model":"gpt-4o","messages":[{"role":"user","content":"call %d with sk-secret"}]}`, i))
+		rec.Add(transcript.Call{Kind: transcript.KindLLM, API: llm.ChatCompletions, Model: "gpt-4o", Status: 200, Start: time.Unix(1_800_000_000+int64(i), 0),
+			Usage: llm.Usage{Calls: 1, Tokens: llm.Tokens{Input: 11, Output: 7}, USD: 0.25}}, req, []byte(`{"choices":[]}`))
+	}
+	rec.Wait()
+	dir := t.TempDir()
+	rs := results()[:1]
+	if err := Write(context.Background(), dir, Input{Title: "b", Results: rs, Store: store, Bodies: 200}); err != nil {
+		t.Fatal(err)
+	}
+	pages, _ := filepath.Glob(filepath.Join(dir, "runs", Key(runID), "calls-*.js"))
+	if len(pages) != 2 {
+		t.Fatalf("call pages %v, want 2 of %d calls", pages, CallsPerPage+3)
+	}
+	b, err := os.ReadFile(pages[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	if !strings.HasPrefix(page, "mlrbCalls(2,") || strings.Count(page, `"m":"gpt-4o"`) != 3 || !strings.Contains(page, `"usd":0.25`) || !strings.Contains(page, "call 502 with") {
+		t.Fatalf("the second page: %.400s", page)
+	}
+	if strings.Contains(page, "sk-secret") {
+		t.Fatal("a redacted secret reached the report")
 	}
 }
