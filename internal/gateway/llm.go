@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -75,17 +74,10 @@ func (l *LLM) Wait() { l.calls.Wait() }
 // MaxRequest bounds a request body.
 const MaxRequest = 32 << 20
 
-// routes are the paths served, after the optional /v1 the base URLs end in.
-var routes = map[string]llm.API{
-	"/v1/chat/completions": llm.ChatCompletions,
-	"/v1/responses":        llm.Responses,
-	"/v1/messages":         llm.Messages,
-}
-
 // call is one call in progress.
 type call struct {
 	rec     transcript.Call
-	api     llm.API
+	spec    *apiSpec
 	body    []byte
 	price   llm.Price
 	hold    *llm.Hold
@@ -96,7 +88,7 @@ type call struct {
 // refuse answers a call the gateway will not send, in its API's error
 // shape so that the agent's SDK shows the message.
 func (l *LLM) refuse(w http.ResponseWriter, c *call, status int, kind, msg string) {
-	writeAPIError(w, c.api, status, kind, "mlrb gateway: "+msg)
+	writeAPIError(w, c.spec, status, kind, "mlrb gateway: "+msg)
 	c.rec.Status, c.rec.Error = status, msg
 	u := llm.Usage{Refused: 1}
 	// Under a priced model's name, or none: the ledger's keys are the
@@ -110,27 +102,16 @@ func (l *LLM) refuse(w http.ResponseWriter, c *call, status int, kind, msg strin
 	l.finish(c, nil)
 }
 
-func writeAPIError(w http.ResponseWriter, api llm.API, status int, kind, msg string) {
-	var v any
-	if api == llm.Messages {
-		v = map[string]any{"type": "error", "error": map[string]string{"type": kind, "message": msg}}
-	} else {
-		v = map[string]any{"error": map[string]any{"message": msg, "type": kind, "code": kind, "param": nil}}
-	}
-	b, _ := json.Marshal(v)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-}
-
 func (l *LLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	l.calls.Add(1)
 	defer l.calls.Done()
 	b := l.bounds()
 	l.once.Do(func() { l.inFlight, l.buffered = semaphore.NewWeighted(b.InFlight), semaphore.NewWeighted(b.Buffered) })
 	c := &call{started: time.Now(), rec: transcript.Call{Kind: transcript.KindLLM, Start: time.Now().UTC()}}
-	api, ok := routes[r.URL.Path]
-	c.api, c.rec.API = api, api
+	spec, ok := specAt(r.URL.Path)
+	if ok {
+		c.spec, c.rec.API = spec, spec.api
+	}
 	if !ok || r.Method != http.MethodPost {
 		l.refuse(w, c, http.StatusNotFound, "not_found_error", fmt.Sprintf("%s %s is not served: POST /v1/chat/completions, /v1/responses (OpenAI) or /v1/messages (Anthropic); anything else goes out as HTTPS through the proxy to the allow-list", r.Method, r.URL.Path))
 		return
@@ -165,8 +146,8 @@ func (l *LLM) authorised(r *http.Request) bool {
 	return l.Token != "" && subtle.ConstantTimeCompare([]byte(key), []byte(l.Token)) == 1
 }
 
-func (l *LLM) upstream(api llm.API) Upstream {
-	if api == llm.Messages {
+func (l *LLM) upstream(spec *apiSpec) Upstream {
+	if spec.anthropic {
 		return l.Anthropic
 	}
 	return l.OpenAI
@@ -180,11 +161,8 @@ var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Pro
 var ourHeaders = []string{"Authorization", "X-Api-Key", "Cookie", "Openai-Organization", "Openai-Project", "Accept-Encoding", "Content-Length", "Host"}
 
 func (l *LLM) forward(w http.ResponseWriter, r *http.Request, c *call) {
-	up := l.upstream(c.api)
-	target := strings.TrimSuffix(up.URL, "/") + r.URL.Path
-	if c.api != llm.Messages {
-		target = strings.TrimSuffix(up.URL, "/") + strings.TrimPrefix(r.URL.Path, "/v1")
-	}
+	up := l.upstream(c.spec)
+	target := c.spec.target(up.URL, r.URL.Path)
 	if r.URL.RawQuery != "" {
 		target += "?" + r.URL.RawQuery
 	}
@@ -197,11 +175,7 @@ func (l *LLM) forward(w http.ResponseWriter, r *http.Request, c *call) {
 	for _, h := range append(hopHeaders, ourHeaders...) {
 		req.Header.Del(h)
 	}
-	if c.api == llm.Messages {
-		req.Header.Set("X-Api-Key", up.Key)
-	} else {
-		req.Header.Set("Authorization", "Bearer "+up.Key)
-	}
+	c.spec.auth(req.Header, up.Key)
 	t := l.Transport
 	if t == nil {
 		t = http.DefaultTransport
@@ -217,7 +191,7 @@ func (l *LLM) forward(w http.ResponseWriter, r *http.Request, c *call) {
 
 // failed ends a call the provider never answered.
 func (l *LLM) failed(w http.ResponseWriter, c *call, status int, msg string) {
-	writeAPIError(w, c.api, status, "api_error", "mlrb gateway: "+msg)
+	writeAPIError(w, c.spec, status, "api_error", "mlrb gateway: "+msg)
 	c.rec.Status, c.rec.Error = status, msg
 	c.rec.Usage = llm.Usage{Calls: 1, Failed: 1}
 	c.hold.Settle(c.rec.Model, c.rec.Usage)
@@ -236,7 +210,7 @@ func (l *LLM) relay(w http.ResponseWriter, resp *http.Response, c *call) {
 	}
 	w.WriteHeader(resp.StatusCode)
 	flusher, _ := w.(http.Flusher)
-	st := &llm.Stream{API: c.api}
+	st := &llm.Stream{API: c.spec.api}
 	var kept bytes.Buffer
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
@@ -270,7 +244,7 @@ func (l *LLM) relay(w http.ResponseWriter, resp *http.Response, c *call) {
 	}
 	seen := st.Seen
 	if !c.rec.Stream {
-		seen = llm.FromBody(c.api, kept.Bytes())
+		seen = llm.FromBody(c.spec.api, kept.Bytes())
 	}
 	c.rec.Status = resp.StatusCode
 	c.rec.Served, c.rec.Raw = llm.Shorten(seen.Model, llm.MaxModelName), seen.Raw
@@ -337,7 +311,7 @@ func (l *LLM) finish(c *call, resp []byte) {
 		if l.Record != nil {
 			model, why = l.Record.Scrub(model), l.Record.Scrub(why)
 		}
-		l.Log.Debug("llm call", zap.String("api", string(c.api)), zap.String("model", model), zap.Int("status", c.rec.Status),
+		l.Log.Debug("llm call", zap.String("api", string(c.rec.API)), zap.String("model", model), zap.Int("status", c.rec.Status),
 			zap.Float64("usd", c.rec.Usage.USD), zap.String("error", why))
 	}
 	if l.Record != nil {
