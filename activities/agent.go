@@ -124,7 +124,7 @@ func (a *Runner) conclude(ctx context.Context, sv *supervisor, end ending, hk *a
 			return nil, err
 		}
 		what := fmt.Sprintf("attempt %d: %s", hk.at.n, end.reason)
-		return nil, temporal.NewApplicationError(what, ErrAgentKilled, Progress{AgentSeconds: end.used, Released: a.releaseOwn(hk.lease)})
+		return nil, temporal.NewApplicationError(what, ErrAgentKilled, Heartbeat{AgentSeconds: end.used, Released: a.releaseOwn(hk.lease)})
 	}
 	res := &AgentResult{StoppedBy: sv.stopped, ExitCode: end.exit.ExitCode, Signal: end.exit.Signal, OOMKilled: end.exit.OOMKilled, AgentSeconds: end.used}
 	if (!end.exit.Successful() || sv.failure != "") && sv.stopped == StopExited {

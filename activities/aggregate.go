@@ -16,7 +16,7 @@ const AggregateName = "Aggregate"
 // AggregateInput is a finished benchmark's runs.
 type AggregateInput struct {
 	BenchmarkID string
-	Runs        []leaderboard.Run
+	Runs        []leaderboard.Entry
 	Setup       leaderboard.Setup
 }
 
@@ -32,7 +32,7 @@ func (a *Records) Aggregate(ctx context.Context, in AggregateInput) ([]string, e
 
 // storeLeaderboard stores the leaderboard in every format, each row's gap
 // closed against its task's anchors (the store's, else the catalog's).
-func (a *Records) storeLeaderboard(ctx context.Context, benchmarkID string, runs []leaderboard.Run, setup leaderboard.Setup) ([]string, error) {
+func (a *Records) storeLeaderboard(ctx context.Context, benchmarkID string, runs []leaderboard.Entry, setup leaderboard.Setup) ([]string, error) {
 	if a.Catalog != nil {
 		taskIDs := make([]string, len(runs))
 		for i, r := range runs {

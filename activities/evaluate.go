@@ -345,7 +345,7 @@ func (a *Runner) removeEvaluation(ev *evalDirs) {
 }
 
 // readUsage reads the LLM usage the agent reported, if it did.
-func readUsage(root snapshot) *contract.Usage {
+func readUsage(root snapshot) *contract.SelfReport {
 	wrel, err := filepath.Rel(root.dir, root.workdir)
 	if err != nil {
 		return nil
@@ -354,7 +354,7 @@ func readUsage(root snapshot) *contract.Usage {
 	if err != nil {
 		return nil
 	}
-	var u contract.Usage
+	var u contract.SelfReport
 	if json.Unmarshal(b, &u) != nil || u.Check() != nil {
 		return nil // the agent's own report: unusable, so not reported
 	}

@@ -29,7 +29,7 @@ import (
 // which stops the agent and commits nothing more.
 type liveness struct {
 	mu      sync.Mutex
-	p       Progress
+	p       Heartbeat
 	done    atomic.Int64
 	stop    chan struct{}
 	stopped chan struct{}
@@ -44,7 +44,7 @@ type liveness struct {
 var ErrFenced = errors.New("attempt fenced")
 
 // beat sends one heartbeat; its error is the server's answer.
-type beat func(ctx context.Context, p Progress) error
+type beat func(ctx context.Context, p Heartbeat) error
 
 // live starts heartbeating ctx's activity of this host, whose work disk
 // holds dir. The activity runs under the returned context.
@@ -79,13 +79,13 @@ func (a *Runner) live(ctx context.Context, lease *Lease) (context.Context, *live
 // heartbeats where there is no client (tests of single activities).
 func (a *Runner) heartbeat(info activity.Info) beat {
 	if a.Client == nil || os.Getenv("XX_SDK_HB") != "" {
-		return func(ctx context.Context, p Progress) error {
+		return func(ctx context.Context, p Heartbeat) error {
 			activity.RecordHeartbeat(ctx, p)
 			return nil
 		}
 	}
 	timeout := beatEvery(info.HeartbeatTimeout)
-	return func(ctx context.Context, p Progress) error {
+	return func(ctx context.Context, p Heartbeat) error {
 		hctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		return a.Client.RecordActivityHeartbeat(hctx, info.TaskToken, p)
@@ -169,7 +169,7 @@ func (l *liveness) counting(ctx context.Context) context.Context {
 	return checkpoint.WithProgress(ctx, func(n int64) { l.done.Add(n) })
 }
 
-func (l *liveness) progress() Progress {
+func (l *liveness) progress() Heartbeat {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p := l.p
@@ -188,7 +188,7 @@ func (l *liveness) close() {
 }
 
 // String is the step as an operator reads it: "restoring 4.1 of 19.8 GiB".
-func (p Progress) String() string {
+func (p Heartbeat) String() string {
 	switch {
 	case p.Step == "":
 		return ""

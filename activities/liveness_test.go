@@ -51,7 +51,7 @@ func TestLivenessFences(t *testing.T) {
 			l := &liveness{stop: make(chan struct{}), stopped: make(chan struct{}), dir: t.TempDir(), cancel: cancel, log: zap.NewNop()}
 			var mu sync.Mutex
 			sent := 0
-			send := func(context.Context, Progress) error {
+			send := func(context.Context, Heartbeat) error {
 				mu.Lock()
 				defer mu.Unlock()
 				sent++

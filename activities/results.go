@@ -62,18 +62,18 @@ type AggregateResult struct {
 // and stores its leaderboard as JSON, CSV, Markdown and an SVG chart.
 func (a *Records) AggregateResults(ctx context.Context, in AggregateResultsInput) (*AggregateResult, error) {
 	all := in.Runs.Runs()
-	got, err := runresults.GetAll[leaderboard.Run](ctx, a.Engine.Store, all, func(n int) { activity.RecordHeartbeat(ctx, n) })
+	got, err := runresults.GetAll[leaderboard.Entry](ctx, a.Engine.Store, all, func(n int) { activity.RecordHeartbeat(ctx, n) })
 	if err != nil {
 		return nil, err
 	}
-	board := make([]leaderboard.Run, 0, len(all))
+	board := make([]leaderboard.Entry, 0, len(all))
 	missing := 0
 	for i, r := range got {
 		if r == nil {
 			// Every run of an ended benchmark has ended: one without a
 			// result was cut off, an infra failure, never left out.
 			missing++
-			r = &leaderboard.Run{Task: all[i].Task, Agent: all[i].Agent, Seed: all[i].Seed, Outcome: runs.OutcomeInfraFailed}
+			r = &leaderboard.Entry{Task: all[i].Task, Agent: all[i].Agent, Seed: all[i].Seed, Outcome: runs.OutcomeInfraFailed}
 		}
 		board = append(board, *r)
 	}

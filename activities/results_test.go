@@ -26,7 +26,7 @@ func TestAggregateResults(t *testing.T) {
 	m := runresults.Matrix{BenchmarkID: "b", Agents: []string{"reference"}, Tasks: []string{"t", "u"}, Seeds: []int64{1, 2}}
 	for _, r := range m.Runs()[:3] {
 		score := 0.5
-		b, _ := json.Marshal(leaderboard.Run{Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: "scored", Score: &score, TimeLimitS: 30, Hardware: "CPU",
+		b, _ := json.Marshal(leaderboard.Entry{Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: "scored", Score: &score, TimeLimitS: 30, Hardware: "CPU",
 			Cost: leaderboard.Cost{BilledGPUHours: 0.25}})
 		if err := runresults.Put(ctx, store, r.ID, b); err != nil {
 			t.Fatal(err)
@@ -54,8 +54,8 @@ func TestAggregateResults(t *testing.T) {
 	defer rc.Close()
 	raw, _ := io.ReadAll(rc)
 	var doc struct {
-		Runs []leaderboard.Run `json:"runs"`
-		Cost leaderboard.Total `json:"cost"`
+		Runs []leaderboard.Entry `json:"runs"`
+		Cost leaderboard.Total   `json:"cost"`
 	}
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)

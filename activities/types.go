@@ -90,7 +90,7 @@ const (
 	// ErrNoCapacity: no GPU slot free on this host right now (retried).
 	ErrNoCapacity = "NoCapacity"
 	// ErrAgentKilled: the agent was killed from outside; its details carry
-	// the agent's Progress. The workflow runs another attempt.
+	// the agent's Heartbeat. The workflow runs another attempt.
 	ErrAgentKilled = "AgentKilled"
 	// ErrFencedAttempt: a later attempt of the run owns its checkpoints;
 	// this one must not run.
@@ -224,10 +224,10 @@ type AgentInput struct {
 	KeepLease bool `json:",omitempty"`
 }
 
-// Progress is the heartbeat detail of the agent and evaluation
+// Heartbeat is the heartbeat detail of the agent and evaluation
 // activities, and the detail of an attempt handed back (ErrAgentKilled):
 // the agent time reached, and the step under way with its progress.
-type Progress struct {
+type Heartbeat struct {
 	AgentSeconds float64 `json:"agent_seconds"`
 	Step         string  `json:"step,omitempty"`
 	DoneBytes    int64   `json:"done_bytes,omitempty"`
@@ -246,7 +246,7 @@ type Progress struct {
 const LowDisk = 20 << 30
 
 // DiskWarning says the host's disk runs low, or "".
-func (p Progress) DiskWarning() string {
+func (p Heartbeat) DiskWarning() string {
 	if p.Host == "" || p.FreeBytes >= LowDisk {
 		return ""
 	}
@@ -319,5 +319,5 @@ type EvalResult struct {
 	// Image is the evaluator image's digest (container runtime only).
 	Image string
 	// Usage is the LLM usage the agent reported, if it did.
-	Usage *contract.Usage
+	Usage *contract.SelfReport
 }

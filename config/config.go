@@ -198,7 +198,7 @@ const CurveOff = "off"
 
 // CurveMarks are eval.curve's marks; off: no curve; none and not off:
 // each task's own.
-func (e Eval) CurveMarks() (marks []tasks.Mark, off bool, err error) {
+func (e Eval) CurveMarks() (marks []tasks.MarkTime, off bool, err error) {
 	if len(e.Curve) == 1 && e.Curve[0] == CurveOff {
 		return nil, true, nil
 	}

@@ -80,8 +80,8 @@ func view(st workflows.Status, now time.Time) statusView {
 
 // activityProgress is the last heartbeat of a run's agent or evaluation
 // activity under way, and the activity's name ("" when none is).
-func activityProgress(ctx context.Context, c client.Client, runID string) (activities.Progress, string) {
-	var p activities.Progress
+func activityProgress(ctx context.Context, c client.Client, runID string) (activities.Heartbeat, string) {
+	var p activities.Heartbeat
 	d, err := c.DescribeWorkflowExecution(ctx, runID, "")
 	if err != nil {
 		return p, ""

@@ -62,7 +62,7 @@ func (s *boardSource) Benchmark(ctx context.Context, id string) (*results.Benchm
 }
 
 // Stored reads the results the runs stored.
-func (s *boardSource) Stored(ctx context.Context, rs []runresults.Run) ([]*runs.Result, error) {
+func (s *boardSource) Stored(ctx context.Context, rs []runresults.Child) ([]*runs.Result, error) {
 	return runresults.GetAll[runs.Result](ctx, s.store, rs, nil)
 }
 
@@ -72,7 +72,7 @@ func (s *boardSource) Stored(ctx context.Context, rs []runresults.Run) ([]*runs.
 // not this starter's it is followed (a directory here) or the command is
 // refused naming both; when it is, the result is read from Temporal,
 // whose record of a completed run is whole.
-func (s *boardSource) Completed(ctx context.Context, r runresults.Run) (*runs.Result, error) {
+func (s *boardSource) Completed(ctx context.Context, r runresults.Child) (*runs.Result, error) {
 	info, err := describe(ctx, s.c, r.ID)
 	if err != nil || info.Status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		return nil, nil // never started, or cut off: the rows say so
@@ -87,7 +87,7 @@ func (s *boardSource) Completed(ctx context.Context, r runresults.Run) (*runs.Re
 			return nil, err
 		}
 	}
-	if got, err := runresults.GetAll[runs.Result](ctx, s.store, []runresults.Run{r}, nil); err == nil && got[0] != nil {
+	if got, err := runresults.GetAll[runs.Result](ctx, s.store, []runresults.Child{r}, nil); err == nil && got[0] != nil {
 		return got[0], nil
 	}
 	var res runs.Result

@@ -55,9 +55,9 @@ func listed(e *workflowpb.WorkflowExecutionInfo) resume.Listed {
 // Results reads the stored results; a run whose result was never stored
 // (its store failed for an hour) is asked for its workflow result.
 func (t resumeSource) Results(ctx context.Context, ids []string) (map[string]*runs.Result, error) {
-	stored := make([]runresults.Run, len(ids))
+	stored := make([]runresults.Child, len(ids))
 	for i, id := range ids {
-		stored[i] = runresults.Run{ID: id}
+		stored[i] = runresults.Child{ID: id}
 	}
 	got, err := runresults.GetAll[runs.Result](ctx, t.Store, stored, nil)
 	if err != nil {

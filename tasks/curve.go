@@ -17,44 +17,44 @@ import (
 type Curve struct {
 	// At are the marks: durations of agent time ("1h") or fractions of
 	// the run's budget ("0.25"), the form a suite of any length shares.
-	At []Mark `yaml:"at" json:"at"`
+	At []MarkTime `yaml:"at" json:"at"`
 	// Command, if set, scores the marks instead of evaluation.command (a
 	// dev split, with the same placeholders), so that the test split
 	// scores the final model alone.
 	Command []string `yaml:"command,omitempty" json:"command,omitempty"`
 }
 
-// Mark is a point of agent time: a duration, or a fraction of the budget.
-type Mark struct {
+// MarkTime is a point of agent time: a duration, or a fraction of the budget.
+type MarkTime struct {
 	D        time.Duration
 	Fraction float64
 }
 
 // ParseMark reads "90m", "1h" or a fraction of the budget in (0, 1].
-func ParseMark(s string) (Mark, error) {
+func ParseMark(s string) (MarkTime, error) {
 	s = strings.TrimSpace(s)
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
 		if f <= 0 || f > 1 {
-			return Mark{}, fmt.Errorf("%q: a fraction of the budget must be in (0, 1]", s)
+			return MarkTime{}, fmt.Errorf("%q: a fraction of the budget must be in (0, 1]", s)
 		}
-		return Mark{Fraction: f}, nil
+		return MarkTime{Fraction: f}, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
-		return Mark{}, fmt.Errorf("%q is neither a positive duration (1h) nor a fraction of the budget (0.25)", s)
+		return MarkTime{}, fmt.Errorf("%q is neither a positive duration (1h) nor a fraction of the budget (0.25)", s)
 	}
-	return Mark{D: d}, nil
+	return MarkTime{D: d}, nil
 }
 
 // Seconds is the mark in agent seconds of a run whose budget is limit.
-func (m Mark) Seconds(limit time.Duration) float64 {
+func (m MarkTime) Seconds(limit time.Duration) float64 {
 	if m.Fraction > 0 {
 		return m.Fraction * limit.Seconds()
 	}
 	return m.D.Seconds()
 }
 
-func (m Mark) String() string {
+func (m MarkTime) String() string {
 	if m.Fraction > 0 {
 		return strconv.FormatFloat(m.Fraction, 'g', -1, 64)
 	}
@@ -62,7 +62,7 @@ func (m Mark) String() string {
 }
 
 // UnmarshalYAML reads a mark written as a duration or a number.
-func (m *Mark) UnmarshalYAML(n *yaml.Node) error {
+func (m *MarkTime) UnmarshalYAML(n *yaml.Node) error {
 	v, err := ParseMark(n.Value)
 	if err != nil {
 		return fmt.Errorf("line %d: evaluation.curve.at: %w", n.Line, err)
@@ -72,13 +72,13 @@ func (m *Mark) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // MarshalYAML writes the short form.
-func (m Mark) MarshalYAML() (any, error) { return m.String(), nil }
+func (m MarkTime) MarshalYAML() (any, error) { return m.String(), nil }
 
 // MarshalJSON writes the short form.
-func (m Mark) MarshalJSON() ([]byte, error) { return json.Marshal(m.String()) }
+func (m MarkTime) MarshalJSON() ([]byte, error) { return json.Marshal(m.String()) }
 
 // UnmarshalJSON reads the short form.
-func (m *Mark) UnmarshalJSON(b []byte) error {
+func (m *MarkTime) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return err
@@ -93,7 +93,7 @@ func (m *Mark) UnmarshalJSON(b []byte) error {
 
 // MarkSeconds are marks in agent seconds of a run whose budget is limit:
 // ascending, each once, none past the budget.
-func MarkSeconds(marks []Mark, limit time.Duration) []float64 {
+func MarkSeconds(marks []MarkTime, limit time.Duration) []float64 {
 	var out []float64
 	for _, m := range marks {
 		s := m.Seconds(limit)

@@ -30,7 +30,7 @@ func ranTo(err error, base float64, wall, hbTimeout time.Duration) float64 {
 	if p, ok := handedBack(err); ok {
 		return max(base, p.AgentSeconds)
 	}
-	var hb activities.Progress
+	var hb activities.Heartbeat
 	var te *temporal.TimeoutError
 	if errors.As(err, &te) && te.HasLastHeartbeatDetails() && te.LastHeartbeatDetails(&hb) == nil {
 		return budget.RanTo(base, hb.AgentSeconds, wall, hbTimeout)
@@ -67,9 +67,9 @@ func released(err error, res *activities.AgentResult) bool {
 
 // handedBack is the progress an attempt reported when it handed itself
 // back (its agent stopped under it and checkpointed).
-func handedBack(err error) (activities.Progress, bool) {
+func handedBack(err error) (activities.Heartbeat, bool) {
 	var ae *temporal.ApplicationError
-	var p activities.Progress
+	var p activities.Heartbeat
 	ok := errors.As(err, &ae) && ae.Type() == activities.ErrAgentKilled && ae.HasDetails() && ae.Details(&p) == nil
 	return p, ok
 }

@@ -29,7 +29,7 @@ func TestCrashRefundsLostTime(t *testing.T) {
 		func(_ context.Context, in activities.AgentInput) (*activities.AgentResult, error) {
 			calls++
 			if calls == 1 {
-				return nil, temporal.NewHeartbeatTimeoutError(activities.Progress{AgentSeconds: 6.5})
+				return nil, temporal.NewHeartbeatTimeoutError(activities.Heartbeat{AgentSeconds: 6.5})
 			}
 			if in.Attempt != 2 || in.Resume == nil || in.Resume.Seq != 1 || in.Budget.UsedS != 4 || in.NextSeq != 2 {
 				return nil, temporal.NewNonRetryableApplicationError("bad resume input", activities.ErrBadTask, nil)
@@ -85,7 +85,7 @@ func TestHandedBackAttempt(t *testing.T) {
 			calls++
 			if calls == 1 {
 				_, _ = committed(env, in, nil, ck(3, 7))
-				return nil, temporal.NewApplicationError("worker stopping", activities.ErrAgentKilled, activities.Progress{AgentSeconds: 7})
+				return nil, temporal.NewApplicationError("worker stopping", activities.ErrAgentKilled, activities.Heartbeat{AgentSeconds: 7})
 			}
 			if in.Resume == nil || in.Resume.Seq != 3 || in.Budget.UsedS != 7 || in.NextSeq != 4 {
 				return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("attempt 2 must resume checkpoint 3 at 7 s: %+v", in), activities.ErrBadTask, nil)
@@ -140,7 +140,7 @@ func TestZombieSignalsIgnored(t *testing.T) {
 	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.AgentInput) (*activities.AgentResult, error) {
 			if in.Attempt == 1 {
-				return committedThen(env, in, temporal.NewHeartbeatTimeoutError(activities.Progress{AgentSeconds: 6}), from(ck(1, 4), 1))
+				return committedThen(env, in, temporal.NewHeartbeatTimeoutError(activities.Heartbeat{AgentSeconds: 6}), from(ck(1, 4), 1))
 			}
 			for i := 0; i < 3; i++ {
 				if err := env.SignalWorkflowByID(in.RunID, activities.SignalCheckpointFailed, activities.CheckpointFailure{Consecutive: i + 1, Error: "zombie", From: 1}); err != nil {
@@ -188,7 +188,7 @@ func TestSilentHostLeaseNotReleased(t *testing.T) {
 			case 1:
 				return nil, temporal.NewHeartbeatTimeoutError()
 			case 2:
-				return nil, temporal.NewApplicationError("killed", activities.ErrAgentKilled, activities.Progress{AgentSeconds: 1})
+				return nil, temporal.NewApplicationError("killed", activities.ErrAgentKilled, activities.Heartbeat{AgentSeconds: 1})
 			}
 			return committed(env, in, &activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 3}, ck(1, 3))
 		})

@@ -23,13 +23,13 @@ const planWindow = 200
 type bench struct {
 	id      string
 	in      BenchmarkInput
-	jobs    []runresults.Run
+	jobs    []runresults.Child
 	perKey  map[string]int // runs per task/agent
 	st      BenchmarkState
-	running map[string]runresults.Run
+	running map[string]runresults.Child
 	// parked are runs under way that wait for an operator's retry: they
 	// hold no slot.
-	parked map[string]runresults.Run
+	parked map[string]runresults.Child
 	// started are the runs this execution started: their child futures
 	// report their ends; the others are awaited by AwaitRuns.
 	started map[string]workflow.ChildWorkflowFuture
@@ -71,7 +71,7 @@ func BenchmarkWorkflow(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResul
 
 func newBench(ctx workflow.Context, in BenchmarkInput) (*bench, error) {
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
-	b := &bench{id: id, in: in, jobs: in.ChildRuns(id), perKey: map[string]int{}, running: map[string]runresults.Run{}, parked: map[string]runresults.Run{},
+	b := &bench{id: id, in: in, jobs: in.ChildRuns(id), perKey: map[string]int{}, running: map[string]runresults.Child{}, parked: map[string]runresults.Child{},
 		started: map[string]workflow.ChildWorkflowFuture{}, sel: workflow.NewSelector(ctx), planFrom: -1}
 	for _, j := range b.jobs {
 		b.perKey[j.Pair()]++
@@ -83,7 +83,7 @@ func newBench(ctx workflow.Context, in BenchmarkInput) (*bench, error) {
 		b.st.Ended = map[string]map[runs.ChildState]int{}
 	}
 	b.st.Execution++
-	byID := map[string]runresults.Run{}
+	byID := map[string]runresults.Child{}
 	for _, j := range b.jobs {
 		byID[j.ID] = j
 	}
@@ -267,7 +267,7 @@ func (b *bench) ended(id string, o runs.Outcome) {
 	b.count(j, o)
 }
 
-func (b *bench) count(j runresults.Run, o runs.Outcome) {
+func (b *bench) count(j runresults.Child, o runs.Outcome) {
 	k := j.Pair()
 	if b.st.Ended[k] == nil {
 		b.st.Ended[k] = map[runs.ChildState]int{}
@@ -370,7 +370,7 @@ func (b *bench) aggregate(ctx workflow.Context) *BenchmarkResult {
 	return out
 }
 
-func sortedIDs(m map[string]runresults.Run) []string {
+func sortedIDs(m map[string]runresults.Child) []string {
 	ids := make([]string, 0, len(m))
 	for id := range m {
 		ids = append(ids, id)

@@ -123,7 +123,7 @@ func (in BenchmarkInput) Matrix(benchmarkID string) runresults.Matrix {
 
 // ChildRuns lists a benchmark's runs, every agent × task × seed, in the
 // order they start.
-func (in BenchmarkInput) ChildRuns(benchmarkID string) []runresults.Run {
+func (in BenchmarkInput) ChildRuns(benchmarkID string) []runresults.Child {
 	return in.Matrix(benchmarkID).Runs()
 }
 

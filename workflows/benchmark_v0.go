@@ -28,7 +28,7 @@ type progressV0 struct {
 
 // withCounts fills the figures the query derives: the runs done and the
 // count per task, agent and state.
-func (p progressV0) withCounts(jobs []runresults.Run) progressV0 {
+func (p progressV0) withCounts(jobs []runresults.Child) progressV0 {
 	p.Done = len(p.Finished)
 	p.PerTask = map[string]map[runs.ChildState]int{}
 	for _, j := range jobs {
@@ -48,7 +48,7 @@ func benchmarkV0(ctx workflow.Context, in BenchmarkInput) (*BenchmarkResult, err
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
 	jobs := in.ChildRuns(id)
 	prog := progressV0{Total: len(jobs), Children: map[string]runs.ChildState{}, Policy: in.Run.Policy.Leaderboard()}
-	finished := func(j runresults.Run, res runs.Result) {
+	finished := func(j runresults.Child, res runs.Result) {
 		prog.Finished = append(prog.Finished, res)
 		prog.Children[j.ID] = runs.StateOf(res.Outcome)
 	}

@@ -143,9 +143,9 @@ func TestCurveWithoutRetryKeepsTheScore(t *testing.T) {
 	}
 }
 
-func marksOf(t *testing.T, ss ...string) []tasks.Mark {
+func marksOf(t *testing.T, ss ...string) []tasks.MarkTime {
 	t.Helper()
-	var out []tasks.Mark
+	var out []tasks.MarkTime
 	for _, s := range ss {
 		m, err := tasks.ParseMark(s)
 		if err != nil {

@@ -133,7 +133,7 @@ func TestScoredRunLedger(t *testing.T) {
 	}, ck(1, 5), ck(2, 10), ck(3, 12.5)))
 	usd, in := 1.25, int64(1000)
 	ev := score(0.81)
-	ev.Usage = &contract.Usage{InputTokens: &in, CostUSD: &usd}
+	ev.Usage = &contract.SelfReport{InputTokens: &in, CostUSD: &usd}
 	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(ev, nil)
 	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Seed: 7, Policy: testPolicy})
 	r := result(t, env)

@@ -73,8 +73,8 @@ type Policy struct {
 	// the host is given back and another provisioned (0: 20 minutes).
 	BootTimeout time.Duration `json:",omitempty"`
 	// Curve replaces the task's curve marks; NoCurve scores none.
-	Curve   []tasks.Mark `json:",omitempty"`
-	NoCurve bool         `json:",omitempty"`
+	Curve   []tasks.MarkTime `json:",omitempty"`
+	NoCurve bool             `json:",omitempty"`
 }
 
 // MaxCheckpointsPerRun bounds the checkpoints a run's budget allows at

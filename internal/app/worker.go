@@ -215,7 +215,7 @@ func (s *startup) assemble() error {
 }
 
 func (s *startup) registerMetrics() error {
-	cs := []metrics.Collector{metrics.GPUs(s.pool.Usage)}
+	cs := []metrics.Collector{metrics.GPUs(s.pool.Occupancy)}
 	if s.cfg.Metrics.Fleet {
 		cs = append(cs, fleetCounts(s.c, s.cfg.Temporal.Namespace))
 	}

@@ -206,8 +206,8 @@ type Submission struct {
 	ModelPath string `json:"model_path"`
 }
 
-// Usage is output/usage.json: the LLM usage the agent reports.
-type Usage struct {
+// SelfReport is output/usage.json: the LLM usage the agent reports.
+type SelfReport struct {
 	InputTokens  *int64   `json:"input_tokens"`
 	OutputTokens *int64   `json:"output_tokens"`
 	CostUSD      *float64 `json:"cost_usd"`
@@ -222,7 +222,7 @@ const (
 
 // Check refuses usage that is not a run's: negative, not finite, or past
 // the bounds. The agent writes this file, so nothing in it is trusted.
-func (u *Usage) Check() error {
+func (u *SelfReport) Check() error {
 	for name, n := range map[string]*int64{"input_tokens": u.InputTokens, "output_tokens": u.OutputTokens} {
 		if n != nil && (*n < 0 || *n > MaxUsageTokens) {
 			return fmt.Errorf("%s: %d is not a token count (0 to %d)", name, *n, MaxUsageTokens)

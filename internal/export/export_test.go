@@ -47,21 +47,21 @@ func TestParquetRoundTrip(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := parquet.ReadFile[Run](filepath.Join(dir, "runs.parquet"))
+	rs, err := parquet.ReadFile[RunRow](filepath.Join(dir, "runs.parquet"))
 	if err != nil || len(rs) != 1 || *rs[0].Score != 0.8 || rs[0].Attempts != 2 || rs[0].LLMUSD != 0.5 || rs[0].BenchmarkID != "b" {
 		t.Fatalf("runs %+v, %v", rs, err)
 	}
-	ms, err := parquet.ReadFile[Mark](filepath.Join(dir, "marks.parquet"))
+	ms, err := parquet.ReadFile[MarkRow](filepath.Join(dir, "marks.parquet"))
 	if err != nil || len(ms) != 2 || ms[0].Score != nil || ms[0].NoModel == "" || *ms[1].Best != 0.7 {
 		t.Fatalf("marks %+v, %v", ms, err)
 	}
-	cs, err := parquet.ReadFile[Call](filepath.Join(dir, "calls.parquet"))
+	cs, err := parquet.ReadFile[CallRow](filepath.Join(dir, "calls.parquet"))
 	if err != nil || len(cs) != 1 || cs[0].Model != "gpt-4o" || cs[0].InputTokens != 10 || !cs[0].Start.Equal(calls[0].Start) {
 		t.Fatalf("calls %+v, %v", cs, err)
 	}
-	as, _ := parquet.ReadFile[Attempt](filepath.Join(dir, "attempts.parquet"))
-	ss, _ := parquet.ReadFile[Score](filepath.Join(dir, "scores.parquet"))
-	cks, _ := parquet.ReadFile[Checkpoint](filepath.Join(dir, "checkpoints.parquet"))
+	as, _ := parquet.ReadFile[AttemptRow](filepath.Join(dir, "attempts.parquet"))
+	ss, _ := parquet.ReadFile[ScoreRow](filepath.Join(dir, "scores.parquet"))
+	cks, _ := parquet.ReadFile[CheckpointRow](filepath.Join(dir, "checkpoints.parquet"))
 	if len(as) != 2 || len(ss) != 2 || ss[0].Metric != "acc" || len(cks) != 2 || !cks[1].Final {
 		t.Fatalf("attempts %+v, scores %+v, checkpoints %+v", as, ss, cks)
 	}

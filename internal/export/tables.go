@@ -11,8 +11,8 @@ import "time"
 // SchemaVersion is written beside every export (schema.json).
 const SchemaVersion = 1
 
-// Run is one row per run.
-type Run struct {
+// RunRow is one row per run.
+type RunRow struct {
 	BenchmarkID string   `parquet:"benchmark_id" doc:"the benchmark the run belongs to"`
 	RunID       string   `parquet:"run_id" doc:"the run's workflow id"`
 	Task        string   `parquet:"task" doc:"task id"`
@@ -44,8 +44,8 @@ type Run struct {
 	Model       string   `parquet:"model" doc:"the model the agent was given (MLRB_MODEL)"`
 }
 
-// Attempt is one row per agent attempt.
-type Attempt struct {
+// AttemptRow is one row per agent attempt.
+type AttemptRow struct {
 	RunID      string    `parquet:"run_id" doc:"the run"`
 	N          int64     `parquet:"attempt" doc:"attempt number, from 1"`
 	Host       string    `parquet:"host" doc:"the host it ran on"`
@@ -59,8 +59,8 @@ type Attempt struct {
 	Detail     string    `parquet:"detail" doc:"exit code or error"`
 }
 
-// Checkpoint is one row per committed checkpoint.
-type Checkpoint struct {
+// CheckpointRow is one row per committed checkpoint.
+type CheckpointRow struct {
 	RunID    string    `parquet:"run_id" doc:"the run"`
 	Seq      int64     `parquet:"seq" doc:"checkpoint number"`
 	Attempt  int64     `parquet:"attempt" doc:"the attempt that committed it"`
@@ -72,8 +72,8 @@ type Checkpoint struct {
 	Final    bool      `parquet:"final" doc:"taken when the agent ended"`
 }
 
-// Mark is one row per point of a run's score over time.
-type Mark struct {
+// MarkRow is one row per point of a run's score over time.
+type MarkRow struct {
 	RunID   string   `parquet:"run_id" doc:"the run"`
 	Task    string   `parquet:"task" doc:"task id"`
 	Agent   string   `parquet:"agent" doc:"agent name"`
@@ -89,8 +89,8 @@ type Mark struct {
 	Tries   int64    `parquet:"tries" doc:"evaluations of the checkpoint"`
 }
 
-// Call is one row per recorded LLM call or connection.
-type Call struct {
+// CallRow is one row per recorded LLM call or connection.
+type CallRow struct {
 	RunID        string    `parquet:"run_id" doc:"the run"`
 	Attempt      int64     `parquet:"attempt" doc:"the attempt that made it"`
 	Seq          int64     `parquet:"seq" doc:"its number within the attempt"`
@@ -112,8 +112,8 @@ type Call struct {
 	Received     int64     `parquet:"received_bytes" doc:"a connection's bytes in"`
 }
 
-// Score is one row per metric of a run's final evaluation.
-type Score struct {
+// ScoreRow is one row per metric of a run's final evaluation.
+type ScoreRow struct {
 	RunID  string  `parquet:"run_id" doc:"the run"`
 	Task   string  `parquet:"task" doc:"task id"`
 	Agent  string  `parquet:"agent" doc:"agent name"`

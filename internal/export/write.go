@@ -26,12 +26,12 @@ var Formats = []string{"parquet", "csv"}
 // Writer writes an export's tables, one file each, row by row.
 type Writer struct {
 	dir         string
-	runs        *table[Run]
-	attempts    *table[Attempt]
-	checkpoints *table[Checkpoint]
-	marks       *table[Mark]
-	calls       *table[Call]
-	scores      *table[Score]
+	runs        *table[RunRow]
+	attempts    *table[AttemptRow]
+	checkpoints *table[CheckpointRow]
+	marks       *table[MarkRow]
+	calls       *table[CallRow]
+	scores      *table[ScoreRow]
 }
 
 // Open creates dir and a file per table in format.
@@ -45,12 +45,12 @@ func Open(dir, format string) (*Writer, error) {
 	file := func(name string) string { return filepath.Join(dir, name+"."+format) }
 	var errs [6]error
 	w := &Writer{dir: dir}
-	w.runs, errs[0] = newTable[Run](file("runs"), format)
-	w.attempts, errs[1] = newTable[Attempt](file("attempts"), format)
-	w.checkpoints, errs[2] = newTable[Checkpoint](file("checkpoints"), format)
-	w.marks, errs[3] = newTable[Mark](file("marks"), format)
-	w.calls, errs[4] = newTable[Call](file("calls"), format)
-	w.scores, errs[5] = newTable[Score](file("scores"), format)
+	w.runs, errs[0] = newTable[RunRow](file("runs"), format)
+	w.attempts, errs[1] = newTable[AttemptRow](file("attempts"), format)
+	w.checkpoints, errs[2] = newTable[CheckpointRow](file("checkpoints"), format)
+	w.marks, errs[3] = newTable[MarkRow](file("marks"), format)
+	w.calls, errs[4] = newTable[CallRow](file("calls"), format)
+	w.scores, errs[5] = newTable[ScoreRow](file("scores"), format)
 	if err := errors.Join(errs[:]...); err != nil {
 		_ = w.Close()
 		return nil, err
@@ -61,7 +61,7 @@ func Open(dir, format string) (*Writer, error) {
 // Result writes a run's rows: the run, its attempts, checkpoints, marks
 // and scores.
 func (w *Writer) Result(benchmarkID string, r *runs.Result) error {
-	run := Run{BenchmarkID: benchmarkID, RunID: r.RunID, Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: string(r.Outcome), Score: r.Score,
+	run := RunRow{BenchmarkID: benchmarkID, RunID: r.RunID, Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: string(r.Outcome), Score: r.Score,
 		Reason: r.Reason, Attempts: int64(r.Attempts), Checkpoints: int64(r.Checkpoints), EvalTries: int64(r.EvalTries), TimeLimitS: r.TimeLimitS,
 		GrantedS: r.Budget.GrantedS(), AgentS: r.Budget.UsedS, LostS: r.Budget.LostS, InfraWaitS: r.Budget.InfraWaitS,
 		GPUHours: r.Cost.GPUHours, BilledGPUH: r.Cost.BilledGPUHours, Hardware: r.Hardware, SpecHash: r.SpecHash, AgentImage: r.AgentImage, EvalImage: r.EvaluatorImage}
@@ -81,19 +81,19 @@ func (w *Writer) Result(benchmarkID string, r *runs.Result) error {
 		return err
 	}
 	for _, a := range r.AttemptLog {
-		if err := w.attempts.write(Attempt{RunID: r.RunID, N: int64(a.N), Host: a.Host, LeaseWaitS: a.LeaseWaitS, LeasedAt: a.LeasedAt.UTC(), EndedAt: a.EndedAt.UTC(),
+		if err := w.attempts.write(AttemptRow{RunID: r.RunID, N: int64(a.N), Host: a.Host, LeaseWaitS: a.LeaseWaitS, LeasedAt: a.LeasedAt.UTC(), EndedAt: a.EndedAt.UTC(),
 			FromS: a.FromS, ToS: a.ToS, LostS: a.LostS, End: a.End, Detail: a.Detail}); err != nil {
 			return err
 		}
 	}
 	for _, c := range r.CheckpointLog {
-		if err := w.checkpoints.write(Checkpoint{RunID: r.RunID, Seq: int64(c.Seq), Attempt: int64(c.Attempt), At: c.At.UTC(), AgentS: c.AgentS,
+		if err := w.checkpoints.write(CheckpointRow{RunID: r.RunID, Seq: int64(c.Seq), Attempt: int64(c.Attempt), At: c.At.UTC(), AgentS: c.AgentS,
 			Files: int64(c.Files), Bytes: c.Bytes, NewBytes: c.NewBytes, Final: c.Final}); err != nil {
 			return err
 		}
 	}
 	for _, m := range r.Curve {
-		if err := w.marks.write(Mark{RunID: r.RunID, Task: r.Task, Agent: r.Agent, Seed: r.Seed, AtS: m.AtS, Seq: int64(m.Seq), AgentS: m.AgentS,
+		if err := w.marks.write(MarkRow{RunID: r.RunID, Task: r.Task, Agent: r.Agent, Seed: r.Seed, AtS: m.AtS, Seq: int64(m.Seq), AgentS: m.AgentS,
 			Score: m.Score, Best: m.Best, NoModel: m.NoModel, Error: m.Error, Split: m.Split, Tries: int64(m.Tries)}); err != nil {
 			return err
 		}
@@ -104,7 +104,7 @@ func (w *Writer) Result(benchmarkID string, r *runs.Result) error {
 	}
 	sort.Strings(metrics)
 	for _, k := range metrics {
-		if err := w.scores.write(Score{RunID: r.RunID, Task: r.Task, Agent: r.Agent, Seed: r.Seed, Metric: k, Value: r.Metrics[k]}); err != nil {
+		if err := w.scores.write(ScoreRow{RunID: r.RunID, Task: r.Task, Agent: r.Agent, Seed: r.Seed, Metric: k, Value: r.Metrics[k]}); err != nil {
 			return err
 		}
 	}
@@ -115,7 +115,7 @@ func (w *Writer) Result(benchmarkID string, r *runs.Result) error {
 func (w *Writer) Calls(runID string, calls []transcript.Call) error {
 	for _, c := range calls {
 		t := c.Usage.Tokens
-		if err := w.calls.write(Call{RunID: runID, Attempt: int64(c.Attempt), Seq: int64(c.Seq), Kind: string(c.Kind), Start: c.Start.UTC(),
+		if err := w.calls.write(CallRow{RunID: runID, Attempt: int64(c.Attempt), Seq: int64(c.Seq), Kind: string(c.Kind), Start: c.Start.UTC(),
 			LatencyMS: c.LatencyMS, FirstByteMS: c.FirstByteMS, API: string(c.API), Model: c.Model, Status: int64(c.Status), Error: c.Error,
 			InputTokens: t.Input, CacheRead: t.CacheRead, CacheWrite: t.CacheWrite, OutputTokens: t.Output, USD: c.Usage.USD,
 			Host: c.Host, Sent: c.Sent, Received: c.Received}); err != nil {
@@ -269,12 +269,12 @@ type TableSchema struct {
 // Schema is the export's tables and columns, from the row types.
 func Schema() []TableSchema {
 	return []TableSchema{
-		{"runs", "one row per run", columns(reflect.TypeFor[Run]())},
-		{"attempts", "one row per agent attempt", columns(reflect.TypeFor[Attempt]())},
-		{"checkpoints", "one row per committed checkpoint", columns(reflect.TypeFor[Checkpoint]())},
-		{"marks", "one row per point of a run's score over time", columns(reflect.TypeFor[Mark]())},
-		{"calls", "one row per LLM call or connection the gateway recorded", columns(reflect.TypeFor[Call]())},
-		{"scores", "one row per metric of a run's final evaluation", columns(reflect.TypeFor[Score]())},
+		{"runs", "one row per run", columns(reflect.TypeFor[RunRow]())},
+		{"attempts", "one row per agent attempt", columns(reflect.TypeFor[AttemptRow]())},
+		{"checkpoints", "one row per committed checkpoint", columns(reflect.TypeFor[CheckpointRow]())},
+		{"marks", "one row per point of a run's score over time", columns(reflect.TypeFor[MarkRow]())},
+		{"calls", "one row per LLM call or connection the gateway recorded", columns(reflect.TypeFor[CallRow]())},
+		{"scores", "one row per metric of a run's final evaluation", columns(reflect.TypeFor[ScoreRow]())},
 	}
 }
 

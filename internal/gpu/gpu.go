@@ -175,20 +175,20 @@ func (p *Pool) Leases() []Lease {
 	return out
 }
 
-// Usage is what a pool has handed out: agent slots and devices, each in
+// Occupancy is what a pool has handed out: agent slots and devices, each in
 // use and free (what `starter hosts` shows, and the metrics export).
-type Usage struct {
+type Occupancy struct {
 	SlotsInUse, SlotsFree     int
 	DevicesInUse, DevicesFree int
 }
 
-// Usage counts the live leases against the slots and devices.
-func (p *Pool) Usage() Usage {
+// Occupancy counts the live leases against the slots and devices.
+func (p *Pool) Occupancy() Occupancy {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.expire()
 	free := len(p.free())
-	return Usage{SlotsInUse: len(p.leases), SlotsFree: max(0, p.slots-len(p.leases)), DevicesInUse: len(p.devices) - free, DevicesFree: free}
+	return Occupancy{SlotsInUse: len(p.leases), SlotsFree: max(0, p.slots-len(p.leases)), DevicesInUse: len(p.devices) - free, DevicesFree: free}
 }
 
 // Holder tells which token holds a device ("" when free).

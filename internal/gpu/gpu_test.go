@@ -53,12 +53,12 @@ func TestPool(t *testing.T) {
 	if err != nil || b[0] != 3 {
 		t.Fatalf("second lease = %v, %v", b, err)
 	}
-	if u := p.Usage(); u != (Usage{SlotsInUse: 2, SlotsFree: 6, DevicesInUse: 2, DevicesFree: 0}) {
+	if u := p.Occupancy(); u != (Occupancy{SlotsInUse: 2, SlotsFree: 6, DevicesInUse: 2, DevicesFree: 0}) {
 		t.Fatalf("usage with two leases: %+v", u)
 	}
 	p.Release("run-a/1")
 	p.Release("run-a/1")
-	if u := p.Usage(); u != (Usage{SlotsInUse: 1, SlotsFree: 7, DevicesInUse: 1, DevicesFree: 1}) {
+	if u := p.Occupancy(); u != (Occupancy{SlotsInUse: 1, SlotsFree: 7, DevicesInUse: 1, DevicesFree: 1}) {
 		t.Fatalf("usage after a release: %+v", u)
 	}
 	if p.Holder(1) != "" || p.Holder(3) != "run-b/1" {

@@ -19,7 +19,7 @@ type Board struct {
 }
 
 // Build computes the board of runs under setup.
-func Build(runs []Run, setup Setup) Board {
+func Build(runs []Entry, setup Setup) Board {
 	rows := Summarise(runs, setup.Anchors)
 	return Board{Rows: rows, Pairs: Paired(runs, setup.Anchors), Agents: Agents(rows), Cost: CostOf(runs),
 		Warnings: anchorWarnings(runs, setup.Anchors)}
@@ -28,7 +28,7 @@ func Build(runs []Run, setup Setup) Board {
 // anchorWarnings name the tasks whose runs were scored by an evaluator
 // other than the one that measured their anchors: their gap closed
 // compares scores of two evaluators.
-func anchorWarnings(runs []Run, anchors map[string]Anchor) []string {
+func anchorWarnings(runs []Entry, anchors map[string]Anchor) []string {
 	other := map[string]map[string]bool{}
 	for _, r := range runs {
 		a, ok := anchors[r.Task]

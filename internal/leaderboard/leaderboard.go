@@ -13,8 +13,8 @@ import (
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
-// Run is what the leaderboard needs of a run result.
-type Run struct {
+// Entry is what the leaderboard needs of a run result.
+type Entry struct {
 	RunID   string       `json:"run_id,omitempty"`
 	Task    string       `json:"task"`
 	Agent   string       `json:"agent"`
@@ -36,10 +36,10 @@ type Run struct {
 }
 
 // RunsOf is what the leaderboard needs of run results.
-func RunsOf(results []runs.Result) []Run {
-	out := make([]Run, 0, len(results))
+func RunsOf(results []runs.Result) []Entry {
+	out := make([]Entry, 0, len(results))
 	for _, r := range results {
-		out = append(out, Run{RunID: r.RunID, EvaluatorImage: r.EvaluatorImage, Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: r.Outcome, Score: r.Score,
+		out = append(out, Entry{RunID: r.RunID, EvaluatorImage: r.EvaluatorImage, Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: r.Outcome, Score: r.Score,
 			Attempts: r.Attempts, EvalTries: r.EvalTries, TimeLimitS: r.TimeLimitS, Hardware: r.Hardware, Cost: r.Cost})
 	}
 	return out
@@ -118,7 +118,7 @@ func satAdd(a, b int64) int64 {
 }
 
 // CostOf sums the cost of runs.
-func CostOf(runs []Run) Total {
+func CostOf(runs []Entry) Total {
 	var t Total
 	for _, r := range runs {
 		t.Add(r.Cost)
@@ -162,7 +162,7 @@ type TaskSetup struct {
 }
 
 // SetupOf collects the setup of a benchmark's runs.
-func SetupOf(runs []Run, p Policy) Setup {
+func SetupOf(runs []Entry, p Policy) Setup {
 	s := Setup{Policy: p, Tasks: map[string]TaskSetup{}}
 	for _, r := range runs {
 		if r.Hardware != "" {

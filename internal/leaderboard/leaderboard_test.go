@@ -14,7 +14,7 @@ import (
 func f(x float64) *float64 { return &x }
 
 func TestSummariseKeepsInvalidApart(t *testing.T) {
-	rows := Summarise([]Run{
+	rows := Summarise([]Entry{
 		{Task: "t", Agent: "a", Outcome: "scored", Score: f(0.5)},
 		{Task: "t", Agent: "a", Outcome: "scored", Score: f(0.7)},
 		{Task: "t", Agent: "a", Outcome: "limit_reached", Score: f(0.9)},
@@ -54,7 +54,7 @@ func TestBootstrapCI(t *testing.T) {
 }
 
 func TestPaired(t *testing.T) {
-	runs := []Run{
+	runs := []Entry{
 		{Task: "t", Agent: "a", Seed: 1, Score: f(0.6)}, {Task: "t", Agent: "b", Seed: 1, Score: f(0.5)},
 		{Task: "t", Agent: "a", Seed: 2, Score: f(0.8)}, {Task: "t", Agent: "b", Seed: 2, Score: f(0.5)},
 		{Task: "t", Agent: "a", Seed: 3, Score: f(0.9)}, {Task: "t", Agent: "b", Seed: 3}, // b's seed 3 is invalid: not paired
@@ -67,7 +67,7 @@ func TestPaired(t *testing.T) {
 
 func TestSVG(t *testing.T) {
 	var b strings.Builder
-	rows := Summarise([]Run{{Task: "t<1>", Agent: "a", Score: f(0.5)}, {Task: "t<1>", Agent: "a", Score: f(0.7)}, {Task: "u", Agent: "b"}}, nil)
+	rows := Summarise([]Entry{{Task: "t<1>", Agent: "a", Score: f(0.5)}, {Task: "t<1>", Agent: "a", Score: f(0.7)}, {Task: "u", Agent: "b"}}, nil)
 	if err := WriteSVG(&b, rows); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestSVG(t *testing.T) {
 // TestSetupAndRetries: the leaderboard carries the budget, hardware and
 // policy it was obtained under, and counts retried runs apart from invalid.
 func TestSetupAndRetries(t *testing.T) {
-	runs := []Run{
+	runs := []Entry{
 		{Task: "t", Agent: "a", Seed: 1, Score: f(0.5), Attempts: 2, EvalTries: 1, TimeLimitS: 86400, Hardware: "1× A100"},
 		{Task: "t", Agent: "a", Seed: 2, Score: f(0.7), Attempts: 1, EvalTries: 3, TimeLimitS: 86400, Hardware: "1× A100"},
 		{Task: "t", Agent: "a", Seed: 3, Outcome: "infra_failed", Attempts: 3, TimeLimitS: 86400, Hardware: "1× A100"},
@@ -120,7 +120,7 @@ func TestSetupAndRetries(t *testing.T) {
 func TestCostInEveryFormat(t *testing.T) {
 	f := func(x float64) *float64 { return &x }
 	tokens, usd := int64(1200), 2.5
-	runs := []Run{
+	runs := []Entry{
 		{Task: "t", Agent: "a", Seed: 1, Score: f(0.5), Cost: Cost{AgentHours: 1, GPUHours: 1, BilledGPUHours: 1.25, LLMInputTokens: &tokens, LLMUSD: &usd,
 			LLM: &llm.Ledger{Usage: llm.Usage{Calls: 7, USD: 3.75, Tokens: llm.Tokens{Input: 900, CacheRead: 100, Output: 500}}}}},
 		{Task: "t", Agent: "a", Seed: 2, Outcome: "infra_failed", Cost: Cost{AgentHours: 0.5, GPUHours: 0.5, BilledGPUHours: 2, WastedGPUHours: 0.25}},
@@ -154,7 +154,7 @@ func TestCostInEveryFormat(t *testing.T) {
 func TestInfiniteCostNeverBreaksTheLeaderboard(t *testing.T) {
 	f := func(x float64) *float64 { return &x }
 	i := func(x int64) *int64 { return &x }
-	runs := []Run{
+	runs := []Entry{
 		{Task: "t", Agent: "a", Seed: 1, Score: f(0.5), Cost: Cost{LLMUSD: f(1e308), LLMInputTokens: i(math.MaxInt64 - 1)}},
 		{Task: "t", Agent: "a", Seed: 2, Score: f(0.6), Cost: Cost{LLMUSD: f(1e308), LLMInputTokens: i(10)}},
 		{Task: "t", Agent: "a", Seed: 3, Score: f(0.7), Cost: Cost{LLMUSD: f(-1e6), LLMOutputTokens: i(-5)}},
@@ -181,7 +181,7 @@ func TestInfiniteCostNeverBreaksTheLeaderboard(t *testing.T) {
 // count, not in the scored count ("2 of 3 succeeded") and not in the mean.
 func TestDisqualifiedRunsCountAsFailures(t *testing.T) {
 	one, two := 0.5, 0.7
-	rows := Summarise([]Run{
+	rows := Summarise([]Entry{
 		{Task: "t", Agent: "a", Seed: 1, Outcome: "scored", Score: &one},
 		{Task: "t", Agent: "a", Seed: 2, Outcome: "scored", Score: &two},
 		{Task: "t", Agent: "a", Seed: 3, Outcome: runs.OutcomeDisqualified},
@@ -202,7 +202,7 @@ func TestDisqualifiedRunsCountAsFailures(t *testing.T) {
 // benchmark-wide mean per agent; a near-zero gap is flagged.
 func TestGapClosedInEveryFormat(t *testing.T) {
 	s := func(x float64) *float64 { return &x }
-	runs := []Run{
+	runs := []Entry{
 		{Task: "t", Agent: "a", Seed: 1, Outcome: "scored", Score: s(0.6)},
 		{Task: "t", Agent: "a", Seed: 2, Outcome: "scored", Score: s(0.7)},
 		{Task: "u", Agent: "a", Seed: 1, Outcome: "scored", Score: s(0.3)},

@@ -41,7 +41,7 @@ type seedKey struct {
 
 // counted is each task's agents' counted values by seed: a score, or the
 // floor for the agent's failure.
-func countedBySeed(rs []Run, anchors map[string]Anchor) map[string]map[string]map[seedKey]float64 {
+func countedBySeed(rs []Entry, anchors map[string]Anchor) map[string]map[string]map[seedKey]float64 {
 	by := map[string]map[string]map[seedKey]float64{}
 	seen := map[[2]string]map[int64]int{}
 	for _, r := range rs {
@@ -72,7 +72,7 @@ func countedBySeed(rs []Run, anchors map[string]Anchor) map[string]map[string]ma
 
 // Paired computes the paired difference for every pair of agents per
 // task, with Holm's correction over each pair's tasks.
-func Paired(rs []Run, anchors map[string]Anchor) []Pair {
+func Paired(rs []Entry, anchors map[string]Anchor) []Pair {
 	by := countedBySeed(rs, anchors)
 	var out []Pair
 	for _, t := range slices.Sorted(maps.Keys(by)) {

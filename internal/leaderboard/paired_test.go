@@ -13,10 +13,10 @@ func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol }
 // the t density, t₀.₉₇₅ = 2.776).
 func TestPairedTTest(t *testing.T) {
 	d := []float64{0.10, 0.20, 0.15, 0.05, 0.12}
-	var rs []Run
+	var rs []Entry
 	for i, x := range d {
 		a, b := 0.5+x, 0.5
-		rs = append(rs, Run{Task: "t", Agent: "a", Seed: int64(i), Score: &a}, Run{Task: "t", Agent: "b", Seed: int64(i), Score: &b})
+		rs = append(rs, Entry{Task: "t", Agent: "a", Seed: int64(i), Score: &a}, Entry{Task: "t", Agent: "b", Seed: int64(i), Score: &b})
 	}
 	ps := Paired(rs, nil)
 	if len(ps) != 1 {
@@ -49,7 +49,7 @@ func TestHolmAcrossTasks(t *testing.T) {
 // cannot tell.
 func TestPlanTakesThePairedSigma(t *testing.T) {
 	f := func(x float64) *float64 { return &x }
-	rs := []Run{
+	rs := []Entry{
 		// x: a and b share seeds 0..2; differences 0.10, 0.12, 0.14 (σ 0.02).
 		{Task: "x", Agent: "a", Seed: 0, Score: f(0.60)}, {Task: "x", Agent: "b", Seed: 0, Score: f(0.50)},
 		{Task: "x", Agent: "a", Seed: 1, Score: f(0.72)}, {Task: "x", Agent: "b", Seed: 1, Score: f(0.60)},

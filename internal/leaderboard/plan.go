@@ -28,7 +28,7 @@ type PlanRow struct {
 // Plan is, per task of runs, the seeds needed to detect delta: by the
 // paired t-test where agents share seeds (benchmarks run every agent on
 // the same seeds), else by the two-sample one.
-func Plan(runs []Run, anchors map[string]Anchor, delta float64) []PlanRow {
+func Plan(runs []Entry, anchors map[string]Anchor, delta float64) []PlanRow {
 	byTask := map[string]PlanRow{}
 	for _, p := range Paired(runs, anchors) {
 		r := byTask[p.Task]

@@ -99,9 +99,9 @@ func FloorOf(task string, anchors map[string]Anchor) (float64, string) {
 
 // Summarise groups runs by task and agent; anchors give each task's floor
 // and gap.
-func Summarise(results []Run, anchors map[string]Anchor) []Row {
+func Summarise(results []Entry, anchors map[string]Anchor) []Row {
 	type key struct{ task, agent string }
-	groups := map[key][]Run{}
+	groups := map[key][]Entry{}
 	for _, r := range results {
 		k := key{r.Task, r.Agent}
 		groups[k] = append(groups[k], r)
@@ -119,7 +119,7 @@ func Summarise(results []Run, anchors map[string]Anchor) []Row {
 	return rows
 }
 
-func summariseGroup(task, agent string, rs []Run, anchors map[string]Anchor) Row {
+func summariseGroup(task, agent string, rs []Entry, anchors map[string]Anchor) Row {
 	nan := math.NaN()
 	row := Row{Task: task, Agent: agent, Runs: len(rs), Min: math.Inf(1), Max: math.Inf(-1)}
 	row.Floor, row.FloorFrom = FloorOf(task, anchors)

@@ -14,7 +14,7 @@ import (
 // the time.
 func TestTIntervalAtThreeSeeds(t *testing.T) {
 	xs := []float64{0.8789, 0.9000, 0.9200}
-	rows := Summarise([]Run{
+	rows := Summarise([]Entry{
 		{Task: "t", Agent: "a", Seed: 1, Outcome: runs.OutcomeScored, Score: &xs[0]},
 		{Task: "t", Agent: "a", Seed: 2, Outcome: runs.OutcomeScored, Score: &xs[1]},
 		{Task: "t", Agent: "a", Seed: 3, Outcome: runs.OutcomeScored, Score: &xs[2]},
@@ -77,16 +77,16 @@ func TestWilson(t *testing.T) {
 // an agent that scores 0.6 every time, and the paired comparison counts
 // the failed seeds. Infra failures stay apart.
 func TestFailuresCount(t *testing.T) {
-	var rs []Run
+	var rs []Entry
 	lucky, steady := 0.9, 0.6
 	for seed := int64(1); seed <= 5; seed++ {
-		a := Run{Task: "t", Agent: "crashy", Seed: seed, Outcome: runs.OutcomeAgentFailed}
+		a := Entry{Task: "t", Agent: "crashy", Seed: seed, Outcome: runs.OutcomeAgentFailed}
 		if seed == 3 {
 			a.Outcome, a.Score = runs.OutcomeScored, &lucky
 		}
-		rs = append(rs, a, Run{Task: "t", Agent: "steady", Seed: seed, Outcome: runs.OutcomeScored, Score: &steady})
+		rs = append(rs, a, Entry{Task: "t", Agent: "steady", Seed: seed, Outcome: runs.OutcomeScored, Score: &steady})
 	}
-	rs = append(rs, Run{Task: "t", Agent: "crashy", Seed: 6, Outcome: runs.OutcomeInfraFailed})
+	rs = append(rs, Entry{Task: "t", Agent: "crashy", Seed: 6, Outcome: runs.OutcomeInfraFailed})
 	anchors := map[string]Anchor{"t": {Baseline: 0.25, Top: 0.85}}
 	b := Build(rs, Setup{Anchors: anchors})
 	crashy, steadyRow := b.Rows[0], b.Rows[1]

@@ -16,7 +16,7 @@ var Formats = []string{"table", "md", "csv", "json", "svg"}
 // Write renders the leaderboard of a benchmark's runs in one of Formats.
 // The aggregate activity stores it and `starter results` prints it, so
 // both always show the same thing.
-func Write(w io.Writer, format, benchmarkID string, runs []Run, setup Setup) error {
+func Write(w io.Writer, format, benchmarkID string, runs []Entry, setup Setup) error {
 	b := Build(runs, setup)
 	notes := b.Notes(setup)
 	switch format {

@@ -18,9 +18,9 @@ var (
 )
 
 // GPUs exports a host's pool as it is at the scrape.
-func GPUs(usage func() gpu.Usage) prometheus.Collector { return gpus(usage) }
+func GPUs(usage func() gpu.Occupancy) prometheus.Collector { return gpus(usage) }
 
-type gpus func() gpu.Usage
+type gpus func() gpu.Occupancy
 
 func (gpus) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descSlots

@@ -58,7 +58,9 @@ func TestExports(t *testing.T) {
 	fresh.Checkpoint(time.Second, false, time.Time{}, 0, 0, errors.New("store down"))
 	m.Evaluation("mini_baby_lm", 2*time.Second, nil)
 	m.Evaluation("mini_baby_lm", time.Second, errors.New("evaluator crashed"))
-	if err := m.Register(GPUs(func() gpu.Usage { return gpu.Usage{SlotsInUse: 1, SlotsFree: 3, DevicesInUse: 1, DevicesFree: 1} })); err != nil {
+	if err := m.Register(GPUs(func() gpu.Occupancy {
+		return gpu.Occupancy{SlotsInUse: 1, SlotsFree: 3, DevicesInUse: 1, DevicesFree: 1}
+	})); err != nil {
 		t.Fatal(err)
 	}
 	m.SDK().Counter("temporal_probe").Inc(2)
@@ -104,7 +106,7 @@ func TestNilRecordsNothing(t *testing.T) {
 	a := m.AttemptStarted("r", "t", "a", 1, time.Now())
 	a.Checkpoint(time.Second, true, time.Now(), 1, 1, nil)
 	a.Ended()
-	if m.SDK() != nil || m.Register(GPUs(func() gpu.Usage { return gpu.Usage{} })) != nil {
+	if m.SDK() != nil || m.Register(GPUs(func() gpu.Occupancy { return gpu.Occupancy{} })) != nil {
 		t.Fatal("a nil Metrics hands out a handler or refuses a collector")
 	}
 }
@@ -174,7 +176,7 @@ func TestDashboardNamesExported(t *testing.T) {
 	for _, name := range []string{"mlrb_lease_wait", "mlrb_infra_wait", "mlrb_attempt_lost"} {
 		m.SDK().Timer(name).Record(time.Second)
 	}
-	if err := m.Register(GPUs(func() gpu.Usage { return gpu.Usage{} })); err != nil {
+	if err := m.Register(GPUs(func() gpu.Occupancy { return gpu.Occupancy{} })); err != nil {
 		t.Fatal(err)
 	}
 	count := func(context.Context, string) (int64, error) { return 1, nil }

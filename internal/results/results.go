@@ -20,7 +20,7 @@ type Benchmark struct {
 	Running     bool
 	Done, Total int
 	// Runs are its runs, in the order of its matrix.
-	Runs []runresults.Run
+	Runs []runresults.Child
 	// Setup is an ended benchmark's leaderboard setup; Policy a running
 	// one's (its setup is made from its runs so far).
 	Setup  leaderboard.Setup
@@ -40,11 +40,11 @@ type Source interface {
 	Benchmark(ctx context.Context, id string) (*Benchmark, error)
 	// Stored reads the results the runs stored, in their order, nil where
 	// a run stored none.
-	Stored(ctx context.Context, rs []runresults.Run) ([]*runs.Result, error)
+	Stored(ctx context.Context, rs []runresults.Child) ([]*runs.Result, error)
 	// Completed is the result of a run that completed though none was
 	// stored where Stored reads (nil when it did not complete: never
 	// started, or cut off).
-	Completed(ctx context.Context, r runresults.Run) (*runs.Result, error)
+	Completed(ctx context.Context, r runresults.Child) (*runs.Result, error)
 }
 
 // Board is a benchmark's runs and setup; Partial, when it still runs,
@@ -89,7 +89,7 @@ func Of(ctx context.Context, src Source, id string) (Board, error) {
 
 // Rows are a leaderboard's runs: the results got (in the order of all),
 // and, once the benchmark has ended, the runs without one as cut off.
-func Rows(id string, all []runresults.Run, got []*runs.Result, ended bool) []runs.Result {
+func Rows(id string, all []runresults.Child, got []*runs.Result, ended bool) []runs.Result {
 	rows := make([]runs.Result, 0, len(all))
 	for i, r := range got {
 		switch {

@@ -27,7 +27,7 @@ func (m *memory) Benchmark(_ context.Context, id string) (*Benchmark, error) {
 	return &b, nil
 }
 
-func (m *memory) Stored(_ context.Context, rs []runresults.Run) ([]*runs.Result, error) {
+func (m *memory) Stored(_ context.Context, rs []runresults.Child) ([]*runs.Result, error) {
 	out := make([]*runs.Result, len(rs))
 	for i, r := range rs {
 		out[i] = m.stored[r.ID]
@@ -35,12 +35,12 @@ func (m *memory) Stored(_ context.Context, rs []runresults.Run) ([]*runs.Result,
 	return out, nil
 }
 
-func (m *memory) Completed(_ context.Context, r runresults.Run) (*runs.Result, error) {
+func (m *memory) Completed(_ context.Context, r runresults.Child) (*runs.Result, error) {
 	m.asked = append(m.asked, r.ID)
 	return m.completed[r.ID], nil
 }
 
-func scored(r runresults.Run, s float64) *runs.Result {
+func scored(r runresults.Child, s float64) *runs.Result {
 	return &runs.Result{RunID: r.ID, Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: runs.OutcomeScored, Score: &s}
 }
 

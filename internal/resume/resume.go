@@ -77,7 +77,7 @@ type Plan struct {
 }
 
 // Make sorts the runs of benchmark id for a resume.
-func Make(ctx context.Context, src Source, id string, children []runresults.Run) (*Plan, error) {
+func Make(ctx context.Context, src Source, id string, children []runresults.Child) (*Plan, error) {
 	listed, err := src.List(ctx, id+"/")
 	if err != nil {
 		return nil, fmt.Errorf("list the runs of %s: %w", id, err)

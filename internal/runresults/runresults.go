@@ -35,15 +35,15 @@ type Matrix struct {
 	Seeds       []int64
 }
 
-// Run is one run of a benchmark.
-type Run struct {
+// Child is one run of a benchmark.
+type Child struct {
 	Agent, Task string
 	Seed        int64
 	ID          string
 }
 
 // Pair is the run's "task/agent": what a benchmark counts its runs by.
-func (r Run) Pair() string { return r.Task + "/" + r.Agent }
+func (r Child) Pair() string { return r.Task + "/" + r.Agent }
 
 // RunID is a benchmark run's deterministic id: starting the same
 // benchmark twice never duplicates a run.
@@ -52,12 +52,12 @@ func RunID(benchmarkID, agent, task string, seed int64) string {
 }
 
 // Runs lists the matrix's runs in the order a benchmark starts them.
-func (m Matrix) Runs() []Run {
-	runs := make([]Run, 0, len(m.Agents)*len(m.Tasks)*len(m.Seeds))
+func (m Matrix) Runs() []Child {
+	runs := make([]Child, 0, len(m.Agents)*len(m.Tasks)*len(m.Seeds))
 	for _, a := range m.Agents {
 		for _, t := range m.Tasks {
 			for _, s := range m.Seeds {
-				runs = append(runs, Run{a, t, s, RunID(m.BenchmarkID, a, t, s)})
+				runs = append(runs, Child{a, t, s, RunID(m.BenchmarkID, a, t, s)})
 			}
 		}
 	}
@@ -102,7 +102,7 @@ func Get(ctx context.Context, s blob.Store, runID string, v any) error {
 // GetAll reads the stored results of runs, a few at a time, calling
 // done after each (a heartbeat). The result of runs[i] is at [i]; nil
 // where a run has none stored.
-func GetAll[T any](ctx context.Context, s blob.Store, runs []Run, done func(n int)) ([]*T, error) {
+func GetAll[T any](ctx context.Context, s blob.Store, runs []Child, done func(n int)) ([]*T, error) {
 	out := make([]*T, len(runs))
 	var mu sync.Mutex
 	n := 0

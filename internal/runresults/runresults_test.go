@@ -15,7 +15,7 @@ func TestPutGetAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	runs := Matrix{BenchmarkID: "b", Agents: []string{"a"}, Tasks: []string{"t"}, Seeds: []int64{1, 2, 3}}.Runs()
-	if len(runs) != 3 || runs[2] != (Run{"a", "t", 3, "b/a/t/s3"}) {
+	if len(runs) != 3 || runs[2] != (Child{"a", "t", 3, "b/a/t/s3"}) {
 		t.Fatalf("runs = %+v", runs)
 	}
 	for _, id := range []string{"b/a/t/s1", "b/a/t/s2"} {
