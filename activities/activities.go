@@ -162,7 +162,7 @@ func (a *Runner) Sweep() error {
 
 func runKey(runID string) string { return url.PathEscape(runID) }
 
-func (a *Runner) attempt(runID string, n int) *attempt {
+func (a *Attempts) attempt(runID string, n int) *attempt {
 	return &attempt{runID: runID, n: n, dir: filepath.Join(a.WorkDir, "runs", runKey(runID), fmt.Sprintf("attempt-%d", n)),
 		door: a.doorDir(runs.Holder{RunID: runID, N: n}.Token())}
 }
@@ -186,7 +186,7 @@ func writeJSONFile(path string, v any) error {
 // restoreLatest restores ref with restore, falling back to earlier
 // checkpoints when a chunk is missing or corrupt; it returns the checkpoint
 // restored.
-func (a *Runner) restoreLatest(ctx context.Context, runID string, ref *CheckpointRef, restore func(*checkpoint.Manifest) error) (*checkpoint.Manifest, error) {
+func (a *Attempts) restoreLatest(ctx context.Context, runID string, ref *CheckpointRef, restore func(*checkpoint.Manifest) error) (*checkpoint.Manifest, error) {
 	for seq := ref.Seq; seq >= 1; seq-- {
 		m, err := a.Engine.Load(ctx, runID, seq)
 		if err == nil && seq == ref.Seq && ref.Attempt != 0 && m.Attempt != ref.Attempt {
@@ -212,7 +212,7 @@ func (a *Runner) restoreLatest(ctx context.Context, runID string, ref *Checkpoin
 }
 
 // signaller delivers signals to the activity's own workflow execution.
-func (a *Runner) signaller(ctx context.Context) func(context.Context, string, any) error {
+func (a *Attempts) signaller(ctx context.Context) func(context.Context, string, any) error {
 	info := activity.GetInfo(ctx)
 	wid, rid := info.WorkflowExecution.ID, info.WorkflowExecution.RunID
 	return func(sctx context.Context, name string, arg any) error {
@@ -236,7 +236,7 @@ func (a *Runner) digest(ctx context.Context, image string) string {
 // and cloud credentials. A name of the worker's own (MLRB_*, AWS_*,
 // TEMPORAL_*) or one outside SecretNames (when set) is refused. Names
 // travel through Temporal; values only from here to the agent.
-func (a *Runner) secretValues(names []string) (map[string]string, error) {
+func (a *Attempts) secretValues(names []string) (map[string]string, error) {
 	refuse := func(format string, args ...any) error {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrBadTask, nil)
 	}
@@ -301,7 +301,7 @@ const ErrNoSpace = "NoSpace"
 const spaceMargin = 1 << 30
 
 // checkSpace refuses a restore of bytes the work dir's disk cannot hold.
-func (a *Runner) checkSpace(bytes int64) error {
+func (a *Attempts) checkSpace(bytes int64) error {
 	free, err := freeBytes(a.WorkDir)
 	if err != nil {
 		return nil // unknown: the restore itself will say

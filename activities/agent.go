@@ -86,7 +86,7 @@ func (a *Attempts) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, e
 // hooks are what supervision calls on: the attempt's checkpointer, its
 // log shipper, its LLM ledger and, when the workspace has limits, the
 // watch that measures it.
-func (a *Runner) hooks(ctx context.Context, in *AgentInput, at *attempt, prev *checkpoint.Manifest, spec runtime.TaskSpec, lv *liveness,
+func (a *Attempts) hooks(ctx context.Context, in *AgentInput, at *attempt, prev *checkpoint.Manifest, spec runtime.TaskSpec, lv *liveness,
 	ai *attemptLLM, notes *notifier, live *metrics.Attempt, log *zap.Logger) *attemptHooks {
 	ck := &checkpointer{ws: a.Workspace, engine: a.Engine, at: at, seq: in.NextSeq, prev: prev, keep: a.Keep, marks: in.Marks, notes: notes, log: log, fenced: lv.fence,
 		live: live}
@@ -103,7 +103,7 @@ func (a *Runner) hooks(ctx context.Context, in *AgentInput, at *attempt, prev *c
 // and the agent's result, a hand-back checkpoint and an infra loss for
 // the run, or nothing when the run gave up on it. Every checkpoint
 // reaches the run (notes.flush) before the attempt ends.
-func (a *Runner) conclude(ctx context.Context, sv *supervisor, end ending, hk *attemptHooks, notes *notifier, image string) (*AgentResult, error) {
+func (a *Attempts) conclude(ctx context.Context, sv *supervisor, end ending, hk *attemptHooks, notes *notifier, image string) (*AgentResult, error) {
 	hk.ck.wait()
 	if end.kind == abandoned {
 		cause := context.Cause(ctx)
@@ -159,7 +159,7 @@ func (a *Runner) conclude(ctx context.Context, sv *supervisor, end ending, hk *a
 // after it committed) is taken over: the run is told, the attempt numbers
 // on from it, and when it is a final one the agent had ended: the attempt
 // ends with it (ended) and the agent never runs twice.
-func (a *Runner) prepare(ctx context.Context, in *AgentInput, at *attempt, lv *liveness, notes *notifier, log *zap.Logger) (prev *checkpoint.Manifest, ended *AgentResult, err error) {
+func (a *Attempts) prepare(ctx context.Context, in *AgentInput, at *attempt, lv *liveness, notes *notifier, log *zap.Logger) (prev *checkpoint.Manifest, ended *AgentResult, err error) {
 	lv.step(stepPreparing, 0)
 	// Earlier attempts of this run are dead (reaped or timed out): what
 	// they left is replaced by the checkpoint.
@@ -216,7 +216,7 @@ func (a *Runner) prepare(ctx context.Context, in *AgentInput, at *attempt, lv *l
 
 // unheardOf is this run's latest committed checkpoint when the run has
 // not heard of it (its sequence number is next or later), else nil.
-func (a *Runner) unheardOf(ctx context.Context, runID string, next int) (*CheckpointRef, error) {
+func (a *Attempts) unheardOf(ctx context.Context, runID string, next int) (*CheckpointRef, error) {
 	m, err := a.Engine.Latest(ctx, runID)
 	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
 		return nil, nil
@@ -233,7 +233,7 @@ func (a *Runner) unheardOf(ctx context.Context, runID string, next int) (*Checkp
 
 // releaseOwn gives an ended attempt's lease back on this host, so that the
 // run does not have to reach the host again (it may be stopping).
-func (a *Runner) releaseOwn(token string) bool {
+func (a *Attempts) releaseOwn(token string) bool {
 	if a.GPUs == nil || token == "" {
 		return false
 	}
@@ -243,7 +243,7 @@ func (a *Runner) releaseOwn(token string) bool {
 
 // removeAttempt removes what the attempt left on this host, and the
 // run's directory when no attempt is left in it.
-func (a *Runner) removeAttempt(at *attempt) {
+func (a *Attempts) removeAttempt(at *attempt) {
 	if err := os.RemoveAll(at.dir); err != nil {
 		a.Logger.Warn("remove the attempt's files", zap.String("dir", at.dir), zap.Error(err))
 	}
@@ -253,7 +253,7 @@ func (a *Runner) removeAttempt(at *attempt) {
 // agentTask writes the attempt's task spec, prompt and deadline files and
 // describes the agent's task: the contract env, secrets (redacted from
 // its logs), labels, devices.
-func (a *Runner) agentTask(in AgentInput, at *attempt, dl budget.Deadlines, resumed bool) (runtime.TaskSpec, error) {
+func (a *Attempts) agentTask(in AgentInput, at *attempt, dl budget.Deadlines, resumed bool) (runtime.TaskSpec, error) {
 	if err := writeJSONFile(at.Spec(), agentView(in.Task)); err != nil {
 		return runtime.TaskSpec{}, fmt.Errorf("task spec: %w", err)
 	}
@@ -307,7 +307,7 @@ func (a *Runner) agentTask(in AgentInput, at *attempt, dl budget.Deadlines, resu
 
 // attemptHooks are what a supervised attempt does beyond its agent.
 type attemptHooks struct {
-	a     *Runner
+	a     *Attempts
 	lease string // the attempt's lease token
 	// keepLease: an attempt that ends keeps its lease for the evaluations.
 	keepLease bool

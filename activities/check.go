@@ -35,7 +35,7 @@ const (
 // standard error. An output is copied, through descriptors, into a
 // directory of the worker's before it is mounted: the evaluator's tree is
 // data, never a path Docker resolves.
-func (a *Runner) runChecks(ctx context.Context, ev *evalDirs, task *tasks.Spec, image string) (float64, float64, error) {
+func (a *Evaluations) runChecks(ctx context.Context, ev *evalDirs, task *tasks.Spec, image string) (float64, float64, error) {
 	c := task.Evaluation.Check
 	if c.Image != "" {
 		image = c.Image
@@ -95,7 +95,7 @@ func (a *Runner) runChecks(ctx context.Context, ev *evalDirs, task *tasks.Spec, 
 // check runs one check to its end (passed: exit status 0) or its timeout
 // (failed); only a check that cannot start, or the activity's end, is an
 // error.
-func (a *Runner) check(ctx context.Context, spec runtime.TaskSpec, timeout time.Duration) (bool, error) {
+func (a *Evaluations) check(ctx context.Context, spec runtime.TaskSpec, timeout time.Duration) (bool, error) {
 	res, timedOut, err := a.runToEnd(ctx, spec, "", timeout, a.Logger)
 	switch {
 	case ctx.Err() != nil:

@@ -53,14 +53,14 @@ func ControlKey(taskID, evaluator string) string {
 
 // evaluatorID names an evaluator for its control: the image's digest and
 // the task's final command.
-func (a *Runner) evaluatorID(ctx context.Context, in EvalInput, image string) string {
+func (a *Evaluations) evaluatorID(ctx context.Context, in EvalInput, image string) string {
 	return a.digest(ctx, image) + " " + strings.Join(in.Task.Evaluation.Command, " ")
 }
 
 // recordControl keeps the run's final model as the control of its task's
 // evaluator, unless one is kept already (the first stays: a later model
 // never replaces a control that still restores).
-func (a *Runner) recordControl(ctx context.Context, in EvalInput, image string, score float64) {
+func (a *Evaluations) recordControl(ctx context.Context, in EvalInput, image string, score float64) {
 	if in.Task.Reference != nil {
 		return
 	}
@@ -76,7 +76,7 @@ func (a *Runner) recordControl(ctx context.Context, in EvalInput, image string, 
 
 // blame tells who broke an evaluation that failed (failure): the run's
 // model, if the evaluator scores a control model; else the evaluator.
-func (a *Runner) blame(ctx context.Context, in EvalInput, image string, lv *liveness, failure error) error {
+func (a *Evaluations) blame(ctx context.Context, in EvalInput, image string, lv *liveness, failure error) error {
 	var ef *evaluatorFailed
 	if !errors.As(failure, &ef) || ctx.Err() != nil {
 		return failure
@@ -97,7 +97,7 @@ func (a *Runner) blame(ctx context.Context, in EvalInput, image string, lv *live
 
 // control evaluates the control model as in's model was evaluated and
 // says which model it was and its score.
-func (a *Runner) control(ctx context.Context, in EvalInput, image string, lv *liveness) (string, float64, error) {
+func (a *Evaluations) control(ctx context.Context, in EvalInput, image string, lv *liveness) (string, float64, error) {
 	name := evaluationName(in, activity.GetInfo(ctx).Attempt) + "-control"
 	dir := filepath.Join(a.WorkDir, "eval", runKey(in.RunID), name)
 	_ = os.RemoveAll(dir)
@@ -122,7 +122,7 @@ func (a *Runner) control(ctx context.Context, in EvalInput, image string, lv *li
 // controlModel lays the control model out as dir/model and says what it
 // is: a mini task's untrained reference model, else the task's kept
 // control for this evaluator (never the run's own model).
-func (a *Runner) controlModel(ctx context.Context, in EvalInput, image, dir string, lv *liveness) (string, error) {
+func (a *Evaluations) controlModel(ctx context.Context, in EvalInput, image, dir string, lv *liveness) (string, error) {
 	if in.Task.Reference != nil {
 		if err := reference.Untrained(&in.Task, filepath.Join(dir, "model")); err != nil {
 			return "", fmt.Errorf("the untrained reference model: %w", err)

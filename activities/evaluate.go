@@ -88,7 +88,7 @@ func (a *Evaluations) Evaluate(ctx context.Context, in EvalInput) (res *EvalResu
 // task has one, within the same evaluation timeout) and reads the results
 // it wrote, with the checks' rate written in; it returns them as parsed
 // and as stored, and the evaluator's task.
-func (a *Runner) evaluate(ctx context.Context, in EvalInput, ev *evalDirs, image string, lv *liveness) (runtime.TaskSpec, *lmeval.Results, string, []byte, error) {
+func (a *Evaluations) evaluate(ctx context.Context, in EvalInput, ev *evalDirs, image string, lv *liveness) (runtime.TaskSpec, *lmeval.Results, string, []byte, error) {
 	command := in.Task.Evaluation.Command
 	if c := in.Task.Evaluation.Curve; in.Mark && c != nil && len(c.Command) > 0 {
 		command = c.Command
@@ -143,7 +143,7 @@ type snapshot struct{ dir, workdir, model string }
 
 // prepareEvaluation restores the final checkpoint into a directory of
 // its own and lays out the evaluation around the model found in it.
-func (a *Runner) prepareEvaluation(ctx context.Context, in EvalInput, lv *liveness) (*evalDirs, snapshot, error) {
+func (a *Evaluations) prepareEvaluation(ctx context.Context, in EvalInput, lv *liveness) (*evalDirs, snapshot, error) {
 	lv.step(stepPreparing, 0)
 	name := evaluationName(in, activity.GetInfo(ctx).Attempt)
 	dir := filepath.Join(a.WorkDir, "eval", runKey(in.RunID), name)
@@ -172,7 +172,7 @@ func evaluationName(in EvalInput, try int32) string {
 // restoreModel restores checkpoint ref of runID under dir/workspace and
 // seals the model dir found in it as dir/model. A checkpoint without a
 // model the evaluator may load is ErrNoModel.
-func (a *Runner) restoreModel(ctx context.Context, runID string, ref CheckpointRef, dir string, lv *liveness) (snapshot, error) {
+func (a *Evaluations) restoreModel(ctx context.Context, runID string, ref CheckpointRef, dir string, lv *liveness) (snapshot, error) {
 	root := snapshot{dir: filepath.Join(dir, "workspace")}
 	m, err := a.Engine.Load(ctx, runID, ref.Seq)
 	if err == nil && ref.Attempt != 0 && m.Attempt != ref.Attempt {
@@ -223,7 +223,7 @@ func layEvaluation(dir, task, door string, in EvalInput) (*evalDirs, error) {
 
 // runEvaluator runs the evaluator to its end, its timeout, or the
 // activity's cancellation; anything but a clean exit is an error.
-func (a *Runner) runEvaluator(ctx context.Context, spec runtime.TaskSpec, doorDir string, timeout time.Duration, log *zap.Logger) error {
+func (a *Evaluations) runEvaluator(ctx context.Context, spec runtime.TaskSpec, doorDir string, timeout time.Duration, log *zap.Logger) error {
 	res, timedOut, err := a.runToEnd(ctx, spec, doorDir, timeout, log)
 	switch {
 	case ctx.Err() != nil:
@@ -267,7 +267,7 @@ const EvaluatorLogName = "evaluator.log"
 // keepLog stores the end of an evaluator's log, whether it succeeded or
 // not: the evaluation's directory goes when it ends, and an operator
 // deciding on retry-eval needs the log. It tells whether it was kept.
-func (a *Runner) keepLog(ctx context.Context, runID string, ev *evalDirs, logPath string) bool {
+func (a *Evaluations) keepLog(ctx context.Context, runID string, ev *evalDirs, logPath string) bool {
 	f, err := os.Open(logPath)
 	if err != nil {
 		return false
@@ -285,7 +285,7 @@ func (a *Runner) keepLog(ctx context.Context, runID string, ev *evalDirs, logPat
 
 // keepResults stores the results the score was read from in the blob
 // store (the evaluation's directory goes) and returns its key.
-func (a *Runner) keepResults(ctx context.Context, runID string, ev *evalDirs, name string, body []byte) (string, error) {
+func (a *Evaluations) keepResults(ctx context.Context, runID string, ev *evalDirs, name string, body []byte) (string, error) {
 	key := blob.RunPrefix(runID) + path.Join("evaluations", filepath.Base(ev.dir), path.Base(name))
 	if err := a.Engine.Store.Put(ctx, key, bytes.NewReader(body)); err != nil {
 		return "", fmt.Errorf("keep results: %w", err)
@@ -337,7 +337,7 @@ func readResults(ev *evalDirs, command []string) (string, []byte, error) {
 
 // removeEvaluation removes an evaluation's files, and the run's
 // evaluation directory when nothing else is in it.
-func (a *Runner) removeEvaluation(ev *evalDirs) {
+func (a *Evaluations) removeEvaluation(ev *evalDirs) {
 	if err := os.RemoveAll(ev.dir); err != nil {
 		a.Logger.Warn("remove the evaluation's files", zap.String("dir", ev.dir), zap.Error(err))
 	}

@@ -51,7 +51,7 @@ const UsageEvery = time.Minute
 // from the env file, what the run's earlier attempts spent (from their
 // transcripts: a crashed attempt's calls count), and its recorder, which
 // scrubs the token, the keys and the run's secrets from what it stores.
-func (a *Runner) llmFor(ctx context.Context, in AgentInput, secrets []string, live func() error, log *zap.Logger) (*attemptLLM, error) {
+func (a *Attempts) llmFor(ctx context.Context, in AgentInput, secrets []string, live func() error, log *zap.Logger) (*attemptLLM, error) {
 	if a.LLM.Prices == nil {
 		return nil, nil
 	}

@@ -40,7 +40,7 @@ func TestRestoreFallsBackPastADamagedCheckpoint(t *testing.T) {
 	}
 	h := m2.Files[0].Chunks[0]
 	chunk := filepath.Join(root, "chunks", h[:2], h)
-	a := &Runner{Runs: Runs{Engine: checkpoint.New(store, checkpoint.Options{ChunkSize: 1 << 20})}, Logger: zap.NewNop()}
+	a := &Attempts{&Runner{Runs: Runs{Engine: checkpoint.New(store, checkpoint.Options{ChunkSize: 1 << 20})}, Logger: zap.NewNop()}}
 	for _, damage := range []string{"missing", "corrupt"} {
 		if damage == "missing" {
 			err = os.Remove(chunk)

@@ -90,7 +90,7 @@ func TestChecksScoreByExitStatusOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Runner{Sandbox: Sandbox{Workspace: &DirWorkspace{Process: proc}}, Logger: zap.NewNop()}
+	a := &Evaluations{&Runner{Sandbox: Sandbox{Workspace: &DirWorkspace{Process: proc}}, Logger: zap.NewNop()}}
 	c := &tasks.Check{Command: []string{"sh", "-c", `grep -q QED "$0" && ! grep -q sorry "$0"`, "{item}"}, Timeout: tasks.Duration(30e9),
 		Task: "t", Field: "compile_rate,none"}
 	rate, sem, err := a.runChecks(context.Background(), ev, &tasks.Spec{Evaluation: tasks.Evaluation{Check: c}}, "")
