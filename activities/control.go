@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/internal/blob"
+	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/lmeval"
 	"github.com/mlrb/mlrb/internal/reference"
 )
@@ -51,20 +52,20 @@ func ControlKey(taskID, evaluator string) string {
 	return "controls/" + taskID + "/" + hex.EncodeToString(sum[:8]) + ".json"
 }
 
-// evaluatorID names an evaluator for its control: the image's digest and
-// the task's final command.
-func (a *Evaluations) evaluatorID(ctx context.Context, in EvalInput, image string) string {
-	return a.digest(ctx, image) + " " + strings.Join(in.Task.Evaluation.Command, " ")
+// evaluatorID names an evaluator for its control: the digest of the image
+// that ran (the task's, a retry's, or the deployment's default) and the
+// task's final command.
+func evaluatorID(digest string, in EvalInput) string {
+	return digest + " " + strings.Join(in.Task.Evaluation.Command, " ")
 }
 
 // recordControl keeps the run's final model as the control of its task's
 // evaluator, unless one is kept already (the first stays: a later model
 // never replaces a control that still restores).
-func (a *Evaluations) recordControl(ctx context.Context, in EvalInput, image string, score float64) {
+func (a *Evaluations) recordControl(ctx context.Context, in EvalInput, id string, score float64) {
 	if in.Task.Reference != nil {
 		return
 	}
-	id := a.evaluatorID(ctx, in, image)
 	b, err := json.Marshal(Control{RunID: in.RunID, Seq: in.Final.Seq, Attempt: in.Final.Attempt, Evaluator: id, Score: score, Recorded: time.Now().UTC()})
 	if err == nil {
 		err = a.Engine.Store.Create(ctx, ControlKey(in.Task.ID, id), bytes.NewReader(b))
@@ -76,12 +77,12 @@ func (a *Evaluations) recordControl(ctx context.Context, in EvalInput, image str
 
 // blame tells who broke an evaluation that failed (failure): the run's
 // model, if the evaluator scores a control model; else the evaluator.
-func (a *Evaluations) blame(ctx context.Context, in EvalInput, image string, lv *liveness, failure error) error {
+func (a *Evaluations) blame(ctx context.Context, in EvalInput, image, evaluator string, lv *liveness, failure error) error {
 	var ef *evaluatorFailed
 	if !errors.As(failure, &ef) || ctx.Err() != nil {
 		return failure
 	}
-	source, score, err := a.control(ctx, in, image, lv)
+	source, score, err := a.control(ctx, in, image, evaluator, lv)
 	if err != nil {
 		a.Logger.Warn("control evaluation", zap.String("run", in.RunID), zap.Error(err))
 		return fmt.Errorf("%w (a control evaluation, which tells a broken evaluator from a model that breaks it, did not score: %v)", failure, err)
@@ -97,12 +98,12 @@ func (a *Evaluations) blame(ctx context.Context, in EvalInput, image string, lv 
 
 // control evaluates the control model as in's model was evaluated and
 // says which model it was and its score.
-func (a *Evaluations) control(ctx context.Context, in EvalInput, image string, lv *liveness) (string, float64, error) {
+func (a *Evaluations) control(ctx context.Context, in EvalInput, image, evaluator string, lv *liveness) (string, float64, error) {
 	name := evaluationName(in, activity.GetInfo(ctx).Attempt) + "-control"
 	dir := filepath.Join(a.WorkDir, "eval", runKey(in.RunID), name)
 	_ = os.RemoveAll(dir)
 	defer func() { _ = os.RemoveAll(dir) }()
-	source, err := a.controlModel(ctx, in, image, dir, lv)
+	source, err := a.controlModel(ctx, in, evaluator, dir, lv)
 	if err != nil {
 		return "", 0, err
 	}
@@ -122,14 +123,14 @@ func (a *Evaluations) control(ctx context.Context, in EvalInput, image string, l
 // controlModel lays the control model out as dir/model and says what it
 // is: a mini task's untrained reference model, else the task's kept
 // control for this evaluator (never the run's own model).
-func (a *Evaluations) controlModel(ctx context.Context, in EvalInput, image, dir string, lv *liveness) (string, error) {
+func (a *Evaluations) controlModel(ctx context.Context, in EvalInput, evaluator, dir string, lv *liveness) (string, error) {
 	if in.Task.Reference != nil {
 		if err := reference.Untrained(&in.Task, filepath.Join(dir, "model")); err != nil {
 			return "", fmt.Errorf("the untrained reference model: %w", err)
 		}
 		return "the task's untrained reference model", nil
 	}
-	key := ControlKey(in.Task.ID, a.evaluatorID(ctx, in, image))
+	key := ControlKey(in.Task.ID, evaluator)
 	rc, err := a.Engine.Store.Get(ctx, key)
 	if errors.Is(err, blob.ErrNotFound) {
 		return "", fmt.Errorf("no control model yet: this evaluator has scored no model of %s", in.Task.ID)
@@ -150,8 +151,10 @@ func (a *Evaluations) controlModel(ctx context.Context, in EvalInput, image, dir
 		return "", errors.New("the control is this run's own model")
 	}
 	if _, err := a.restoreModel(ctx, c.RunID, CheckpointRef{Seq: c.Seq, Attempt: c.Attempt}, dir, lv); err != nil {
-		// Gone (its run deleted): the next scored model takes its place.
-		if errors.Is(err, blob.ErrNotFound) {
+		// Gone (its run or its chunks deleted): the next scored model takes
+		// its place.
+		var gone *checkpoint.CorruptChunkError
+		if errors.Is(err, blob.ErrNotFound) || errors.As(err, &gone) {
 			_ = a.Engine.Store.Delete(ctx, key)
 		}
 		return "", fmt.Errorf("control: run %s's checkpoint #%d: %w", c.RunID, c.Seq, err)

@@ -136,3 +136,17 @@ func isBroke(err error) bool {
 	var ae *temporal.ApplicationError
 	return errors.As(err, &ae) && ae.Type() == ErrModelBrokeEvaluator
 }
+
+// TestATruncatedCheckpointIsNeverEvaluated: a checkpoint saved truncated
+// (its workspace held more entries than the engine's bound) holds a model
+// of sorts, but never reaches an evaluator: the run's failure (NoModel),
+// naming the limit.
+func TestATruncatedCheckpointIsNeverEvaluated(t *testing.T) {
+	r := newControlRig(t)
+	r.a.Engine.MaxEntries = 3
+	_, err := r.evaluate("bomb", r.checkpointModel(t, "bomb", "fine"))
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || ae.Type() != ErrNoModel || !strings.Contains(err.Error(), "agent.workspace_max_entries") {
+		t.Fatalf("a truncated checkpoint: %v; want NoModel naming the limit", err)
+	}
+}

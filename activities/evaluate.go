@@ -54,6 +54,7 @@ func (a *Evaluations) Evaluate(ctx context.Context, in EvalInput) (res *EvalResu
 		image = in.Image
 	}
 	spec, r, name, body, err := a.evaluate(ctx, in, ev, image, lv)
+	digest := a.digest(ctx, spec.Image)
 	var score float64
 	var metrics map[string]float64
 	if err == nil {
@@ -63,7 +64,7 @@ func (a *Evaluations) Evaluate(ctx context.Context, in EvalInput) (res *EvalResu
 		}
 	}
 	if err != nil {
-		return nil, a.blame(ctx, in, image, lv, err)
+		return nil, a.blame(ctx, in, image, evaluatorID(digest, in), lv, err)
 	}
 	if m := r.Measured; m != nil {
 		check.UseMeasuredPeak(in.Task.Constraints, m.PeakMemoryBytes, m.PeakContext, m.Device)
@@ -77,11 +78,11 @@ func (a *Evaluations) Evaluate(ctx context.Context, in EvalInput) (res *EvalResu
 	}
 	a.Logger.Info("evaluated", zap.String("run", in.RunID), zap.Float64("score", score), zap.Strings("violations", check.Violations))
 	if !in.Mark && len(check.Violations) == 0 {
-		a.recordControl(ctx, in, spec.Image, score)
+		a.recordControl(ctx, in, evaluatorID(digest, in), score)
 	}
 	rel, _ := filepath.Rel(root.dir, root.model)
 	return &EvalResult{Score: score, Metrics: metrics, ModelPath: filepath.ToSlash(rel), Params: check.Params, Violations: check.Violations, Flags: check.Flags, Provenance: r.Provenance, ResultsFile: kept,
-		Image: a.digest(ctx, spec.Image), Usage: readUsage(root)}, nil
+		Image: digest, Usage: readUsage(root)}, nil
 }
 
 // evaluate runs the evaluator over ev (and each output's check, if the
@@ -180,6 +181,12 @@ func (a *Evaluations) restoreModel(ctx context.Context, runID string, ref Checkp
 	}
 	if err != nil {
 		return root, fmt.Errorf("checkpoint #%d: %w", ref.Seq, err)
+	}
+	if m.Truncated {
+		// What the agent left past the bound is not in it: never scored,
+		// whichever activity reads it (the final model, a mark, a control).
+		why := fmt.Errorf("checkpoint #%d is incomplete: the workspace held more entries than agent.workspace_max_entries", m.Seq)
+		return root, temporal.NewNonRetryableApplicationError(why.Error(), ErrNoModel, why)
 	}
 	lv.step(stepRestoring, m.Bytes)
 	if err := a.Engine.Restore(lv.counting(ctx), m, root.dir); err != nil {

@@ -107,7 +107,7 @@ func runDemo(g *globals, o demoOptions) error {
 		return err
 	}
 	fmt.Fprintln(g.out)
-	if err := printBenchmark(g, res, "table"); err != nil {
+	if err := printBenchmark(g, res.BenchmarkID, "table"); err != nil {
 		return err
 	}
 	if o.exit {

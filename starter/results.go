@@ -19,7 +19,6 @@ import (
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/results"
 	"github.com/mlrb/mlrb/internal/runs"
-	"github.com/mlrb/mlrb/workflows"
 )
 
 // resultsOptions are `starter results`'s flags.
@@ -168,16 +167,16 @@ func checkFormat(format string) error {
 // awaitLeaderboard waits for a benchmark (through its continues-as-new)
 // and prints its leaderboard.
 func awaitLeaderboard(g *globals, run client.WorkflowRun, format string) error {
-	var res workflows.BenchmarkResult
-	if err := run.Get(g.ctx, &res); err != nil {
+	if err := run.Get(g.ctx, nil); err != nil {
 		return fmt.Errorf("benchmark %s: %w", run.GetID(), err)
 	}
-	return printBenchmark(g, &res, format)
+	return printBenchmark(g, run.GetID(), format)
 }
 
-// printBenchmark prints an ended benchmark's leaderboard.
-func printBenchmark(g *globals, res *workflows.BenchmarkResult, format string) error {
-	b, err := loadBoard(g, res.BenchmarkID)
+// printBenchmark prints an ended benchmark's leaderboard, as results
+// builds it.
+func printBenchmark(g *globals, id, format string) error {
+	b, err := loadBoard(g, id)
 	if err != nil {
 		return err
 	}
@@ -185,7 +184,7 @@ func printBenchmark(g *globals, res *workflows.BenchmarkResult, format string) e
 	if err != nil {
 		return err
 	}
-	return printLeaderboard(g.out, res.BenchmarkID, b.runs, setup, format)
+	return printLeaderboard(g.out, id, b.runs, setup, format)
 }
 
 // withAnchors gives the setup the anchors of the runs' tasks as they are

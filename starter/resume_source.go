@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	enumspb "go.temporal.io/api/enums/v1"
 	"strings"
 	"time"
 
@@ -42,7 +43,13 @@ func (t resumeSource) List(ctx context.Context, prefix string) (map[string]resum
 }
 
 func listed(e *workflowpb.WorkflowExecutionInfo) resume.Listed {
-	l := resume.Listed{ID: e.GetExecution().GetWorkflowId(), Status: e.GetStatus()}
+	l := resume.Listed{ID: e.GetExecution().GetWorkflowId()}
+	switch e.GetStatus() {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		l.State = resume.Running
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		l.State = resume.Completed
+	}
 	if e.StartTime != nil {
 		l.Start = e.StartTime.AsTime()
 	}

@@ -212,10 +212,8 @@ func (al *attemptLoop) runAgent(ctx workflow.Context, attempt int, lease activit
 		rec.EndedAt, rec.ToS = workflow.Now(ctx), al.r.st.Budget.UsedS
 		al.attempts = append(al.attempts, rec)
 	}()
-	kept := err == nil && !out.Released && al.r.slots.keepForScoring(lease, leased)
-	if kept {
-		// Its evaluations run on it.
-	} else {
+	// A lean run's evaluations run on the slot of an attempt that ended.
+	if kept := err == nil && !out.Released && al.r.slots.keepForScoring(lease, leased); !kept {
 		if !(hostSilent(err) || released(err, out)) || al.r.version(ctx, versionLeaseExpires) == workflow.DefaultVersion {
 			al.r.slots.release(ctx, lease)
 		}

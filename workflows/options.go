@@ -139,7 +139,7 @@ func evalOptions(ctx workflow.Context, a callArgs) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              hostQueue,
 		ScheduleToStartTimeout: toStart,
-		StartToCloseTimeout:    evalWork(timeout) + budget.Transfer(bytes) + time.Minute,
+		StartToCloseTimeout:    evalWork(timeout) + 2*budget.Transfer(bytes) + time.Minute,
 		HeartbeatTimeout:       max(p.HeartbeatTimeout, evalMinHeartbeat),
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
@@ -149,10 +149,11 @@ func evalOptions(ctx workflow.Context, a callArgs) workflow.Context {
 	})
 }
 
-// evalWork is how long one evaluation may take with an evaluator timeout:
-// the model's evaluation and, when it fails, a control model's (a
-// control's restore within the margin).
-func evalWork(timeout time.Duration) time.Duration { return 2*timeout + 2*time.Minute }
+// evalWork is how long one evaluation's evaluators may run with an
+// evaluator timeout: the model's, and, when it fails, a control model's.
+// Restores come on top: the run's checkpoint and a control of the same
+// task, about as large (evalOptions).
+func evalWork(timeout time.Duration) time.Duration { return 2 * timeout }
 
 // aggregateOptions: computing and storing a leaderboard takes seconds;
 // ten tries ride out a store outage.

@@ -47,12 +47,19 @@ func (r *runState) version(ctx workflow.Context, changeID string) workflow.Versi
 	return workflow.GetVersion(ctx, changeID, workflow.DefaultVersion, 1)
 }
 
+// newRunState is a run's state with its parts, each of which reads the
+// run's input, policy, task and status through it.
+func newRunState(in RunInput) *runState {
+	r := &runState{in: in, pol: in.Policy.withDefaults()}
+	r.loop.r, r.slots.r, r.eval.r, r.curve.r, r.gate.r, r.usage.r = r, r, r, r, r, r
+	return r
+}
+
 // RunWorkflow drives one run: resolve the task, then attempts of lease →
 // restore → agent until the agent ends or the infra-attempt limit is hit,
 // then evaluation of the final checkpoint in a fresh workspace.
 func RunWorkflow(ctx workflow.Context, in RunInput) (*runs.Result, error) {
-	r := &runState{in: in, pol: in.Policy.withDefaults()}
-	r.slots.r, r.curve.r, r.eval.r, r.gate.r, r.usage.r, r.loop.r = r, r, r, r, r, r
+	r := newRunState(in)
 	r.lean = workflow.GetVersion(ctx, versionLeanRun, workflow.DefaultVersion, 1) == 1
 	res, err := r.drive(ctx)
 	if err != nil || res == nil {

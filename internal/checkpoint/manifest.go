@@ -48,6 +48,9 @@ type Manifest struct {
 	// Truncated: the workspace held more entries than the engine's
 	// MaxEntries; the rest are left out (the attempt is then failed).
 	Truncated bool `json:"truncated,omitempty"`
+	// RawNames is, on the wire only, the names that are not UTF-8
+	// (withRawNames, applyRawNames).
+	RawNames []rawName `json:"raw_names,omitempty"`
 	// SupersededBy is, in a listing, the later attempt that made this
 	// checkpoint a zombie's (0: it is the run's).
 	SupersededBy int `json:"-"`
@@ -66,53 +69,63 @@ type File struct {
 	HardLink string `json:"hardlink,omitempty"`
 }
 
-// File names, link targets and hardlink names are bytes, not text: a
-// name that is not UTF-8 (which JSON would turn into U+FFFD, so that two
-// such names collide) is stored as base64 in a field of its own.
-type fileJSON struct {
-	fileAlias
-	PathBytes     []byte `json:"path_bytes,omitempty"`
-	LinkBytes     []byte `json:"link_bytes,omitempty"`
-	HardLinkBytes []byte `json:"hardlink_bytes,omitempty"`
+// rawName holds, on the wire, the names of one entry (Files[I]) that are
+// not UTF-8: JSON would turn them into U+FFFD, so that two such names
+// collide. Names are bytes; the manifest keeps them byte for byte in this
+// side table, which costs nothing for the usual manifest, all UTF-8
+// (a marshaler per entry would double the encoding of 500,000 entries).
+type rawName struct {
+	I        int    `json:"i"`
+	Path     []byte `json:"path,omitempty"`
+	Link     []byte `json:"link,omitempty"`
+	HardLink []byte `json:"hardlink,omitempty"`
 }
 
-type fileAlias File
-
-// MarshalJSON keeps names that are not UTF-8 byte for byte.
-func (f File) MarshalJSON() ([]byte, error) {
-	if utf8.ValidString(f.Path) && utf8.ValidString(f.Link) && utf8.ValidString(f.HardLink) {
-		return json.Marshal(fileAlias(f))
+// withRawNames is m as written: a shallow copy carrying the side table
+// when a name is not UTF-8, else m itself.
+func (m *Manifest) withRawNames() *Manifest {
+	var raw []rawName
+	for i, f := range m.Files {
+		if utf8.ValidString(f.Path) && utf8.ValidString(f.Link) && utf8.ValidString(f.HardLink) {
+			continue
+		}
+		r := rawName{I: i}
+		for _, n := range []struct {
+			s string
+			b *[]byte
+		}{{f.Path, &r.Path}, {f.Link, &r.Link}, {f.HardLink, &r.HardLink}} {
+			if !utf8.ValidString(n.s) {
+				*n.b = []byte(n.s)
+			}
+		}
+		raw = append(raw, r)
 	}
-	j := fileJSON{fileAlias: fileAlias(f)}
-	asBytes(&j.Path, &j.PathBytes)
-	asBytes(&j.Link, &j.LinkBytes)
-	asBytes(&j.HardLink, &j.HardLinkBytes)
-	return json.Marshal(j)
+	if raw == nil {
+		return m
+	}
+	c := *m
+	c.RawNames = raw
+	return &c
 }
 
-// UnmarshalJSON reads names stored as bytes back.
-func (f *File) UnmarshalJSON(b []byte) error {
-	var j fileJSON
-	if err := json.Unmarshal(b, &j); err != nil {
-		return err
-	}
-	*f = File(j.fileAlias)
-	for _, n := range []struct {
-		s *string
-		b []byte
-	}{{&f.Path, j.PathBytes}, {&f.Link, j.LinkBytes}, {&f.HardLink, j.HardLinkBytes}} {
-		if n.b != nil {
-			*n.s = string(n.b)
+// applyRawNames puts the side table's names back into the files, as read.
+func (m *Manifest) applyRawNames() error {
+	for _, r := range m.RawNames {
+		if r.I < 0 || r.I >= len(m.Files) {
+			return fmt.Errorf("raw name of entry %d: the manifest has %d", r.I, len(m.Files))
+		}
+		f := &m.Files[r.I]
+		for _, n := range []struct {
+			b []byte
+			s *string
+		}{{r.Path, &f.Path}, {r.Link, &f.Link}, {r.HardLink, &f.HardLink}} {
+			if n.b != nil {
+				*n.s = string(n.b)
+			}
 		}
 	}
+	m.RawNames = nil
 	return nil
-}
-
-// asBytes moves a name that is not UTF-8 from s to b.
-func asBytes(s *string, b *[]byte) {
-	if !utf8.ValidString(*s) {
-		*b, *s = []byte(*s), ""
-	}
 }
 
 // Meta is what the caller says about a checkpoint it saves.
@@ -155,7 +168,7 @@ func (e *Engine) commit(ctx context.Context, m *Manifest) error {
 	if f := supersededBy(m.Attempt, 0, fs); f != nil {
 		return &FencedError{Attempt: m.Attempt, By: f.Attempt}
 	}
-	body, err := json.MarshalIndent(m, "", " ")
+	body, err := json.MarshalIndent(m.withRawNames(), "", " ")
 	if err != nil {
 		return fmt.Errorf("checkpoint %s #%d: encode manifest: %w", m.RunID, m.Seq, err)
 	}
@@ -285,6 +298,9 @@ func (e *Engine) loadKey(ctx context.Context, key string) (*Manifest, error) {
 	defer func() { _ = rc.Close() }()
 	var m Manifest
 	if err := json.NewDecoder(rc).Decode(&m); err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", key, err)
+	}
+	if err := m.applyRawNames(); err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", key, err)
 	}
 	return &m, nil

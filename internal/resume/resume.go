@@ -10,19 +10,28 @@ import (
 	"sort"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-
 	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/runresults"
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
+// State is how a listed run stands.
+type State int
+
+// States of a listed run: closed without a result (terminated, failed,
+// timed out, canceled) is Cut.
+const (
+	Cut State = iota
+	Running
+	Completed
+)
+
 // Listed is the latest execution of a run, as visibility lists it.
 type Listed struct {
-	ID     string
-	Status enumspb.WorkflowExecutionStatus
-	Start  time.Time
-	Close  time.Time
+	ID    string
+	State State
+	Start time.Time
+	Close time.Time
 }
 
 // Source is where a plan reads a benchmark's runs from.
@@ -84,7 +93,7 @@ func Make(ctx context.Context, src Source, id string, children []runresults.Chil
 	}
 	var completed []string
 	for _, r := range children {
-		if l, ok := listed[r.ID]; ok && l.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		if l, ok := listed[r.ID]; ok && l.State == Completed {
 			completed = append(completed, r.ID)
 		}
 	}
@@ -98,9 +107,9 @@ func Make(ctx context.Context, src Source, id string, children []runresults.Chil
 		switch {
 		case !ok: // never started
 			p.Again = append(p.Again, r.ID)
-		case l.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		case l.State == Running:
 			p.Busy = append(p.Busy, r.ID)
-		case l.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		case l.State == Completed:
 			if err := p.completed(r.ID, results[r.ID]); err != nil {
 				return nil, err
 			}

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-
 	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/runresults"
 	"github.com/mlrb/mlrb/internal/runs"
@@ -54,11 +52,11 @@ func TestMakeSortsEveryKindOfRun(t *testing.T) {
 	closed := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	src := &fakeSource{
 		listed: map[string]Listed{
-			id(0): {ID: id(0), Status: enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED},
-			id(1): {ID: id(1), Status: enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED},
-			id(2): {ID: id(2), Status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING},
-			id(3): {ID: id(3), Status: enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, Close: closed},
-			id(4): {ID: id(4), Status: enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT, Close: closed},
+			id(0): {ID: id(0), State: Completed},
+			id(1): {ID: id(1), State: Completed},
+			id(2): {ID: id(2), State: Running},
+			id(3): {ID: id(3), State: Cut, Close: closed},
+			id(4): {ID: id(4), State: Cut, Close: closed},
 			// id(5) never started; id(6) too
 		},
 		results: map[string]*runs.Result{
@@ -110,7 +108,7 @@ func TestMakeSortsEveryKindOfRun(t *testing.T) {
 
 func TestMakeRefusesACompletedRunWithoutResult(t *testing.T) {
 	children := runresults.Matrix{BenchmarkID: "b", Agents: []string{"a"}, Tasks: []string{"t"}, Seeds: []int64{1}}.Runs()
-	src := &fakeSource{listed: map[string]Listed{children[0].ID: {ID: children[0].ID, Status: enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED}}}
+	src := &fakeSource{listed: map[string]Listed{children[0].ID: {ID: children[0].ID, State: Completed}}}
 	if _, err := Make(context.Background(), src, "b", children); err == nil || !strings.Contains(err.Error(), children[0].ID) {
 		t.Fatalf("err = %v, want one naming the run", err)
 	}
