@@ -13,10 +13,13 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/mlrb/mlrb/agents"
 
 	"github.com/subosito/gotenv"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
@@ -126,12 +129,20 @@ func (a *Records) LoadCheckpoint(ctx context.Context, src CheckpointSource) (*Ch
 
 // AcquireLease takes a GPU slot on this host for one attempt and names
 // the host queue the attempt must run on.
-func (a *Leases) AcquireLease(_ context.Context, req LeaseRequest) (*Lease, error) {
+func (a *Leases) AcquireLease(ctx context.Context, req LeaseRequest) (*Lease, error) {
 	token := runs.Holder{RunID: req.RunID, Role: req.Role, N: req.Attempt}.Token()
 	if req.GPUCount > 0 && a.GPUType != "" && req.GPUType != "" && req.GPUType != a.GPUType {
 		return nil, temporal.NewApplicationError(fmt.Sprintf("host %s has %s GPUs, the task needs %s", a.HostID, a.GPUType, req.GPUType), ErrNoCapacity)
 	}
-	devs, err := a.GPUs.Acquire(token, req.GPUCount)
+	owner := ""
+	if activity.IsActivity(ctx) {
+		we := activity.GetInfo(ctx).WorkflowExecution
+		owner = we.ID + "/" + we.RunID
+	}
+	devs, err := a.GPUs.Acquire(token, owner, req.GPUCount)
+	if errors.Is(err, gpu.ErrNoCapacity) && a.Client != nil && a.GPUs.Reclaim(func(o string) bool { return a.ended(ctx, o) }) > 0 {
+		devs, err = a.GPUs.Acquire(token, owner, req.GPUCount)
+	}
 	if errors.Is(err, gpu.ErrNoCapacity) {
 		return nil, temporal.NewApplicationError(fmt.Sprintf("host %s: %v", a.HostID, err), ErrNoCapacity)
 	}
@@ -139,6 +150,34 @@ func (a *Leases) AcquireLease(_ context.Context, req LeaseRequest) (*Lease, erro
 		return nil, fmt.Errorf("lease on %s: %w", a.HostID, err)
 	}
 	return &Lease{HostID: a.HostID, HostQueue: a.HostQueue, Devices: devs, Token: token}, nil
+}
+
+// ended tells whether the workflow execution that owns a lease has
+// closed: terminated, cancelled, failed, timed out or completed without
+// releasing it, or gone from the server. One that continued as new may
+// still mean to use it, and an unanswered question keeps the lease: it
+// still ends with its TTL.
+func (a *Leases) ended(ctx context.Context, owner string) bool {
+	// Workflow ids hold slashes (bench/agent/task/s1); run ids never do.
+	i := strings.LastIndex(owner, "/")
+	if i < 0 {
+		return false
+	}
+	wid, rid := owner[:i], owner[i+1:]
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	d, err := a.Client.DescribeWorkflowExecution(qctx, wid, rid)
+	if errors.As(err, new(*serviceerror.NotFound)) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	switch d.GetWorkflowExecutionInfo().GetStatus() {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
+		return false
+	}
+	return true
 }
 
 // ReleaseLease gives the slot back.

@@ -52,7 +52,12 @@ type Records struct {
 }
 
 // Leases hands out this host's GPU slots.
-type Leases struct{ Host }
+type Leases struct {
+	Host
+	// Client tells whether a lease's owner has ended (nil: leases wait
+	// out their TTL).
+	Client client.Client
+}
 
 // Fleet obtains hosts for provisioned runs.
 type Fleet struct {

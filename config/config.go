@@ -114,6 +114,24 @@ type Temporal struct {
 	TaskQueue      string        `mapstructure:"task_queue" yaml:"task_queue"`
 	ConnectTimeout time.Duration `mapstructure:"connect_timeout" yaml:"connect_timeout"`
 	APIKey         string        `mapstructure:"api_key" yaml:"api_key" secret:"true"`
+	TLS            TemporalTLS   `mapstructure:"tls" yaml:"tls"`
+}
+
+// TemporalTLS secures the connection to the frontend: TLS with the
+// system's roots, a private CA, or mutual TLS with a client certificate.
+type TemporalTLS struct {
+	// Enabled turns TLS on with the system's roots; any file below, or
+	// temporal.api_key, turns it on too.
+	Enabled    bool   `mapstructure:"enabled" yaml:"enabled"`
+	CAFile     string `mapstructure:"ca_file" yaml:"ca_file"`
+	CertFile   string `mapstructure:"cert_file" yaml:"cert_file"`
+	KeyFile    string `mapstructure:"key_file" yaml:"key_file"`
+	ServerName string `mapstructure:"server_name" yaml:"server_name"`
+}
+
+// UsesTLS tells whether the connection to the frontend is TLS.
+func (t Temporal) UsesTLS() bool {
+	return t.TLS.Enabled || t.TLS.CAFile != "" || t.TLS.CertFile != "" || t.TLS.ServerName != "" || t.APIKey != ""
 }
 
 // Dev configures the embedded server of `worker --dev` and `starter demo`.

@@ -27,6 +27,9 @@ func validListen(addr string) bool {
 // Validate checks the values that decode but make no sense.
 func (c *Config) Validate() error {
 	bad := func(format string, a ...any) error { return &Error{Msg: fmt.Sprintf(format, a...)} }
+	if _, err := c.Temporal.TLSConfig(); err != nil {
+		return err
+	}
 	switch {
 	case c.Temporal.Address == "" || !strings.Contains(c.Temporal.Address, ":"):
 		return bad("temporal.address: %q is not host:port (e.g. 127.0.0.1:7233)", c.Temporal.Address)

@@ -86,8 +86,24 @@ func (g *globals) store() (blob.Store, error) {
 	return s, nil
 }
 
-// client dials Temporal once.
+// client dials Temporal once, and refuses a namespace mlrb has not been
+// set up in: a run started there would hang on its first workflow task.
 func (g *globals) client() (client.Client, error) {
+	if g.c != nil {
+		return g.c, nil
+	}
+	c, err := g.dial()
+	if err != nil {
+		return nil, err
+	}
+	if err := app.CheckNamespace(g.ctx, c, g.cfg.Temporal.Namespace); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// dial connects to Temporal once, without checking the namespace.
+func (g *globals) dial() (client.Client, error) {
 	if g.c != nil {
 		return g.c, nil
 	}

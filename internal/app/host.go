@@ -5,8 +5,6 @@ package app
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -51,25 +49,13 @@ func StartDevServer(ctx context.Context, cfg *config.Config, logger *zap.Logger)
 	srvLog := logger.Named("temporal").WithOptions(zap.IncreaseLevel(zapcore.ErrorLevel))
 	s, err := devserver.Start(ctx, devserver.Options{
 		StateDir: cfg.StateDir("temporal"), Port: cfg.Dev.Port, UIPort: cfg.Dev.UIPort,
-		Namespace: cfg.Temporal.Namespace, SearchAttributes: sas, Logger: srvLog,
+		Namespace: cfg.Temporal.Namespace, SearchAttributes: sas, Retention: DefaultRetention, Logger: srvLog,
 	})
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
-
-// ConnectError says the Temporal server could not be reached.
-type ConnectError struct {
-	Address string
-	Err     error
-}
-
-func (e *ConnectError) Error() string {
-	return fmt.Sprintf("cannot reach Temporal at %s (temporal.address, MLRB_TEMPORAL_ADDRESS): %v; start one with `worker --dev` or point temporal.address at your cluster", e.Address, e.Err)
-}
-
-func (e *ConnectError) Unwrap() error { return e.Err }
 
 // Dial connects to the configured Temporal frontend, failing fast.
 func Dial(ctx context.Context, cfg *config.Config, logger *zap.Logger) (client.Client, error) {
@@ -79,18 +65,19 @@ func Dial(ctx context.Context, cfg *config.Config, logger *zap.Logger) (client.C
 // dial connects with the SDK's metrics going to mh (nil: nowhere).
 func dial(ctx context.Context, cfg *config.Config, logger *zap.Logger, mh client.MetricsHandler) (client.Client, error) {
 	opts := client.Options{HostPort: cfg.Temporal.Address, Namespace: cfg.Temporal.Namespace, Logger: sdkLogger(logger), MetricsHandler: mh}
+	tlsConf, err := cfg.Temporal.TLSConfig()
+	if err != nil {
+		return nil, err
+	}
+	opts.ConnectionOptions.TLS = tlsConf
 	if cfg.Temporal.APIKey != "" {
 		opts.Credentials = client.NewAPIKeyStaticCredentials(cfg.Temporal.APIKey)
-		opts.ConnectionOptions.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	dctx, cancel := context.WithTimeout(ctx, cfg.Temporal.ConnectTimeout)
 	defer cancel()
 	c, err := client.DialContext(dctx, opts)
 	if err != nil {
-		if errors.Is(dctx.Err(), context.DeadlineExceeded) {
-			err = fmt.Errorf("no answer within %s", cfg.Temporal.ConnectTimeout)
-		}
-		return nil, &ConnectError{Address: cfg.Temporal.Address, Err: err}
+		return nil, connectError(cfg.Temporal, err, dctx.Err())
 	}
 	return c, nil
 }

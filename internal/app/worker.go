@@ -66,7 +66,7 @@ type step struct {
 // steps are a worker's start, in order.
 func (s *startup) steps() []step {
 	return []step{
-		{"catalog", s.loadCatalog}, {"engine", s.openEngine}, {"work dir", s.lockWorkDir}, {"host id", s.checkHostFree},
+		{"namespace", s.checkNamespace}, {"catalog", s.loadCatalog}, {"engine", s.openEngine}, {"work dir", s.lockWorkDir}, {"host id", s.checkHostFree},
 		{"workspace", s.openWorkspace}, {"leases", s.openLeases}, {"activities", s.assemble}, {"metrics", s.registerMetrics},
 		{"provider", s.openProvider}, {"sweep", s.sweep}, {"fleet record", s.startRecord}, {"host worker", s.startHostWorker},
 		{"shared worker", s.startSharedWorker}, {"fence", s.startFence},
@@ -113,6 +113,11 @@ func (s *startup) undo() {
 		s.closers[i]()
 	}
 	s.closers = nil
+}
+
+// checkNamespace refuses to poll a namespace runs cannot work in.
+func (s *startup) checkNamespace() error {
+	return CheckNamespace(s.ctx, s.c, s.cfg.Temporal.Namespace)
 }
 
 func (s *startup) loadCatalog() (err error) {
@@ -206,7 +211,7 @@ func (s *startup) assemble() error {
 	s.acts = &activities.Set{
 		Tasks:       &activities.Tasks{Catalog: s.catalog, Store: s.engine.Store, Images: s.ws},
 		Records:     &activities.Records{Catalog: s.catalog, Engine: s.engine, Client: s.c},
-		Leases:      &activities.Leases{Host: host},
+		Leases:      &activities.Leases{Host: host, Client: s.c},
 		Fleet:       &activities.Fleet{QueueOf: func(id string) string { return HostQueue(cfg.Temporal.TaskQueue, id) }},
 		Attempts:    &activities.Attempts{Runner: runner},
 		Evaluations: &activities.Evaluations{Runner: runner},

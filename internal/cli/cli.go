@@ -57,7 +57,7 @@ func Execute(root *cobra.Command) {
 	root.SilenceErrors = true
 	root.SilenceUsage = true
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{Err: err} })
-	err := root.Execute()
+	err := app.ExplainOutage(root.Execute())
 	if err == nil {
 		return
 	}
@@ -77,5 +77,6 @@ func IsUsage(err error) bool {
 	var conn *app.ConnectError
 	var se *blob.StoreError
 	var cat *tasks.CatalogError
-	return errors.As(err, &ce) || errors.As(err, &ut) || errors.As(err, &conn) || errors.As(err, &se) || errors.As(err, &cat)
+	var setup *app.SetupError
+	return errors.As(err, &ce) || errors.As(err, &ut) || errors.As(err, &conn) || errors.As(err, &se) || errors.As(err, &cat) || errors.As(err, &setup)
 }

@@ -29,6 +29,7 @@ import (
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/mlrb/mlrb/internal/ports"
 )
@@ -43,7 +44,9 @@ type Options struct {
 	// SearchAttributes are registered before any workflow can upsert them:
 	// an unregistered attribute leaves a workflow task failing forever.
 	SearchAttributes map[string]enumspb.IndexedValueType
-	Logger           *zap.Logger
+	// Retention is how long closed runs stay listed (0: Temporal's 24h).
+	Retention time.Duration
+	Logger    *zap.Logger
 }
 
 // Server is a running embedded Temporal server.
@@ -259,6 +262,9 @@ func sqlConfig(o Options) (*config.SQL, error) {
 	ns, err := sqliteschema.NewNamespaceConfig(clusterName, o.Namespace, false, o.SearchAttributes)
 	if err != nil {
 		return nil, fmt.Errorf("devserver: namespace config: %w", err)
+	}
+	if o.Retention > 0 {
+		ns.Detail.Config.Retention = durationpb.New(o.Retention)
 	}
 	if err := sqliteschema.CreateNamespaces(conf, ns); err != nil {
 		return nil, fmt.Errorf("devserver: create namespace %q: %w", o.Namespace, err)

@@ -20,7 +20,11 @@ var ErrNoCapacity = errors.New("not enough free GPUs on this host")
 
 // Lease is one holder's slot and devices.
 type Lease struct {
-	Token   string    `json:"token"`
+	Token string `json:"token"`
+	// Owner names the workflow execution that took the lease
+	// ("workflow-id/run-id", "": unknown), so that a slot an ended
+	// execution still holds can be taken back before its TTL.
+	Owner   string    `json:"owner,omitempty"`
 	Devices []int     `json:"devices,omitempty"`
 	Since   time.Time `json:"since"`
 	Renewed time.Time `json:"renewed"`
@@ -100,9 +104,10 @@ func NewPool(o Options) (*Pool, error) {
 	return p, nil
 }
 
-// Acquire leases n devices to token. Acquiring again under the same token
-// returns the same devices, so a redelivered lease request is harmless.
-func (p *Pool) Acquire(token string, n int) ([]int, error) {
+// Acquire leases n devices to token for owner. Acquiring again under the
+// same token returns the same devices, so a redelivered lease request is
+// harmless.
+func (p *Pool) Acquire(token, owner string, n int) ([]int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.expire()
@@ -117,7 +122,44 @@ func (p *Pool) Acquire(token string, n int) ([]int, error) {
 	if len(free) < n {
 		return nil, fmt.Errorf("%w: want %d, %d of %d free", ErrNoCapacity, n, len(free), len(p.devices))
 	}
-	return slices.Clone(p.take(token, free[:n]).Devices), p.save()
+	l := p.take(token, free[:n])
+	l.Owner = owner
+	return slices.Clone(l.Devices), p.save()
+}
+
+// Reclaim frees the leases whose owner has ended, as gone tells (asked
+// without the lock held: it may be a call to the server). A terminated
+// run never releases its slots; without this they would wait out the
+// TTL while the same runs, resumed, queue behind them. It returns how
+// many it freed.
+func (p *Pool) Reclaim(gone func(owner string) bool) int {
+	p.mu.Lock()
+	owners := map[string]string{}
+	for t, l := range p.leases {
+		if l.Owner != "" {
+			owners[t] = l.Owner
+		}
+	}
+	p.mu.Unlock()
+	ended := map[string]bool{}
+	for _, o := range owners {
+		if _, asked := ended[o]; !asked {
+			ended[o] = gone(o)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for t, o := range owners {
+		if l, ok := p.leases[t]; ok && l.Owner == o && ended[o] {
+			delete(p.leases, t)
+			n++
+		}
+	}
+	if n > 0 {
+		_ = p.save()
+	}
+	return n
 }
 
 // Claim makes sure token holds devices: renewed when it does, taken again

@@ -2,8 +2,10 @@ package gpu
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -38,18 +40,18 @@ func (c *clock) add(d time.Duration) {
 
 func TestPool(t *testing.T) {
 	p := newPool(t, Options{Slots: 8, Devices: []int{3, 1}})
-	a, err := p.Acquire("run-a/1", 1)
+	a, err := p.Acquire("run-a/1", "", 1)
 	if err != nil || len(a) != 1 || a[0] != 1 {
 		t.Fatalf("Acquire = %v, %v; want [1]", a, err)
 	}
-	again, _ := p.Acquire("run-a/1", 1)
+	again, _ := p.Acquire("run-a/1", "", 1)
 	if again[0] != 1 {
 		t.Fatalf("re-acquire under the same token gave %v", again)
 	}
-	if _, err := p.Acquire("run-b/1", 2); !errors.Is(err, ErrNoCapacity) {
+	if _, err := p.Acquire("run-b/1", "", 2); !errors.Is(err, ErrNoCapacity) {
 		t.Fatalf("over-subscription: %v", err)
 	}
-	b, err := p.Acquire("run-b/1", 1)
+	b, err := p.Acquire("run-b/1", "", 1)
 	if err != nil || b[0] != 3 {
 		t.Fatalf("second lease = %v, %v", b, err)
 	}
@@ -65,10 +67,10 @@ func TestPool(t *testing.T) {
 		t.Fatalf("holders after release: %q %q", p.Holder(1), p.Holder(3))
 	}
 	cpu := newPool(t, Options{Slots: 1})
-	if d, err := cpu.Acquire("cpu", 0); err != nil || d != nil {
+	if d, err := cpu.Acquire("cpu", "", 0); err != nil || d != nil {
 		t.Fatalf("CPU lease = %v, %v", d, err)
 	}
-	if _, err := cpu.Acquire("cpu-2", 0); !errors.Is(err, ErrNoCapacity) {
+	if _, err := cpu.Acquire("cpu-2", "", 0); !errors.Is(err, ErrNoCapacity) {
 		t.Fatalf("a second lease on a one-slot host: %v", err)
 	}
 }
@@ -79,15 +81,15 @@ func TestPool(t *testing.T) {
 func TestLeaseExpires(t *testing.T) {
 	clk := &clock{t: time.Unix(1000, 0)}
 	p := newPool(t, Options{Slots: 1, Devices: []int{0}, TTL: time.Minute, Now: clk.now})
-	if _, err := p.Acquire("dead", 1); err != nil {
+	if _, err := p.Acquire("dead", "", 1); err != nil {
 		t.Fatal(err)
 	}
 	clk.add(59 * time.Second)
-	if _, err := p.Acquire("next", 1); !errors.Is(err, ErrNoCapacity) {
+	if _, err := p.Acquire("next", "", 1); !errors.Is(err, ErrNoCapacity) {
 		t.Fatalf("within the TTL the slot is held: %v", err)
 	}
 	clk.add(2 * time.Second)
-	if d, err := p.Acquire("next", 1); err != nil || d[0] != 0 {
+	if d, err := p.Acquire("next", "", 1); err != nil || d[0] != 0 {
 		t.Fatalf("after the TTL: %v, %v", d, err)
 	}
 	for i := 0; i < 5; i++ {
@@ -110,7 +112,7 @@ func TestLeasesSurviveARestart(t *testing.T) {
 	o := Options{Slots: 2, Devices: []int{0, 1}, TTL: time.Minute, Now: clk.now, File: file}
 	p := newPool(t, o)
 	for _, tok := range []string{"a", "b"} {
-		if _, err := p.Acquire(tok, 1); err != nil {
+		if _, err := p.Acquire(tok, "", 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -155,7 +157,7 @@ func TestATornLeaseFileIsSetAside(t *testing.T) {
 			if b, err := os.ReadFile(aside); err != nil || string(b) != body {
 				t.Fatalf("the torn file was not kept aside (%q): %q, %v", aside, b, err)
 			}
-			if _, err := p.Acquire("x", 1); err != nil {
+			if _, err := p.Acquire("x", "", 1); err != nil {
 				t.Fatal(err)
 			}
 			q, err := NewPool(Options{Slots: 1, Devices: []int{0}, TTL: time.Minute, File: file})
@@ -163,5 +165,42 @@ func TestATornLeaseFileIsSetAside(t *testing.T) {
 				t.Fatalf("the lease written after: %v, %v", q.Leases(), err)
 			}
 		})
+	}
+}
+
+// TestReclaimFreesOnlyEndedOwners: a slot whose owner has ended (a
+// terminated run) is free at once, long before its TTL; live owners and
+// leases without an owner keep theirs, and the freed lease survives no
+// restart.
+func TestReclaimFreesOnlyEndedOwners(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "leases.json")
+	p := newPool(t, Options{Slots: 3, Devices: []int{0, 1, 2}, TTL: time.Hour, File: file})
+	for _, l := range []struct{ token, owner string }{{"a/1", "run-a/x1"}, {"b/1", "run-b/y1"}, {"c/1", ""}} {
+		if _, err := p.Acquire(l.token, l.owner, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Acquire("a/2", "run-a/x2", 1); !errors.Is(err, ErrNoCapacity) {
+		t.Fatalf("full pool: %v", err)
+	}
+	var asked []string
+	n := p.Reclaim(func(owner string) bool { asked = append(asked, owner); return owner == "run-a/x1" })
+	if n != 1 || len(asked) != 2 {
+		t.Fatalf("Reclaim freed %d, asked %v; want 1 freed, 2 owners asked", n, asked)
+	}
+	if d, err := p.Acquire("a/2", "run-a/x2", 1); err != nil || d[0] != 0 {
+		t.Fatalf("after the reclaim the ended run's device is free: %v, %v", d, err)
+	}
+	again, err := NewPool(Options{Slots: 3, Devices: []int{0, 1, 2}, TTL: time.Hour, File: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tokens []string
+	for _, l := range again.Leases() {
+		tokens = append(tokens, l.Token+"="+l.Owner)
+	}
+	sort.Strings(tokens)
+	if fmt.Sprint(tokens) != "[a/2=run-a/x2 b/1=run-b/y1 c/1=]" {
+		t.Fatalf("leases after a restart: %v", tokens)
 	}
 }
