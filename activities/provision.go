@@ -3,7 +3,9 @@ package activities
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/mlrb/mlrb/internal/provision"
@@ -33,10 +35,25 @@ func (a *Fleet) ProvisionHost(ctx context.Context, req HostRequest) (*Provisione
 }
 
 // ReleaseHost gives a provisioned host back: its job is cancelled, its
-// instance terminated (one already gone is not an error).
+// instance terminated (one already gone is not an error), and it returns
+// once the host is gone, heartbeating while it waits.
 func (a *Fleet) ReleaseHost(ctx context.Context, h ProvisionedHost) error {
 	if a.Provisioner == nil || h.Kind != a.ProvisionerKind {
 		return nil
 	}
-	return a.Provisioner.Stop(ctx, h.ID)
+	if activity.IsActivity(ctx) {
+		hctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() {
+			for {
+				activity.RecordHeartbeat(hctx)
+				select {
+				case <-hctx.Done():
+					return
+				case <-time.After(5 * time.Second):
+				}
+			}
+		}()
+	}
+	return a.Provisioner.Stop(ctx, provision.Job{ID: h.ID, HostID: h.HostID})
 }

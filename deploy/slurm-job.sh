@@ -7,14 +7,15 @@
 # its devices are the ones Slurm gave the job, it serves only its own
 # queue and provisions nothing. sbatch exports the submitting worker's
 # MLRB_* settings by name (temporal.address, storage), never ALL; its
-# credentials come from a file only this user reads, removed as soon as
-# they are read, so that no Slurm record holds them. scancel sends
+# credentials come from a file only this user reads, so that no Slurm
+# record holds them. The file stays while the job is queued (a requeued
+# job runs this script again and needs it) and the provisioner removes it
+# once the job has left the queue. scancel sends
 # SIGTERM, on which the worker hands its attempt back with a checkpoint;
 # the job's work dir (a restored workspace) goes with the job.
 set -a
 . {{q .Credentials}}
 set +a
-rm -f {{q .Credentials}}
 trap 'rm -rf {{q .WorkDir}}' EXIT
 trap 'kill -TERM "$worker" 2>/dev/null' TERM INT
 env MLRB_HOST_ID={{q .HostID}} MLRB_HOST_GPU_DEVICES="${CUDA_VISIBLE_DEVICES:-}" MLRB_HOST_GPU_TYPE={{q .GPUType}} \

@@ -114,6 +114,12 @@ func timeoutName(t enumspb.TimeoutType) string {
 type attemptLoop struct {
 	r        *runState
 	attempts []runs.AttemptRecord
+	// ranTo is how far each lost attempt was reckoned to have run (from
+	// its last heartbeat heard), and resumedFrom the agent time the
+	// current attempt took over from a checkpoint the run had not heard
+	// of: together they correct the ledger once that checkpoint arrives.
+	ranTo       map[int]float64
+	resumedFrom float64
 }
 
 // runAttempts runs the agent, re-leasing and resuming after infra losses.
@@ -185,6 +191,31 @@ func (al *attemptLoop) leaseFor(ctx workflow.Context, attempt int) (lease activi
 	return lease, false, nil
 }
 
+// tookOver corrects the ledger when the current attempt takes over a
+// checkpoint an earlier, lost attempt committed that the run never heard
+// of (its signals were lost with the server or the worker): that attempt
+// ran at least to the checkpoint, so the time booked as lost past the
+// estimate's last checkpoint, and as infra wait, was partly the agent's
+// kept work, and the current attempt starts from there.
+func (al *attemptLoop) tookOver(c activities.CheckpointRef, usedBefore float64) {
+	if c.Attempt >= al.r.st.Attempt || c.AgentSeconds <= usedBefore {
+		return
+	}
+	al.resumedFrom = c.AgentSeconds
+	for i := range al.attempts {
+		rec := &al.attempts[i]
+		reached, lost := al.ranTo[rec.N]
+		if rec.N != c.Attempt || !lost {
+			continue
+		}
+		kept := max(0, reached-c.AgentSeconds)
+		b := &al.r.st.Budget
+		b.LostS = max(0, b.LostS-(rec.LostS-kept))
+		b.InfraWaitS = max(0, b.InfraWaitS-max(0, c.AgentSeconds-reached))
+		rec.LostS, rec.ToS = kept, c.AgentSeconds
+	}
+}
+
 // runAgent runs one attempt of the agent on its lease and gives the lease
 // and the host back. An attempt lost to the infrastructure books its time
 // (refunding what ran past the last checkpoint) and says so (lost): the
@@ -207,7 +238,8 @@ func (al *attemptLoop) runAgent(ctx workflow.Context, attempt int, lease activit
 	}
 	out, err := runAgent.call(ctx, callArgs{pol: p, lease: lease, ledger: al.r.st.Budget, bytes: bytes}, in)
 	al.r.drainCheckpoints(ctx)
-	rec := runs.AttemptRecord{N: attempt, Host: lease.HostID, LeaseWaitS: al.r.slots.leaseWaitS, LeasedAt: leased, FromS: base}
+	rec := runs.AttemptRecord{N: attempt, Host: lease.HostID, LeaseWaitS: al.r.slots.leaseWaitS, LeasedAt: leased, FromS: max(base, al.resumedFrom)}
+	al.resumedFrom = 0
 	defer func() {
 		rec.EndedAt, rec.ToS = workflow.Now(ctx), al.r.st.Budget.UsedS
 		al.attempts = append(al.attempts, rec)
@@ -237,8 +269,13 @@ func (al *attemptLoop) runAgent(ctx workflow.Context, attempt int, lease activit
 	}
 	wall := workflow.Now(ctx).Sub(started)
 	before := al.r.st.Budget
-	al.r.st.Budget.Crash(ranTo(err, base, wall, p.HeartbeatTimeout), wall.Seconds(), base)
+	reached := ranTo(err, base, wall, p.HeartbeatTimeout)
+	al.r.st.Budget.Crash(reached, wall.Seconds(), base)
 	rec.LostS = al.r.st.Budget.LostS - before.LostS
+	if al.ranTo == nil {
+		al.ranTo = map[int]float64{}
+	}
+	al.ranTo[attempt] = reached
 	al.r.metrics(ctx).Timer(MetricLost).Record(seconds(al.r.st.Budget.LostS - before.LostS))
 	al.r.metrics(ctx).Timer(MetricInfraWait).Record(seconds(al.r.st.Budget.InfraWaitS - before.InfraWaitS))
 	workflow.GetLogger(ctx).Warn("agent attempt lost; resuming from the last checkpoint",

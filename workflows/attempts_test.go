@@ -300,3 +300,48 @@ func fakeSlurm(env *testsuite.TestWorkflowEnvironment) (asked *[]activities.Host
 		})
 	return asked, released
 }
+
+// TestTakeoverCorrectsTheLedger is the cluster finding F5: attempt 1's
+// heartbeats stop reaching the server at 20 s (history down), so it is
+// booked lost from its last heard checkpoint (18 s) to an estimate; it
+// had in fact committed up to 81 s, which attempt 2 takes over. The
+// ledger then says attempt 1 reached 81 s with nothing lost past the
+// estimate, attempt 2 started from 81 s, and infra wait no longer counts
+// the agent's kept work.
+func TestTakeoverCorrectsTheLedger(t *testing.T) {
+	env := newEnv(t)
+	var booked float64
+	env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.AgentInput) (*activities.AgentResult, error) {
+			if in.Attempt == 1 {
+				c := ck(1, 18)
+				c.Attempt, c.From = 1, 1
+				return committedThen(env, in, temporal.NewHeartbeatTimeoutError(activities.Heartbeat{AgentSeconds: 20}), c)
+			}
+			v, err := env.QueryWorkflow(QueryStatus)
+			var st Status
+			if err == nil {
+				err = v.Get(&st)
+			}
+			if err != nil {
+				return nil, err
+			}
+			booked = st.Budget.LostS
+			taken := ck(2, 81)
+			taken.Attempt, taken.From = 1, 2
+			mine := ck(3, 132)
+			mine.Attempt, mine.From = 2, 2
+			return committed(env, in, &activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 132}, taken, mine)
+		})
+	env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.5), nil)
+	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: testPolicy})
+	r := result(t, env)
+	if r.Outcome != runs.OutcomeScored || r.Attempts != 2 || r.Budget.UsedS != 132 || len(r.AttemptLog) != 2 {
+		t.Fatalf("result = %+v", r)
+	}
+	first, second := r.AttemptLog[0], r.AttemptLog[1]
+	if booked <= 0 || first.ToS != 81 || first.LostS != 0 || r.Budget.LostS != 0 || second.FromS != 81 {
+		t.Fatalf("booked %.2f lost before the takeover; after it: attempts %+v, budget %+v; want attempt 1 to 81 s with nothing lost, attempt 2 from 81 s", booked, r.AttemptLog, r.Budget)
+	}
+	t.Logf("lost %.2f s before the takeover, %.2f after; infra wait %.2f s", booked, r.Budget.LostS, r.Budget.InfraWaitS)
+}

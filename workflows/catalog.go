@@ -29,7 +29,7 @@ var (
 	provisionHost = activityOf[*activities.Fleet, activities.HostRequest, *activities.ProvisionedHost]{
 		name: activities.ProvisionHostName, on: onShared, options: provisionOptions, of: setFleet, fn: (*activities.Fleet).ProvisionHost}
 	releaseHost = actionOf[*activities.Fleet, activities.ProvisionedHost]{
-		name: activities.ReleaseHostName, on: onShared, options: quickOptions, of: setFleet, fn: (*activities.Fleet).ReleaseHost}
+		name: activities.ReleaseHostName, on: onShared, options: hostReleaseOptions, of: setFleet, fn: (*activities.Fleet).ReleaseHost}
 	// A provisioned host's slot is leased on its own queue.
 	acquireLease = activityOf[*activities.Leases, activities.LeaseRequest, *activities.Lease]{
 		name: activities.AcquireLeaseName, on: onShared | onHost, options: leaseOptions, of: setLeases, fn: (*activities.Leases).AcquireLease}

@@ -108,6 +108,18 @@ func agentOptions(ctx workflow.Context, a callArgs) workflow.Context {
 	})
 }
 
+// hostReleaseOptions: giving a provisioned host back waits until it is
+// gone (a Slurm job's allocation over), which takes as long as its
+// worker's hand-back; the activity heartbeats meanwhile. A host a run
+// fails to give back is the reaper's.
+func hostReleaseOptions(ctx workflow.Context, _ callArgs) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Minute,
+		HeartbeatTimeout:    quickTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+	})
+}
+
 // releaseOptions: the release goes to the host that holds the lease; a
 // lease on a dead host died with it, so a minute without a worker ends
 // the try.

@@ -267,6 +267,7 @@ func (r *runState) accept(ctx workflow.Context, c activities.CheckpointRef) {
 	}
 	cp := c
 	r.last = &cp
+	r.loop.tookOver(c, r.st.Budget.UsedS)
 	r.st.Budget.Preserve(c.AgentSeconds)
 }
 

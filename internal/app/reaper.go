@@ -36,7 +36,7 @@ func reapJobs(ctx context.Context, s provision.Provider, c client.Client, period
 				continue
 			}
 			log.Warn("reaper: giving back a host its run no longer uses", zap.String("job", j.ID), zap.String("run", runID), zap.String("why", why))
-			if err := s.Stop(ctx, j.ID); err != nil {
+			if err := s.Stop(ctx, j); err != nil {
 				log.Warn("reaper: cancel", zap.String("job", j.ID), zap.Error(err))
 			}
 		}

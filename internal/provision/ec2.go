@@ -122,7 +122,8 @@ func (e *EC2) Launch(ctx context.Context, r Request) (Job, error) {
 }
 
 // Stop terminates an instance; one already gone is not an error.
-func (e *EC2) Stop(ctx context.Context, id string) error {
+func (e *EC2) Stop(ctx context.Context, j Job) error {
+	id := j.ID
 	_, err := e.Client.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
 	var ae smithy.APIError
 	if errors.As(err, &ae) && ae.ErrorCode() == "InvalidInstanceID.NotFound" {

@@ -180,13 +180,13 @@ func TestEC2Wire(t *testing.T) {
 	if h, ok := ParseJobName(jobs[0].Name); !ok || h.RunID != "bench/a/t/s1" || h.N != 3 {
 		t.Fatalf("the listed instance's run: %+v", h)
 	}
-	if err := e.Stop(ctx, job.ID); err != nil {
+	if err := e.Stop(ctx, job); err != nil {
 		t.Fatal(err)
 	}
 	if jobs, err := e.List(ctx); err != nil || len(jobs) != 0 {
 		t.Fatalf("after terminate: %+v, %v", jobs, err)
 	}
-	if err := e.Stop(ctx, "i-gone"); err != nil {
+	if err := e.Stop(ctx, Job{ID: "i-gone"}); err != nil {
 		t.Fatalf("terminating an instance that is gone: %v", err)
 	}
 	if _, err := e.Launch(ctx, Request{Holder: runs.Holder{RunID: "r", N: 1}, GPUType: "V100"}); err == nil || !strings.Contains(err.Error(), "provision.ec2.instance_types") {

@@ -20,8 +20,9 @@ type Provider interface {
 	// Launch obtains the attempt's host; a retried launch finds the host
 	// the first one obtained instead of obtaining another.
 	Launch(ctx context.Context, r Request) (Job, error)
-	// Stop gives a host back; one already gone is not an error.
-	Stop(ctx context.Context, id string) error
+	// Stop gives a host back, returning once it is gone; one already
+	// gone is not an error.
+	Stop(ctx context.Context, j Job) error
 	// List lists the hosts this provider obtained that still exist.
 	List(ctx context.Context) ([]Job, error)
 }

@@ -36,6 +36,8 @@ type Slurm struct {
 	// WorkDir is where each job's worker keeps its workspaces (a
 	// directory per job under it).
 	WorkDir string
+	// Timeout bounds each Slurm command (0: 30 s).
+	Timeout time.Duration
 }
 
 // namePrefix marks mlrb's jobs; the rest of the name is the run and
@@ -93,23 +95,16 @@ func (s *Slurm) Launch(ctx context.Context, r Request) (Job, error) {
 	name := JobName(r.Holder)
 	// Only this user's jobs of this deployment are adopted: a job of the
 	// same name anyone else submitted is not this attempt's host.
-	if jobs, err := s.List(ctx); err != nil {
-		return Job{}, err
-	} else {
-		for _, j := range jobs {
-			if j.Name == name {
-				return j, nil
-			}
-		}
+	if j, ok, err := s.find(ctx, name); err != nil || ok {
+		return j, err
 	}
 	host := HostID(r.Holder)
 	export, creds := jobEnv(s.environ())
-	credFile := s.WorkDir + "/" + host + ".cred"
-	if err := writeCredentials(credFile, creds); err != nil {
+	if err := writeCredentials(s.credFile(host), creds); err != nil {
 		return Job{}, err
 	}
 	script, err := render("slurm-job.sh", deploy.SlurmJob, struct{ HostID, GPUType, WorkDir, Worker, Credentials string }{
-		host, r.GPUType, jobDir(s.WorkDir, host), shellJoin(s.Worker), credFile})
+		host, r.GPUType, jobDir(s.WorkDir, host), shellJoin(s.Worker), s.credFile(host)})
 	if err != nil {
 		return Job{}, err
 	}
@@ -121,13 +116,70 @@ func (s *Slurm) Launch(ctx context.Context, r Request) (Job, error) {
 	if s.Partition != "" {
 		args = append(args, "--partition", s.Partition)
 	}
-	out, err := runIn(ctx, script, "sbatch", args...)
-	if err != nil {
+	if _, err := s.runIn(ctx, script, "sbatch", args...); err != nil {
+		// A submit that timed out here may have reached slurmctld all the
+		// same: then its job is this attempt's.
+		if j, ok, ferr := s.find(ctx, name); ferr == nil && ok {
+			return j, nil
+		}
 		return Job{}, fmt.Errorf("sbatch %s: %w", name, err)
 	}
-	id, _, _ := strings.Cut(strings.TrimSpace(out), ";")
-	return Job{ID: id, Name: name, HostID: host}, nil
+	return s.only(ctx, name)
 }
+
+// find is this deployment's queued job of that name, if there is one.
+func (s *Slurm) find(ctx context.Context, name string) (Job, bool, error) {
+	jobs, err := s.named(ctx, name)
+	if err != nil || len(jobs) == 0 {
+		return Job{}, false, err
+	}
+	return jobs[0], true, nil
+}
+
+// named lists this deployment's queued jobs of that name, oldest first.
+func (s *Slurm) named(ctx context.Context, name string) ([]Job, error) {
+	jobs, err := s.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	jobs = slices.DeleteFunc(jobs, func(j Job) bool { return j.Name != name })
+	slices.SortFunc(jobs, func(a, b Job) int { return cmpJobID(a.ID, b.ID) })
+	return jobs, nil
+}
+
+// only keeps one job of that name after a submit: a submit whose answer
+// was lost and that was retried before its job showed in the queue
+// leaves two, and the later ones are cancelled.
+func (s *Slurm) only(ctx context.Context, name string) (Job, error) {
+	jobs, err := s.named(ctx, name)
+	if err != nil {
+		return Job{}, err
+	}
+	if len(jobs) == 0 {
+		return Job{}, fmt.Errorf("sbatch %s: submitted, but the job is not in the queue", name)
+	}
+	for _, extra := range jobs[1:] {
+		if _, err := s.run(ctx, "scancel", extra.ID); err != nil {
+			return Job{}, fmt.Errorf("scancel a second job %s of %s: %w", extra.ID, name, err)
+		}
+	}
+	return jobs[0], nil
+}
+
+// cmpJobID orders Slurm job ids by number (submission order).
+func cmpJobID(a, b string) int {
+	x, errA := strconv.Atoi(a)
+	y, errB := strconv.Atoi(b)
+	if errA != nil || errB != nil {
+		return strings.Compare(a, b)
+	}
+	return x - y
+}
+
+// credFile holds a job's credentials for as long as it is queued: a
+// requeued job (preempted, its node failed) runs its script again and
+// reads them again.
+func (s *Slurm) credFile(host string) string { return s.WorkDir + "/" + host + ".cred" }
 
 // exportAlways are the variables a job's worker gets besides the MLRB_*
 // settings: what any process expects to find.
@@ -191,13 +243,41 @@ func (s *Slurm) environ() []string {
 }
 
 // Stop cancels a job (SIGTERM to its worker, which hands its attempt
-// back); a job already gone is not an error.
-func (s *Slurm) Stop(ctx context.Context, id string) error {
-	if _, err := run(ctx, "scancel", id); err != nil {
-		return fmt.Errorf("scancel %s: %w", id, err)
+// back) and returns once the job has left the queue: a job still
+// COMPLETING holds its node and GPUs, and a lease that ended before its
+// allocation would let the next one oversubscribe them. Then its
+// credentials go. A job already gone is not an error.
+func (s *Slurm) Stop(ctx context.Context, j Job) error {
+	if _, err := s.run(ctx, "scancel", j.ID); err != nil {
+		return fmt.Errorf("scancel %s: %w", j.ID, err)
+	}
+	for {
+		out, err := s.run(ctx, "squeue", "--noheader", "--jobs", j.ID, "--format", "%T")
+		state := strings.TrimSpace(out)
+		if err != nil && !strings.Contains(err.Error(), "Invalid job id") {
+			return fmt.Errorf("squeue job %s: %w", j.ID, err)
+		}
+		if err != nil || state == "" || jobEnded[state] {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("job %s still %s after scancel: %w", j.ID, state, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if j.HostID != "" {
+		if err := os.Remove(s.credFile(j.HostID)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove job %s's credentials: %w", j.ID, err)
+		}
 	}
 	return nil
 }
+
+// jobEnded are the states of a job whose allocation is over (squeue
+// lists them for a while after the end).
+var jobEnded = map[string]bool{"CANCELLED": true, "COMPLETED": true, "FAILED": true, "TIMEOUT": true, "NODE_FAIL": true,
+	"PREEMPTED": true, "OUT_OF_MEMORY": true, "BOOT_FAIL": true, "DEADLINE": true}
 
 // comment marks a job as this deployment's (sbatch --comment).
 func (s *Slurm) comment() string { return namePrefix + s.Deployment }
@@ -210,7 +290,7 @@ func (s *Slurm) List(ctx context.Context) ([]Job, error) {
 	if u, err := user.Current(); err == nil {
 		args = append(args, "--user", u.Username)
 	}
-	out, err := run(ctx, "squeue", args...)
+	out, err := s.run(ctx, "squeue", args...)
 	if err != nil {
 		return nil, fmt.Errorf("squeue: %w", err)
 	}
@@ -229,16 +309,22 @@ func (s *Slurm) List(ctx context.Context) ([]Job, error) {
 	return jobs, nil
 }
 
-func run(ctx context.Context, name string, args ...string) (string, error) {
-	return runIn(ctx, "", name, args...)
+func (s *Slurm) run(ctx context.Context, name string, args ...string) (string, error) {
+	return s.runIn(ctx, "", name, args...)
 }
 
 // runIn runs a Slurm command with stdin (sbatch reads its script there).
-func runIn(ctx context.Context, stdin, name string, args ...string) (string, error) {
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+func (s *Slurm) runIn(ctx context.Context, stdin, name string, args ...string) (string, error) {
+	timeout := s.Timeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, name, args...)
 	cmd.Stdin = strings.NewReader(stdin)
+	// A wrapper's child may hold the output open past the kill.
+	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		var ee *exec.ExitError

@@ -2,6 +2,7 @@ package provision
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,7 +30,7 @@ func TestSlurmJobLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Stop(context.Background(), job.ID) })
+	t.Cleanup(func() { _ = s.Stop(context.Background(), job) })
 	again, err := s.Launch(ctx, req)
 	if err != nil || again.ID != job.ID {
 		t.Fatalf("a retried submit: %+v, %v; first was %s", again, err, job.ID)
@@ -48,17 +49,80 @@ func TestSlurmJobLifecycle(t *testing.T) {
 	if err != nil || len(jobs) != 1 || jobs[0].ID != job.ID || jobs[0].HostID != HostID(runs.Holder{RunID: "bench/agent/task/s1", N: 2}) {
 		t.Fatalf("list = %+v, %v", jobs, err)
 	}
-	if err := s.Stop(ctx, job.ID); err != nil {
+	if err := s.Stop(ctx, job); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		jobs, err := s.List(ctx)
-		if err == nil && len(jobs) == 0 {
-			break
+	// Stop returns once the job has left the queue: its allocation is over.
+	if jobs, err := s.List(ctx); err != nil || len(jobs) != 0 {
+		t.Fatalf("queued after Stop returned: %+v, %v", jobs, err)
+	}
+}
+
+// TestSlurmSubmitTimeoutAndRequeue, on a real Slurm: a submit whose
+// answer times out after slurmctld took the job is not submitted again,
+// a requeued job still has its credentials, and once Stop returns no job
+// is left in the queue and the credentials are gone.
+func TestSlurmSubmitTimeoutAndRequeue(t *testing.T) {
+	real := testenv.Tool(t, "sbatch", "bash .ci/slurm (Debian's slurm-wlm and munge, a one-node cluster)")
+	ctx := context.Background()
+	dir := t.TempDir()
+	wrap := filepath.Join(dir, "bin")
+	if err := os.Mkdir(wrap, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The first submit reaches slurmctld, then its answer never comes back in time.
+	once := filepath.Join(dir, "timed-out")
+	script := "#!/bin/sh\nif [ ! -e " + once + " ]; then touch " + once + "; " + real + " \"$@\" >/dev/null; exec sleep 30; fi\nexec " + real + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(wrap, "sbatch"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", wrap+":"+os.Getenv("PATH"))
+	out := filepath.Join(dir, "seen")
+	s := &Slurm{Worker: []string{"/bin/sh", "-c", `echo "$MLRB_TEST_TOKEN" >> ` + out + `; sleep 300`}, WorkDir: dir, Timeout: 3 * time.Second,
+		Deployment: "requeue-test", Environ: func() []string { return []string{"MLRB_TEST_TOKEN=s3cret", "PATH=" + os.Getenv("PATH")} }}
+	req := Request{Holder: runs.Holder{RunID: "bench/agent/task/s9", N: 1}, TimeLimit: 5 * time.Minute}
+	job, err := s.Launch(ctx, req)
+	if err != nil {
+		t.Fatalf("a submit that timed out after the job was queued: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Stop(context.Background(), job) })
+	if again, err := s.Launch(ctx, req); err != nil || again.ID != job.ID {
+		t.Fatalf("retried submit: %+v, %v; want job %s", again, err, job.ID)
+	}
+	if jobs, _ := s.List(ctx); len(jobs) != 1 {
+		t.Fatalf("jobs after a timed-out submit and a retry: %+v", jobs)
+	}
+	lines := func() []string {
+		b, _ := os.ReadFile(out)
+		return strings.Fields(string(b))
+	}
+	waitLines := func(n int) {
+		for deadline := time.Now().Add(90 * time.Second); len(lines()) < n; time.Sleep(200 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the job's worker ran %d times, want %d: %q", len(lines()), n, lines())
+			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still queued after scancel: %+v", jobs)
-		}
+	}
+	waitLines(1)
+	if b, err := exec.Command("scontrol", "requeue", job.ID).CombinedOutput(); err != nil {
+		t.Fatalf("scontrol requeue: %v %s", err, b)
+	}
+	// A requeued job waits for a begin time; let it start now.
+	for deadline := time.Now().Add(60 * time.Second); len(lines()) < 2 && time.Now().Before(deadline); time.Sleep(time.Second) {
+		_ = exec.Command("scontrol", "update", "JobId="+job.ID, "StartTime=now").Run()
+	}
+	waitLines(2)
+	if got := lines(); got[0] != "s3cret" || got[1] != "s3cret" {
+		t.Fatalf("the requeued job's credentials: %q", got)
+	}
+	if err := s.Stop(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if jobs, err := s.List(ctx); err != nil || len(jobs) != 0 {
+		t.Fatalf("queued after Stop returned: %+v, %v", jobs, err)
+	}
+	if _, err := os.Stat(s.credFile(job.HostID)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("credentials left after the job: %v", err)
 	}
 }
 
