@@ -67,6 +67,7 @@ func main() {
 	flag.IntVar(&o.conc, "conc", 16, "runs at once in the benchmark")
 	flag.IntVar(&o.starters, "starters", 32, "workflow starts in flight from the client")
 	flag.StringVar(&o.profile, "cpuprofile", "", "a directory where the server and the worker each write a CPU profile (server.pprof, worker.pprof; `go tool pprof -top`)")
+	flag.BoolVar(&o.external, "external", false, "drive the Temporal cluster the environment's MLRB_TEMPORAL_* settings name (readied by `starter setup`) instead of an embedded server; its services' memory is theirs to read")
 	flag.StringVar(&o.agentBin, "agent-binary", "build", "host.agent_binary of the worker: build (deploy/agent, with the go tool), self (this binary, which embeds the server), or a path")
 	flag.Parse()
 	t0 := time.Now()
@@ -80,6 +81,10 @@ func main() {
 type opts struct {
 	runs, seq, seeds, conc, starters int
 	task, agentBin, profile          string
+	external                         bool
+	// prefix makes the workflow ids of this benchmark its own on a
+	// cluster that keeps earlier ones.
+	prefix string
 }
 
 // serve runs one child: the embedded server alone, or the worker alone.
@@ -134,8 +139,12 @@ func start(name string, env []string, log string) (*child, error) {
 	return &child{name: name, cmd: cmd}, nil
 }
 
-// usage is a process's CPU seconds so far and its peak resident memory.
+// usage is a process's CPU seconds so far and its peak resident memory
+// (nothing for a cluster's server, which is not a child).
 func (c *child) usage() (cpu float64, peakMiB float64) {
+	if c == nil {
+		return 0, 0
+	}
 	pid := c.cmd.Process.Pid
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
 		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
@@ -185,8 +194,12 @@ func run(o opts) error {
 		return err
 	}
 	fmt.Println("agents and evaluators run from", agentBin)
-	env := []string{"MLRB_HOST_AGENT_BINARY=" + agentBin, "MLRB_DEV_STATE_DIR=" + state, "MLRB_DEV_PORT=" + strconv.Itoa(port.Number), "MLRB_DEV_UI_PORT=0",
-		"MLRB_TEMPORAL_ADDRESS=" + addr, "MLRB_HOST_ID=load", "MLRB_HOST_MAX_AGENTS=" + strconv.Itoa(max(o.runs, 7*o.seeds, o.conc))}
+	env := []string{"MLRB_HOST_AGENT_BINARY=" + agentBin, "MLRB_DEV_STATE_DIR=" + state, "MLRB_HOST_ID=load", "MLRB_HOST_MAX_AGENTS=" + strconv.Itoa(max(o.runs, 7*o.seeds, o.conc))}
+	if o.external {
+		o.prefix = fmt.Sprintf("%d-", time.Now().Unix())
+	} else {
+		env = append(env, "MLRB_DEV_PORT="+strconv.Itoa(port.Number), "MLRB_DEV_UI_PORT=0", "MLRB_TEMPORAL_ADDRESS="+addr)
+	}
 	if o.profile != "" {
 		env = append(env, profileEnv+"="+o.profile)
 	}
@@ -203,11 +216,13 @@ func run(o opts) error {
 	// Held until the end: the server child binds it, and no other mlrb
 	// process may pick it meanwhile.
 	defer port.Release()
-	srv, err := start("server", nil, filepath.Join(state, "server.log"))
-	if err != nil {
-		return err
+	var srv *child
+	if !o.external {
+		if srv, err = start("server", nil, filepath.Join(state, "server.log")); err != nil {
+			return err
+		}
+		defer srv.stop()
 	}
-	defer srv.stop()
 	ctx := context.Background()
 	c, err := dialWithin(ctx, cfg, time.Minute)
 	if err != nil {
@@ -228,7 +243,7 @@ func run(o opts) error {
 	var seq []time.Duration
 	for i := 0; o.seq > 0 && i <= o.seq; i++ {
 		t0 := time.Now()
-		r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("seq-%d", i), TaskQueue: cfg.Temporal.TaskQueue}, workflows.RunWorkflowName, in(int64(i)))
+		r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("%sseq-%d", o.prefix, i), TaskQueue: cfg.Temporal.TaskQueue}, workflows.RunWorkflowName, in(int64(i)))
 		if err != nil {
 			return err
 		}
@@ -246,7 +261,7 @@ func run(o opts) error {
 	if len(seq) > 0 {
 		fmt.Printf("one run at a time, %d runs (%s, no-op agent): p50 %s  p99 %s  max %s\n", len(seq), o.task,
 			pct(seq, 0.5), pct(seq, 0.99), pct(seq, 1))
-		if err := timeline(ctx, c, fmt.Sprintf("seq-%d", o.seq)); err != nil {
+		if err := timeline(ctx, c, fmt.Sprintf("%sseq-%d", o.prefix, o.seq)); err != nil {
 			return err
 		}
 	}
@@ -297,7 +312,7 @@ func startAll(ctx context.Context, c client.Client, cfg *config.Config, o opts, 
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(o.starters)
 	for i := range ids {
-		ids[i] = fmt.Sprintf("load-%d", i)
+		ids[i] = fmt.Sprintf("%sload-%d", o.prefix, i)
 		g.Go(func() error {
 			_, err := c.ExecuteWorkflow(gctx, client.StartWorkflowOptions{ID: ids[i], TaskQueue: cfg.Temporal.TaskQueue}, workflows.RunWorkflowName, in(int64(1000+i)))
 			return err
@@ -336,8 +351,12 @@ func drain(ctx context.Context, c client.Client, ids []string, srv, wrk *child, 
 	if len(spans) > 0 {
 		fmt.Printf("  per run, first workflow task to close: p50 %s  p99 %s  max %s\n", pct(spans, 0.5), pct(spans, 0.99), pct(spans, 1))
 	}
-	fmt.Printf("  server: %.1f CPU s, peak %.0f MiB resident; worker: %.1f CPU s, peak %.0f MiB resident\n",
-		cpuS-cpuS0, memS, cpuW, memW)
+	if srv == nil {
+		fmt.Printf("  server: the cluster's; worker: %.1f CPU s, peak %.0f MiB resident\n", cpuW, memW)
+	} else {
+		fmt.Printf("  server: %.1f CPU s, peak %.0f MiB resident; worker: %.1f CPU s, peak %.0f MiB resident\n",
+			cpuS-cpuS0, memS, cpuW, memW)
+	}
 	if lost > 0 {
 		return fmt.Errorf("%d runs lost", lost)
 	}
@@ -360,7 +379,7 @@ func benchmark(ctx context.Context, c client.Client, cfg *config.Config, pol wor
 	}
 	in := workflows.NewBenchmarkInput(cat.IDs("mini"), []agents.Definition{noop}, o.seeds, o.conc, workflows.RunInput{LLMProvider: "none", Policy: pol})
 	t0 := time.Now()
-	r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "load-benchmark", TaskQueue: cfg.Temporal.TaskQueue}, workflows.BenchmarkWorkflowName, in)
+	r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: o.prefix + "load-benchmark", TaskQueue: cfg.Temporal.TaskQueue}, workflows.BenchmarkWorkflowName, in)
 	if err != nil {
 		return err
 	}
@@ -373,7 +392,7 @@ func benchmark(ctx context.Context, c client.Client, cfg *config.Config, pol wor
 	if err != nil {
 		return err
 	}
-	stored, err := runresults.GetAll[runs.Result](ctx, e.Store, in.Matrix("load-benchmark").Runs(), nil)
+	stored, err := runresults.GetAll[runs.Result](ctx, e.Store, in.Matrix(o.prefix + "load-benchmark").Runs(), nil)
 	if err != nil {
 		return err
 	}
