@@ -392,7 +392,7 @@ func benchmark(ctx context.Context, c client.Client, cfg *config.Config, pol wor
 	if err != nil {
 		return err
 	}
-	stored, err := runresults.GetAll[runs.Result](ctx, e.Store, in.Matrix(o.prefix + "load-benchmark").Runs(), nil)
+	stored, err := runresults.GetAll[runs.Result](ctx, e.Store, in.Matrix(o.prefix+"load-benchmark").Runs(), nil)
 	if err != nil {
 		return err
 	}
