@@ -102,6 +102,8 @@ type Slurm struct {
 	// Worker is the command a job runs ([]: this worker's own binary).
 	Worker    []string `mapstructure:"worker" yaml:"worker"`
 	Partition string   `mapstructure:"partition" yaml:"partition"`
+	// CommandTimeout bounds each Slurm command.
+	CommandTimeout time.Duration `mapstructure:"command_timeout" yaml:"command_timeout"`
 	// WorkDir holds each job's workspaces and log ("": <state>/slurm);
 	// it must be on the compute nodes' disk at the same path.
 	WorkDir string `mapstructure:"work_dir" yaml:"work_dir"`

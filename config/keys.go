@@ -107,6 +107,7 @@ var Table = []Key{
 	{Name: "provision.reap_interval", Default: time.Minute, Doc: "how often a worker cancels the jobs of runs that have ended"},
 	{Name: "provision.slurm.worker", Default: []string{}, ShownAs: "this worker's binary", Doc: "the command a job runs; it inherits the submitting worker's environment"},
 	{Name: "provision.slurm.partition", Default: "", Doc: "partition the jobs go to (\"\": the default)"},
+	{Name: "provision.slurm.command_timeout", Default: 30 * time.Second, Doc: "bound on each sbatch, squeue and scancel; a submit that times out is looked for in the queue before it is tried again"},
 	{Name: "provision.slurm.work_dir", Default: "", ShownAs: "<state>/slurm", Doc: "each job's workspaces and log, on the compute nodes at the same path"},
 	{Name: "provision.ec2.region", Default: "us-east-1", Doc: "region the instances run in"},
 	{Name: "provision.ec2.endpoint", Default: "", Doc: "EC2 API endpoint override (\"\": AWS's)"},

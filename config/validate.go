@@ -61,6 +61,8 @@ func (c *Config) Validate() error {
 		return &Error{Msg: oneOf("host.runtime", c.Host.Runtime, Runtimes).Error()}
 	case c.Host.Runtime == RuntimeDocker && (c.Container.AgentImage == "" || c.Container.EvalImage == ""):
 		return bad("container.agent_image and container.eval_image: must be set for host.runtime docker")
+	case c.Provision.Slurm.CommandTimeout <= 0:
+		return bad("provision.slurm.command_timeout: %s must be positive (e.g. 30s)", c.Provision.Slurm.CommandTimeout)
 	case c.Host.MaxAgents < 1:
 		return bad("host.max_agents: %d must be at least 1", c.Host.MaxAgents)
 	case c.Host.ID == "":

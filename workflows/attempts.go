@@ -267,18 +267,25 @@ func (al *attemptLoop) runAgent(ctx workflow.Context, attempt int, lease activit
 		rec.End = "failed"
 		return nil, false, fmt.Errorf("agent attempt %d: %s", attempt, errText(err))
 	}
-	wall := workflow.Now(ctx).Sub(started)
+	rec.LostS = al.bookLoss(ctx, attempt, err, base, workflow.Now(ctx).Sub(started))
+	return nil, true, nil
+}
+
+// bookLoss books a lost attempt that started at base agent seconds and
+// ran wall: what it ran past the last checkpoint is lost, the rest infra
+// wait. It returns the time lost.
+func (al *attemptLoop) bookLoss(ctx workflow.Context, attempt int, err error, base float64, wall time.Duration) float64 {
 	before := al.r.st.Budget
-	reached := ranTo(err, base, wall, p.HeartbeatTimeout)
+	reached := ranTo(err, base, wall, al.r.pol.HeartbeatTimeout)
 	al.r.st.Budget.Crash(reached, wall.Seconds(), base)
-	rec.LostS = al.r.st.Budget.LostS - before.LostS
 	if al.ranTo == nil {
 		al.ranTo = map[int]float64{}
 	}
 	al.ranTo[attempt] = reached
-	al.r.metrics(ctx).Timer(MetricLost).Record(seconds(al.r.st.Budget.LostS - before.LostS))
+	lost := al.r.st.Budget.LostS - before.LostS
+	al.r.metrics(ctx).Timer(MetricLost).Record(seconds(lost))
 	al.r.metrics(ctx).Timer(MetricInfraWait).Record(seconds(al.r.st.Budget.InfraWaitS - before.InfraWaitS))
 	workflow.GetLogger(ctx).Warn("agent attempt lost; resuming from the last checkpoint",
 		"attempt", attempt, "error", errText(err), "lost_s", al.r.st.Budget.LostS)
-	return nil, true, nil
+	return lost
 }

@@ -15,7 +15,7 @@ func openProvider(ctx context.Context, cfg *config.Config) (provision.Provider, 
 	}
 	p, e := cfg.Provision.Slurm, cfg.Provision.EC2
 	return provision.Open(ctx, provision.Options{Kind: string(cfg.Provision.Kind), Deployment: Deployment(cfg),
-		Slurm: provision.SlurmOptions{Worker: p.Worker, Partition: p.Partition, WorkDir: cfg.SlurmWorkDir()},
+		Slurm: provision.SlurmOptions{Worker: p.Worker, Partition: p.Partition, WorkDir: cfg.SlurmWorkDir(), CommandTimeout: p.CommandTimeout},
 		EC2: provision.EC2Options{Region: e.Region, Endpoint: e.Endpoint, AMI: e.AMI, SubnetID: e.SubnetID, SecurityGroups: e.SecurityGroups,
 			InstanceTypes: types, Spot: e.Spot, Worker: e.Worker}})
 }

@@ -53,7 +53,19 @@ func TestSlurmRuns(t *testing.T) {
 		t.Fatalf("mlrb jobs already queued: %v", jobs)
 	}
 	e := crashEnv(t, hbTimeout)
-	e.vars = append(e.vars, "MLRB_PROVISION_KIND=slurm", "MLRB_PROVISION_SLURM_WORKER="+filepath.Join(bin, "worker"),
+	// The first submit reaches slurmctld, but its answer comes after the
+	// command timeout: the job is found, not submitted again.
+	wrap := filepath.Join(e.state, "wrap")
+	real := testenv.Find("sbatch")
+	if err := os.MkdirAll(wrap, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	once := filepath.Join(wrap, "timed-out")
+	script := "#!/bin/sh\nif [ ! -e " + once + " ]; then touch " + once + "; " + real + " \"$@\" >/dev/null; exec sleep 30; fi\nexec " + real + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(wrap, "sbatch"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.vars = append(e.vars, "PATH="+wrap+":"+os.Getenv("PATH"), "MLRB_PROVISION_SLURM_COMMAND_TIMEOUT=3s", "MLRB_PROVISION_KIND=slurm", "MLRB_PROVISION_SLURM_WORKER="+filepath.Join(bin, "worker"),
 		"MLRB_PROVISION_SLURM_WORK_DIR="+filepath.Join(e.state, "slurm"), "MLRB_PROVISION_REAP_INTERVAL=2s", "MLRB_PROVISION_MARGIN=5m")
 	e.addTask("e2e_gpu", "mini_baby_lm", map[string]string{
 		`resources: {gpu_type: "", gpu_count: 0`: `resources: {gpu_type: "A100-40GB", gpu_count: 1`,
@@ -83,7 +95,14 @@ func TestSlurmRuns(t *testing.T) {
 		t.Fatalf("cost: %.5f GPU h used, %.5f billed", res.Cost.GPUHours, res.Cost.BilledGPUHours)
 	}
 	t.Logf("cost: %.5f GPU h used by the agent of %.5f GPU h billed", res.Cost.GPUHours, res.Cost.BilledGPUHours)
-	waitNoJobs(t, e, 15*time.Second, "after the run ended")
+	if _, err := os.Stat(once); err != nil {
+		t.Fatalf("no submit timed out: %v", err)
+	}
+	// A host is given back only once its job has left the queue, so the
+	// result comes after the last one is gone, never before.
+	if jobs := slurmJobs(t); len(jobs) > 0 {
+		t.Fatalf("jobs still queued when the result came: %v", jobs)
+	}
 
 	orphan := e.startRun("--task", "e2e_gpu", "--agent", "reference", "--seed", "2", "--time-limit", "40s")
 	e.waitCheckpoints(orphan, 1)

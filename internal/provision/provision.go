@@ -62,9 +62,10 @@ type Options struct {
 // SlurmOptions configure Slurm jobs (provision.slurm.*).
 type SlurmOptions struct {
 	// Worker is the job's command; empty: this process's own binary.
-	Worker    []string
-	Partition string
-	WorkDir   string
+	Worker         []string
+	Partition      string
+	WorkDir        string
+	CommandTimeout time.Duration
 }
 
 // EC2Options configure EC2 instances (provision.ec2.*).
@@ -91,7 +92,7 @@ func Open(ctx context.Context, o Options) (Provider, error) {
 		if err := os.MkdirAll(o.Slurm.WorkDir, 0o755); err != nil {
 			return nil, fmt.Errorf("provision.slurm.work_dir: %w", err)
 		}
-		return &Slurm{Worker: cmd, Partition: o.Slurm.Partition, WorkDir: o.Slurm.WorkDir, Deployment: o.Deployment}, nil
+		return &Slurm{Worker: cmd, Partition: o.Slurm.Partition, WorkDir: o.Slurm.WorkDir, Deployment: o.Deployment, Timeout: o.Slurm.CommandTimeout}, nil
 	case "ec2":
 		e := o.EC2
 		awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(e.Region))
