@@ -113,11 +113,9 @@ func ExplainOutage(err error) error {
 	if err == nil || errors.As(err, new(*ConnectError)) || errors.As(err, new(*OutageError)) {
 		return err
 	}
-	switch serviceerror.ToStatus(err).Code() {
-	case codes.DeadlineExceeded, codes.Unavailable:
-		return &OutageError{Err: err}
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
+	// Only a Temporal call's answer: the SDK turns gRPC statuses into
+	// these, while a store's or a command's own timeout is not the cluster's.
+	if errors.As(err, new(*serviceerror.DeadlineExceeded)) || errors.As(err, new(*serviceerror.Unavailable)) {
 		return &OutageError{Err: err}
 	}
 	return err

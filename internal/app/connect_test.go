@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/config"
@@ -115,5 +117,19 @@ func TestTLSFilesCheckedOnLoad(t *testing.T) {
 		if !errors.As(err, &ce) || !strings.Contains(err.Error(), c.want) {
 			t.Fatalf("%+v: %v; want a config error naming %q", c.tls, err, c.want)
 		}
+	}
+}
+
+// TestOutageOnlyForTemporalCalls: a Temporal call the cluster could not
+// serve is named an outage; a store's own timeout is left as it is.
+func TestOutageOnlyForTemporalCalls(t *testing.T) {
+	for _, err := range []error{serviceerror.NewDeadlineExceeded("deadline"), fmt.Errorf("query run: %w", serviceerror.NewUnavailable("history down"))} {
+		if !errors.As(ExplainOutage(err), new(*OutageError)) || !strings.Contains(ExplainOutage(err).Error(), "the runs are safe") {
+			t.Fatalf("%v is not named an outage: %v", err, ExplainOutage(err))
+		}
+	}
+	plain := fmt.Errorf("read result from the store: %w", context.DeadlineExceeded)
+	if ExplainOutage(plain) != plain {
+		t.Fatalf("a store timeout was made a Temporal outage: %v", ExplainOutage(plain))
 	}
 }

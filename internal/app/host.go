@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
@@ -54,7 +55,35 @@ func StartDevServer(ctx context.Context, cfg *config.Config, logger *zap.Logger)
 	if err != nil {
 		return nil, err
 	}
+	// A state dir made by an older version lacks the newer attributes:
+	// the setup a cluster gets adds them, once the frontend answers.
+	if err := readyDevNamespace(ctx, s.Address(), cfg.Temporal.Namespace); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("embedded server: %w", err)
+	}
 	return s, nil
+}
+
+// readyDevNamespace registers mlrb's missing search attributes on the
+// embedded server, dialing until its frontend answers.
+func readyDevNamespace(ctx context.Context, addr, ns string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := client.DialContext(ctx, client.Options{HostPort: addr, Namespace: ns, Logger: sdkLogger(zap.NewNop())})
+		if err == nil {
+			_, err = registerAttributes(ctx, c, ns)
+			c.Close()
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("dial own frontend: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // Dial connects to the configured Temporal frontend, failing fast.

@@ -16,8 +16,6 @@ import (
 	uiconfig "github.com/temporalio/ui-server/v2/server/config"
 	uiopts "github.com/temporalio/ui-server/v2/server/server_options"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/operatorservice/v1"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
@@ -41,8 +39,9 @@ type Options struct {
 	Port      int // frontend gRPC port
 	UIPort    int // 0 disables the Web UI
 	Namespace string
-	// SearchAttributes are registered before any workflow can upsert them:
-	// an unregistered attribute leaves a workflow task failing forever.
+	// SearchAttributes are mapped in a new database's namespace; a state
+	// dir made by an older version gets the new ones from the caller
+	// (app.StartDevServer), through the operator API.
 	SearchAttributes map[string]enumspb.IndexedValueType
 	// Retention is how long closed runs stay listed (0: Temporal's 24h).
 	Retention time.Duration
@@ -60,8 +59,7 @@ type Server struct {
 
 const clusterName = "active"
 
-// Start launches the server, waits until its frontend answers and registers
-// the namespace and search attributes.
+// Start launches the server with the namespace and its search attributes.
 func Start(ctx context.Context, o Options) (*Server, error) {
 	if o.IP == "" {
 		o.IP = "127.0.0.1"
@@ -171,10 +169,6 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			}
 		}()
 	}
-	if err := s.registerSearchAttributes(ctx); err != nil {
-		s.Stop()
-		return nil, err
-	}
 	return s, nil
 }
 
@@ -200,45 +194,6 @@ func (s *Server) Stop() {
 		s.opts.Logger.Warn("stopping temporal server", zap.Error(err))
 	}
 	s.release()
-}
-
-// registerSearchAttributes adds the missing ones through the operator API:
-// a state dir created by an older version gains the new attributes too.
-func (s *Server) registerSearchAttributes(ctx context.Context) error {
-	c, err := client.DialContext(ctx, client.Options{HostPort: s.Address(), Namespace: s.opts.Namespace, Logger: quietLogger{}})
-	if err != nil {
-		return fmt.Errorf("devserver: dial own frontend: %w", err)
-	}
-	defer c.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		list, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: s.opts.Namespace})
-		if err == nil {
-			missing := map[string]enumspb.IndexedValueType{}
-			for k, v := range s.opts.SearchAttributes {
-				if _, ok := list.CustomAttributes[k]; !ok {
-					missing[k] = v
-				}
-			}
-			if len(missing) == 0 {
-				return nil
-			}
-			_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
-				Namespace: s.opts.Namespace, SearchAttributes: missing,
-			})
-			if err == nil {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("devserver: register search attributes: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 func sqlConfig(o Options) (*config.SQL, error) {
