@@ -233,7 +233,7 @@ func (a *Attempts) unheardOf(ctx context.Context, runID string, next int) (*Chec
 
 // releaseOwn gives an ended attempt's lease back on this host, so that the
 // run does not have to reach the host again (it may be stopping).
-func (a *Attempts) releaseOwn(token string) bool {
+func (a *Runner) releaseOwn(token string) bool {
 	if a.GPUs == nil || token == "" {
 		return false
 	}

@@ -3,8 +3,14 @@ package activities
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+
+	"go.temporal.io/sdk/activity"
+	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/internal/checkpoint"
+	"github.com/mlrb/mlrb/internal/lmeval"
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
@@ -54,4 +60,51 @@ func nearest(own []*checkpoint.Manifest, marks []float64, slack float64) []runs.
 		}
 	}
 	return out
+}
+
+// afterFinal does what the run asked of a scored final evaluation: its
+// mark's score too, and the slot given back when nothing failed.
+func (a *Evaluations) afterFinal(ctx context.Context, in EvalInput, ev *evalDirs, image string, lv *liveness, res *EvalResult) {
+	if in.AlsoMark {
+		res.Mark = a.alsoMark(ctx, in, ev, image, lv)
+	}
+	if in.Release && in.Lease != nil && (res.Mark == nil || res.Mark.Error == "") {
+		res.Released = a.releaseOwn(in.Lease.Token)
+	}
+}
+
+// alsoMark scores the final evaluation's model (ev's sealed copy) with
+// the task's curve command, in an evaluation of its own beside ev: its
+// log and results are kept under the mark's name, as a mark evaluated
+// alone keeps them. A failure is only reported: the run then evaluates
+// the mark alone, where the failure is judged (the evaluator's or the
+// model's).
+func (a *Evaluations) alsoMark(ctx context.Context, in EvalInput, ev *evalDirs, image string, lv *liveness) *MarkScore {
+	mark := in
+	mark.Mark, mark.AlsoMark, mark.Release, mark.N = true, false, false, 0
+	mark.Final = CheckpointRef{Seq: in.Final.Seq}
+	name := evaluationName(mark, activity.GetInfo(ctx).Attempt)
+	dir := filepath.Join(filepath.Dir(ev.dir), name)
+	_ = os.RemoveAll(dir)
+	task := "eval-" + runKey(in.RunID) + "-" + name
+	mev, err := layEvaluation(dir, task, a.doorDir(task), mark)
+	if err != nil {
+		return &MarkScore{Error: err.Error()}
+	}
+	defer a.removeEvaluation(mev)
+	mev.model = ev.model
+	_, r, file, body, err := a.evaluate(ctx, mark, mev, image, lv)
+	var score float64
+	if err == nil {
+		score, _, err = lmeval.Score(r, in.Task.Metric)
+	}
+	if err == nil {
+		_, err = a.keepResults(ctx, in.RunID, mev, file, body)
+	}
+	if err != nil {
+		a.Logger.Warn("the final checkpoint's mark is left to its own evaluation", zap.String("run", in.RunID), zap.Error(err))
+		return &MarkScore{Error: err.Error()}
+	}
+	a.Logger.Info("evaluated the final checkpoint's mark", zap.String("run", in.RunID), zap.Float64("score", score))
+	return &MarkScore{Score: score}
 }

@@ -1,9 +1,15 @@
 package activities
 
 import (
+	"context"
+	"io"
+	"strings"
 	"testing"
 
+	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/checkpoint"
+	"github.com/mlrb/mlrb/internal/gpu"
+	"github.com/mlrb/mlrb/tasks"
 )
 
 // TestNearestCheckpoints: each mark takes the checkpoint nearest to it in
@@ -29,5 +35,77 @@ func TestNearestCheckpoints(t *testing.T) {
 	}
 	if tie := nearest(own, []float64{900}, 600); tie[0].Seq != 1 {
 		t.Fatalf("a tie takes #%d, want the earlier #1", tie[0].Seq)
+	}
+}
+
+// TestFinalEvaluationAlsoScoresItsMark: the final evaluation runs the
+// curve command on the model it restored, keeps that evaluation's log and
+// results under the mark's name, and gives the lease back when asked; a
+// curve command that fails is reported, the lease kept for the mark's
+// own evaluation.
+func TestFinalEvaluationAlsoScoresItsMark(t *testing.T) {
+	for _, c := range []struct {
+		name, dev string
+		wantErr   bool
+	}{
+		{name: "scored", dev: `{"results":{"blimp":{"acc,none":0.5}},"configs":{},"versions":{}}`},
+		{name: "dev split missing", dev: "", wantErr: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newControlRig(t)
+			write := "exit 4"
+			if c.dev != "" {
+				write = "echo '" + c.dev + "' > {results}"
+			}
+			r.task.Evaluation.Curve = &tasks.Curve{Command: []string{"/bin/sh", "-c", write}}
+			pool, err := gpu.NewPool(gpu.Options{Slots: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pool.Acquire("run#eval", "run/1", 0); err != nil {
+				t.Fatal(err)
+			}
+			r.a.GPUs = pool
+			ref := r.checkpointModel(t, "run", "fine")
+			v, err := r.env.ExecuteActivity(r.a.Evaluate, EvalInput{RunID: "run", Task: r.task, Final: ref, N: 1, AlsoMark: true, Release: true,
+				Lease: &Lease{Token: "run#eval"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res EvalResult
+			if err := v.Get(&res); err != nil {
+				t.Fatal(err)
+			}
+			if res.Score != 0.75 || res.Mark == nil || (res.Mark.Error != "") != c.wantErr || res.Released == c.wantErr {
+				t.Fatalf("result %+v, mark %+v", res, res.Mark)
+			}
+			if held := len(pool.Leases()); held != map[bool]int{false: 0, true: 1}[c.wantErr] {
+				t.Fatalf("%d leases held after the evaluation", held)
+			}
+			if c.wantErr {
+				return
+			}
+			if res.Mark.Score != 0.5 {
+				t.Fatalf("mark score %v, want the dev split's 0.5", res.Mark.Score)
+			}
+			keys, err := r.a.Engine.Store.List(context.Background(), blob.RunPrefix("run")+"evaluations/mark-1-try-1/")
+			if err != nil || len(keys) != 2 {
+				t.Fatalf("the mark's evaluation keeps %v (%v), want its log and results", keys, err)
+			}
+			for _, o := range keys {
+				if !strings.HasSuffix(o.Key, ".json") {
+					continue
+				}
+				rc, err := r.a.Engine.Store.Get(context.Background(), o.Key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(rc)
+				_ = rc.Close()
+				if !strings.Contains(string(b), "0.5") {
+					t.Fatalf("kept results %s", b)
+				}
+			}
+		})
 	}
 }

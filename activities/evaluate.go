@@ -81,8 +81,10 @@ func (a *Evaluations) Evaluate(ctx context.Context, in EvalInput) (res *EvalResu
 		a.recordControl(ctx, in, evaluatorID(digest, in), score)
 	}
 	rel, _ := filepath.Rel(root.dir, root.model)
-	return &EvalResult{Score: score, Metrics: metrics, ModelPath: filepath.ToSlash(rel), Params: check.Params, Violations: check.Violations, Flags: check.Flags, Provenance: r.Provenance, ResultsFile: kept,
-		Image: digest, Usage: readUsage(root)}, nil
+	res = &EvalResult{Score: score, Metrics: metrics, ModelPath: filepath.ToSlash(rel), Params: check.Params, Violations: check.Violations, Flags: check.Flags, Provenance: r.Provenance, ResultsFile: kept,
+		Image: digest, Usage: readUsage(root)}
+	a.afterFinal(ctx, in, ev, image, lv, res)
+	return res, nil
 }
 
 // evaluate runs the evaluator over ev (and each output's check, if the

@@ -299,6 +299,21 @@ type EvalInput struct {
 	// each keeps its log and results apart (0: from before they were
 	// numbered).
 	N int `json:",omitempty"`
+	// AlsoMark: once the final model is scored, the curve command scores
+	// the same restored model too (a mark stands for the final checkpoint
+	// on the dev split): one restore of a 20 GB checkpoint, not two.
+	AlsoMark bool `json:",omitempty"`
+	// Release: the run needs the slot no more once this evaluation (and
+	// its mark) succeeds, so the evaluation gives the lease back itself.
+	Release bool `json:",omitempty"`
+}
+
+// MarkScore is the curve command's answer for the final checkpoint
+// (EvalInput.AlsoMark); Error set: the run evaluates that mark the usual
+// way, where a failure is judged.
+type MarkScore struct {
+	Score float64
+	Error string `json:",omitempty"`
 }
 
 // EvalResult is a scored model.
@@ -320,4 +335,8 @@ type EvalResult struct {
 	Image string
 	// Usage is the LLM usage the agent reported, if it did.
 	Usage *contract.SelfReport
+	// Mark is the curve command's score of the same model (AlsoMark).
+	Mark *MarkScore `json:",omitempty"`
+	// Released: the evaluation gave its lease back (Release).
+	Released bool `json:",omitempty"`
 }

@@ -69,20 +69,40 @@ func (cv *curveState) curveSplit() string {
 	return runs.SplitTest
 }
 
-// scoreOverTime scores the checkpoints nearest the curve's marks after
-// the final evaluation (final), the agent long gone. When a mark's
-// evaluations run out, the run waits for retry-curve up to the
-// evaluation wait limit, its final score kept either way.
-func (cv *curveState) scoreOverTime(ctx workflow.Context, final *activities.EvalResult) error {
+// begin lays the curve's marks out, once; false when the run has none.
+func (cv *curveState) begin() bool {
+	if cv.marks != nil {
+		return true
+	}
 	marks := cv.curveMarks()
 	if len(marks) == 0 || cv.r.last == nil {
-		return nil
+		return false
 	}
 	cv.marks = make([]runs.Mark, len(marks))
 	for i, at := range marks {
 		cv.marks[i] = runs.Mark{AtS: at, Split: cv.curveSplit()}
 	}
+	return true
+}
+
+// scoreOverTime scores the checkpoints nearest the curve's marks after
+// the final evaluation (final), the agent long gone. When a mark's
+// evaluations run out, the run waits for retry-curve up to the
+// evaluation wait limit, its final score kept either way.
+func (cv *curveState) scoreOverTime(ctx workflow.Context, final *activities.EvalResult) error {
+	if !cv.begin() {
+		return nil
+	}
 	cv.final = final
+	if cv.r.fold && cv.picked {
+		// The final evaluation may have scored every mark: then the run
+		// never enters the curve's phase.
+		cv.takeFinal()
+		if cv.curveDone() {
+			runs.BestSoFar(cv.marks)
+			return nil
+		}
+	}
 	cv.r.setPhase(ctx, runs.PhaseScoringCurve)
 	if cv.scoreMarks(ctx) {
 		return nil
@@ -97,41 +117,91 @@ func (cv *curveState) curveDone() bool {
 	return !slices.ContainsFunc(cv.marks, func(m runs.Mark) bool { return !m.Done() })
 }
 
+// pick picks the marks' checkpoints; on a failure each mark says why,
+// and the next round picks again.
+func (cv *curveState) pick(ctx workflow.Context) bool {
+	at := make([]float64, len(cv.marks))
+	for i, m := range cv.marks {
+		at[i] = m.AtS
+	}
+	in := activities.MarksInput{RunID: cv.r.st.RunID, Marks: at, Final: *cv.r.last, SlackS: cv.r.interval().Seconds()}
+	var picked []runs.Mark
+	var err error
+	if cv.r.lean {
+		picked, err = pickMarks.callLocal(ctx, localQuick, in)
+	} else {
+		picked, err = pickMarks.call(ctx, callArgs{}, in)
+	}
+	if err != nil {
+		for i := range cv.marks {
+			cv.marks[i].Error = "pick the checkpoints: " + errText(err)
+		}
+		return false
+	}
+	cv.marks, cv.picked = picked, true
+	for i := range cv.marks {
+		cv.marks[i].Split = cv.curveSplit()
+	}
+	return true
+}
+
+// takeFinal gives the final evaluation's scores to the marks the final
+// checkpoint stands for: its own on the test split, the curve command's
+// it ran too (EvalInput.AlsoMark) on the dev split.
+func (cv *curveState) takeFinal() {
+	f := cv.final
+	if f == nil {
+		return
+	}
+	for i := range cv.marks {
+		m := &cv.marks[i]
+		if m.Seq != cv.r.last.Seq || m.Done() {
+			continue
+		}
+		switch {
+		case m.Split == runs.SplitTest:
+			s := f.Score
+			m.Score, m.Tries = &s, 1
+		case f.Mark != nil && f.Mark.Error == "":
+			s := f.Mark.Score
+			m.Score, m.Tries = &s, 1
+		}
+	}
+}
+
+// foldable tells whether the final evaluation should score the final
+// checkpoint's mark too: the marks are picked, one stands for the final
+// checkpoint and is scored on the dev split.
+func (cv *curveState) foldable() bool {
+	return cv.picked && cv.curveSplit() == runs.SplitDev && slices.ContainsFunc(cv.marks, func(m runs.Mark) bool {
+		return m.Seq == cv.r.last.Seq && !m.Done()
+	})
+}
+
+// finalOnly tells whether the final evaluation (scoring the final
+// checkpoint's mark too when alsoMark) leaves the curve nothing to
+// evaluate: then the run needs its slot no more.
+func (cv *curveState) finalOnly(alsoMark bool) bool {
+	if len(cv.curveMarks()) == 0 {
+		return true
+	}
+	if !cv.picked {
+		return false
+	}
+	return !slices.ContainsFunc(cv.marks, func(m runs.Mark) bool {
+		return !m.Done() && (m.Seq != cv.r.last.Seq || m.Split != runs.SplitTest && !alsoMark)
+	})
+}
+
 // scoreMarks picks the marks' checkpoints (once) and evaluates those not
 // yet scored, one evaluation per checkpoint, all on one leased slot; it
 // tells whether every mark has its answer.
 func (cv *curveState) scoreMarks(ctx workflow.Context) bool {
 	c := cv
-	if !c.picked {
-		at := make([]float64, len(c.marks))
-		for i, m := range c.marks {
-			at[i] = m.AtS
-		}
-		in := activities.MarksInput{RunID: cv.r.st.RunID, Marks: at, Final: *cv.r.last, SlackS: cv.r.interval().Seconds()}
-		var picked []runs.Mark
-		var err error
-		if cv.r.lean {
-			picked, err = pickMarks.callLocal(ctx, localQuick, in)
-		} else {
-			picked, err = pickMarks.call(ctx, callArgs{}, in)
-		}
-		if err != nil {
-			for i := range c.marks {
-				c.marks[i].Error = "pick the checkpoints: " + errText(err)
-			}
-			return false
-		}
-		c.marks, c.picked = picked, true
-		// The final checkpoint is scored already, on the same split.
-		for i := range c.marks {
-			m := &c.marks[i]
-			m.Split = cv.curveSplit()
-			if m.Seq == cv.r.last.Seq && m.Split == runs.SplitTest && c.final != nil {
-				s := c.final.Score
-				m.Score, m.Tries = &s, 1
-			}
-		}
+	if !c.picked && !c.pick(ctx) {
+		return false
 	}
+	c.takeFinal()
 	var seqs []int
 	for _, m := range c.marks {
 		if !m.Done() && !slices.Contains(seqs, m.Seq) {

@@ -157,3 +157,63 @@ func marksOf(t *testing.T, ss ...string) []tasks.MarkTime {
 }
 
 func fmtFloats(xs []float64) string { return fmt.Sprint(xs) }
+
+// TestFinalEvaluationScoresItsMark: the marks are picked before the final
+// evaluation, which scores the final checkpoint's dev-split mark too; when
+// no other mark needs the slot the evaluation gives it back itself (no
+// ReleaseLease), and a folded mark that failed is evaluated alone.
+func TestFinalEvaluationScoresItsMark(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		seqs       []int // the checkpoint each of the two marks picks
+		markErr    string
+		wantAlone  []int // marks evaluated alone, by checkpoint
+		wantCurve  []float64
+		release    bool
+		wantFreeds int // ReleaseLease calls
+	}{
+		{name: "all on the final", seqs: []int{2, 2}, wantCurve: []float64{0.7, 0.7}, release: true},
+		{name: "one earlier", seqs: []int{1, 2}, wantAlone: []int{1}, wantCurve: []float64{0.6, 0.7}, wantFreeds: 1},
+		{name: "folded mark failed", seqs: []int{2, 2}, markErr: "dev split missing", wantAlone: []int{2}, wantCurve: []float64{0.65, 0.65}, release: true, wantFreeds: 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := newEnv(t)
+			pol := testPolicy
+			pol.NoCurve, pol.Curve = false, marksOf(t, "5s", "0.5")
+			env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(agentDone(env,
+				&activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 20}, ck(1, 5), ck(2, 20)))
+			env.OnActivity(activities.PickMarksName, mock.Anything, mock.Anything).Return([]runs.Mark{{AtS: 5, Seq: c.seqs[0]}, {AtS: 15, Seq: c.seqs[1]}}, nil)
+			var alone []int
+			env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(
+				func(_ context.Context, in activities.EvalInput) (*activities.EvalResult, error) {
+					if in.Mark {
+						alone = append(alone, in.Final.Seq)
+						return score(map[int]float64{1: 0.6, 2: 0.65}[in.Final.Seq]), nil
+					}
+					if !in.AlsoMark || in.Release != c.release {
+						return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("final evaluation %+v", in), activities.ErrBadTask, nil)
+					}
+					ev := score(0.8)
+					ev.Mark = &activities.MarkScore{Score: 0.7, Error: c.markErr}
+					ev.Released = c.markErr == ""
+					return ev, nil
+				})
+			freed := 0
+			env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+				if info.ActivityType.Name == activities.ReleaseLeaseName {
+					freed++
+				}
+			})
+			env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: pol})
+			r := result(t, env)
+			if r.Outcome != runs.OutcomeScored || *r.Score != 0.8 || !slices.Equal(alone, c.wantAlone) || freed != c.wantFreeds {
+				t.Fatalf("outcome %s, score %v, marks evaluated alone %v, releases %d", r.Outcome, *r.Score, alone, freed)
+			}
+			for i, m := range r.Curve {
+				if m.Score == nil || *m.Score != c.wantCurve[i] || m.Tries != 1 || m.Split != runs.SplitDev {
+					t.Fatalf("mark %d: %+v", i, m)
+				}
+			}
+		})
+	}
+}

@@ -30,6 +30,11 @@ type evaluation struct {
 func (e *evaluation) evaluate(ctx workflow.Context, outcome runs.Outcome, why string) (*runs.Result, error) {
 	r := e.r
 	r.setPhase(ctx, runs.PhaseEvaluating)
+	if r.fold && r.curve.begin() {
+		// Picked first, so that the final evaluation scores the final
+		// checkpoint's mark too.
+		r.curve.pick(ctx)
+	}
 	ev, err := e.run(ctx, "")
 	if err == nil {
 		return e.scoredOverTime(ctx, outcome, why, ev)
@@ -101,6 +106,7 @@ func (e *evaluation) setRetryHandler(ctx workflow.Context) error {
 func (e *evaluation) run(ctx workflow.Context, image string) (*activities.EvalResult, error) {
 	r := e.r
 	in := activities.EvalInput{RunID: r.st.RunID, Task: r.spec.Spec, Seed: r.in.Seed, Final: *r.last, Image: image, N: len(e.tries) + 1}
+	in.AlsoMark = r.fold && r.curve.foldable()
 	args := callArgs{pol: r.pol, timeout: r.spec.Spec.Evaluation.Timeout.D(), bytes: r.last.Bytes}
 	started := workflow.Now(ctx)
 	var err error
@@ -122,9 +128,14 @@ func (e *evaluation) run(ctx workflow.Context, image string) (*activities.EvalRe
 		}
 		defer done()
 	}
+	// The run's last use of its slot gives it back itself.
+	in.Release = r.fold && r.slots.scoring != nil && r.curve.finalOnly(in.AlsoMark)
 	var ev *activities.EvalResult
 	if err == nil {
 		ev, err = evaluate.call(ctx, args, in)
+	}
+	if err == nil && ev.Released {
+		r.slots.dropScoring(ctx)
 	}
 	att := runs.EvalAttempt{Started: started, Image: image, At: workflow.Now(ctx)}
 	if err != nil {

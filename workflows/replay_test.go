@@ -17,6 +17,10 @@ var corpus = []string{
 	// activities.
 	"lean_curve_scored.json", "lean_evaluation_retried.json", "lean_run_parked.json", "lean_worker_killed.json",
 	"lean_run_continued.json", "anchor_measured.json",
+	// Lean runs, version 2: the final evaluation scores the final
+	// checkpoint's mark and gives the slot back.
+	"lean2_curve_scored.json", "lean2_evaluation_retried.json", "lean2_run_parked.json", "lean2_worker_killed.json",
+	"lean2_run_continued.json",
 }
 
 // TestReplayRecordedHistories replays histories recorded from real runs

@@ -32,8 +32,10 @@ type runState struct {
 	// timeline, for its result.
 	loop        attemptLoop
 	checkpoints []runs.CheckpointInfo
-	// lean: the run takes versionLeanRun's path (and every change before).
-	lean bool
+	// lean: the run takes versionLeanRun's path (and every change before);
+	// fold: its version 2 (the final evaluation scores the final
+	// checkpoint's mark too and gives the slot back itself).
+	lean, fold bool
 	// slots are the hosts and GPU slots the run holds.
 	slots slots
 }
@@ -60,7 +62,8 @@ func newRunState(in RunInput) *runState {
 // then evaluation of the final checkpoint in a fresh workspace.
 func RunWorkflow(ctx workflow.Context, in RunInput) (*runs.Result, error) {
 	r := newRunState(in)
-	r.lean = workflow.GetVersion(ctx, versionLeanRun, workflow.DefaultVersion, 1) == 1
+	v := workflow.GetVersion(ctx, versionLeanRun, workflow.DefaultVersion, 2)
+	r.lean, r.fold = v >= 1, v >= 2
 	res, err := r.drive(ctx)
 	if err != nil || res == nil {
 		return res, err

@@ -133,11 +133,19 @@ func (s *slots) scoringLease() *activities.Lease {
 // releaseScoring gives the shared slot back and books the time it was
 // held.
 func (s *slots) releaseScoring(ctx workflow.Context) {
+	if h := s.dropScoring(ctx); h != nil {
+		s.release(ctx, h.lease)
+	}
+}
+
+// dropScoring forgets the shared slot (an evaluation gave it back
+// itself) and books the time it was held; it returns what it forgot.
+func (s *slots) dropScoring(ctx workflow.Context) *heldLease {
 	h := s.scoring
 	if h == nil {
-		return
+		return nil
 	}
 	s.scoring = nil
-	s.release(ctx, h.lease)
 	s.held(ctx, h.leased)
+	return h
 }

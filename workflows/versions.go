@@ -53,6 +53,9 @@ const (
 	// or its final evaluation through its curve, resolves its task, picks
 	// its marks and stores its result as local activities, and upserts
 	// its outcome with its last phase. Before, each change had its marker
-	// and the run leased a slot per step.
+	// and the run leased a slot per step. Version 2: the run picks its
+	// marks before the final evaluation, which scores the final
+	// checkpoint's dev-split mark too (one restore, one activity, not
+	// two) and, when the curve needs no other, gives the slot back itself.
 	versionLeanRun = "lean-run"
 )
