@@ -1,0 +1,235 @@
+package observe
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/procfs"
+)
+
+// Scope names an agent's processes on this host.
+type Scope interface {
+	// PIDs are the agent's processes now, as host pids.
+	PIDs() ([]int, error)
+	// RootPID is the agent's first process.
+	RootPID() int
+	// OOMKills is how many processes the kernel's OOM killer ended in
+	// the agent's cgroup so far; false where that cannot be known.
+	OOMKills() (int, bool)
+}
+
+// Tree is a process runtime's agent: its first process, every process
+// descending from it and every process of its process group (a
+// daemonized one keeps its group).
+type Tree struct {
+	Root int
+	fs   procfs.FS
+}
+
+// NewTree is the tree of root.
+func NewTree(root int) (*Tree, error) {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return nil, fmt.Errorf("procfs: %w", err)
+	}
+	return &Tree{Root: root, fs: fs}, nil
+}
+
+func (t *Tree) RootPID() int          { return t.Root }
+func (t *Tree) OOMKills() (int, bool) { return 0, false }
+
+// PIDs walks /proc once: a parent links its children, and the root's
+// group is the agent's too.
+func (t *Tree) PIDs() ([]int, error) {
+	all, err := t.fs.AllProcs()
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	children := map[int][]int{}
+	var group []int
+	for _, p := range all {
+		st, err := p.Stat()
+		if err != nil {
+			continue // gone meanwhile
+		}
+		children[st.PPID] = append(children[st.PPID], p.PID)
+		if st.PGRP == t.Root && p.PID != t.Root {
+			group = append(group, p.PID)
+		}
+	}
+	seen := map[int]bool{t.Root: true}
+	out := []int{t.Root}
+	queue := append([]int{t.Root}, group...)
+	for _, g := range group {
+		if !seen[g] {
+			seen[g] = true
+			out = append(out, g)
+		}
+	}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, c)
+				queue = append(queue, c)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Cgroup is a container's agent: every process in its cgroup and the
+// cgroups under it, and its memory controller's OOM kills. Both files
+// are the kernel's: nothing in the container can write them.
+type Cgroup struct {
+	Root int
+	// Dir holds cgroup.procs; Memory the memory controller's files
+	// (the same dir under cgroup v2).
+	Dir, Memory string
+	v2          bool
+}
+
+// CgroupOf finds the cgroup of a container's first process (pid, a
+// host pid) under mount (/sys/fs/cgroup), for cgroup v1 and v2.
+func CgroupOf(pid int, mount string) (*Cgroup, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return nil, fmt.Errorf("cgroup of %d: %w", pid, err)
+	}
+	c := &Cgroup{Root: pid}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			if c.Memory == "" { // v2, unless a v1 memory controller is mounted (hybrid)
+				c.Dir, c.Memory, c.v2 = filepath.Join(mount, parts[2]), filepath.Join(mount, parts[2]), true
+			}
+		case hasController(parts[1], "memory"):
+			c.Dir, c.Memory, c.v2 = filepath.Join(mount, "memory", parts[2]), filepath.Join(mount, "memory", parts[2]), false
+		}
+	}
+	if c.Dir == "" {
+		return nil, fmt.Errorf("cgroup of %d: no memory controller or unified hierarchy in /proc/%d/cgroup", pid, pid)
+	}
+	if _, err := os.Stat(filepath.Join(c.Dir, "cgroup.procs")); err != nil {
+		return nil, fmt.Errorf("cgroup of %d: %w", pid, err)
+	}
+	return c, nil
+}
+
+func hasController(list, name string) bool {
+	for _, c := range strings.Split(list, ",") {
+		if c == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Cgroup) RootPID() int { return c.Root }
+
+// PIDs reads cgroup.procs of the cgroup and of every cgroup under it.
+func (c *Cgroup) PIDs() ([]int, error) {
+	var out []int
+	err := filepath.WalkDir(c.Dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			if p == c.Dir {
+				return err
+			}
+			return nil // a child cgroup gone meanwhile
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		b, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		if err != nil {
+			return nil
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				out = append(out, pid)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("processes of cgroup %s: %w", c.Dir, err)
+	}
+	return out, nil
+}
+
+// OOMKills reads oom_kill from memory.events (v2) or memory.oom_control
+// (v1, Linux 4.13 and later).
+func (c *Cgroup) OOMKills() (int, bool) {
+	name := "memory.oom_control"
+	if c.v2 {
+		name = "memory.events"
+	}
+	b, err := os.ReadFile(filepath.Join(c.Memory, name))
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// procInfo is one sample of one process.
+type procInfo struct {
+	pid, ppid int
+	ticks     uint64 // start, in clock ticks since boot: with pid, its identity
+	start     time.Time
+	cpuS      float64
+	hwm       int64
+	cmd       []string
+}
+
+// userHZ is the clock tick of /proc/<pid>/stat's times (USER_HZ, 100 on
+// every Linux ABI Go supports).
+const userHZ = 100
+
+func readProc(fs procfs.FS, boot time.Time, pid int) (procInfo, error) {
+	p, err := fs.Proc(pid)
+	if err != nil {
+		return procInfo{}, err
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return procInfo{}, err
+	}
+	pi := procInfo{pid: pid, ppid: st.PPID, ticks: st.Starttime, cpuS: st.CPUTime(),
+		start: boot.Add(time.Duration(st.Starttime) * time.Second / userHZ)}
+	if s, err := p.NewStatus(); err == nil {
+		pi.hwm = int64(s.VmHWM)
+	}
+	if pi.hwm == 0 {
+		pi.hwm = int64(st.ResidentMemory())
+	}
+	pi.cmd, _ = p.CmdLine()
+	return pi, nil
+}
+
+// bootTime is when the host booted, for process start times.
+func bootTime(fs procfs.FS) (time.Time, error) {
+	st, err := fs.Stat()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("boot time: %w", err)
+	}
+	return time.Unix(int64(st.BootTime), 0), nil
+}
