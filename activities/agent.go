@@ -19,6 +19,7 @@ import (
 	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/logstore"
 	"github.com/mlrb/mlrb/internal/metrics"
+	"github.com/mlrb/mlrb/internal/observe"
 	"github.com/mlrb/mlrb/internal/runtime"
 )
 
@@ -56,12 +57,15 @@ func (a *Attempts) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, e
 		return nil, err
 	}
 	ai.reportPrior(notes)
+	ob := a.newObserver(&in, log)
+	ai.observed(ob)
 	lv.step(stepStarting, 0)
 	h, closeDoor, err := a.start(ctx, spec, at.door, ai, log)
 	if err != nil {
 		return nil, fmt.Errorf("start agent: %w", err)
 	}
 	defer closeDoor()
+	ob.begin(h, spec.Redact)
 	// From its start the agent never outlives this activity, whatever
 	// ends it (a panic included).
 	defer func() {
@@ -78,6 +82,7 @@ func (a *Attempts) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, e
 	live := a.Metrics.AttemptStarted(in.RunID, in.Task.ID, in.Agent, in.Attempt, last)
 	defer live.Ended()
 	hk := a.hooks(ctx, &in, at, prev, spec, lv, ai, notes, live, log)
+	hk.ob, hk.ck.added = ob, ob.checkpoint
 	sv := &supervisor{h: h, dl: dl, stopped: StopExited, started: start, base: in.Budget.UsedS, now: time.Now, hooks: hk, log: log}
 	end := sv.run(ctx, activity.GetWorkerStopChannel(ctx), activity.GetInfo(ctx).HeartbeatTimeout, in.Interval)
 	return a.conclude(ctx, sv, end, hk, notes, spec.Image)
@@ -110,6 +115,7 @@ func (a *Attempts) conclude(ctx context.Context, sv *supervisor, end ending, hk 
 		// The run is done with this attempt: its slot is free now rather
 		// than one lease TTL later.
 		a.releaseOwn(hk.lease)
+		hk.ob.finish(ctx, "")
 		return nil, fmt.Errorf("attempt %d: %w", hk.at.n, cause)
 	}
 	hk.reached(end.used)
@@ -119,6 +125,7 @@ func (a *Attempts) conclude(ctx context.Context, sv *supervisor, end ending, hk 
 		if _, err := hk.ck.save(hk.lv.counting(ctx), end.used, nil); err != nil {
 			hk.log.Warn("checkpoint of a stopped agent; its work since the last one is lost", zap.Error(err))
 		}
+		hk.ob.finish(ctx, observe.EndedHandedBack)
 		hk.llm.finish(notes, hk.at.n)
 		if err := notes.flush(ctx); err != nil {
 			return nil, err
@@ -141,6 +148,7 @@ func (a *Attempts) conclude(ctx context.Context, sv *supervisor, end ending, hk 
 	if err := hk.ck.final(hk.lv.counting(ctx), end.used, ending); err != nil {
 		return nil, err
 	}
+	hk.ob.finish(ctx, string(res.StoppedBy))
 	hk.llm.finish(notes, hk.at.n)
 	if err := notes.flush(ctx); err != nil {
 		return nil, err
@@ -304,97 +312,3 @@ func (a *Attempts) agentTask(in AgentInput, at *attempt, dl budget.Deadlines, re
 	a.bound(&spec, &in.Task)
 	return spec, nil
 }
-
-// attemptHooks are what a supervised attempt does beyond its agent.
-type attemptHooks struct {
-	a     *Attempts
-	lease string // the attempt's lease token
-	// keepLease: an attempt that ends keeps its lease for the evaluations.
-	keepLease bool
-	ctx       context.Context
-	at        *attempt
-	ck        *checkpointer
-	lv        *liveness
-	logs      *logstore.Shipper
-	log       *zap.Logger
-	// shipping is the log shipment in flight: a slow store delays the
-	// logs, never the supervisor.
-	shipping chan struct{}
-	// size measures the workspace against its limit (nil: no limit).
-	size *sizeWatch
-	// llm is the attempt's side of the gateway (nil: none), notes the
-	// run's signals its ledger goes by.
-	llm   *attemptLLM
-	notes *notifier
-}
-
-func (k *attemptHooks) llmSpent() bool { return k.llm.spent() }
-
-func (k *attemptHooks) reportUsage() { k.llm.report(k.notes, k.at.n, false) }
-
-func (k *attemptHooks) reached(agentSeconds float64) { k.lv.agent(agentSeconds) }
-
-func (k *attemptHooks) checkpoint(agentSeconds float64) { k.ck.start(k.ctx, agentSeconds) }
-
-func (k *attemptHooks) shipLogs() {
-	if k.shipping != nil {
-		select {
-		case <-k.shipping:
-		default:
-			return // the last shipment is still going
-		}
-	}
-	done := make(chan struct{})
-	k.shipping = done
-	go func() {
-		defer close(done)
-		if err := k.logs.Ship(k.ctx, false); err != nil {
-			k.log.Warn("log segment not stored", zap.Error(err))
-		}
-	}()
-}
-
-// shipLastLogs ships the rest of the log once the agent has ended.
-func (k *attemptHooks) shipLastLogs() {
-	if k.shipping != nil {
-		<-k.shipping
-	}
-	if err := k.logs.Ship(k.ctx, true); err != nil {
-		k.log.Warn("log segment not stored", zap.Error(err))
-	}
-}
-
-func (k *attemptHooks) steering() (float64, bool, bool) {
-	if k.a.Client == nil {
-		return 0, false, false
-	}
-	info := activity.GetInfo(k.ctx)
-	qctx, cancel := context.WithTimeout(k.ctx, steeringTimeout)
-	defer cancel()
-	v, err := k.a.Client.QueryWorkflow(qctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, QuerySteering)
-	if err != nil {
-		return 0, false, false
-	}
-	var st Steering
-	if v.Get(&st) != nil {
-		return 0, false, false
-	}
-	return st.GrantedS, st.CancelRequested, true
-}
-
-func (k *attemptHooks) overLimit() string {
-	if k.size == nil {
-		return ""
-	}
-	return k.size.over()
-}
-
-func (k *attemptHooks) deadlineMoved(hard time.Time) {
-	if err := contract.WriteDeadline(k.at.Control(), hard); err != nil {
-		k.log.Warn("the agent's deadline file", zap.Error(err))
-	}
-}
-
-// steeringTimeout bounds one read of the operator's controls; a slow
-// server only delays an extension by a poll.
-const steeringTimeout = 3 * time.Second

@@ -37,6 +37,8 @@ type checkpointer struct {
 	// truncated fails the attempt when a checkpoint met the engine's
 	// bound on entries between two measurements of the workspace.
 	truncated func(why string)
+	// added is told what each commit holds beyond the last (nil: no one).
+	added func(ctx context.Context, prev, m *checkpoint.Manifest)
 }
 
 // wait waits for a periodic checkpoint in flight.
@@ -127,6 +129,9 @@ func (c *checkpointer) take(ctx context.Context, agentSeconds float64, end *chec
 	}
 	ref := CheckpointRef{Seq: m.Seq, Attempt: c.at.n, AgentSeconds: agentSeconds, At: m.CreatedAt, Files: len(m.Files), Bytes: m.Bytes, NewBytes: m.NewBytes, Final: final, Ending: end,
 		From: c.at.n}
+	if c.added != nil {
+		c.added(ctx, c.prev, m)
+	}
 	c.prev = m
 	c.seq++
 	c.notes.send(SignalCheckpoint, ref)

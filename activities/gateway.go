@@ -124,3 +124,10 @@ func (l *attemptLLM) finish(n *notifier, attempt int) {
 
 // spent tells whether the run's LLM budget is spent.
 func (l *attemptLLM) spent() bool { return l != nil && l.serve.Meter.Spent() }
+
+// observed lets the attempt's observation know when its calls ran.
+func (l *attemptLLM) observed(o *observer) {
+	if l != nil {
+		l.serve.Record.Seen = o.call
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/leaderboard"
+	"github.com/mlrb/mlrb/internal/observe"
 	"github.com/mlrb/mlrb/internal/resume"
 	"github.com/mlrb/mlrb/internal/runresults"
 	"github.com/mlrb/mlrb/internal/runs"
@@ -38,7 +39,28 @@ type StoreResultInput struct {
 // StoreResult keeps a run's result in the blob store, where the
 // leaderboard and the starter read a benchmark's runs from.
 func (a *Records) StoreResult(ctx context.Context, in StoreResultInput) error {
-	return runresults.Put(ctx, a.Engine.Store, in.RunID, in.Result)
+	return runresults.Put(ctx, a.Engine.Store, in.RunID, a.withResearch(ctx, in.RunID, in.Result))
+}
+
+// withResearch adds the run's research measures to its result, derived
+// from its attempts' stored observations (the workflow never holds
+// them); a run not observed, or a result not read, is stored as it came.
+func (a *Records) withResearch(ctx context.Context, runID string, body json.RawMessage) json.RawMessage {
+	obs, err := observe.Load(ctx, a.Engine.Store, runID)
+	if err != nil || len(obs) == 0 {
+		return body
+	}
+	var r runs.Result
+	if json.Unmarshal(body, &r) != nil {
+		return body
+	}
+	research := runs.Research(&r, obs, a.MinExperiment)
+	r.Research = &research.Measures
+	b, err := json.Marshal(&r)
+	if err != nil {
+		return body
+	}
+	return b
 }
 
 // AggregateResultsInput names a benchmark's runs by their matrix, never

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
@@ -10,6 +11,7 @@ import (
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/gpu"
 	"github.com/mlrb/mlrb/internal/metrics"
+	"github.com/mlrb/mlrb/internal/observe"
 	"github.com/mlrb/mlrb/internal/provision"
 	"github.com/mlrb/mlrb/tasks"
 )
@@ -49,6 +51,8 @@ type Records struct {
 	Engine  *checkpoint.Engine
 	// Client asks runs whether they ended (AwaitRuns).
 	Client client.Client
+	// MinExperiment is how long a process runs to be an experiment.
+	MinExperiment time.Duration
 }
 
 // Leases hands out this host's GPU slots.
@@ -104,4 +108,6 @@ type Host struct {
 	GPUType   string
 	GPUs      *gpu.Pool
 	WorkDir   string
+	// Observe is how agents' processes and GPUs are sampled here.
+	Observe observe.Options
 }

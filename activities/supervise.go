@@ -48,6 +48,8 @@ type hooks interface {
 	llmSpent() bool
 	// reportUsage sends the attempt's LLM ledger to the run if it changed.
 	reportUsage()
+	// stopping: the supervisor is about to signal or kill the agent.
+	stopping()
 }
 
 // endKind is how supervision ended.
@@ -198,12 +200,14 @@ func (s *supervisor) agentExit(res runtime.ExitResult) ending {
 }
 
 func (s *supervisor) signal(sig syscall.Signal) {
+	s.hooks.stopping()
 	if err := s.h.Signal(sig); err != nil {
 		s.log.Warn("signal the agent", zap.Stringer("signal", sig), zap.Error(err))
 	}
 }
 
 func (s *supervisor) kill() {
+	s.hooks.stopping()
 	if err := s.h.Kill(); err != nil {
 		s.log.Warn("kill the agent", zap.Error(err))
 	}

@@ -55,6 +55,7 @@ type steerAnswer struct {
 func (k *fakeHooks) reached(float64)    { k.beats++ }
 func (k *fakeHooks) checkpoint(float64) { k.checkpoints++ }
 func (k *fakeHooks) shipLogs()          { k.ships++ }
+func (k *fakeHooks) stopping()          {}
 func (k *fakeHooks) steering() (float64, bool, bool) {
 	return k.steer.granted, k.steer.cancel, k.steer.ok
 }

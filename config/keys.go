@@ -119,6 +119,10 @@ var Table = []Key{
 	{Name: "provision.ec2.worker", Default: "/usr/local/bin/mlrb-worker", Doc: "the worker command on the image, started by the user data"},
 	{Name: "log.level", Default: "info", Flag: "log-level", Doc: "debug, info, warn or error"},
 	{Name: "metrics.listen", Default: "", Flag: "metrics-listen", Doc: "host:port where the worker serves Prometheus metrics at `/metrics` (\"\": none), e.g. `127.0.0.1:9464`"},
+	{Name: "observe.proc_interval", Default: 5 * time.Second, Doc: "how often an agent's processes are sampled from the host (its container's cgroup or its process tree): command, CPU, peak memory, OOM kills"},
+	{Name: "observe.gpu_interval", Default: 30 * time.Second, Doc: "how often the leased GPUs are sampled (utilisation, memory, power, memory per process)"},
+	{Name: "observe.gpu_command", Default: []string{"nvidia-smi"}, Doc: "the GPU query command, with any leading arguments; asked `--query-gpu=…` and `--query-compute-apps=…` with `--format=csv,noheader,nounits -i <leased ids>` (empty, or absent on the host: GPUs are not sampled)"},
+	{Name: "observe.min_experiment", Default: time.Minute, Doc: "a process the agent ran counts as an experiment when it ran this long or touched a GPU"},
 	{Name: "metrics.fleet", Default: true, Doc: "also export the runs by phase and outcome, counted by the Temporal server (one visibility count per phase and outcome each scrape); turn off on all but one worker of a large fleet"},
 }
 

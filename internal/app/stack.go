@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"github.com/mlrb/mlrb/internal/observe"
 
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
@@ -109,4 +110,13 @@ func Policy(cfg *config.Config) workflows.Policy {
 	// Validated with the config.
 	p.Curve, p.NoCurve, _ = cfg.Eval.CurveMarks()
 	return p
+}
+
+// observeOptions is how this host samples agents' processes and GPUs.
+func observeOptions(cfg *config.Config) observe.Options {
+	o := observe.Options{ProcInterval: cfg.Observe.ProcInterval, GPUInterval: cfg.Observe.GPUInterval}
+	if len(cfg.Observe.GPUCommand) > 0 {
+		o.GPU = &observe.GPUQuery{Command: cfg.Observe.GPUCommand}
+	}
+	return o
 }

@@ -196,7 +196,7 @@ func (s *startup) assemble() error {
 	if err := s.engine.Store.Put(s.ctx, llm.PricesKey(prices.Ref()), bytes.NewReader(prices.JSON())); err != nil {
 		return fmt.Errorf("store the price table: %w", err)
 	}
-	host := activities.Host{HostID: cfg.Host.ID, HostQueue: s.hq, GPUType: cfg.Host.GPUType, GPUs: s.pool, WorkDir: cfg.WorkDir()}
+	host := activities.Host{HostID: cfg.Host.ID, HostQueue: s.hq, GPUType: cfg.Host.GPUType, GPUs: s.pool, WorkDir: cfg.WorkDir(), Observe: observeOptions(cfg)}
 	runner := &activities.Runner{
 		Runs: activities.Runs{Engine: s.engine, Keep: cfg.Checkpoint.Keep},
 		Host: host,
@@ -210,7 +210,7 @@ func (s *startup) assemble() error {
 	s.runner = runner
 	s.acts = &activities.Set{
 		Tasks:       &activities.Tasks{Catalog: s.catalog, Store: s.engine.Store, Images: s.ws},
-		Records:     &activities.Records{Catalog: s.catalog, Engine: s.engine, Client: s.c},
+		Records:     &activities.Records{Catalog: s.catalog, Engine: s.engine, Client: s.c, MinExperiment: cfg.Observe.MinExperiment},
 		Leases:      &activities.Leases{Host: host, Client: s.c},
 		Fleet:       &activities.Fleet{QueueOf: func(id string) string { return HostQueue(cfg.Temporal.TaskQueue, id) }},
 		Attempts:    &activities.Attempts{Runner: runner},

@@ -47,6 +47,15 @@ type ModelRef struct {
 	Checkpoint int      `json:"checkpoint"`
 	Path       string   `json:"path"`
 	Score      *float64 `json:"score,omitempty"`
+	// Split is the held-out split Score is on (a mark's dev split, or
+	// the final evaluation's test split).
+	Split string `json:"split,omitempty"`
+}
+
+// Scored is a checkpoint's score and the split it is on.
+type Scored struct {
+	Score float64
+	Split string
 }
 
 // Measures are a run's research at a glance.
@@ -78,15 +87,16 @@ type Research struct {
 }
 
 // Span is a stretch of wall time (an LLM call).
-type Span struct{ Start, End time.Time }
+type Span struct {
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+}
 
 // Input is what a run's research is derived from.
 type Input struct {
 	Observations []*Observation
-	// Calls are the gateway's calls, by attempt.
-	Calls map[int][]Span
-	// Scores are the scored checkpoints' scores, by sequence number.
-	Scores        map[int]float64
+	// Scores are the scored checkpoints', by sequence number.
+	Scores        map[int]Scored
 	MinExperiment time.Duration
 	// BudgetS is the run's agent time limit; AgentS the agent time it used.
 	BudgetS, AgentS float64
@@ -110,7 +120,7 @@ func Derive(in Input) Research {
 			r.Experiments = append(r.Experiments, e)
 			busy = append(busy, [2]float64{e.StartS, e.EndS})
 		}
-		for _, c := range in.Calls[o.Attempt] {
+		for _, c := range o.Calls {
 			busy = append(busy, [2]float64{o.agentAt(c.Start), o.agentAt(c.End)})
 		}
 		if b, ok := o.gpuBusy(); ok {
@@ -321,7 +331,7 @@ func totalSpan(obs []*Observation) float64 {
 }
 
 // nextModel is the model the first checkpoint after end added, if any.
-func nextModel(o *Observation, end time.Time, scores map[int]float64) *ModelRef {
+func nextModel(o *Observation, end time.Time, scores map[int]Scored) *ModelRef {
 	for _, c := range o.Checkpoints {
 		if c.At.Before(end) {
 			continue
@@ -331,7 +341,7 @@ func nextModel(o *Observation, end time.Time, scores map[int]float64) *ModelRef 
 		}
 		m := &ModelRef{Checkpoint: c.Seq, Path: c.Models[0]}
 		if s, ok := scores[c.Seq]; ok {
-			m.Score = &s
+			m.Score, m.Split = &s.Score, s.Split
 		}
 		return m
 	}

@@ -48,6 +48,8 @@ type Observation struct {
 	Procs       []Proc           `json:"procs"`
 	GPU         []GPUSample      `json:"gpu,omitempty"`
 	Checkpoints []CheckpointAdds `json:"checkpoints,omitempty"`
+	// Calls are the gateway's LLM calls of the attempt, as wall time.
+	Calls []Span `json:"calls,omitempty"`
 	// Dropped counts processes not kept past MaxProcs.
 	Dropped int `json:"dropped,omitempty"`
 }

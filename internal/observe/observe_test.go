@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mlrb/mlrb/internal/checkpoint"
 )
 
 // standInSMI writes an nvidia-smi that answers the two queries as the
@@ -152,8 +154,8 @@ func TestDerive(t *testing.T) {
 			{Seq: 3, At: at(1800), AgentS: 1800},
 		},
 	}
-	r := Derive(Input{Observations: []*Observation{o}, Scores: map[int]float64{2: 0.71}, MinExperiment: time.Minute, BudgetS: 4000, AgentS: 4000,
-		Calls: map[int][]Span{1: {{Start: at(1300), End: at(1310)}}}})
+	o.Calls = []Span{{Start: at(1300), End: at(1310)}}
+	r := Derive(Input{Observations: []*Observation{o}, Scores: map[int]Scored{2: {Score: 0.71, Split: "dev"}}, MinExperiment: time.Minute, BudgetS: 4000, AgentS: 4000})
 	want := []struct {
 		pid     int
 		outcome Outcome
@@ -217,5 +219,28 @@ func write(t *testing.T, path, body string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAdds: a checkpoint adds the model directories whose files are new
+// or changed, counts changed code and the bytes logs grew; the files it
+// shares with the last one add nothing.
+func TestAdds(t *testing.T) {
+	reg := func(p string, size int64, chunk string) checkpoint.File {
+		return checkpoint.File{Path: p, Size: size, Chunks: []string{chunk}}
+	}
+	prev := &checkpoint.Manifest{Seq: 1, Files: []checkpoint.File{
+		reg("train.py", 10, "a"), reg("out/run1/config.json", 5, "c"), reg("out/run1/model.safetensors", 100, "w1"), reg("train.log", 50, "l1"),
+	}}
+	next := &checkpoint.Manifest{Seq: 2, AgentSeconds: 600, Files: []checkpoint.File{
+		reg("train.py", 12, "b"), reg("out/run1/config.json", 5, "c"), reg("out/run1/model.safetensors", 100, "w1"),
+		reg("out/run2/config.json", 5, "c"), reg("out/run2/model.safetensors", 100, "w2"), reg("train.log", 80, "l2"), reg("notes.md", 3, "n"),
+	}}
+	a := Adds(prev, next)
+	if a.Seq != 2 || a.AgentS != 600 || !slices.Equal(a.Models, []string{"out/run2"}) || a.CodeChanged != 1 || a.LogsGrew != 30 {
+		t.Fatalf("adds %+v", a)
+	}
+	if first := Adds(nil, prev); !slices.Equal(first.Models, []string{"out/run1"}) || first.LogsGrew != 50 {
+		t.Fatalf("first checkpoint adds %+v", first)
 	}
 }

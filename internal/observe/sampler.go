@@ -129,6 +129,13 @@ func (s *Sampler) Checkpoint(c CheckpointAdds) {
 	s.obs.Checkpoints = append(s.obs.Checkpoints, c)
 }
 
+// Call records an LLM call of the attempt.
+func (s *Sampler) Call(c Span) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.obs.Calls = append(s.obs.Calls, c)
+}
+
 // Snapshot is the observation so far.
 func (s *Sampler) Snapshot() *Observation {
 	s.mu.Lock()
@@ -137,6 +144,7 @@ func (s *Sampler) Snapshot() *Observation {
 	o.Procs = slices.Clone(s.obs.Procs)
 	o.GPU = slices.Clone(s.obs.GPU)
 	o.Checkpoints = slices.Clone(s.obs.Checkpoints)
+	o.Calls = slices.Clone(s.obs.Calls)
 	o.End = s.now()
 	return &o
 }

@@ -7,6 +7,7 @@
 package runs
 
 import (
+	"github.com/mlrb/mlrb/internal/observe"
 	"time"
 
 	"github.com/mlrb/mlrb/internal/budget"
@@ -145,6 +146,10 @@ type Result struct {
 	// what this execution saw).
 	AttemptLog    []AttemptRecord  `json:"attempt_log,omitempty"`
 	CheckpointLog []CheckpointInfo `json:"checkpoint_log,omitempty"`
+	// Research measures the experiments the agent ran, as the worker saw
+	// them from the host (set when the result is stored; nil: the run
+	// was not observed).
+	Research *observe.Measures `json:"research,omitempty"`
 }
 
 // AgentRef is what a result records of the agent that ran: its

@@ -67,6 +67,7 @@ type dockerHandle struct {
 	id   string
 	name string
 	door string // the door container's id ("": none)
+	pid  int    // its first process, on the host
 	done chan ExitResult
 	sent sentSignals
 }
@@ -74,6 +75,8 @@ type dockerHandle struct {
 func (h *dockerHandle) ID() string              { return h.name }
 func (h *dockerHandle) Wait() <-chan ExitResult { return h.done }
 func (h *dockerHandle) Kill() error             { return h.Signal(syscall.SIGKILL) }
+func (h *dockerHandle) HostPID() int            { return h.pid }
+func (h *dockerHandle) OwnCgroup() bool         { return true }
 
 // Destroy removes the container; it stays after exit so that its paths can
 // be archived for the final checkpoint.
@@ -260,6 +263,9 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 		_, _ = d.c.ContainerRemove(context.Background(), created.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 		d.removeDoor(door)
 		return nil, fmt.Errorf("start container %s: %w", name, err)
+	}
+	if in, err := d.c.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{}); err == nil && in.Container.State != nil {
+		h.pid = in.Container.State.Pid
 	}
 	logDone := make(chan struct{})
 	go func() {

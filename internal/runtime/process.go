@@ -47,6 +47,8 @@ func (h *procHandle) ID() string              { return h.name }
 func (h *procHandle) Wait() <-chan ExitResult { return h.done }
 func (h *procHandle) Kill() error             { return h.Signal(syscall.SIGKILL) }
 func (h *procHandle) Destroy() error          { return nil }
+func (h *procHandle) HostPID() int            { return h.pid }
+func (h *procHandle) OwnCgroup() bool         { return false }
 func (h *procHandle) Signal(s syscall.Signal) error {
 	h.sent.add(s)
 	// The whole group: an agent's own children go with it.

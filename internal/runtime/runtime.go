@@ -150,6 +150,14 @@ type Handle interface {
 	Destroy() error
 }
 
+// Observable is a task whose processes the host can see: the host pid
+// of its first process (0: not known) and whether it has a cgroup of its
+// own (a container), where the kernel counts its OOM kills.
+type Observable interface {
+	HostPID() int
+	OwnCgroup() bool
+}
+
 // Runtime starts tasks and reaps orphans.
 type Runtime interface {
 	Start(ctx context.Context, spec TaskSpec) (Handle, error)

@@ -53,6 +53,9 @@ type Recorder struct {
 	// Ledger is the attempt's ledger now, stored with each record.
 	Ledger func() llm.Ledger
 	Log    *zap.Logger
+	// Seen, if set, is told of each call as it is added (the attempt's
+	// observation keeps when its calls ran); it must not block.
+	Seen func(Call)
 
 	mu     sync.Mutex
 	seq    int
@@ -73,6 +76,9 @@ const storing = 8
 // bodies waiting to be stored are bounded (MaxPending): past it a call
 // is recorded without them, saying so, rather than held in memory.
 func (r *Recorder) Add(c Call, req, resp []byte) {
+	if r.Seen != nil {
+		r.Seen(c)
+	}
 	r.mu.Lock()
 	r.seq++
 	c.Seq, c.Attempt = r.seq, r.Attempt

@@ -1,0 +1,143 @@
+package activities
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mlrb/mlrb/internal/checkpoint"
+	"github.com/mlrb/mlrb/internal/observe"
+	"github.com/mlrb/mlrb/internal/runtime"
+	"github.com/mlrb/mlrb/internal/transcript"
+)
+
+// observer watches one attempt's research from the host (internal/
+// observe): its processes, its leased GPUs, what its checkpoints add and
+// when its LLM calls ran. Its observation is stored beside the
+// transcript at checkpoints (at most every observeEvery) and when the
+// attempt ends; the run gets aggregates only, from the stored result.
+type observer struct {
+	a   *Attempts
+	in  *AgentInput
+	log *zap.Logger
+
+	mu       sync.Mutex
+	s        *observe.Sampler
+	storedAt time.Time
+}
+
+// observeEvery bounds how often a checkpoint stores the observation too:
+// a lost worker loses at most this much of it.
+const observeEvery = 10 * time.Minute
+
+func (a *Attempts) newObserver(in *AgentInput, log *zap.Logger) *observer {
+	return &observer{a: a, in: in, log: log}
+}
+
+// begin samples the started task h, if the host can see its processes.
+func (o *observer) begin(h runtime.Handle, redact []string) {
+	oh, ok := h.(runtime.Observable)
+	if !ok || oh.HostPID() == 0 {
+		o.log.Debug("the agent's processes cannot be seen from this host: not observed")
+		return
+	}
+	var scope observe.Scope
+	var err error
+	if oh.OwnCgroup() {
+		scope, err = observe.CgroupOf(oh.HostPID(), cgroupMount)
+	} else {
+		scope, err = observe.NewTree(oh.HostPID())
+	}
+	if err == nil {
+		opts := o.a.Observe
+		opts.Redact, opts.Logger = redactor(redact), o.log
+		var s *observe.Sampler
+		s, err = observe.Start(scope, opts, observe.Observation{RunID: o.in.RunID, Attempt: o.in.Attempt, StartAgentS: o.in.Budget.UsedS, Devices: o.in.Lease.Devices})
+		o.mu.Lock()
+		o.s, o.storedAt = s, time.Now()
+		o.mu.Unlock()
+	}
+	if err != nil {
+		o.log.Warn("the agent is not observed", zap.Error(err))
+	}
+}
+
+// cgroupMount is where the host mounts its cgroups.
+const cgroupMount = "/sys/fs/cgroup"
+
+func (o *observer) sampler() *observe.Sampler {
+	if o == nil {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.s
+}
+
+// call records an LLM call's span (the gateway's recorder tells it).
+func (o *observer) call(c transcript.Call) {
+	if s := o.sampler(); s != nil {
+		s.Call(observe.Span{Start: c.Start, End: c.Start.Add(time.Duration(c.LatencyMS * float64(time.Millisecond)))})
+	}
+}
+
+// stopping: the harness began to stop the agent.
+func (o *observer) stopping() {
+	if s := o.sampler(); s != nil {
+		s.Stopping()
+	}
+}
+
+// checkpoint records what checkpoint m added to prev, and stores the
+// observation when the last store is old enough.
+func (o *observer) checkpoint(ctx context.Context, prev, m *checkpoint.Manifest) {
+	s := o.sampler()
+	if s == nil {
+		return
+	}
+	s.Checkpoint(observe.Adds(prev, m))
+	o.mu.Lock()
+	due := time.Since(o.storedAt) >= observeEvery
+	if due {
+		o.storedAt = time.Now()
+	}
+	o.mu.Unlock()
+	if due {
+		o.store(ctx, s.Snapshot())
+	}
+}
+
+// finish stops sampling and stores the observation, ended as the
+// attempt did ("" for an attempt the run gave up on: its work was lost).
+func (o *observer) finish(ctx context.Context, ended string) {
+	if s := o.sampler(); s != nil {
+		// Stored even when the run gave up on the attempt.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		o.store(sctx, s.Stop(ended))
+	}
+}
+
+func (o *observer) store(ctx context.Context, obs *observe.Observation) {
+	if err := observe.Put(ctx, o.a.Engine.Store, obs); err != nil {
+		o.log.Warn("the attempt's observation is not stored", zap.Error(err))
+	}
+}
+
+// redactor replaces the attempt's secret values in command lines.
+func redactor(secrets []string) func(string) string {
+	var pairs []string
+	for _, s := range secrets {
+		if s != "" {
+			pairs = append(pairs, s, "***")
+		}
+	}
+	if len(pairs) == 0 {
+		return nil
+	}
+	r := strings.NewReplacer(pairs...)
+	return r.Replace
+}

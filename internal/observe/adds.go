@@ -1,0 +1,99 @@
+package observe
+
+import (
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/mlrb/mlrb/internal/checkpoint"
+)
+
+// Adds is what checkpoint next holds that prev (nil: none) did not: the
+// model directories (a config.json beside weights) with a file new or
+// changed, the code files changed elsewhere, and the bytes logs grew.
+// Only the manifests are read, never the agent's files.
+func Adds(prev, next *checkpoint.Manifest) CheckpointAdds {
+	a := CheckpointAdds{Seq: next.Seq, At: next.CreatedAt, AgentS: next.AgentSeconds}
+	before := map[string]checkpoint.File{}
+	if prev != nil {
+		for _, f := range prev.Files {
+			before[f.Path] = f
+		}
+	}
+	models := modelDirs(next.Files)
+	changedModel := map[string]bool{}
+	for _, f := range next.Files {
+		if !f.Mode.IsRegular() {
+			continue
+		}
+		old, had := before[f.Path]
+		if had && old.Size == f.Size && slices.Equal(old.Chunks, f.Chunks) && old.HardLink == f.HardLink {
+			continue
+		}
+		dir := path.Dir(f.Path)
+		switch {
+		case models[dir]:
+			changedModel[dir] = true
+		case isLog(f.Path):
+			if grew := f.Size - old.Size; grew > 0 {
+				a.LogsGrew += grew
+			}
+		case isCode(f.Path):
+			a.CodeChanged++
+		}
+	}
+	for d := range changedModel {
+		a.Models = append(a.Models, d)
+	}
+	slices.Sort(a.Models)
+	return a
+}
+
+// modelDirs are the directories holding a config.json and weights.
+func modelDirs(files []checkpoint.File) map[string]bool {
+	config, weights := map[string]bool{}, map[string]bool{}
+	for _, f := range files {
+		dir, name := path.Split(f.Path)
+		dir = strings.TrimSuffix(dir, "/")
+		if dir == "" {
+			dir = "."
+		}
+		switch {
+		case name == "config.json":
+			config[dir] = true
+		case isWeights(name):
+			weights[dir] = true
+		}
+	}
+	out := map[string]bool{}
+	for d := range config {
+		if weights[d] {
+			out[d] = true
+		}
+	}
+	return out
+}
+
+func isWeights(name string) bool {
+	for _, ext := range []string{".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack"} {
+		if strings.HasSuffix(name, ext) {
+			return true
+		}
+	}
+	// The mini tasks' models keep their weights as JSON.
+	return name == "model.json"
+}
+
+func isLog(p string) bool {
+	base := path.Base(p)
+	return strings.HasSuffix(base, ".log") || strings.HasSuffix(base, ".out") || strings.HasSuffix(base, ".err") ||
+		strings.Contains("/"+p, "/logs/") || strings.Contains("/"+p, "/wandb/")
+}
+
+func isCode(p string) bool {
+	switch path.Ext(p) {
+	case ".py", ".sh", ".ipynb", ".yaml", ".yml", ".toml", ".cfg", ".c", ".cc", ".cpp", ".h", ".cu", ".rs", ".go", ".lean", ".js", ".ts", ".jl", ".r", ".R":
+		return true
+	}
+	return false
+}
