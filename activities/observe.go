@@ -37,8 +37,9 @@ func (a *Attempts) newObserver(in *AgentInput, log *zap.Logger) *observer {
 	return &observer{a: a, in: in, log: log}
 }
 
-// begin samples the started task h, if the host can see its processes.
-func (o *observer) begin(h runtime.Handle, redact []string) {
+// begin samples the started task h, if the host can see its processes;
+// started is when the attempt's agent time began.
+func (o *observer) begin(h runtime.Handle, redact []string, started time.Time) {
 	oh, ok := h.(runtime.Observable)
 	if !ok || oh.HostPID() == 0 {
 		o.log.Debug("the agent's processes cannot be seen from this host: not observed")
@@ -55,7 +56,7 @@ func (o *observer) begin(h runtime.Handle, redact []string) {
 		opts := o.a.Observe
 		opts.Redact, opts.Logger = redactor(redact), o.log
 		var s *observe.Sampler
-		s, err = observe.Start(scope, opts, observe.Observation{RunID: o.in.RunID, Attempt: o.in.Attempt, StartAgentS: o.in.Budget.UsedS, Devices: o.in.Lease.Devices})
+		s, err = observe.Start(scope, opts, observe.Observation{RunID: o.in.RunID, Attempt: o.in.Attempt, Start: started, StartAgentS: o.in.Budget.UsedS, Devices: o.in.Lease.Devices})
 		o.mu.Lock()
 		o.s, o.storedAt = s, time.Now()
 		o.mu.Unlock()

@@ -78,6 +78,19 @@ func runExperiments(g *globals, o experimentsOptions, id string) error {
 	return nil
 }
 
+// withResearch adds the run's research measures, which the worker adds to
+// the result it stores (the workflow's own result never holds them).
+func withResearch(g *globals, r *runs.Result) {
+	store, err := g.store()
+	if err != nil {
+		return
+	}
+	var stored runs.Result
+	if runresults.Get(g.ctx, store, r.RunID, &stored) == nil {
+		r.Research = stored.Research
+	}
+}
+
 // seenAgentTime is the agent time the observations reach.
 func seenAgentTime(obs []*observe.Observation) float64 {
 	var t float64

@@ -95,5 +95,6 @@ func runFork(g *globals, o forkOptions, source string) error {
 	if err := run.Get(g.ctx, &res); err != nil {
 		return fmt.Errorf("fork %s: %w", run.GetID(), err)
 	}
+	withResearch(g, &res)
 	return printResult(g.out, &res, o.json)
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/cli"
-	"github.com/mlrb/mlrb/internal/runresults"
 	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -245,13 +244,7 @@ func runResult(g *globals, o resultOptions, id string) error {
 	if err := c.GetWorkflow(g.ctx, id, "").Get(g.ctx, &res); err != nil {
 		return fmt.Errorf("run %s: %w", id, err)
 	}
-	// The research measures are added when the result is stored.
-	if store, err := g.store(); err == nil {
-		var stored runs.Result
-		if runresults.Get(g.ctx, store, id, &stored) == nil {
-			res.Research = stored.Research
-		}
-	}
+	withResearch(g, &res)
 	return printResult(g.out, &res, o.json)
 }
 

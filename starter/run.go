@@ -163,6 +163,7 @@ func runRun(g *globals, o runOptions) error {
 	if err := run.Get(g.ctx, &res); err != nil {
 		return fmt.Errorf("run %s: %w", run.GetID(), err)
 	}
+	withResearch(g, &res)
 	return printResult(g.out, &res, o.json)
 }
 
@@ -184,5 +185,9 @@ func printResult(w io.Writer, r *runs.Result, asJSON bool) error {
 		fmt.Fprintf(w, "violation  %s\n", v)
 	}
 	writeCurve(w, "curve      ", r.Curve)
+	if m := r.Research; m != nil {
+		fmt.Fprintf(w, "research   %d experiments (%.2f an hour), longest stall %s, %.2f GPU-hours in experiments (%.2f produced no model): `starter experiments %s`\n",
+			m.Experiments, m.PerHour, agentClock(m.LongestStallS), m.GPUHours, m.GPUHoursNoModel, r.RunID)
+	}
 	return nil
 }

@@ -101,6 +101,7 @@ func runWatch(g *globals, o watchOptions, id string) error {
 	if err := c.GetWorkflow(g.ctx, id, "").Get(g.ctx, &res); err != nil {
 		return fmt.Errorf("run %s: %w", id, err)
 	}
+	withResearch(g, &res)
 	return printResult(g.out, &res, false)
 }
 

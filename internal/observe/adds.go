@@ -11,7 +11,8 @@ import (
 // Adds is what checkpoint next holds that prev (nil: none) did not: the
 // model directories (a config.json beside weights) with a file new or
 // changed, the code files changed elsewhere, and the bytes logs grew.
-// Only the manifests are read, never the agent's files.
+// Only the manifests are read, never the agent's files. Model paths are
+// from the agent's work dir when they are under it.
 func Adds(prev, next *checkpoint.Manifest) CheckpointAdds {
 	a := CheckpointAdds{Seq: next.Seq, At: next.CreatedAt, AgentS: next.AgentSeconds}
 	before := map[string]checkpoint.File{}
@@ -43,6 +44,11 @@ func Adds(prev, next *checkpoint.Manifest) CheckpointAdds {
 		}
 	}
 	for d := range changedModel {
+		// Named as the agent names it: from its work dir, as in
+		// submission.json.
+		if rel, ok := strings.CutPrefix(d, next.Workdir+"/"); ok && next.Workdir != "" {
+			d = rel
+		}
 		a.Models = append(a.Models, d)
 	}
 	slices.Sort(a.Models)

@@ -114,9 +114,10 @@ func Derive(in Input) Research {
 	var busy [][2]float64
 	var gpuBusyS, gpuSpanS float64
 	sampled := false
+	adds := allAdds(in.Observations, in.Scores)
 	for _, o := range in.Observations {
 		for _, e := range experiments(o, in.MinExperiment) {
-			e.Model = nextModel(o, e.End, in.Scores)
+			e.Model = nextModel(o, e.End, adds, in.Scores)
 			r.Experiments = append(r.Experiments, e)
 			busy = append(busy, [2]float64{e.StartS, e.EndS})
 		}
@@ -330,8 +331,10 @@ func totalSpan(obs []*Observation) float64 {
 	return s
 }
 
-// nextModel is the model the first checkpoint after end added, if any.
-func nextModel(o *Observation, end time.Time, scores map[int]Scored) *ModelRef {
+// nextModel is the model the first checkpoint after end added, if any,
+// scored as the first scored checkpoint that still holds it (none of
+// adds, all the run's checkpoints in order, added another model since).
+func nextModel(o *Observation, end time.Time, adds []CheckpointAdds, scores map[int]Scored) *ModelRef {
 	for _, c := range o.Checkpoints {
 		if c.At.Before(end) {
 			continue
@@ -340,12 +343,42 @@ func nextModel(o *Observation, end time.Time, scores map[int]Scored) *ModelRef {
 			return nil
 		}
 		m := &ModelRef{Checkpoint: c.Seq, Path: c.Models[0]}
-		if s, ok := scores[c.Seq]; ok {
-			m.Score, m.Split = &s.Score, s.Split
+		for _, later := range adds {
+			if later.Seq < c.Seq {
+				continue
+			}
+			if later.Seq > c.Seq && len(later.Models) > 0 {
+				break
+			}
+			if s, ok := scores[later.Seq]; ok {
+				m.Score, m.Split = &s.Score, s.Split
+				break
+			}
 		}
 		return m
 	}
 	return nil
+}
+
+// allAdds are every observed checkpoint's additions, in sequence order;
+// a scored checkpoint no observation saw (its attempt's observation
+// lost) counts as adding nothing.
+func allAdds(obs []*Observation, scores map[int]Scored) []CheckpointAdds {
+	var adds []CheckpointAdds
+	seen := map[int]bool{}
+	for _, o := range obs {
+		for _, c := range o.Checkpoints {
+			adds = append(adds, c)
+			seen[c.Seq] = true
+		}
+	}
+	for seq := range scores {
+		if !seen[seq] {
+			adds = append(adds, CheckpointAdds{Seq: seq})
+		}
+	}
+	sort.Slice(adds, func(i, j int) bool { return adds[i].Seq < adds[j].Seq })
+	return adds
 }
 
 // longestGap is the longest stretch of [0, total] no interval covers.

@@ -132,7 +132,8 @@ func TestSamplerSeesTheTree(t *testing.T) {
 // TestDerive: a shell the agent keeps ran two experiments one after the
 // other; a training process with workers is one experiment; one was
 // OOM-killed, one cut off by the deadline; short commands are none. The
-// first produced a model that a mark scored.
+// first produced a model that a mark scored at the next checkpoint, which
+// still held it.
 func TestDerive(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
@@ -155,7 +156,7 @@ func TestDerive(t *testing.T) {
 		},
 	}
 	o.Calls = []Span{{Start: at(1300), End: at(1310)}}
-	r := Derive(Input{Observations: []*Observation{o}, Scores: map[int]Scored{2: {Score: 0.71, Split: "dev"}}, MinExperiment: time.Minute, BudgetS: 4000, AgentS: 4000})
+	r := Derive(Input{Observations: []*Observation{o}, Scores: map[int]Scored{3: {Score: 0.71, Split: "dev"}}, MinExperiment: time.Minute, BudgetS: 4000, AgentS: 4000})
 	want := []struct {
 		pid     int
 		outcome Outcome
@@ -242,5 +243,10 @@ func TestAdds(t *testing.T) {
 	}
 	if first := Adds(nil, prev); !slices.Equal(first.Models, []string{"out/run1"}) || first.LogsGrew != 50 {
 		t.Fatalf("first checkpoint adds %+v", first)
+	}
+	// A container's snapshot holds the work dir under app/work.
+	in := &checkpoint.Manifest{Seq: 1, Workdir: "app/work", Files: []checkpoint.File{reg("app/work/output/model/config.json", 5, "c"), reg("app/work/output/model/model.json", 9, "m")}}
+	if a := Adds(nil, in); !slices.Equal(a.Models, []string{"output/model"}) {
+		t.Fatalf("under the work dir: %+v", a.Models)
 	}
 }

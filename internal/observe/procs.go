@@ -225,11 +225,20 @@ func readProc(fs procfs.FS, boot time.Time, pid int) (procInfo, error) {
 	return pi, nil
 }
 
-// bootTime is when the host booted, for process start times.
-func bootTime(fs procfs.FS) (time.Time, error) {
-	st, err := fs.Stat()
+// bootTime is when the host booted, to 10 ms (/proc/uptime): /proc/stat's
+// btime is whole seconds, too coarse for processes a second long.
+func bootTime(_ procfs.FS) (time.Time, error) {
+	b, err := os.ReadFile("/proc/uptime")
 	if err != nil {
 		return time.Time{}, fmt.Errorf("boot time: %w", err)
 	}
-	return time.Unix(int64(st.BootTime), 0), nil
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return time.Time{}, fmt.Errorf("boot time: /proc/uptime reads %q", b)
+	}
+	up, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("boot time: %w", err)
+	}
+	return time.Now().Add(-time.Duration(up * float64(time.Second))), nil
 }

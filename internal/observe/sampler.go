@@ -61,8 +61,8 @@ type tracked struct {
 }
 
 // Start samples scope's processes (and, with o.GPU, base.Devices) from
-// now on; base names the run, the attempt, its devices and the agent
-// time already used.
+// now on; base names the run, the attempt, its devices, the agent time
+// already used and when the attempt's clock started (zero: now).
 func Start(scope Scope, o Options, base Observation) (*Sampler, error) {
 	fs, err := procfs.NewDefaultFS()
 	if err != nil {
@@ -83,7 +83,10 @@ func Start(scope Scope, o Options, base Observation) (*Sampler, error) {
 	}
 	s := &Sampler{scope: scope, o: o, fs: fs, boot: boot, now: time.Now, obs: base, live: map[procKey]*tracked{},
 		stop: make(chan struct{}), done: make(chan struct{})}
-	s.obs.Start, s.obs.Procs = s.now(), []Proc{}
+	if s.obs.Start.IsZero() {
+		s.obs.Start = s.now()
+	}
+	s.obs.Procs = []Proc{}
 	s.lastOOM, s.obs.OOMKnown = scope.OOMKills()
 	s.gpuOff = o.GPU == nil || len(base.Devices) == 0
 	go s.loop()
@@ -114,12 +117,13 @@ func (s *Sampler) loop() {
 // deadline, a hand-back, a cancel): a process alive then was cut off.
 // It samples at once, so that what was alive is known.
 func (s *Sampler) Stopping() {
-	s.sampleProcs()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.obs.StopAt.IsZero() {
 		s.obs.StopAt = s.now()
 	}
+	s.mu.Unlock()
+	// Sampled after StopAt: what it sees was alive at the stop.
+	s.sampleProcs()
 }
 
 // Checkpoint records what a committed checkpoint added.
