@@ -81,7 +81,7 @@ func (o *observer) sampler() *observe.Sampler {
 // call records an LLM call's span (the gateway's recorder tells it).
 func (o *observer) call(c transcript.Call) {
 	if s := o.sampler(); s != nil {
-		s.Call(observe.Span{Start: c.Start, End: c.Start.Add(time.Duration(c.LatencyMS * float64(time.Millisecond)))})
+		s.Call(observe.Span{Start: c.Start, End: c.Start.Add(time.Duration(c.LatencyMS * float64(time.Millisecond))), USD: c.Usage.USD})
 	}
 }
 

@@ -39,23 +39,30 @@ type StoreResultInput struct {
 // StoreResult keeps a run's result in the blob store, where the
 // leaderboard and the starter read a benchmark's runs from.
 func (a *Records) StoreResult(ctx context.Context, in StoreResultInput) error {
-	return runresults.Put(ctx, a.Engine.Store, in.RunID, a.withResearch(ctx, in.RunID, in.Result))
+	return runresults.Put(ctx, a.Engine.Store, in.RunID, a.complete(ctx, in.RunID, in.Result))
 }
 
-// withResearch adds the run's research measures to its result, derived
-// from its attempts' stored observations (the workflow never holds
-// them); a run not observed, or a result not read, is stored as it came.
-func (a *Records) withResearch(ctx context.Context, runID string, body json.RawMessage) json.RawMessage {
-	obs, err := observe.Load(ctx, a.Engine.Store, runID)
-	if err != nil || len(obs) == 0 {
-		return body
-	}
+// complete adds to a run's result what only its workers know, and the
+// workflow never holds: its research measures, derived from its
+// attempts' stored observations, and its GPU dollars (with the cost at
+// each mark) at this worker's GPU prices. A result not read is stored as
+// it came.
+func (a *Records) complete(ctx context.Context, runID string, body json.RawMessage) json.RawMessage {
 	var r runs.Result
 	if json.Unmarshal(body, &r) != nil {
 		return body
 	}
-	research := runs.Research(&r, obs, a.MinExperiment)
-	r.Research = &research.Measures
+	obs, err := observe.Load(ctx, a.Engine.Store, runID)
+	if err != nil {
+		obs = nil // the measures are left out, the result kept
+	}
+	if len(obs) > 0 {
+		research := runs.Research(&r, obs, a.MinExperiment)
+		r.Research = &research.Measures
+	}
+	if a.GPUPrices != nil {
+		runs.PriceGPUs(&r, a.GPUPrices, obs)
+	}
 	b, err := json.Marshal(&r)
 	if err != nil {
 		return body

@@ -10,6 +10,7 @@ import (
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/gpu"
+	"github.com/mlrb/mlrb/internal/gpucost"
 	"github.com/mlrb/mlrb/internal/metrics"
 	"github.com/mlrb/mlrb/internal/observe"
 	"github.com/mlrb/mlrb/internal/provision"
@@ -53,6 +54,8 @@ type Records struct {
 	Client client.Client
 	// MinExperiment is how long a process runs to be an experiment.
 	MinExperiment time.Duration
+	// GPUPrices costs the GPU time of the results stored (nil: not costed).
+	GPUPrices *gpucost.Table
 }
 
 // Leases hands out this host's GPU slots.

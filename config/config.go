@@ -38,19 +38,7 @@ type Config struct {
 	Metrics    Metrics    `mapstructure:"metrics" yaml:"metrics"`
 	Gateway    Gateway    `mapstructure:"gateway" yaml:"gateway"`
 	Observe    Observe    `mapstructure:"observe" yaml:"observe"`
-}
-
-// Observe configures what a worker sees of an agent's research: its
-// processes and the leased GPUs, sampled from the host.
-type Observe struct {
-	ProcInterval time.Duration `mapstructure:"proc_interval" yaml:"proc_interval"`
-	GPUInterval  time.Duration `mapstructure:"gpu_interval" yaml:"gpu_interval"`
-	// GPUCommand is nvidia-smi, or what stands in for it, with any
-	// leading arguments (empty: GPUs are not sampled).
-	GPUCommand []string `mapstructure:"gpu_command" yaml:"gpu_command"`
-	// MinExperiment is how long a process runs (if it touches no GPU) to
-	// count as an experiment.
-	MinExperiment time.Duration `mapstructure:"min_experiment" yaml:"min_experiment"`
+	Cost       Cost       `mapstructure:"cost" yaml:"cost"`
 }
 
 // Gateway configures each worker's run gateway: the agents' one door out.

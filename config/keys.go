@@ -123,6 +123,7 @@ var Table = []Key{
 	{Name: "observe.gpu_interval", Default: 30 * time.Second, Doc: "how often the leased GPUs are sampled (utilisation, memory, power, memory per process)"},
 	{Name: "observe.gpu_command", Default: []string{"nvidia-smi"}, Doc: "the GPU query command, with any leading arguments; asked `--query-gpu=…` and `--query-compute-apps=…` with `--format=csv,noheader,nounits -i <leased ids>` (empty, or absent on the host: GPUs are not sampled)"},
 	{Name: "observe.min_experiment", Default: time.Minute, Doc: "a process the agent ran counts as an experiment when it ran this long or touched a GPU"},
+	{Name: "cost.gpu_prices", Default: "", ShownAs: "built in (dated)", Doc: "GPU price table: a YAML file of `date`, `source` and `gpus` (US dollars per GPU-hour by `host.gpu_type`); a run's billed GPU-hours are costed with it when its result is stored, which names the table (date, SHA-256) and the rate"},
 	{Name: "metrics.fleet", Default: true, Doc: "also export the runs by phase and outcome, counted by the Temporal server (one visibility count per phase and outcome each scrape); turn off on all but one worker of a large fleet"},
 }
 

@@ -1,8 +1,6 @@
 package workflows
 
 import (
-	"fmt"
-
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/budget"
 )
@@ -18,13 +16,3 @@ func costOf(b budget.Account, gpuCount int, ev *activities.EvalResult) Cost {
 	return c
 }
 
-// hardwareClass names what a run ran on, for the leaderboard.
-func hardwareClass(gpus int, gpuType string) string {
-	switch {
-	case gpus == 0:
-		return "CPU"
-	case gpuType == "":
-		return fmt.Sprintf("%d× GPU", gpus)
-	}
-	return fmt.Sprintf("%d× %s", gpus, gpuType)
-}

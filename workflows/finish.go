@@ -39,7 +39,7 @@ func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason str
 		Curve: r.curve.marks, AttemptLog: r.loop.attempts, CheckpointLog: r.checkpoints, AgentDef: r.agentRef(), Benchmark: r.in.Benchmark,
 	}
 	if r.spec.Hash != "" { // resolved
-		res.TimeLimitS, res.Hardware = r.timeLimit().Seconds(), hardwareClass(r.spec.Spec.Resources.GPUCount, r.spec.Spec.Resources.GPUType)
+		res.TimeLimitS, res.Hardware = r.timeLimit().Seconds(), runs.HardwareClass(r.spec.Spec.Resources.GPUCount, r.spec.Spec.Resources.GPUType)
 	}
 	res.Cost = costOf(r.st.Budget, r.spec.Spec.Resources.GPUCount, ev)
 	res.Cost.BilledGPUHours = r.slots.heldS * float64(r.spec.Spec.Resources.GPUCount) / 3600

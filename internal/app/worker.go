@@ -17,6 +17,7 @@ import (
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/gateway"
 	"github.com/mlrb/mlrb/internal/gpu"
+	"github.com/mlrb/mlrb/internal/gpucost"
 	"github.com/mlrb/mlrb/internal/hosts"
 	"github.com/mlrb/mlrb/internal/llm"
 	"github.com/mlrb/mlrb/internal/metrics"
@@ -196,6 +197,13 @@ func (s *startup) assemble() error {
 	if err := s.engine.Store.Put(s.ctx, llm.PricesKey(prices.Ref()), bytes.NewReader(prices.JSON())); err != nil {
 		return fmt.Errorf("store the price table: %w", err)
 	}
+	gpuPrices, err := gpucost.Load(cfg.Cost.GPUPrices)
+	if err != nil {
+		return err
+	}
+	if err := s.engine.Store.Put(s.ctx, gpuPrices.Key(), bytes.NewReader(gpuPrices.JSON())); err != nil {
+		return fmt.Errorf("store the GPU price table: %w", err)
+	}
 	host := activities.Host{HostID: cfg.Host.ID, HostQueue: s.hq, GPUType: cfg.Host.GPUType, GPUs: s.pool, WorkDir: cfg.WorkDir(), Observe: observeOptions(cfg)}
 	runner := &activities.Runner{
 		Runs: activities.Runs{Engine: s.engine, Keep: cfg.Checkpoint.Keep},
@@ -210,7 +218,7 @@ func (s *startup) assemble() error {
 	s.runner = runner
 	s.acts = &activities.Set{
 		Tasks:       &activities.Tasks{Catalog: s.catalog, Store: s.engine.Store, Images: s.ws},
-		Records:     &activities.Records{Catalog: s.catalog, Engine: s.engine, Client: s.c, MinExperiment: cfg.Observe.MinExperiment},
+		Records:     &activities.Records{Catalog: s.catalog, Engine: s.engine, Client: s.c, MinExperiment: cfg.Observe.MinExperiment, GPUPrices: gpuPrices},
 		Leases:      &activities.Leases{Host: host, Client: s.c},
 		Fleet:       &activities.Fleet{QueueOf: func(id string) string { return HostQueue(cfg.Temporal.TaskQueue, id) }},
 		Attempts:    &activities.Attempts{Runner: runner},

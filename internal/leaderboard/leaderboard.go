@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mlrb/mlrb/internal/observe"
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
@@ -33,6 +34,8 @@ type Entry struct {
 	// EvaluatorImage is the digest of the evaluator that scored it: the
 	// anchors' is compared with it.
 	EvaluatorImage string `json:"evaluator_image,omitempty"`
+	// Research is the run's research measures (nil: not observed).
+	Research *observe.Measures `json:"research,omitempty"`
 }
 
 // RunsOf is what the leaderboard needs of run results.
@@ -40,7 +43,7 @@ func RunsOf(results []runs.Result) []Entry {
 	out := make([]Entry, 0, len(results))
 	for _, r := range results {
 		out = append(out, Entry{RunID: r.RunID, EvaluatorImage: r.EvaluatorImage, Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: r.Outcome, Score: r.Score,
-			Attempts: r.Attempts, EvalTries: r.EvalTries, TimeLimitS: r.TimeLimitS, Hardware: r.Hardware, Cost: r.Cost})
+			Attempts: r.Attempts, EvalTries: r.EvalTries, TimeLimitS: r.TimeLimitS, Hardware: r.Hardware, Cost: r.Cost, Research: r.Research})
 	}
 	return out
 }
@@ -60,6 +63,10 @@ type Total struct {
 	LLMCalls       int64   `json:"llm_calls"`
 	LLMTokens      int64   `json:"llm_tokens"`
 	LLMUSD         float64 `json:"llm_usd"`
+	// GPUUSD is the priced runs' GPU dollars; GPUUnpriced counts the runs
+	// whose GPU type had no price.
+	GPUUSD      float64 `json:"gpu_usd"`
+	GPUUnpriced int     `json:"gpu_unpriced_runs,omitempty"`
 	// LLMRateLimitWaitS is how long providers told agents to wait (429).
 	LLMRateLimitWaitS float64 `json:"llm_rate_limit_wait_s,omitempty"`
 	ReportedTokens    int64   `json:"reported_llm_tokens,omitempty"`
@@ -73,6 +80,11 @@ func (t *Total) Add(c Cost) {
 	t.BilledGPUHours += c.BilledGPUHours
 	t.WastedGPUHours += c.WastedGPUHours
 	t.InfraWaitHours += c.InfraWaitHours
+	if c.GPUUSD == nil {
+		t.GPUUnpriced++
+	} else if *c.GPUUSD > 0 && !math.IsInf(*c.GPUUSD, 0) {
+		t.GPUUSD = min(t.GPUUSD+*c.GPUUSD, math.MaxFloat64)
+	}
 	// What agents report is checked where it is read; a stored result
 	// from before (or edited since) still never makes a sum negative,
 	// infinite or wrapped.
@@ -104,6 +116,8 @@ func (t *Total) add(o Total) {
 	t.LLMCalls = satAdd(t.LLMCalls, o.LLMCalls)
 	t.LLMTokens = satAdd(t.LLMTokens, o.LLMTokens)
 	t.LLMUSD = min(t.LLMUSD+o.LLMUSD, math.MaxFloat64)
+	t.GPUUSD = min(t.GPUUSD+o.GPUUSD, math.MaxFloat64)
+	t.GPUUnpriced += o.GPUUnpriced
 	t.LLMRateLimitWaitS += o.LLMRateLimitWaitS
 	t.ReportedTokens = satAdd(t.ReportedTokens, o.ReportedTokens)
 	t.ReportedUSD = min(t.ReportedUSD+o.ReportedUSD, math.MaxFloat64)
@@ -132,6 +146,10 @@ func (t Total) Line() string {
 		t.AgentHours, t.GPUHours, t.BilledGPUHours, t.WastedGPUHours, t.InfraWaitHours, t.LLMCalls, t.LLMTokens, t.LLMUSD)
 	if t.ReportedTokens > 0 || t.ReportedUSD > 0 {
 		line += fmt.Sprintf("; agents reported %d tokens, $%.2f", t.ReportedTokens, t.ReportedUSD)
+	}
+	line += fmt.Sprintf("; $%.2f GPU (billed GPU h at the GPU price table)", t.GPUUSD)
+	if t.GPUUnpriced > 0 {
+		line += fmt.Sprintf(", and %d runs whose GPUs have no price", t.GPUUnpriced)
 	}
 	return line
 }

@@ -77,6 +77,8 @@ type Row struct {
 	// unpaired, on the counted runs).
 	MDD  float64 `json:"-"`
 	Cost Total   `json:"cost"`
+	// Research is the observed runs' research measures, averaged.
+	Research *Research `json:"research,omitempty"`
 	// GapClosed is the floor-counted mean's share of its task's anchor gap,
 	// in percent, with its interval (NaN without anchors); NearZeroGap
 	// flags a gap too small to divide by. Baseline and Top are the anchors.
@@ -160,6 +162,7 @@ func summariseGroup(task, agent string, rs []Entry, anchors map[string]Anchor) R
 	row.FloorMean, row.FloorStd = MeanStd(counted)
 	row.FloorLow, row.FloorHigh = TInterval(counted)
 	row.MDD = UnpairedMDD(row.FloorStd, row.Counted)
+	row.Research = researchOf(rs)
 	row.GapClosed, row.GapLow, row.GapHigh = nan, nan, nan
 	if a, ok := anchors[task]; ok {
 		b, t := a.Baseline, a.Top

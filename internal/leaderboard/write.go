@@ -110,30 +110,31 @@ func jsonAgents(as []AgentSummary) []map[string]any {
 
 // WriteMarkdown prints rows as a Markdown table.
 func WriteMarkdown(w io.Writer, rows []Row) {
-	fmt.Fprintln(w, "| task | agent | runs | scored / agent failed / apart | success [Wilson 95 %] | mean of scored (n) | 95 % CI | mean, failures at floor [95 % CI] | gap closed % [95 % CI] | std | min | max | retried | GPU h used / billed | MDD (80 %) |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| task | agent | runs | scored / agent failed / apart | success [Wilson 95 %] | mean of scored (n) | 95 % CI | mean, failures at floor [95 % CI] | gap closed % [95 % CI] | std | min | max | retried | GPU h used / billed | $ GPU / LLM | experiments/h / GPU busy / first model | MDD (80 %) |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|")
 	for _, r := range rows {
-		fmt.Fprintf(w, "| %s | %s | %d | %d / %d / %d | %s | %s | %s | %s | %s | %s | %s | %s | %d | %s / %s | %s |\n", r.Task, r.Agent, r.Runs, r.Scored, r.AgentFailed, r.Invalid,
+		fmt.Fprintf(w, "| %s | %s | %d | %d / %d / %d | %s | %s | %s | %s | %s | %s | %s | %s | %d | %s / %s | %.2f / %.2f | %s | %s |\n", r.Task, r.Agent, r.Runs, r.Scored, r.AgentFailed, r.Invalid,
 			SuccessCell(r.SuccessRate, r.SuccessLow, r.SuccessHigh), meanCell(r), CICell(r), floorCell(r), GapCell(r), num(r.Std), num(r.Min), num(r.Max), r.Retried,
-			num(r.Cost.GPUHours), num(r.Cost.BilledGPUHours), num(r.MDD))
+			num(r.Cost.GPUHours), num(r.Cost.BilledGPUHours), r.Cost.GPUUSD, r.Cost.LLMUSD, researchCell(r.Research), num(r.MDD))
 	}
 }
 
 // WriteCSV prints rows as CSV.
 func WriteCSV(w io.Writer, rows []Row) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"task", "agent", "runs", "scored", "agent_failed", "invalid", "disqualified", "success_rate", "success_low", "success_high",
+	_ = cw.Write(append([]string{"task", "agent", "runs", "scored", "agent_failed", "invalid", "disqualified", "success_rate", "success_low", "success_high",
 		"mean", "std", "sem", "ci95_low", "ci95_high", "ci_method", "min", "max", "floor", "mean_with_failures", "mean_with_failures_low", "mean_with_failures_high",
 		"gap_closed_pct", "gap_closed_low", "gap_closed_high", "baseline", "top", "retried",
-		"agent_hours", "gpu_hours", "billed_gpu_hours", "wasted_gpu_hours", "infra_wait_hours", "llm_calls", "llm_tokens", "llm_usd", "reported_llm_usd", "mdd"})
+		"agent_hours", "gpu_hours", "billed_gpu_hours", "wasted_gpu_hours", "infra_wait_hours", "llm_calls", "llm_tokens", "llm_usd", "reported_llm_usd", "gpu_usd", "gpu_unpriced_runs", "mdd"}, researchColumns...))
 	for _, r := range rows {
 		c := r.Cost
-		_ = cw.Write([]string{r.Task, r.Agent, strconv.Itoa(r.Runs), strconv.Itoa(r.Scored), strconv.Itoa(r.AgentFailed), strconv.Itoa(r.Invalid), strconv.Itoa(r.Disqualified),
+		_ = cw.Write(append([]string{r.Task, r.Agent, strconv.Itoa(r.Runs), strconv.Itoa(r.Scored), strconv.Itoa(r.AgentFailed), strconv.Itoa(r.Invalid), strconv.Itoa(r.Disqualified),
 			num(r.SuccessRate), num(r.SuccessLow), num(r.SuccessHigh),
 			num(r.Mean), num(r.Std), num(r.SEM), num(r.CILow), num(r.CIHigh), r.CIMethod, num(r.Min), num(r.Max), num(r.Floor), num(r.FloorMean), num(r.FloorLow), num(r.FloorHigh),
 			num(r.GapClosed), num(r.GapLow), num(r.GapHigh), optNum(r.Baseline), optNum(r.Top), strconv.Itoa(r.Retried),
 			num(c.AgentHours), num(c.GPUHours), num(c.BilledGPUHours), num(c.WastedGPUHours), num(c.InfraWaitHours),
-			strconv.FormatInt(c.LLMCalls, 10), strconv.FormatInt(c.LLMTokens, 10), strconv.FormatFloat(c.LLMUSD, 'f', 4, 64), strconv.FormatFloat(c.ReportedUSD, 'f', 4, 64), num(r.MDD)})
+			strconv.FormatInt(c.LLMCalls, 10), strconv.FormatInt(c.LLMTokens, 10), strconv.FormatFloat(c.LLMUSD, 'f', 4, 64), strconv.FormatFloat(c.ReportedUSD, 'f', 4, 64),
+			strconv.FormatFloat(c.GPUUSD, 'f', 4, 64), itoa(c.GPUUnpriced), num(r.MDD)}, researchRecord(r.Research)...))
 	}
 	cw.Flush()
 	return cw.Error()

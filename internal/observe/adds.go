@@ -3,7 +3,9 @@ package observe
 import (
 	"path"
 	"slices"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/mlrb/mlrb/internal/checkpoint"
 )
@@ -102,4 +104,54 @@ func isCode(p string) bool {
 		return true
 	}
 	return false
+}
+
+// nextModel is the model the first checkpoint after end added, if any,
+// scored as the first scored checkpoint that still holds it (none of
+// adds, all the run's checkpoints in order, added another model since).
+func nextModel(o *Observation, end time.Time, adds []CheckpointAdds, scores map[int]Scored) *ModelRef {
+	for _, c := range o.Checkpoints {
+		if c.At.Before(end) {
+			continue
+		}
+		if len(c.Models) == 0 {
+			return nil
+		}
+		m := &ModelRef{Checkpoint: c.Seq, Path: c.Models[0]}
+		for _, later := range adds {
+			if later.Seq < c.Seq {
+				continue
+			}
+			if later.Seq > c.Seq && len(later.Models) > 0 {
+				break
+			}
+			if s, ok := scores[later.Seq]; ok {
+				m.Score, m.Split = &s.Score, s.Split
+				break
+			}
+		}
+		return m
+	}
+	return nil
+}
+
+// allAdds are every observed checkpoint's additions, in sequence order;
+// a scored checkpoint no observation saw (its attempt's observation
+// lost) counts as adding nothing.
+func allAdds(obs []*Observation, scores map[int]Scored) []CheckpointAdds {
+	var adds []CheckpointAdds
+	seen := map[int]bool{}
+	for _, o := range obs {
+		for _, c := range o.Checkpoints {
+			adds = append(adds, c)
+			seen[c.Seq] = true
+		}
+	}
+	for seq := range scores {
+		if !seen[seq] {
+			adds = append(adds, CheckpointAdds{Seq: seq})
+		}
+	}
+	sort.Slice(adds, func(i, j int) bool { return adds[i].Seq < adds[j].Seq })
+	return adds
 }

@@ -90,6 +90,8 @@ type Research struct {
 type Span struct {
 	Start time.Time `json:"start"`
 	End   time.Time `json:"end"`
+	// USD is what the call cost, as the gateway metered it.
+	USD float64 `json:"usd,omitempty"`
 }
 
 // Input is what a run's research is derived from.
@@ -122,7 +124,7 @@ func Derive(in Input) Research {
 			busy = append(busy, [2]float64{e.StartS, e.EndS})
 		}
 		for _, c := range o.Calls {
-			busy = append(busy, [2]float64{o.agentAt(c.Start), o.agentAt(c.End)})
+			busy = append(busy, [2]float64{o.AgentAt(c.Start), o.AgentAt(c.End)})
 		}
 		if b, ok := o.gpuBusy(); ok {
 			sampled = true
@@ -231,7 +233,7 @@ func sequential(o *Observation, ps []int) bool {
 
 func (o *Observation) experiment(p Proc) Experiment {
 	end := o.endOf(p)
-	e := Experiment{Attempt: o.Attempt, PID: p.PID, Command: p.Command, Start: p.Start, End: end, StartS: o.agentAt(p.Start), EndS: o.agentAt(end),
+	e := Experiment{Attempt: o.Attempt, PID: p.PID, Command: p.Command, Start: p.Start, End: end, StartS: o.AgentAt(p.Start), EndS: o.AgentAt(end),
 		CPUS: p.CPUS, PeakRSS: p.PeakRSS, GPUMiB: p.GPUMiB, Outcome: o.outcome(p)}
 	if u, ok := o.meanUtil(p.Start, end); ok {
 		e.MeanUtil = &u
@@ -271,7 +273,8 @@ func (o *Observation) endOf(p Proc) time.Time {
 	return p.End
 }
 
-func (o *Observation) agentAt(t time.Time) float64 {
+// AgentAt is the run's agent time at wall time t of this attempt.
+func (o *Observation) AgentAt(t time.Time) float64 {
 	return o.StartAgentS + t.Sub(o.Start).Seconds()
 }
 
@@ -329,56 +332,6 @@ func totalSpan(obs []*Observation) float64 {
 		}
 	}
 	return s
-}
-
-// nextModel is the model the first checkpoint after end added, if any,
-// scored as the first scored checkpoint that still holds it (none of
-// adds, all the run's checkpoints in order, added another model since).
-func nextModel(o *Observation, end time.Time, adds []CheckpointAdds, scores map[int]Scored) *ModelRef {
-	for _, c := range o.Checkpoints {
-		if c.At.Before(end) {
-			continue
-		}
-		if len(c.Models) == 0 {
-			return nil
-		}
-		m := &ModelRef{Checkpoint: c.Seq, Path: c.Models[0]}
-		for _, later := range adds {
-			if later.Seq < c.Seq {
-				continue
-			}
-			if later.Seq > c.Seq && len(later.Models) > 0 {
-				break
-			}
-			if s, ok := scores[later.Seq]; ok {
-				m.Score, m.Split = &s.Score, s.Split
-				break
-			}
-		}
-		return m
-	}
-	return nil
-}
-
-// allAdds are every observed checkpoint's additions, in sequence order;
-// a scored checkpoint no observation saw (its attempt's observation
-// lost) counts as adding nothing.
-func allAdds(obs []*Observation, scores map[int]Scored) []CheckpointAdds {
-	var adds []CheckpointAdds
-	seen := map[int]bool{}
-	for _, o := range obs {
-		for _, c := range o.Checkpoints {
-			adds = append(adds, c)
-			seen[c.Seq] = true
-		}
-	}
-	for seq := range scores {
-		if !seen[seq] {
-			adds = append(adds, CheckpointAdds{Seq: seq})
-		}
-	}
-	sort.Slice(adds, func(i, j int) bool { return adds[i].Seq < adds[j].Seq })
-	return adds
 }
 
 // longestGap is the longest stretch of [0, total] no interval covers.

@@ -7,6 +7,7 @@
 package runs
 
 import (
+	"github.com/mlrb/mlrb/internal/gpucost"
 	"github.com/mlrb/mlrb/internal/observe"
 	"time"
 
@@ -100,6 +101,10 @@ type Cost struct {
 	LLMInputTokens  *int64   `json:"llm_input_tokens,omitempty"`
 	LLMOutputTokens *int64   `json:"llm_output_tokens,omitempty"`
 	LLMUSD          *float64 `json:"llm_usd,omitempty"`
+	// GPUUSD is BilledGPUHours at the rate GPUPrices names, set when the
+	// result is stored (nil: the host class has no price).
+	GPUUSD    *float64     `json:"gpu_usd,omitempty"`
+	GPUPrices *gpucost.Ref `json:"gpu_prices,omitempty"`
 }
 
 // Result is what a finished run reports.
@@ -205,6 +210,10 @@ type Mark struct {
 	// dev-split evaluation for its marks, else "test".
 	Split string `json:"split"`
 	Tries int    `json:"tries"`
+	// CostUSD is what the run had cost by the mark's agent time: its GPUs
+	// at the result's rate, and the LLM calls it had made (set when the
+	// result is stored; nil: the GPUs have no price).
+	CostUSD *float64 `json:"cost_usd,omitempty"`
 }
 
 // Later tells a mark served by a checkpoint taken after it (within the
