@@ -11,6 +11,8 @@ import (
 
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/internal/export"
+	"github.com/mlrb/mlrb/internal/observe"
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/internal/transcript"
 )
 
@@ -69,6 +71,10 @@ func runExport(g *globals, o exportOptions, ids []string) error {
 		return err
 	}
 	rs := b.runs
+	cfg, err := g.config()
+	if err != nil {
+		return err
+	}
 	store, err := g.store()
 	if err != nil {
 		return err
@@ -93,6 +99,15 @@ func runExport(g *globals, o exportOptions, ids []string) error {
 			return err
 		}
 		calls += len(cs)
+		obs, err := observe.Load(g.ctx, store, rs[i].RunID)
+		if err != nil {
+			_ = w.Close()
+			return err
+		}
+		if err := w.Research(&rs[i], runs.Research(&rs[i], obs, cfg.Observe.MinExperiment), obs); err != nil {
+			_ = w.Close()
+			return err
+		}
 	}
 	if err := w.Close(); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/mlrb/mlrb/internal/llm"
+	"github.com/mlrb/mlrb/internal/observe"
 	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/internal/transcript"
 )
@@ -153,5 +154,46 @@ func TestCSVNeverHoldsAFormula(t *testing.T) {
 				t.Fatalf("a cell a spreadsheet runs: %q", c)
 			}
 		}
+	}
+}
+
+// TestResearchTables: a run's experiments and GPU samples read back from
+// Parquet, an experiment's model and its score beside it, a GPU that
+// reports no power as null; the run's row has its research measures and
+// GPU dollars.
+func TestResearchTables(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Open(dir, "parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := sample()
+	usd, busy, s := 12.5, 0.4, 0.7
+	r.Cost.GPUUSD = &usd
+	r.Research = &observe.Measures{Experiments: 1, PerHour: 2, GPUBusyShare: &busy}
+	at := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	obs := []*observe.Observation{{Attempt: 2, Start: at, StartAgentS: 10, GPU: []observe.GPUSample{{At: at.Add(time.Minute), Index: 3, Util: 80, MemMiB: 1000}}}}
+	rs := observe.Research{Experiments: []observe.Experiment{{Attempt: 2, PID: 7, Command: "python train.py", Start: at, End: at.Add(time.Hour), Outcome: observe.Ended,
+		Model: &observe.ModelRef{Checkpoint: 2, Path: "output/model", Score: &s, Split: "dev"}}}}
+	if err := w.Result("b", r); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Research(r, rs, obs); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	es, err := parquet.ReadFile[ExperimentRow](filepath.Join(dir, "experiments.parquet"))
+	if err != nil || len(es) != 1 || es[0].Command != "python train.py" || es[0].ModelSeq != 2 || *es[0].ModelScore != 0.7 || es[0].Outcome != "ended" {
+		t.Fatalf("experiments %+v, %v", es, err)
+	}
+	gs, err := parquet.ReadFile[GPUSampleRow](filepath.Join(dir, "gpu_samples.parquet"))
+	if err != nil || len(gs) != 1 || gs[0].Device != 3 || gs[0].Util != 80 || gs[0].PowerW != nil || gs[0].AgentS != 70 {
+		t.Fatalf("gpu samples %+v, %v", gs, err)
+	}
+	runsRead, err := parquet.ReadFile[RunRow](filepath.Join(dir, "runs.parquet"))
+	if err != nil || *runsRead[0].GPUUSD != 12.5 || runsRead[0].Experiments != 1 || *runsRead[0].GPUBusy != 0.4 || runsRead[0].FirstModelS != nil {
+		t.Fatalf("runs %+v, %v", runsRead, err)
 	}
 }

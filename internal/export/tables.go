@@ -42,6 +42,15 @@ type RunRow struct {
 	AgentHash   string   `parquet:"agent_definition_hash" doc:"the agent definition's hash (agents/NAME.yaml, its description aside)"`
 	Provider    string   `parquet:"provider" doc:"the LLM provider the agent was given"`
 	Model       string   `parquet:"model" doc:"the model the agent was given (MLRB_MODEL)"`
+	GPUUSD      *float64 `parquet:"gpu_usd,optional" doc:"billed GPU hours at the GPU price table, USD; empty when its GPU type has no price"`
+	GPUPrices   string   `parquet:"gpu_prices" doc:"the GPU price table's date and SHA-256, and the rate used"`
+	Experiments int64    `parquet:"experiments" doc:"experiments the worker saw the agent run (processes past observe.min_experiment or on a GPU)"`
+	ExpPerHour  float64  `parquet:"experiments_per_hour" doc:"experiments per hour of agent time"`
+	GPUBusy     *float64 `parquet:"gpu_busy_share,optional" doc:"the leased GPUs' mean utilisation over the budget; empty when no GPU was sampled"`
+	FirstModelS *float64 `parquet:"first_model_s,optional" doc:"agent time of the first checkpoint holding a model; empty when none did"`
+	StallS      float64  `parquet:"longest_stall_s" doc:"longest agent time with no experiment running and no LLM call"`
+	NoModelGPUH float64  `parquet:"gpu_hours_no_model" doc:"GPU hours in experiments after which no model came"`
+	CutOffHours float64  `parquet:"cut_off_hours" doc:"hours of experiments cut off by the deadline"`
 }
 
 // AttemptRow is one row per agent attempt.
@@ -87,6 +96,7 @@ type MarkRow struct {
 	Error   string   `parquet:"error" doc:"the evaluation's error, if it never succeeded"`
 	Split   string   `parquet:"split" doc:"held-out split scored: test, or the task's dev split"`
 	Tries   int64    `parquet:"tries" doc:"evaluations of the checkpoint"`
+	CostUSD *float64 `parquet:"cost_usd,optional" doc:"what the run had cost by the mark: GPUs at the price table and LLM calls, USD; empty when its GPUs have no price"`
 }
 
 // CallRow is one row per recorded LLM call or connection.
@@ -120,4 +130,41 @@ type ScoreRow struct {
 	Seed   int64   `parquet:"seed" doc:"seed"`
 	Metric string  `parquet:"metric" doc:"metric name (lm-eval task and field, constraints/…)"`
 	Value  float64 `parquet:"value" doc:"its value"`
+}
+
+// ExperimentRow is one row per experiment the worker saw the agent run.
+type ExperimentRow struct {
+	RunID      string    `parquet:"run_id" doc:"the run"`
+	Task       string    `parquet:"task" doc:"task id"`
+	Agent      string    `parquet:"agent" doc:"agent name"`
+	Seed       int64     `parquet:"seed" doc:"seed"`
+	Attempt    int64     `parquet:"attempt" doc:"the attempt it ran in"`
+	PID        int64     `parquet:"pid" doc:"its process id on the host"`
+	Command    string    `parquet:"command" doc:"its command line, secrets scrubbed, capped"`
+	Start      time.Time `parquet:"start" doc:"when it started (UTC)"`
+	End        time.Time `parquet:"end" doc:"when it was last seen (UTC)"`
+	StartS     float64   `parquet:"start_agent_s" doc:"the run's agent time at its start"`
+	EndS       float64   `parquet:"end_agent_s" doc:"the run's agent time at its end"`
+	CPUS       float64   `parquet:"cpu_s" doc:"CPU seconds"`
+	PeakRSS    int64     `parquet:"peak_rss_bytes" doc:"peak resident memory"`
+	GPUMiB     float64   `parquet:"gpu_mib" doc:"most GPU memory the driver reported for it"`
+	GPUHours   float64   `parquet:"gpu_hours" doc:"its time on the leased GPUs"`
+	MeanUtil   *float64  `parquet:"mean_gpu_util,optional" doc:"the leased GPUs' mean utilisation while it ran, percent"`
+	Outcome    string    `parquet:"outcome" doc:"ended, oom_killed, cut_off (by the deadline or LLM budget), lost (with an infra failure) or canceled"`
+	ModelSeq   int64     `parquet:"model_checkpoint" doc:"the next checkpoint, when it added a model (0: none)"`
+	ModelPath  string    `parquet:"model_path" doc:"that model's directory, from the agent's work dir"`
+	ModelScore *float64  `parquet:"model_score,optional" doc:"that model's score, from the first scored checkpoint that still held it"`
+	ModelSplit string    `parquet:"model_split" doc:"the split model_score is on"`
+}
+
+// GPUSampleRow is one row per sample of a leased GPU.
+type GPUSampleRow struct {
+	RunID   string    `parquet:"run_id" doc:"the run"`
+	Attempt int64     `parquet:"attempt" doc:"the attempt that held it"`
+	At      time.Time `parquet:"at" doc:"when it was sampled (UTC)"`
+	AgentS  float64   `parquet:"agent_s" doc:"the run's agent time then"`
+	Device  int64     `parquet:"device" doc:"the GPU's index on its host"`
+	Util    float64   `parquet:"util" doc:"utilisation, percent"`
+	MemMiB  float64   `parquet:"mem_mib" doc:"memory used, MiB"`
+	PowerW  *float64  `parquet:"power_w,optional" doc:"power draw, W; empty where the GPU does not report it"`
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/mlrb/mlrb/internal/observe"
 	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/internal/transcript"
 )
@@ -32,6 +33,8 @@ type Writer struct {
 	marks       *table[MarkRow]
 	calls       *table[CallRow]
 	scores      *table[ScoreRow]
+	experiments *table[ExperimentRow]
+	gpuSamples  *table[GPUSampleRow]
 }
 
 // Open creates dir and a file per table in format.
@@ -43,7 +46,7 @@ func Open(dir, format string) (*Writer, error) {
 		return nil, fmt.Errorf("export: %w", err)
 	}
 	file := func(name string) string { return filepath.Join(dir, name+"."+format) }
-	var errs [6]error
+	var errs [8]error
 	w := &Writer{dir: dir}
 	w.runs, errs[0] = newTable[RunRow](file("runs"), format)
 	w.attempts, errs[1] = newTable[AttemptRow](file("attempts"), format)
@@ -51,6 +54,8 @@ func Open(dir, format string) (*Writer, error) {
 	w.marks, errs[3] = newTable[MarkRow](file("marks"), format)
 	w.calls, errs[4] = newTable[CallRow](file("calls"), format)
 	w.scores, errs[5] = newTable[ScoreRow](file("scores"), format)
+	w.experiments, errs[6] = newTable[ExperimentRow](file("experiments"), format)
+	w.gpuSamples, errs[7] = newTable[GPUSampleRow](file("gpu_samples"), format)
 	if err := errors.Join(errs[:]...); err != nil {
 		_ = w.Close()
 		return nil, err
@@ -77,6 +82,14 @@ func (w *Writer) Result(benchmarkID string, r *runs.Result) error {
 	if p := r.Cost.LLMPrices; p != nil {
 		run.LLMPrices = p.Date + " " + p.SHA256
 	}
+	run.GPUUSD = r.Cost.GPUUSD
+	if p := r.Cost.GPUPrices; p != nil {
+		run.GPUPrices = fmt.Sprintf("%s %s %s at $%g/GPU-h", p.Date, p.SHA256, p.Class, p.USDPerGPUHour)
+	}
+	if m := r.Research; m != nil {
+		run.Experiments, run.ExpPerHour, run.GPUBusy, run.FirstModelS = int64(m.Experiments), m.PerHour, m.GPUBusyShare, m.FirstModelS
+		run.StallS, run.NoModelGPUH, run.CutOffHours = m.LongestStallS, m.GPUHoursNoModel, m.CutOffHours
+	}
 	if err := w.runs.write(run); err != nil {
 		return err
 	}
@@ -94,7 +107,7 @@ func (w *Writer) Result(benchmarkID string, r *runs.Result) error {
 	}
 	for _, m := range r.Curve {
 		if err := w.marks.write(MarkRow{RunID: r.RunID, Task: r.Task, Agent: r.Agent, Seed: r.Seed, AtS: m.AtS, Seq: int64(m.Seq), AgentS: m.AgentS,
-			Score: m.Score, Best: m.Best, NoModel: m.NoModel, Error: m.Error, Split: m.Split, Tries: int64(m.Tries)}); err != nil {
+			Score: m.Score, Best: m.Best, NoModel: m.NoModel, Error: m.Error, Split: m.Split, Tries: int64(m.Tries), CostUSD: m.CostUSD}); err != nil {
 			return err
 		}
 	}
@@ -125,10 +138,34 @@ func (w *Writer) Calls(runID string, calls []transcript.Call) error {
 	return nil
 }
 
+// Research writes a run's experiments and its GPU samples.
+func (w *Writer) Research(r *runs.Result, rs observe.Research, obs []*observe.Observation) error {
+	for _, e := range rs.Experiments {
+		row := ExperimentRow{RunID: r.RunID, Task: r.Task, Agent: r.Agent, Seed: r.Seed, Attempt: int64(e.Attempt), PID: int64(e.PID), Command: e.Command,
+			Start: e.Start.UTC(), End: e.End.UTC(), StartS: e.StartS, EndS: e.EndS, CPUS: e.CPUS, PeakRSS: e.PeakRSS, GPUMiB: e.GPUMiB, GPUHours: e.GPUHours,
+			MeanUtil: e.MeanUtil, Outcome: string(e.Outcome)}
+		if m := e.Model; m != nil {
+			row.ModelSeq, row.ModelPath, row.ModelScore, row.ModelSplit = int64(m.Checkpoint), m.Path, m.Score, m.Split
+		}
+		if err := w.experiments.write(row); err != nil {
+			return err
+		}
+	}
+	for _, o := range obs {
+		for _, g := range o.GPU {
+			if err := w.gpuSamples.write(GPUSampleRow{RunID: r.RunID, Attempt: int64(o.Attempt), At: g.At.UTC(), AgentS: o.AgentAt(g.At), Device: int64(g.Index),
+				Util: g.Util, MemMiB: g.MemMiB, PowerW: g.PowerW}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // Close ends every table and writes schema.json beside them.
 func (w *Writer) Close() error {
 	var errs []error
-	for _, t := range []interface{ close() error }{w.runs, w.attempts, w.checkpoints, w.marks, w.calls, w.scores} {
+	for _, t := range []interface{ close() error }{w.runs, w.attempts, w.checkpoints, w.marks, w.calls, w.scores, w.experiments, w.gpuSamples} {
 		errs = append(errs, t.close())
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -275,6 +312,8 @@ func Schema() []TableSchema {
 		{"marks", "one row per point of a run's score over time", columns(reflect.TypeFor[MarkRow]())},
 		{"calls", "one row per LLM call or connection the gateway recorded", columns(reflect.TypeFor[CallRow]())},
 		{"scores", "one row per metric of a run's final evaluation", columns(reflect.TypeFor[ScoreRow]())},
+		{"experiments", "one row per experiment the worker saw the agent run (internal/observe)", columns(reflect.TypeFor[ExperimentRow]())},
+		{"gpu_samples", "one row per sample of a leased GPU", columns(reflect.TypeFor[GPUSampleRow]())},
 	}
 }
 
