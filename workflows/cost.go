@@ -15,4 +15,3 @@ func costOf(b budget.Account, gpuCount int, ev *activities.EvalResult) Cost {
 	}
 	return c
 }
-
