@@ -116,7 +116,7 @@ func writeExperiments(out io.Writer, r observe.Research) {
 				score = fmt.Sprintf("%.4f (%s)", *m.Score, m.Split)
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%s\t%s\n", e.Attempt, agentClock(e.StartS), agentClock(e.EndS-e.StartS), e.Outcome,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\t%s\n", e.Attempt, agentClock(e.StartS), agentClock(e.EndS-e.StartS), e.Outcome,
 			e.GPUHours, util, mib(e.PeakRSS), model, score, e.Command)
 	}
 	_ = tw.Flush()

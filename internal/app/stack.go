@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"github.com/mlrb/mlrb/internal/observe"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
@@ -114,7 +115,8 @@ func Policy(cfg *config.Config) workflows.Policy {
 
 // observeOptions is how this host samples agents' processes and GPUs.
 func observeOptions(cfg *config.Config) observe.Options {
-	o := observe.Options{ProcInterval: cfg.Observe.ProcInterval, GPUInterval: cfg.Observe.GPUInterval}
+	// A device's last sample is exported until two samples were missed.
+	o := observe.Options{ProcInterval: cfg.Observe.ProcInterval, GPUInterval: cfg.Observe.GPUInterval, Latest: observe.NewLatest(2*cfg.Observe.GPUInterval + time.Second)}
 	if len(cfg.Observe.GPUCommand) > 0 {
 		o.GPU = &observe.GPUQuery{Command: cfg.Observe.GPUCommand}
 	}

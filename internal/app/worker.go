@@ -228,7 +228,7 @@ func (s *startup) assemble() error {
 }
 
 func (s *startup) registerMetrics() error {
-	cs := []metrics.Collector{metrics.GPUs(s.pool.Occupancy)}
+	cs := []metrics.Collector{metrics.GPUs(s.pool.Occupancy), metrics.GPUSamples(s.runner.Observe.Latest.Fresh)}
 	if s.cfg.Metrics.Fleet {
 		cs = append(cs, fleetCounts(s.c, s.cfg.Temporal.Namespace))
 	}

@@ -1,10 +1,14 @@
 package e2e
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mlrb/mlrb/internal/observe"
 	"github.com/mlrb/mlrb/internal/testenv"
@@ -36,7 +40,8 @@ esac
 // container's cgroup and a stand-in nvidia-smi for the leased fake GPU):
 // `starter experiments` lists all four with the right outcomes, the
 // model's score linked from the mark that scored its checkpoint, and the
-// run's result carries the measures.
+// run's result carries the measures; while it runs, the worker's
+// Prometheus endpoint has the leased GPU's utilisation.
 func TestExperimentsObserved(t *testing.T) {
 	if _, err := os.Stat("/dev/nvidia0"); err != nil {
 		testenv.Missing(t, "/dev/nvidia0, the fake GPU device .ci/slurm makes")
@@ -54,7 +59,8 @@ func TestExperimentsObserved(t *testing.T) {
 	if err := os.WriteFile(envFile, []byte("OPENAI_API_KEY=sk-e2e-unused\nHUGGINGFACE_TOKEN=hf-e2e-unused\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.vars = append(e.vars, "MLRB_AGENT_ENV_FILE="+envFile)
+	metricsAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	e.vars = append(e.vars, "MLRB_AGENT_ENV_FILE="+envFile, "MLRB_METRICS_LISTEN="+metricsAddr)
 	e.addTask("lab_baby_lm", "mini_baby_lm", map[string]string{`gpu_type: "", gpu_count: 0`: `gpu_type: "A100-40GB", gpu_count: 1`})
 	e.worker = e.start("worker", "--dev")
 	e.waitServer()
@@ -63,8 +69,25 @@ func TestExperimentsObserved(t *testing.T) {
 		result
 		Research *observe.Measures `json:"research"`
 	}
-	e.starterJSON(&res, "run", "--task", "lab_baby_lm", "--label", "e2e-lab", "--image", "mlrb-lab:e2e", "--provider", "openai",
-		"--time-limit", "20s", "--seed", "1", "--wait", "--json")
+	var started struct {
+		RunID string `json:"run_id"`
+	}
+	e.starterJSON(&started, "run", "--task", "lab_baby_lm", "--label", "e2e-lab", "--image", "mlrb-lab:e2e", "--provider", "openai",
+		"--time-limit", "20s", "--seed", "1", "--json")
+	// While it runs, the worker's Prometheus endpoint has its GPU.
+	gauge := `mlrb_gpu_utilization_percent{device="0"} 73`
+	var page string
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(page, gauge) && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if resp, err := http.Get("http://" + metricsAddr + "/metrics"); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			page = string(b)
+		}
+	}
+	if !strings.Contains(page, gauge) {
+		t.Fatalf("the worker's metrics never had %s:\n%s", gauge, page)
+	}
+	e.starterJSON(&res, "result", started.RunID, "--wait", "--json")
 	if res.Outcome != "limit_reached" || res.Score == nil || res.Research == nil {
 		e.dumpLogs()
 		t.Fatalf("result = %+v, research %+v", res.result, res.Research)

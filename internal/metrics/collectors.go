@@ -2,12 +2,14 @@ package metrics
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mlrb/mlrb/internal/gpu"
+	"github.com/mlrb/mlrb/internal/observe"
 )
 
 var (
@@ -33,6 +35,37 @@ func (g gpus) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descSlots, prometheus.GaugeValue, float64(u.SlotsFree), "free")
 	ch <- prometheus.MustNewConstMetric(descDevices, prometheus.GaugeValue, float64(u.DevicesInUse), "in_use")
 	ch <- prometheus.MustNewConstMetric(descDevices, prometheus.GaugeValue, float64(u.DevicesFree), "free")
+}
+
+var (
+	descGPUUtil = prometheus.NewDesc("mlrb_gpu_utilization_percent",
+		"Utilisation of this host's leased GPUs as the attempt holding each last sampled it (observe.gpu_interval), by device index.", []string{"device"}, nil)
+	descGPUMem = prometheus.NewDesc("mlrb_gpu_memory_used_mib",
+		"Memory used on this host's leased GPUs, as last sampled, by device index.", []string{"device"}, nil)
+	descGPUPower = prometheus.NewDesc("mlrb_gpu_power_watts",
+		"Power drawn by this host's leased GPUs, as last sampled, by device index (where the GPU reports it).", []string{"device"}, nil)
+)
+
+// GPUSamples exports the last samples of the leased GPUs.
+func GPUSamples(fresh func() []observe.GPUSample) prometheus.Collector { return gpuSamples(fresh) }
+
+type gpuSamples func() []observe.GPUSample
+
+func (gpuSamples) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descGPUUtil
+	ch <- descGPUMem
+	ch <- descGPUPower
+}
+
+func (g gpuSamples) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range g() {
+		d := strconv.Itoa(s.Index)
+		ch <- prometheus.MustNewConstMetric(descGPUUtil, prometheus.GaugeValue, s.Util, d)
+		ch <- prometheus.MustNewConstMetric(descGPUMem, prometheus.GaugeValue, s.MemMiB, d)
+		if s.PowerW != nil {
+			ch <- prometheus.MustNewConstMetric(descGPUPower, prometheus.GaugeValue, *s.PowerW, d)
+		}
+	}
 }
 
 // Count is one figure of the fleet: how many runs a visibility query

@@ -22,6 +22,8 @@ type Options struct {
 	GPU *GPUQuery
 	// Redact scrubs secrets from command lines (nil: kept as read).
 	Redact func(string) string
+	// Latest is told each GPU sample, for the host's metrics (nil: no one).
+	Latest *Latest
 	Logger *zap.Logger
 }
 
@@ -267,6 +269,7 @@ func (s *Sampler) sampleGPUs() {
 	if err != nil {
 		s.o.Logger.Warn("sample the GPUs' processes", zap.Error(err))
 	}
+	s.o.Latest.Set(devs)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.obs.GPU = append(s.obs.GPU, devs...)
