@@ -89,11 +89,16 @@ func runReport(g *globals, o reportOptions, ids []string) error {
 		rs, setup, partial = b.runs, b.setup, b.partial
 	}
 	title := strings.Join(ids, " + ")
+	cfg, err := g.config()
+	if err != nil {
+		return err
+	}
 	store, err := g.store()
 	if err != nil {
 		return err
 	}
 	in := report.Input{Title: title, Results: rs, Setup: setup, Store: store, Bodies: o.bodies, Version: app.Version(), Generated: time.Now(), Partial: partial,
+		MinExperiment: cfg.Observe.MinExperiment,
 		Progress: func(done, total int) {
 			if done%50 == 0 || done == total {
 				fmt.Fprintf(g.errOut, "report: %d of %d runs\n", done, total)

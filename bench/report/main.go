@@ -22,6 +22,7 @@ import (
 	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/llm"
+	"github.com/mlrb/mlrb/internal/observe"
 	"github.com/mlrb/mlrb/internal/report"
 	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/internal/transcript"
@@ -74,15 +75,43 @@ func bench(nRuns, nCalls int, chromium string) error {
 	}
 	fmt.Printf("report of one run with %d calls (%d pages of %d): %s, %s on disk\n", nCalls, (nCalls+report.CallsPerPage-1)/report.CallsPerPage, report.CallsPerPage,
 		time.Since(t0).Round(time.Millisecond), size(one))
+	day, err := observedDay(ctx, store, dir)
+	if err != nil {
+		return err
+	}
 	if chromium == "" {
 		return nil
 	}
-	d, err := firstPage(chromium, filepath.Join(one, "runs", report.Key(big.RunID)+".html"))
+	d, err := firstPage(chromium, filepath.Join(one, "runs", report.Key(big.RunID)+".html"), "#calls tbody tr")
 	if err != nil {
 		return err
 	}
 	fmt.Printf("Chromium shows the run page's first page of calls in %s (from navigation to the first row)\n", d.Round(time.Millisecond))
+	d, err = firstPage(chromium, day, "#research svg.research")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("Chromium shows the 24 h observed run's page with its research timeline in %s (from navigation to the timeline)\n", d.Round(time.Millisecond))
 	return nil
+}
+
+// observedDay writes the report of a 24 h run observed at the defaults
+// (report.SyntheticDay: 200 experiments, 8 GPUs every 30 s, 3,000 calls)
+// and returns its run page.
+func observedDay(ctx context.Context, store blob.Store, dir string) (string, error) {
+	o := report.SyntheticDay()
+	if err := observe.Put(ctx, store, o); err != nil {
+		return "", err
+	}
+	r := result(o.RunID, "baby_lm", "a", 1, 1)
+	r.Budget = budget.Account{LimitS: 86400, UsedS: 86400}
+	out := filepath.Join(dir, "day-report")
+	t0 := time.Now()
+	if err := report.Write(ctx, out, report.Input{Title: r.RunID, Results: []runs.Result{r}, Store: store}); err != nil {
+		return "", err
+	}
+	fmt.Printf("report of a 24 h observed run (%d experiments, %d GPU samples, %d calls): %s\n", len(o.Procs)-2, len(o.GPU), len(o.Calls), time.Since(t0).Round(time.Millisecond))
+	return filepath.Join(out, "runs", report.Key(r.RunID)+".html"), nil
 }
 
 // result is a finished 24 h run as a benchmark keeps it.
@@ -132,8 +161,8 @@ func record(store blob.Store, runID string, n int) error {
 	return nil
 }
 
-// firstPage times Chromium from opening the run page to its first row of calls.
-func firstPage(chromium, page string) (time.Duration, error) {
+// firstPage times Chromium from opening a run page to the element sel.
+func firstPage(chromium, page, sel string) (time.Duration, error) {
 	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun}
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancel()
@@ -145,7 +174,7 @@ func firstPage(chromium, page string) (time.Duration, error) {
 	ctx, cancelT := context.WithTimeout(bctx, time.Minute)
 	defer cancelT()
 	t0 := time.Now()
-	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+page), chromedp.WaitVisible(chromedp.CSS("#calls tbody tr"))); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+page), chromedp.WaitVisible(chromedp.CSS(sel))); err != nil {
 		return 0, fmt.Errorf("run page: %w", err)
 	}
 	return time.Since(t0), nil

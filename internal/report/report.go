@@ -29,6 +29,7 @@ import (
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/logstore"
+	"github.com/mlrb/mlrb/internal/observe"
 	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/internal/transcript"
 )
@@ -50,6 +51,9 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		return fmt.Sprintf("%.4f", *x)
 	},
 	"human": human,
+	"sub":   func(a, b float64) float64 { return a - b },
+	"pct":   func(x *float64) float64 { return *x * 100 },
+	"deref": func(x *float64) float64 { return *x },
 	"bytes": func(n int64) string {
 		switch {
 		case n >= 1<<30:
@@ -84,6 +88,9 @@ type Input struct {
 	Bodies int
 	// Progress, if set, hears of each run written.
 	Progress func(done, total int)
+	// MinExperiment is how long a process runs to be an experiment (0:
+	// observe's default).
+	MinExperiment time.Duration
 	// Version and Generated say which mlrb wrote the report and when;
 	// Partial, if set, says its runs are not all done (a banner).
 	Version   string
@@ -177,6 +184,9 @@ type runPage struct {
 	R           *runs.Result
 	Curve       template.HTML
 	Timeline    template.HTML
+	// Research is the run's research timeline; Experiments its rows.
+	Research    template.HTML
+	Experiments []observe.Experiment
 	Log         string
 	LogNote     string
 	Calls       int
@@ -209,6 +219,9 @@ func writeRun(ctx context.Context, dir string, in Input, r *runs.Result) error {
 	var tl bytes.Buffer
 	timelineSVG(&tl, r)
 	p.Timeline = template.HTML(tl.String())
+	if err := research(ctx, in, r, &p); err != nil {
+		return err
+	}
 	p.Log, p.LogNote = logTail(ctx, in.Store, r.RunID)
 	n, err := writeCalls(ctx, filepath.Join(dir, "runs", p.Key), in, r.RunID)
 	if err != nil {
