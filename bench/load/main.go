@@ -67,6 +67,7 @@ func main() {
 	flag.IntVar(&o.conc, "conc", 16, "runs at once in the benchmark")
 	flag.IntVar(&o.starters, "starters", 32, "workflow starts in flight from the client")
 	flag.StringVar(&o.profile, "cpuprofile", "", "a directory where the server and the worker each write a CPU profile (server.pprof, worker.pprof; `go tool pprof -top`)")
+	flag.IntVar(&o.observed, "observed", 0, "then this many idle agents at once, observed and not, for the worker's CPU and memory (0: skip)")
 	flag.BoolVar(&o.external, "external", false, "drive the Temporal cluster the environment's MLRB_TEMPORAL_* settings name (readied by `starter setup`) instead of an embedded server; its services' memory is theirs to read")
 	flag.StringVar(&o.agentBin, "agent-binary", "build", "host.agent_binary of the worker: build (deploy/agent, with the go tool), self (this binary, which embeds the server), or a path")
 	flag.Parse()
@@ -79,9 +80,9 @@ func main() {
 }
 
 type opts struct {
-	runs, seq, seeds, conc, starters int
-	task, agentBin, profile          string
-	external                         bool
+	runs, seq, seeds, conc, starters, observed int
+	task, agentBin, profile                    string
+	external                                   bool
 	// prefix makes the workflow ids of this benchmark its own on a
 	// cluster that keeps earlier ones.
 	prefix string
@@ -131,7 +132,7 @@ func run(o opts) error {
 		return err
 	}
 	fmt.Println("agents and evaluators run from", agentBin)
-	env := []string{"MLRB_HOST_AGENT_BINARY=" + agentBin, "MLRB_DEV_STATE_DIR=" + state, "MLRB_HOST_ID=load", "MLRB_HOST_MAX_AGENTS=" + strconv.Itoa(max(o.runs, 7*o.seeds, o.conc))}
+	env := []string{"MLRB_HOST_AGENT_BINARY=" + agentBin, "MLRB_DEV_STATE_DIR=" + state, "MLRB_HOST_ID=load", "MLRB_HOST_MAX_AGENTS=" + strconv.Itoa(max(o.runs, 7*o.seeds, o.conc, o.observed))}
 	if o.external {
 		o.prefix = fmt.Sprintf("%d-", time.Now().Unix())
 	} else {
@@ -203,6 +204,15 @@ func run(o opts) error {
 		}
 	}
 
+	if o.observed > 0 {
+		wrk.stop()
+		if err := observedLoad(ctx, c, cfg, pol, o, state); err != nil {
+			return err
+		}
+		if wrk, err = start("worker", nil, filepath.Join(state, "worker-after-observed.log")); err != nil {
+			return err
+		}
+	}
 	if o.runs > 0 {
 		// Started while no worker polls, so that all are in flight
 		// together before the first is dispatched.

@@ -16,13 +16,15 @@ type Board struct {
 	Agents   []AgentSummary `json:"agents"`
 	Cost     Total          `json:"cost"`
 	Warnings []string       `json:"warnings,omitempty"`
+	// EqualSpend compares each task's agents at equal dollars spent.
+	EqualSpend []SpendLevel `json:"equal_spend,omitempty"`
 }
 
 // Build computes the board of runs under setup.
 func Build(runs []Entry, setup Setup) Board {
 	rows := Summarise(runs, setup.Anchors)
 	return Board{Rows: rows, Pairs: Paired(runs, setup.Anchors), Agents: Agents(rows), Cost: CostOf(runs),
-		Warnings: anchorWarnings(runs, setup.Anchors)}
+		Warnings: anchorWarnings(runs, setup.Anchors), EqualSpend: EqualSpend(runs)}
 }
 
 // anchorWarnings name the tasks whose runs were scored by an evaluator

@@ -34,6 +34,8 @@ type Entry struct {
 	// EvaluatorImage is the digest of the evaluator that scored it: the
 	// anchors' is compared with it.
 	EvaluatorImage string `json:"evaluator_image,omitempty"`
+	// Curve is the run's score over time, each mark with its cost by then.
+	Curve []Mark `json:"curve,omitempty"`
 	// Research is the run's research measures (nil: not observed).
 	Research *observe.Measures `json:"research,omitempty"`
 }
@@ -43,13 +45,16 @@ func RunsOf(results []runs.Result) []Entry {
 	out := make([]Entry, 0, len(results))
 	for _, r := range results {
 		out = append(out, Entry{RunID: r.RunID, EvaluatorImage: r.EvaluatorImage, Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: r.Outcome, Score: r.Score,
-			Attempts: r.Attempts, EvalTries: r.EvalTries, TimeLimitS: r.TimeLimitS, Hardware: r.Hardware, Cost: r.Cost, Research: r.Research})
+			Attempts: r.Attempts, EvalTries: r.EvalTries, TimeLimitS: r.TimeLimitS, Hardware: r.Hardware, Cost: r.Cost, Research: r.Research, Curve: r.Curve})
 	}
 	return out
 }
 
 // Cost is what a run consumed (runs.Cost).
 type Cost = runs.Cost
+
+// Mark is a point of a run's curve.
+type Mark = runs.Mark
 
 // Total is the cost of a set of runs: hours summed; LLM calls, tokens
 // and dollars as the gateway measured them; and, apart, what agents

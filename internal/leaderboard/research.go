@@ -6,12 +6,12 @@ import (
 )
 
 // Research is a task × agent's research measures: each the mean over its
-// observed runs (Runs of them) that have it; NaN where none has.
+// observed runs (Runs of them) that have it; nil where none has.
 type Research struct {
-	Runs               int     `json:"runs"`
-	ExperimentsPerHour float64 `json:"experiments_per_hour"`
-	GPUBusyShare       float64 `json:"gpu_busy_share"`
-	FirstModelS        float64 `json:"first_model_s"`
+	Runs               int      `json:"runs"`
+	ExperimentsPerHour float64  `json:"experiments_per_hour"`
+	GPUBusyShare       *float64 `json:"gpu_busy_share,omitempty"`
+	FirstModelS        *float64 `json:"first_model_s,omitempty"`
 	// NoModelRuns counts observed runs whose checkpoints never held a model.
 	NoModelRuns     int     `json:"no_model_runs"`
 	LongestStallS   float64 `json:"longest_stall_s"`
@@ -43,9 +43,18 @@ func researchOf(rs []Entry) *Research {
 	if out.Runs == 0 {
 		return nil
 	}
-	out.ExperimentsPerHour, out.GPUBusyShare, out.FirstModelS = mean(per), mean(busy), mean(first)
+	out.ExperimentsPerHour, out.GPUBusyShare, out.FirstModelS = mean(per), meanOf(busy), meanOf(first)
 	out.LongestStallS, out.GPUHoursNoModel, out.CutOffHours = mean(stall), mean(none), mean(cut)
 	return out
+}
+
+// meanOf is the mean, nil of none.
+func meanOf(xs []float64) *float64 {
+	if len(xs) == 0 {
+		return nil
+	}
+	m := mean(xs)
+	return &m
 }
 
 func mean(xs []float64) float64 {
@@ -64,14 +73,14 @@ func researchCell(r *Research) string {
 	if r == nil {
 		return "—"
 	}
-	return num(r.ExperimentsPerHour) + " / " + pct(r.GPUBusyShare) + " / " + num(r.FirstModelS/3600) + " h"
-}
-
-func pct(x float64) string {
-	if math.IsNaN(x) {
-		return ""
+	busy, first := "—", "—"
+	if r.GPUBusyShare != nil {
+		busy = num(*r.GPUBusyShare*100) + " %"
 	}
-	return num(x*100) + " %"
+	if r.FirstModelS != nil {
+		first = num(*r.FirstModelS/3600) + " h"
+	}
+	return num(r.ExperimentsPerHour) + " / " + busy + " / " + first
 }
 
 // researchColumns are the research measures' CSV columns.
@@ -81,7 +90,7 @@ func researchRecord(r *Research) []string {
 	if r == nil {
 		return []string{"0", "", "", "", "", "", "", ""}
 	}
-	return []string{itoa(r.Runs), num(r.ExperimentsPerHour), num(r.GPUBusyShare), num(r.FirstModelS), itoa(r.NoModelRuns), num(r.LongestStallS), num(r.GPUHoursNoModel), num(r.CutOffHours)}
+	return []string{itoa(r.Runs), num(r.ExperimentsPerHour), optNum(r.GPUBusyShare), optNum(r.FirstModelS), itoa(r.NoModelRuns), num(r.LongestStallS), num(r.GPUHoursNoModel), num(r.CutOffHours)}
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

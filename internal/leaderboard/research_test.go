@@ -26,7 +26,7 @@ func TestResearchAndGPUDollars(t *testing.T) {
 	}
 	rows := Summarise(es, nil)
 	r := rows[0].Research
-	if r == nil || r.Runs != 2 || r.ExperimentsPerHour != 3 || r.GPUBusyShare != 0.5 || r.FirstModelS != 3600 || r.NoModelRuns != 1 ||
+	if r == nil || r.Runs != 2 || r.ExperimentsPerHour != 3 || *r.GPUBusyShare != 0.5 || *r.FirstModelS != 3600 || r.NoModelRuns != 1 ||
 		r.LongestStallS != 900 || r.GPUHoursNoModel != 2 || r.CutOffHours != 0.25 {
 		t.Fatalf("research %+v", r)
 	}

@@ -34,6 +34,12 @@ func Write(w io.Writer, format, benchmarkID string, runs []Entry, setup Setup) e
 	case "md":
 		WriteMarkdown(w, b.Rows)
 		fmt.Fprintln(w)
+		if len(b.EqualSpend) > 0 {
+			fmt.Fprintln(w, "Equal spend: each agent's best score reached by a given cost.")
+			fmt.Fprintln(w)
+			WriteEqualSpend(w, b.EqualSpend)
+			fmt.Fprintln(w)
+		}
 		for _, p := range b.Pairs {
 			fmt.Fprintf(w, "- paired %s\n", PairLine(p))
 		}
@@ -49,7 +55,7 @@ func Write(w io.Writer, format, benchmarkID string, runs []Entry, setup Setup) e
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(map[string]any{"benchmark_id": benchmarkID, "rows": jsonRows(b.Rows), "agents": jsonAgents(b.Agents), "paired": jsonPairs(b.Pairs),
-			"runs": runs, "setup": setup, "cost": b.Cost, "warnings": b.Warnings, "tasks": "fixed", "statement": Statement})
+			"runs": runs, "setup": setup, "cost": b.Cost, "warnings": b.Warnings, "tasks": "fixed", "statement": Statement, "equal_spend": b.EqualSpend})
 	}
 	return fmt.Errorf("format %q is not one of %s", format, strings.Join(Formats, ", "))
 }
@@ -88,7 +94,8 @@ func jsonRows(rows []Row) []map[string]any {
 			"success_rate": finite(r.SuccessRate), "success_ci95": interval(r.SuccessLow, r.SuccessHigh),
 			"mean": finite(r.Mean), "std": finite(r.Std), "sem": finite(r.SEM), "min": finite(r.Min), "max": finite(r.Max),
 			"ci95": interval(r.CILow, r.CIHigh), "ci_method": r.CIMethod,
-			"mean_with_failures": finite(r.FloorMean), "mean_with_failures_ci95": interval(r.FloorLow, r.FloorHigh), "mdd": finite(r.MDD)}
+			"mean_with_failures": finite(r.FloorMean), "mean_with_failures_ci95": interval(r.FloorLow, r.FloorHigh), "mdd": finite(r.MDD),
+			"research": r.Research}
 		if r.Baseline != nil {
 			m["baseline"], m["top"], m["near_zero_gap"] = *r.Baseline, *r.Top, r.NearZeroGap
 			m["gap_closed_pct"], m["gap_closed_ci95"] = finite(r.GapClosed), interval(r.GapLow, r.GapHigh)
