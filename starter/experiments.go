@@ -78,16 +78,17 @@ func runExperiments(g *globals, o experimentsOptions, id string) error {
 	return nil
 }
 
-// withResearch adds the run's research measures, which the worker adds to
-// the result it stores (the workflow's own result never holds them).
+// withResearch takes the run's result as its worker stored it: the
+// workflow's, with what the worker adds (the research measures, GPU
+// dollars and each mark's cost), which the workflow never holds.
 func withResearch(g *globals, r *runs.Result) {
 	store, err := g.store()
 	if err != nil {
 		return
 	}
 	var stored runs.Result
-	if runresults.Get(g.ctx, store, r.RunID, &stored) == nil {
-		r.Research = stored.Research
+	if runresults.Get(g.ctx, store, r.RunID, &stored) == nil && stored.RunID == r.RunID && stored.Outcome == r.Outcome {
+		*r = stored
 	}
 }
 

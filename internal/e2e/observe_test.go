@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/mlrb/mlrb/internal/observe"
 	"github.com/mlrb/mlrb/internal/testenv"
 )
@@ -33,15 +35,17 @@ case "$1" in
 esac
 `
 
-// TestExperimentsObserved: an agent image runs four experiments, one
-// after another: one finishes and writes a model, one crashes, one is
-// OOM-killed by its container's memory limit, and the last runs until the
-// deadline cuts it off. The worker sees them from the host (the
-// container's cgroup and a stand-in nvidia-smi for the leased fake GPU):
-// `starter experiments` lists all four with the right outcomes, the
-// model's score linked from the mark that scored its checkpoint, and the
-// run's result carries the measures; while it runs, the worker's
-// Prometheus endpoint has the leased GPU's utilisation.
+// TestExperimentsObserved: a benchmark of an agent image that runs four
+// experiments, one after another: one finishes and writes a model, one
+// crashes, one is OOM-killed by its container's memory limit, and the
+// last runs until the deadline cuts it off. The worker sees them from the
+// host (the container's cgroup, and a stand-in nvidia-smi for the leased
+// fake GPU): while it runs, the worker's Prometheus endpoint has the GPU's
+// utilisation; `starter experiments` lists all four with the right
+// outcomes and the model's score from the mark that scored its
+// checkpoint; the measures and GPU dollars are in the run's result, the
+// leaderboard, the export (with the experiments and GPU samples) and the
+// report's run page, opened in headless Chromium.
 func TestExperimentsObserved(t *testing.T) {
 	if _, err := os.Stat("/dev/nvidia0"); err != nil {
 		testenv.Missing(t, "/dev/nvidia0, the fake GPU device .ci/slurm makes")
@@ -52,32 +56,27 @@ func TestExperimentsObserved(t *testing.T) {
 	if err := os.WriteFile(smi, []byte(standInSMI), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	e := dockerEnv(t, "MLRB_CHECKPOINT_INTERVAL=2s", "MLRB_AGENT_GRACE=3s", "MLRB_EVAL_CURVE=[]", "MLRB_CONTAINER_MEMORY_MB=192",
-		"MLRB_HOST_GPU_DEVICES=[0]", "MLRB_HOST_GPU_TYPE=A100-40GB", "MLRB_CONTAINER_GPUS=devices",
-		"MLRB_OBSERVE_PROC_INTERVAL=200ms", "MLRB_OBSERVE_GPU_INTERVAL=300ms", "MLRB_OBSERVE_GPU_COMMAND=["+smi+"]", "MLRB_OBSERVE_MIN_EXPERIMENT=1s")
 	envFile := filepath.Join(t.TempDir(), "agent.env")
-	if err := os.WriteFile(envFile, []byte("OPENAI_API_KEY=sk-e2e-unused\nHUGGINGFACE_TOKEN=hf-e2e-unused\n"), 0o600); err != nil {
+	if err := os.WriteFile(envFile, []byte("OPENAI_API_KEY=sk-e2e-unused\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	metricsAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	e.vars = append(e.vars, "MLRB_AGENT_ENV_FILE="+envFile, "MLRB_METRICS_LISTEN="+metricsAddr)
+	e := dockerEnv(t, "MLRB_CHECKPOINT_INTERVAL=2s", "MLRB_AGENT_GRACE=3s", "MLRB_EVAL_CURVE=[]", "MLRB_CONTAINER_MEMORY_MB=192",
+		"MLRB_HOST_GPU_DEVICES=[0]", "MLRB_HOST_GPU_TYPE=A100-40GB", "MLRB_CONTAINER_GPUS=devices", "MLRB_AGENT_ENV_FILE="+envFile, "MLRB_METRICS_LISTEN="+metricsAddr,
+		"MLRB_AGENTS_DIR="+agentDefs(t, map[string]string{"lab": "image: mlrb-lab:e2e\nprovider: openai\nmodel: gpt-4o\n"}),
+		"MLRB_OBSERVE_PROC_INTERVAL=200ms", "MLRB_OBSERVE_GPU_INTERVAL=300ms", "MLRB_OBSERVE_GPU_COMMAND=["+smi+"]", "MLRB_OBSERVE_MIN_EXPERIMENT=1s")
 	e.addTask("lab_baby_lm", "mini_baby_lm", map[string]string{`gpu_type: "", gpu_count: 0`: `gpu_type: "A100-40GB", gpu_count: 1`})
 	e.worker = e.start("worker", "--dev")
 	e.waitServer()
 
-	var res struct {
-		result
-		Research *observe.Measures `json:"research"`
+	const bench = "lab"
+	if _, errs, code := e.starter("benchmark", "--agents", "lab", "--tasks", "lab_baby_lm", "--seeds", "1", "--time-limit", "20s", "--id", bench); code != 0 {
+		t.Fatalf("benchmark: %s", errs)
 	}
-	var started struct {
-		RunID string `json:"run_id"`
-	}
-	e.starterJSON(&started, "run", "--task", "lab_baby_lm", "--label", "e2e-lab", "--image", "mlrb-lab:e2e", "--provider", "openai",
-		"--time-limit", "20s", "--seed", "1", "--json")
 	// While it runs, the worker's Prometheus endpoint has its GPU.
 	gauge := `mlrb_gpu_utilization_percent{device="0"} 73`
 	var page string
-	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(page, gauge) && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(page, gauge) && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		if resp, err := http.Get("http://" + metricsAddr + "/metrics"); err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			_ = resp.Body.Close()
@@ -87,13 +86,42 @@ func TestExperimentsObserved(t *testing.T) {
 	if !strings.Contains(page, gauge) {
 		t.Fatalf("the worker's metrics never had %s:\n%s", gauge, page)
 	}
-	e.starterJSON(&res, "result", started.RunID, "--wait", "--json")
-	if res.Outcome != "limit_reached" || res.Score == nil || res.Research == nil {
+	e.awaitBenchmark(bench)
+	runID := bench + "/lab/lab_baby_lm/s1"
+
+	var res struct {
+		result
+		Research *observe.Measures `json:"research"`
+		Cost     struct {
+			GPUUSD *float64 `json:"gpu_usd"`
+		} `json:"cost"`
+	}
+	e.starterJSON(&res, "result", runID, "--json")
+	if res.Outcome != "limit_reached" || res.Score == nil || res.Research == nil || res.Cost.GPUUSD == nil || *res.Cost.GPUUSD <= 0 {
 		e.dumpLogs()
-		t.Fatalf("result = %+v, research %+v", res.result, res.Research)
+		t.Fatalf("result = %+v, research %+v, GPU $ %v", res.result, res.Research, res.Cost.GPUUSD)
 	}
 	var r observe.Research
-	e.starterJSON(&r, "experiments", res.RunID, "--json")
+	e.starterJSON(&r, "experiments", runID, "--json")
+	checkExperiments(t, e, r)
+	m := res.Research
+	if m.Experiments != 4 || m.ByOutcome[observe.OOMKilled] != 1 || m.ByOutcome[observe.CutOff] != 1 || m.FirstModelS == nil ||
+		m.GPUBusyShare == nil || m.GPUHoursNoModel <= 0 || m.CutOffHours <= 0 {
+		t.Fatalf("the result's research measures: %+v", m)
+	}
+	out, _, code := e.starter("experiments", runID)
+	t.Logf("starter experiments:\n%s", out)
+	if code != 0 || !strings.Contains(out, "4 experiments") || !strings.Contains(out, "oom_killed") || !strings.Contains(out, "cut_off") {
+		t.Fatalf("starter experiments: exit %d\n%s", code, out)
+	}
+	checkBoardExportReport(t, e, bench, runID)
+}
+
+// checkExperiments: the lab agent's four experiments, in order, with
+// their outcomes, the GPU the stand-in driver said two of them held, and
+// the model of the first scored by a mark.
+func checkExperiments(t *testing.T, e *env, r observe.Research) {
+	t.Helper()
 	want := []struct {
 		command string
 		outcome observe.Outcome
@@ -121,14 +149,57 @@ func TestExperimentsObserved(t *testing.T) {
 	if m := r.Experiments[0].Model; m.Path != "output/model" || m.Score == nil || m.Split != "dev" {
 		t.Fatalf("the finished experiment's model %+v: want output/model scored by a mark on the dev split", m)
 	}
-	m := res.Research
-	if m == nil || m.Experiments != 4 || m.ByOutcome[observe.OOMKilled] != 1 || m.ByOutcome[observe.CutOff] != 1 || m.FirstModelS == nil ||
-		m.GPUBusyShare == nil || m.GPUHoursNoModel <= 0 || m.CutOffHours <= 0 {
-		t.Fatalf("the result's research measures: %+v", m)
+}
+
+// checkBoardExportReport: the leaderboard's row has the research measures
+// and GPU dollars; the export has the four experiments and the GPU
+// samples; the report's run page draws the four in Chromium.
+func checkBoardExportReport(t *testing.T, e *env, bench, runID string) {
+	t.Helper()
+	var board struct {
+		Rows []struct {
+			Research *struct {
+				Runs               int     `json:"runs"`
+				ExperimentsPerHour float64 `json:"experiments_per_hour"`
+			} `json:"research"`
+			Cost struct {
+				GPUUSD float64 `json:"gpu_usd"`
+			} `json:"cost"`
+		} `json:"rows"`
 	}
-	out, _, code := e.starter("experiments", res.RunID)
-	t.Logf("starter experiments:\n%s", out)
-	if code != 0 || !strings.Contains(out, "4 experiments") || !strings.Contains(out, "oom_killed") || !strings.Contains(out, "cut_off") {
-		t.Fatalf("starter experiments: exit %d\n%s", code, out)
+	e.starterJSON(&board, "results", bench, "--format", "json")
+	if len(board.Rows) != 1 || board.Rows[0].Research == nil || board.Rows[0].Research.Runs != 1 || board.Rows[0].Research.ExperimentsPerHour <= 0 || board.Rows[0].Cost.GPUUSD <= 0 {
+		t.Fatalf("leaderboard rows %+v", board.Rows)
 	}
+	exp := t.TempDir()
+	if out, errs, code := e.starter("export", bench, "--format", "csv", "-o", exp); code != 0 {
+		t.Fatalf("export (exit %d): %s %s", code, out, errs)
+	}
+	for file, want := range map[string]string{"experiments.csv": "oom_killed", "gpu_samples.csv": runID, "runs.csv": "A100-40GB at $1.29/GPU-h"} {
+		b, err := os.ReadFile(filepath.Join(exp, file))
+		if err != nil || !strings.Contains(string(b), want) {
+			t.Fatalf("%s has no %q: %v\n%.600s", file, want, err, b)
+		}
+		if file == "experiments.csv" && strings.Count(string(b), "\n") != 5 {
+			t.Fatalf("experiments.csv holds %d lines, want a header and 4 rows", strings.Count(string(b), "\n"))
+		}
+	}
+	rep := t.TempDir()
+	if out, errs, code := e.starter("report", bench, "-o", rep); code != 0 {
+		t.Fatalf("report (exit %d): %s %s", code, out, errs)
+	}
+	bctx := browser(t)
+	act(t, bctx, "open the report", chromedp.Navigate("file://"+filepath.Join(rep, "index.html")))
+	act(t, bctx, "open the run", chromedp.Click(chromedp.CSS(`a.run`)))
+	act(t, bctx, "run page", chromedp.WaitVisible(chromedp.CSS("#research svg.research")))
+	if n := act(t, bctx, "count experiments", chromedp.Evaluate[int](`document.querySelectorAll("#research svg rect.exp").length`)); n != 4 {
+		t.Fatalf("the research timeline draws %d experiments, want 4", n)
+	}
+	if n := act(t, bctx, "count OOM kills", chromedp.Evaluate[int](`document.querySelectorAll("#experiments tr.oom_killed").length`)); n != 1 {
+		t.Fatalf("the experiments table shows %d OOM kills, want 1", n)
+	}
+	if txt := act(t, bctx, "read the measures", chromedp.Text(chromedp.CSS("#measures"))); !strings.Contains(txt, "4 experiments") {
+		t.Fatalf("the run page's measures: %q", txt)
+	}
+	shoot(t, bctx, "report-research.png", "#research")
 }

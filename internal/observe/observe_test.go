@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -248,5 +249,53 @@ func TestAdds(t *testing.T) {
 	in := &checkpoint.Manifest{Seq: 1, Workdir: "app/work", Files: []checkpoint.File{reg("app/work/output/model/config.json", 5, "c"), reg("app/work/output/model/model.json", 9, "m")}}
 	if a := Adds(nil, in); !slices.Equal(a.Models, []string{"output/model"}) {
 		t.Fatalf("under the work dir: %+v", a.Models)
+	}
+}
+
+// fakeScope is a cgroup the test drives: its processes and its OOM count.
+type fakeScope struct {
+	mu   sync.Mutex
+	pids []int
+	ooms int
+}
+
+func (f *fakeScope) PIDs() ([]int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.pids), nil
+}
+func (f *fakeScope) RootPID() int { return 0 }
+func (f *fakeScope) OOMKills() (int, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ooms, true
+}
+
+// TestOOMKillCountedBeforeTheVictimLeaves: the kernel counts an OOM kill
+// while its victim is still in the cgroup (exiting); the kill goes to it
+// once it is gone, not to nobody.
+func TestOOMKillCountedBeforeTheVictimLeaves(t *testing.T) {
+	victim := exec.Command("sleep", "30")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = victim.Process.Kill(); _ = victim.Wait() }()
+	sc := &fakeScope{pids: []int{victim.Process.Pid}}
+	s, err := Start(sc, Options{ProcInterval: time.Hour}, Observation{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Samples at the test's pace: listed; counted, still listed; gone.
+	s.Stopping()
+	sc.mu.Lock()
+	sc.ooms = 1
+	sc.mu.Unlock()
+	s.Stopping()
+	sc.mu.Lock()
+	sc.pids = nil
+	sc.mu.Unlock()
+	o := s.Stop("exited")
+	if len(o.Procs) != 1 || !o.Procs[0].OOMKilled || o.Procs[0].End.IsZero() {
+		t.Fatalf("procs %+v", o.Procs)
 	}
 }

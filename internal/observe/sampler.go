@@ -46,7 +46,12 @@ type Sampler struct {
 	obs      Observation
 	live     map[procKey]*tracked
 	lastOOM  int
-	gpuOff   bool
+	// pendingOOM are kills counted whose victim was still seen (an OOM
+	// victim leaves its cgroup only once it has exited), for pendingFor
+	// samples.
+	pendingOOM int
+	pendingFor int
+	gpuOff     bool
 	stopOnce sync.Once
 	stop     chan struct{}
 	done     chan struct{}
@@ -223,18 +228,30 @@ func (s *Sampler) sampleProcs() {
 		}
 	}
 	if oomOK && ooms > s.lastOOM {
-		s.blameOOM(gone, ooms-s.lastOOM)
+		s.pendingOOM += ooms - s.lastOOM
 		s.lastOOM = ooms
+	}
+	if s.pendingOOM > 0 {
+		s.pendingOOM -= s.blameOOM(gone, s.pendingOOM)
+		s.pendingFor++
+		// A victim never seen (gone before it was first read) is not
+		// waited for past a few samples.
+		if s.pendingOOM == 0 || s.pendingFor > 5 {
+			s.pendingOOM, s.pendingFor = 0, 0
+		}
 	}
 }
 
-// blameOOM marks the n largest of the processes just gone as OOM-killed:
-// the kernel's OOM killer picks the largest in the cgroup.
-func (s *Sampler) blameOOM(gone []int, n int) {
+// blameOOM marks the n largest of the processes just gone as OOM-killed
+// (the kernel's OOM killer picks the largest in the cgroup) and returns
+// how many it marked.
+func (s *Sampler) blameOOM(gone []int, n int) int {
 	sort.Slice(gone, func(a, b int) bool { return s.obs.Procs[gone[a]].PeakRSS > s.obs.Procs[gone[b]].PeakRSS })
-	for _, i := range gone[:min(n, len(gone))] {
+	k := min(n, len(gone))
+	for _, i := range gone[:k] {
 		s.obs.Procs[i].OOMKilled = true
 	}
+	return k
 }
 
 func (s *Sampler) command(argv []string) string {
