@@ -42,19 +42,19 @@ type Sampler struct {
 	boot  time.Time
 	now   func() time.Time
 
-	mu       sync.Mutex
-	obs      Observation
-	live     map[procKey]*tracked
-	lastOOM  int
+	mu      sync.Mutex
+	obs     Observation
+	live    map[procKey]*tracked
+	lastOOM int
 	// pendingOOM are kills counted whose victim was still seen (an OOM
 	// victim leaves its cgroup only once it has exited), for pendingFor
 	// samples.
 	pendingOOM int
 	pendingFor int
 	gpuOff     bool
-	stopOnce sync.Once
-	stop     chan struct{}
-	done     chan struct{}
+	stopOnce   sync.Once
+	stop       chan struct{}
+	done       chan struct{}
 }
 
 type procKey struct {
