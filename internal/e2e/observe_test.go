@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"os"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/observe"
 	"github.com/mlrb/mlrb/internal/testenv"
 )
@@ -45,7 +48,8 @@ esac
 // outcomes and the model's score from the mark that scored its
 // checkpoint; the measures and GPU dollars are in the run's result, the
 // leaderboard, the export (with the experiments and GPU samples) and the
-// report's run page, opened in headless Chromium.
+// report's run page, opened in headless Chromium; the run's history holds
+// none of what was observed.
 func TestExperimentsObserved(t *testing.T) {
 	if _, err := os.Stat("/dev/nvidia0"); err != nil {
 		testenv.Missing(t, "/dev/nvidia0, the fake GPU device .ci/slurm makes")
@@ -108,6 +112,30 @@ func TestExperimentsObserved(t *testing.T) {
 	if m.Experiments != 4 || m.ByOutcome[observe.OOMKilled] != 1 || m.ByOutcome[observe.CutOff] != 1 || m.FirstModelS == nil ||
 		m.GPUBusyShare == nil || m.GPUHoursNoModel <= 0 || m.CutOffHours <= 0 {
 		t.Fatalf("the result's research measures: %+v", m)
+	}
+	// The samples never pass through the workflow: its history holds
+	// none of what was observed.
+	store, err := blob.NewFS(filepath.Join(e.state, "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := observe.Load(context.Background(), store, runID)
+	if err != nil || len(obs) != 1 {
+		t.Fatalf("observations %v, %v", obs, err)
+	}
+	hist := e.historyOf(runID, "")
+	// Binary: payloads are the bytes the SDK wrote (JSON), unencoded.
+	raw, err := proto.Marshal(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"Task":"lab_baby_lm"`) {
+		t.Fatal("the history's payloads are not readable here: the check below would pass blind")
+	}
+	for _, observed := range []string{"experiment oom", "labagent experiment", `"gpu_mib"`, `"oom_killed"`, `"mean_gpu_util"`} {
+		if strings.Contains(string(raw), observed) {
+			t.Fatalf("the run's history (%d events) holds %q, observed by the worker (%d GPU samples, %d processes)", len(hist.Events), observed, len(obs[0].GPU), len(obs[0].Procs))
+		}
 	}
 	out, _, code := e.starter("experiments", runID)
 	t.Logf("starter experiments:\n%s", out)
