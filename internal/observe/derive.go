@@ -197,7 +197,11 @@ func experiments(o *Observation, minimum time.Duration) []Experiment {
 			kids[a] = append(kids[a], i)
 		}
 	}
-	session := func(i int) bool { return sequential(o, kids[i]) }
+	sessions := map[int]bool{}
+	for i, ks := range kids {
+		sessions[i] = sequential(o, ks)
+	}
+	session := func(i int) bool { return sessions[i] }
 	var out []Experiment
 	for i := range cand {
 		if session(i) {

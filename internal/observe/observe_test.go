@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mlrb/mlrb/internal/checkpoint"
+	"github.com/mlrb/mlrb/internal/testenv"
 )
 
 // standInSMI writes an nvidia-smi that answers the two queries as the
@@ -204,7 +205,7 @@ func TestLostAttempt(t *testing.T) {
 func TestCgroupOfThisProcess(t *testing.T) {
 	c, err := CgroupOf(os.Getpid(), "/sys/fs/cgroup")
 	if err != nil {
-		t.Skipf("no cgroup memory controller here: %v", err)
+		testenv.Missing(t, "a cgroup memory controller under /sys/fs/cgroup: "+err.Error())
 	}
 	pids, err := c.PIDs()
 	if err != nil || !slices.Contains(pids, os.Getpid()) {

@@ -227,7 +227,7 @@ func readProc(fs procfs.FS, boot time.Time, pid int) (procInfo, error) {
 
 // bootTime is when the host booted, to 10 ms (/proc/uptime): /proc/stat's
 // btime is whole seconds, too coarse for processes a second long.
-func bootTime(_ procfs.FS) (time.Time, error) {
+func bootTime() (time.Time, error) {
 	b, err := os.ReadFile("/proc/uptime")
 	if err != nil {
 		return time.Time{}, fmt.Errorf("boot time: %w", err)

@@ -75,7 +75,7 @@ func Start(scope Scope, o Options, base Observation) (*Sampler, error) {
 	if err != nil {
 		return nil, err
 	}
-	boot, err := bootTime(fs)
+	boot, err := bootTime()
 	if err != nil {
 		return nil, err
 	}
