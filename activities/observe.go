@@ -50,7 +50,7 @@ func (o *observer) begin(h runtime.Handle, redact []string, started time.Time) {
 	if oh.OwnCgroup() {
 		scope, err = observe.CgroupOf(oh.HostPID(), cgroupMount)
 	} else {
-		scope, err = observe.NewTree(oh.HostPID())
+		scope = &observe.Tree{Root: oh.HostPID()}
 	}
 	if err == nil {
 		opts := o.a.Observe

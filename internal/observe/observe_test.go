@@ -83,10 +83,7 @@ func TestSamplerSeesTheTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = syscall.Kill(-root.Process.Pid, syscall.SIGKILL); _ = root.Wait() }()
-	tree, err := NewTree(root.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tree := &Tree{Root: root.Process.Pid}
 	s, err := Start(tree, Options{ProcInterval: 20 * time.Millisecond, GPUInterval: 20 * time.Millisecond, GPU: &GPUQuery{Command: []string{cmd}},
 		Redact: func(c string) string { return strings.ReplaceAll(c, "s3cr3t", "***") }},
 		Observation{RunID: "r", Attempt: 2, Devices: []int{0}, StartAgentS: 100})
@@ -128,6 +125,57 @@ func TestSamplerSeesTheTree(t *testing.T) {
 	r := Derive(Input{Observations: []*Observation{o}, MinExperiment: time.Hour, BudgetS: 3600, AgentS: 101})
 	if len(r.Experiments) != 1 || r.Experiments[0].PID != long || r.Experiments[0].Outcome != CutOff || r.Experiments[0].GPUHours <= 0 {
 		t.Fatalf("experiments %+v", r.Experiments)
+	}
+}
+
+// TestTreeFindsItsProcesses: the tree holds the root's descendants, one
+// in a session of its own whose command name holds ") " and spaces (its
+// stat read right), and a process of the root's group that left the
+// tree (reparented, as a daemon is); nothing else.
+func TestTreeFindsItsProcesses(t *testing.T) {
+	setsid, err := exec.LookPath("setsid")
+	if err != nil {
+		testenv.Missing(t, "setsid (util-linux)")
+	}
+	odd := filepath.Join(t.TempDir(), "x) 9 9 (y")
+	if err := os.Symlink("/bin/sh", odd); err != nil {
+		t.Fatal(err)
+	}
+	root := exec.Command("/bin/sh", "-c", `"$0" "$1" -c 'sleep 30' & (sleep 30 &) ; sleep 30`, setsid, odd)
+	root.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := root.Start(); err != nil {
+		t.Fatal(err)
+	}
+	other := exec.Command("sleep", "30")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tree := &Tree{Root: root.Process.Pid}
+	// The root, its sleep, the orphaned sleep, the odd shell, its sleep.
+	var pids []int
+	defer func() {
+		for _, p := range append(pids, -root.Process.Pid, other.Process.Pid) {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+		_, _ = root.Process.Wait()
+		_, _ = other.Process.Wait()
+	}()
+	for deadline := time.Now().Add(5 * time.Second); len(pids) != 5 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if pids, err = tree.PIDs(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(pids) != 5 || pids[0] != root.Process.Pid || slices.Contains(pids, other.Process.Pid) {
+		t.Fatalf("tree of %d: %v (not %d)", root.Process.Pid, pids, other.Process.Pid)
+	}
+}
+
+func BenchmarkTreePIDs(b *testing.B) {
+	tree := &Tree{Root: os.Getpid()}
+	for b.Loop() {
+		if _, err := tree.PIDs(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

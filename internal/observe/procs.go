@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/procfs"
@@ -27,40 +28,40 @@ type Scope interface {
 // Tree is a process runtime's agent: its first process, every process
 // descending from it and every process of its process group (a
 // daemonized one keeps its group).
-type Tree struct {
-	Root int
-	fs   procfs.FS
-}
-
-// NewTree is the tree of root.
-func NewTree(root int) (*Tree, error) {
-	fs, err := procfs.NewDefaultFS()
-	if err != nil {
-		return nil, fmt.Errorf("procfs: %w", err)
-	}
-	return &Tree{Root: root, fs: fs}, nil
-}
+type Tree struct{ Root int }
 
 func (t *Tree) RootPID() int          { return t.Root }
 func (t *Tree) OOMKills() (int, bool) { return 0, false }
 
 // PIDs walks /proc once: a parent links its children, and the root's
-// group is the agent's too.
+// group is the agent's too. It reads only each process's stat, through
+// one buffer: a worker of 64 agents walks some hundred processes for
+// every sample of each.
 func (t *Tree) PIDs() ([]int, error) {
-	all, err := t.fs.AllProcs()
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	names, err := d.Readdirnames(-1)
+	_ = d.Close()
 	if err != nil {
 		return nil, fmt.Errorf("list processes: %w", err)
 	}
 	children := map[int][]int{}
 	var group []int
-	for _, p := range all {
-		st, err := p.Stat()
+	buf := make([]byte, 512)
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
 		if err != nil {
+			continue // not a process
+		}
+		ppid, pgrp, ok := statLinks(pid, buf)
+		if !ok {
 			continue // gone meanwhile
 		}
-		children[st.PPID] = append(children[st.PPID], p.PID)
-		if st.PGRP == t.Root && p.PID != t.Root {
-			group = append(group, p.PID)
+		children[ppid] = append(children[ppid], pid)
+		if pgrp == t.Root && pid != t.Root {
+			group = append(group, pid)
 		}
 	}
 	seen := map[int]bool{t.Root: true}
@@ -84,6 +85,34 @@ func (t *Tree) PIDs() ([]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// statLinks reads a process's parent and process group from
+// /proc/<pid>/stat ("pid (comm) state ppid pgrp ..."; comm may hold
+// spaces and parentheses, so the fields start after the last ')').
+func statLinks(pid int, buf []byte) (ppid, pgrp int, ok bool) {
+	fd, err := syscall.Open("/proc/"+strconv.Itoa(pid)+"/stat", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, 0, false
+	}
+	n, err := syscall.Read(fd, buf)
+	_ = syscall.Close(fd)
+	if err != nil || n <= 0 {
+		return 0, 0, false
+	}
+	b := buf[:n]
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	// After ") ": the state, then the parent, then the group.
+	f := bytes.SplitN(b[i+1:], []byte{' '}, 5)
+	if len(f) < 5 {
+		return 0, 0, false
+	}
+	ppid, err1 := strconv.Atoi(string(f[2]))
+	pgrp, err2 := strconv.Atoi(string(f[3]))
+	return ppid, pgrp, err1 == nil && err2 == nil
 }
 
 // Cgroup is a container's agent: every process in its cgroup and the
