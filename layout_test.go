@@ -99,3 +99,22 @@ func TestSizes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAgentBinaryStaysSmall: mlrb-agent starts for every agent and every
+// evaluation of the built-in suites, so its package initialisation is
+// paid a few times a run; nothing of the worker (Temporal, the blob
+// store's AWS SDK, the gateway, /proc readers) may reach it.
+func TestAgentBinaryStaysSmall(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "./deploy/agent").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, heavy := range []string{"go.temporal.io/", "github.com/aws/", "github.com/prometheus/", "github.com/klauspost/", "go.uber.org/zap",
+			"github.com/mlrb/mlrb/internal/blob", "github.com/mlrb/mlrb/internal/runs", "github.com/mlrb/mlrb/internal/gateway"} {
+			if strings.HasPrefix(dep, heavy) && dep != "github.com/mlrb/mlrb/internal/gateway/door" {
+				t.Errorf("mlrb-agent imports %s", dep)
+			}
+		}
+	}
+}

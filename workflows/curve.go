@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/tasks"
 )
@@ -64,9 +65,9 @@ func (cv *curveState) curveMarks() []float64 {
 // curveSplit is what the marks are scored on.
 func (cv *curveState) curveSplit() string {
 	if c := cv.r.spec.Spec.Evaluation.Curve; c != nil && len(c.Command) > 0 {
-		return runs.SplitDev
+		return contract.SplitDev
 	}
-	return runs.SplitTest
+	return contract.SplitTest
 }
 
 // begin lays the curve's marks out, once; false when the run has none.
@@ -159,7 +160,7 @@ func (cv *curveState) takeFinal() {
 			continue
 		}
 		switch {
-		case m.Split == runs.SplitTest:
+		case m.Split == contract.SplitTest:
 			s := f.Score
 			m.Score, m.Tries = &s, 1
 		case f.Mark != nil && f.Mark.Error == "":
@@ -173,7 +174,7 @@ func (cv *curveState) takeFinal() {
 // checkpoint's mark too: the marks are picked, one stands for the final
 // checkpoint and is scored on the dev split.
 func (cv *curveState) foldable() bool {
-	return cv.picked && cv.curveSplit() == runs.SplitDev && slices.ContainsFunc(cv.marks, func(m runs.Mark) bool {
+	return cv.picked && cv.curveSplit() == contract.SplitDev && slices.ContainsFunc(cv.marks, func(m runs.Mark) bool {
 		return m.Seq == cv.r.last.Seq && !m.Done()
 	})
 }
@@ -189,7 +190,7 @@ func (cv *curveState) finalOnly(alsoMark bool) bool {
 		return false
 	}
 	return !slices.ContainsFunc(cv.marks, func(m runs.Mark) bool {
-		return !m.Done() && (m.Seq != cv.r.last.Seq || m.Split != runs.SplitTest && !alsoMark)
+		return !m.Done() && (m.Seq != cv.r.last.Seq || m.Split != contract.SplitTest && !alsoMark)
 	})
 }
 

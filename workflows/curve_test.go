@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/tasks"
 )
@@ -105,7 +106,7 @@ func TestScoreOverTime(t *testing.T) {
 	}
 	want := []float64{0.6, 0.7, 0.7, 0.7}
 	for i, m := range c[1:] {
-		if m.Score == nil || *m.Score != want[i] || *m.Best != want[i] || m.Error != "" || m.Split != runs.SplitDev {
+		if m.Score == nil || *m.Score != want[i] || *m.Best != want[i] || m.Error != "" || m.Split != contract.SplitDev {
 			t.Fatalf("mark %d: %+v", i+1, m)
 		}
 	}
@@ -210,7 +211,7 @@ func TestFinalEvaluationScoresItsMark(t *testing.T) {
 				t.Fatalf("outcome %s, score %v, marks evaluated alone %v, releases %d", r.Outcome, *r.Score, alone, freed)
 			}
 			for i, m := range r.Curve {
-				if m.Score == nil || *m.Score != c.wantCurve[i] || m.Tries != 1 || m.Split != runs.SplitDev {
+				if m.Score == nil || *m.Score != c.wantCurve[i] || m.Tries != 1 || m.Split != contract.SplitDev {
 					t.Fatalf("mark %d: %+v", i, m)
 				}
 			}

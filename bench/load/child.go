@@ -41,15 +41,7 @@ func (c *child) usage() (cpu float64, peakMiB float64) {
 		return 0, 0
 	}
 	pid := c.cmd.Process.Pid
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-		// utime and stime are fields 14 and 15 of stat, in clock ticks (100 a second on Linux).
-		if len(f) > 12 {
-			u, _ := strconv.ParseFloat(f[11], 64)
-			s, _ := strconv.ParseFloat(f[12], 64)
-			cpu = (u + s) / 100
-		}
-	}
+	cpu, _ = c.cpu()
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
 			if strings.HasPrefix(l, "VmHWM:") {
@@ -59,6 +51,29 @@ func (c *child) usage() (cpu float64, peakMiB float64) {
 		}
 	}
 	return cpu, peakMiB
+}
+
+// cpu is the process's own CPU seconds so far and those of its children
+// it has waited for (a worker's agents and evaluators).
+func (c *child) cpu() (own, reaped float64) {
+	if c == nil {
+		return 0, 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+	if err != nil {
+		return 0, 0
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	// utime, stime, cutime and cstime are fields 14 to 17 of stat, in
+	// clock ticks (100 a second on Linux).
+	if len(f) < 15 {
+		return 0, 0
+	}
+	var t [4]float64
+	for i := range t {
+		t[i], _ = strconv.ParseFloat(f[11+i], 64)
+	}
+	return (t[0] + t[1]) / 100, (t[2] + t[3]) / 100
 }
 
 func (c *child) stop() {

@@ -232,7 +232,7 @@ func run(o opts) error {
 	if o.seeds <= 0 {
 		return nil
 	}
-	return benchmark(ctx, c, cfg, pol, o)
+	return benchmark(ctx, c, cfg, pol, o, srv, wrk)
 }
 
 // agentBinary is the binary the worker starts agents and evaluators with.
@@ -243,6 +243,8 @@ func agentBinary(flagVal, dir string) (string, error) {
 	case "build":
 		p := filepath.Join(dir, app.AgentBinaryName)
 		cmd := exec.Command("go", "build", "-o", p, "./deploy/agent")
+		// Static, as task build makes it: no dynamic loader at each start.
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
 			return "", fmt.Errorf("-agent-binary build: go build ./deploy/agent (run from the repository): %w", err)
@@ -310,8 +312,9 @@ func drain(ctx context.Context, c client.Client, ids []string, srv, wrk *child, 
 	return nil
 }
 
-// benchmark times a mini benchmark of no-op agents.
-func benchmark(ctx context.Context, c client.Client, cfg *config.Config, pol workflows.Policy, o opts) error {
+// benchmark times a mini benchmark of no-op agents and prints the CPU
+// each process spent on it.
+func benchmark(ctx context.Context, c client.Client, cfg *config.Config, pol workflows.Policy, o opts, srv, wrk *child) error {
 	cat, err := tasks.Load("")
 	if err != nil {
 		return err
@@ -325,6 +328,8 @@ func benchmark(ctx context.Context, c client.Client, cfg *config.Config, pol wor
 		return err
 	}
 	in := workflows.NewBenchmarkInput(cat.IDs("mini"), []agents.Definition{noop}, o.seeds, o.conc, workflows.RunInput{LLMProvider: "none", Policy: pol})
+	srv0, _ := srv.cpu()
+	wrk0, agents0 := wrk.cpu()
 	t0 := time.Now()
 	r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: o.prefix + "load-benchmark", TaskQueue: cfg.Temporal.TaskQueue}, workflows.BenchmarkWorkflowName, in)
 	if err != nil {
@@ -335,6 +340,8 @@ func benchmark(ctx context.Context, c client.Client, cfg *config.Config, pol wor
 		return err
 	}
 	wall := time.Since(t0)
+	srv1, _ := srv.cpu()
+	wrk1, agents1 := wrk.cpu()
 	e, err := app.OpenEngine(ctx, cfg)
 	if err != nil {
 		return err
@@ -351,6 +358,9 @@ func benchmark(ctx context.Context, c client.Client, cfg *config.Config, pol wor
 	}
 	fmt.Printf("mini benchmark, no-op agents, %d tasks × %d seeds, %d at once: %d of %d runs scored, wall time %s\n",
 		len(in.Tasks), o.seeds, o.conc, scored, len(stored), wall.Round(time.Millisecond))
+	n := float64(len(stored))
+	fmt.Printf("  CPU: server %.1f s, worker %.1f s, agents and evaluators %.1f s; a run: %.0f, %.0f, %.0f ms\n",
+		srv1-srv0, wrk1-wrk0, agents1-agents0, (srv1-srv0)/n*1000, (wrk1-wrk0)/n*1000, (agents1-agents0)/n*1000)
 	if scored != len(in.Tasks)*o.seeds {
 		return fmt.Errorf("benchmark: %d of %d runs scored", scored, len(in.Tasks)*o.seeds)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/budget"
+	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/llm"
 	"github.com/mlrb/mlrb/internal/observe"
@@ -131,7 +132,7 @@ func result(id, task, agent string, seed int64, i int) runs.Result {
 	}
 	for k, h := range []float64{1, 2, 4, 8, 16} {
 		v := score * float64(k+1) / 5
-		r.Curve = append(r.Curve, runs.Mark{AtS: h * 3600, Seq: int(h * 3600 / 43), AgentS: h * 3600, Score: &v, Split: runs.SplitTest, Tries: 1})
+		r.Curve = append(r.Curve, runs.Mark{AtS: h * 3600, Seq: int(h * 3600 / 43), AgentS: h * 3600, Score: &v, Split: contract.SplitTest, Tries: 1})
 	}
 	runs.BestSoFar(r.Curve)
 	r.Evaluations = []runs.EvalAttempt{{Started: at.Add(24 * time.Hour), At: at.Add(25 * time.Hour), Score: &score}}

@@ -16,10 +16,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mlrb/mlrb/internal/contract"
-	"github.com/mlrb/mlrb/internal/gateway"
+	"github.com/mlrb/mlrb/internal/gateway/door"
 	"github.com/mlrb/mlrb/internal/lmeval"
 	"github.com/mlrb/mlrb/internal/reference"
-	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/tasks"
 )
 
@@ -113,7 +112,7 @@ func Commands() []*cobra.Command {
 	eval.Flags().Uint64Var(&seed, "seed", 0, "seed of the run")
 	eval.Flags().StringVar(&model, "model", "", "model directory")
 	eval.Flags().StringVar(&output, "output_path", "", "results directory (a results_<date>.json in it)")
-	eval.Flags().StringVar(&split, "split", runs.SplitTest, "held-out split: test (final models) or dev (a run's curve)")
+	eval.Flags().StringVar(&split, "split", contract.SplitTest, "held-out split: test (final models) or dev (a run's curve)")
 	eval.Flags().StringVar(&resultsFile, "results_file", "", "the results file to write (the name the worker reads)")
 	var listen, socket, ready string
 	door := &cobra.Command{
@@ -122,7 +121,7 @@ func Commands() []*cobra.Command {
 		RunE: func(*cobra.Command, []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
-			return gateway.Relay(ctx, listen, socket, ready)
+			return door.Relay(ctx, listen, socket, ready)
 		},
 	}
 	door.Flags().StringVar(&listen, "listen", "127.0.0.1:3128", "address to accept on (in the agent's network)")

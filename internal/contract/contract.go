@@ -18,6 +18,14 @@ import (
 	"time"
 )
 
+// Splits an evaluator scores a model on (its --split): the held-out test
+// split (a run's final evaluation) or a dev split the task names for a
+// run's curve.
+const (
+	SplitTest = "test"
+	SplitDev  = "dev"
+)
+
 // Variables an agent gets.
 const (
 	EnvTask          = "MLRB_TASK"

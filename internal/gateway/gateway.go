@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/mlrb/mlrb/internal/gateway/door"
 	"github.com/mlrb/mlrb/internal/llm"
 	"github.com/mlrb/mlrb/internal/transcript"
 )
@@ -150,7 +151,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.Log.Info("agent connection", zap.String("to", g.scrub(host)), zap.Stringer("addr", to))
 	_, _ = io.WriteString(down, "HTTP/1.1 200 Connection established\r\n\r\n")
 	// What the client sent after its CONNECT line is in rw's buffer.
-	out, in := splice(up, rw, down, up)
+	out, in := door.Splice(up, rw, down, up)
 	_ = up.Close()
 	_ = down.Close()
 	g.track(up, false)
@@ -180,30 +181,4 @@ func (g *Gateway) record(c transcript.Call, start time.Time) {
 	}
 	c.Kind, c.Start, c.LatencyMS = transcript.KindConnect, start.UTC(), ms(time.Since(start))
 	g.Record.Add(c, nil, nil)
-}
-
-// splice copies a to b and c to d at once, each side's write end closed
-// when its source ends, and returns the bytes of each.
-func splice(a net.Conn, b io.Reader, c net.Conn, d io.Reader) (int64, int64) {
-	var ab, cd int64
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		ab, _ = io.Copy(a, b)
-		closeWrite(a)
-	}()
-	go func() {
-		defer wg.Done()
-		cd, _ = io.Copy(c, d)
-		closeWrite(c)
-	}()
-	wg.Wait()
-	return ab, cd
-}
-
-func closeWrite(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	}
 }

@@ -5,8 +5,8 @@ import (
 	"math"
 	"path/filepath"
 
+	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/lmeval"
-	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/tasks"
 )
 
@@ -15,11 +15,11 @@ import (
 func Evaluate(spec *tasks.Spec, seed uint64, modelDir, split string) (*lmeval.Results, error) {
 	purpose := "eval"
 	switch split {
-	case runs.SplitTest, "":
-	case runs.SplitDev:
+	case contract.SplitTest, "":
+	case contract.SplitDev:
 		purpose = "dev"
 	default:
-		return nil, fmt.Errorf("split %q: want %s or %s", split, runs.SplitTest, runs.SplitDev)
+		return nil, fmt.Errorf("split %q: want %s or %s", split, contract.SplitTest, contract.SplitDev)
 	}
 	ref := spec.Reference
 	if ref == nil {

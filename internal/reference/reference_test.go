@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/mlrb/mlrb/internal/lmeval"
-	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/tasks"
 
 	"github.com/mlrb/mlrb/internal/contract"
@@ -49,7 +48,7 @@ func TestMiniSuite(t *testing.T) {
 				if err := a.Run(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				res, err := Evaluate(spec, seed, filepath.Join(dir, "output", "model"), runs.SplitTest)
+				res, err := Evaluate(spec, seed, filepath.Join(dir, "output", "model"), contract.SplitTest)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -135,7 +134,7 @@ func TestIdleHoldsItsBudget(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	res, err := Evaluate(spec, 1, filepath.Join(env.OutputDir(), "model"), runs.SplitTest)
+	res, err := Evaluate(spec, 1, filepath.Join(env.OutputDir(), "model"), contract.SplitTest)
 	if err != nil || len(res.Results) == 0 {
 		t.Fatalf("its submission does not evaluate: %+v %v", res, err)
 	}

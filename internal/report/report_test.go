@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mlrb/mlrb/internal/blob"
+	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/llm"
 	"github.com/mlrb/mlrb/internal/runs"
@@ -29,7 +30,7 @@ func results() []runs.Result {
 				best := score - 0.1
 				r := runs.Result{RunID: fmt.Sprintf("b/%s/%s/s%d", agent, task, seed), Benchmark: "b", Task: task, Agent: agent, Seed: seed,
 					Outcome: runs.OutcomeScored, Score: &score, TimeLimitS: 30,
-					Curve: []runs.Mark{{AtS: 3, Seq: 1, AgentS: 6, Best: &best, Score: &best, Split: runs.SplitDev}, {AtS: 15, Seq: 2, AgentS: 15, Best: &best, Score: &best, Split: runs.SplitDev}}}
+					Curve: []runs.Mark{{AtS: 3, Seq: 1, AgentS: 6, Best: &best, Score: &best, Split: contract.SplitDev}, {AtS: 15, Seq: 2, AgentS: 15, Best: &best, Score: &best, Split: contract.SplitDev}}}
 				if agent == "beta" && seed == 3 {
 					r.Outcome, r.Score, r.Reason = runs.OutcomeAgentFailed, nil, "agent exited 1"
 				}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/budget"
+	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/observe"
 	"github.com/mlrb/mlrb/internal/runs"
 )
@@ -30,7 +31,7 @@ func TestResearchTimeline(t *testing.T) {
 	}
 	s := 0.6
 	r := runs.Result{RunID: o.RunID, Task: "t", Agent: "a", Seed: 1, Outcome: runs.OutcomeLimitReached, Score: &s, TimeLimitS: 86400,
-		Budget: budget.Account{LimitS: 86400, UsedS: 86400}, Curve: []runs.Mark{{AtS: 43200, Seq: 72, Score: &s, Split: runs.SplitDev}}}
+		Budget: budget.Account{LimitS: 86400, UsedS: 86400}, Curve: []runs.Mark{{AtS: 43200, Seq: 72, Score: &s, Split: contract.SplitDev}}}
 	dir := t.TempDir()
 	if err := Write(context.Background(), dir, Input{Title: "b", Results: []runs.Result{r}, Store: store, MinExperiment: time.Minute}); err != nil {
 		t.Fatal(err)

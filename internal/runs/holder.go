@@ -13,13 +13,6 @@ const RoleEvaluation = "evaluation"
 // (N counts the rounds: the first, then each retry-curve).
 const RoleCurve = "curve"
 
-// Splits a curve's marks are scored on: the test split (the final
-// evaluation's command) or a dev split the task names for them.
-const (
-	SplitTest = "test"
-	SplitDev  = "dev"
-)
-
 // Holder is whom a GPU lease or a provisioned host serves: attempt N of a
 // run's agent (Role ""), or its Nth evaluation (RoleEvaluation).
 type Holder struct {

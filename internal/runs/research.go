@@ -3,6 +3,7 @@ package runs
 import (
 	"time"
 
+	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/observe"
 )
 
@@ -24,7 +25,7 @@ func Research(r *Result, obs []*observe.Observation, minExperiment time.Duration
 		}
 	}
 	if final > 0 && r.Score != nil {
-		scores[final] = observe.Scored{Score: *r.Score, Split: SplitTest}
+		scores[final] = observe.Scored{Score: *r.Score, Split: contract.SplitTest}
 	}
 	return observe.Derive(observe.Input{Observations: obs, Scores: scores, MinExperiment: minExperiment, BudgetS: r.Budget.GrantedS(), AgentS: r.Budget.UsedS})
 }
