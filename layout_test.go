@@ -118,3 +118,15 @@ func TestAgentBinaryStaysSmall(t *testing.T) {
 		}
 	}
 }
+
+// TestFixturesStayOutOfTheBinaries: the made-up observations of
+// internal/observe/observetest serve tests and benchmarks only.
+func TestFixturesStayOutOfTheBinaries(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "./worker", "./starter", "./deploy/agent").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	if slices.Contains(strings.Fields(string(out)), "github.com/mlrb/mlrb/internal/observe/observetest") {
+		t.Error("a binary imports internal/observe/observetest")
+	}
+}

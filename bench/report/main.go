@@ -24,6 +24,7 @@ import (
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/llm"
 	"github.com/mlrb/mlrb/internal/observe"
+	"github.com/mlrb/mlrb/internal/observe/observetest"
 	"github.com/mlrb/mlrb/internal/report"
 	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/internal/transcript"
@@ -97,10 +98,10 @@ func bench(nRuns, nCalls int, chromium string) error {
 }
 
 // observedDay writes the report of a 24 h run observed at the defaults
-// (report.SyntheticDay: 200 experiments, 8 GPUs every 30 s, 3,000 calls)
+// (observetest.Day: 200 experiments, 8 GPUs every 30 s, 3,000 calls)
 // and returns its run page.
 func observedDay(ctx context.Context, store blob.Store, dir string) (string, error) {
-	o := report.SyntheticDay()
+	o := observetest.Day()
 	if err := observe.Put(ctx, store, o); err != nil {
 		return "", err
 	}

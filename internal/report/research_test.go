@@ -13,6 +13,7 @@ import (
 	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/contract"
 	"github.com/mlrb/mlrb/internal/observe"
+	"github.com/mlrb/mlrb/internal/observe/observetest"
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
@@ -25,7 +26,7 @@ func TestResearchTimeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := SyntheticDay()
+	o := observetest.Day()
 	if err := observe.Put(context.Background(), store, o); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,7 @@
-package report
+// Package observetest holds observations made up for tests and
+// benchmarks, as net/http/httptest does for HTTP: nothing in a worker or
+// the starter imports it.
+package observetest
 
 import (
 	"fmt"
@@ -7,11 +10,11 @@ import (
 	"github.com/mlrb/mlrb/internal/observe"
 )
 
-// SyntheticDay is a synthetic 24 h observed attempt, for the tests and
-// bench/report of the research timeline: a shell the agent keeps
+// Day is a synthetic 24 h observed attempt, for the research timeline's
+// tests and bench/report: a shell the agent keeps
 // runs 200 experiments (some overlapping), 8 GPUs sampled every 30 s,
 // 3,000 LLM calls, a checkpoint every 10 minutes, a model every tenth.
-func SyntheticDay() *observe.Observation {
+func Day() *observe.Observation {
 	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	o := &observe.Observation{RunID: "b/a/t/s1", Attempt: 1, Start: t0, End: at(86400), Ended: "deadline", StopAt: at(86340), Devices: []int{0, 1, 2, 3, 4, 5, 6, 7},
