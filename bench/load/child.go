@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // child is a running server or worker process.
@@ -40,14 +40,10 @@ func (c *child) usage() (cpu float64, peakMiB float64) {
 	if c == nil {
 		return 0, 0
 	}
-	pid := c.cmd.Process.Pid
 	cpu, _ = c.cpu()
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(l, "VmHWM:") {
-				kb, _ := strconv.ParseFloat(strings.Fields(l)[1], 64)
-				peakMiB = kb / 1024
-			}
+	if p, err := procfs.NewProc(c.cmd.Process.Pid); err == nil {
+		if st, err := p.NewStatus(); err == nil {
+			peakMiB = float64(st.VmHWM) / (1 << 20)
 		}
 	}
 	return cpu, peakMiB
@@ -59,21 +55,16 @@ func (c *child) cpu() (own, reaped float64) {
 	if c == nil {
 		return 0, 0
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+	p, err := procfs.NewProc(c.cmd.Process.Pid)
 	if err != nil {
 		return 0, 0
 	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	// utime, stime, cutime and cstime are fields 14 to 17 of stat, in
-	// clock ticks (100 a second on Linux).
-	if len(f) < 15 {
+	st, err := p.Stat()
+	if err != nil {
 		return 0, 0
 	}
-	var t [4]float64
-	for i := range t {
-		t[i], _ = strconv.ParseFloat(f[11+i], 64)
-	}
-	return (t[0] + t[1]) / 100, (t[2] + t[3]) / 100
+	// cutime and cstime are in clock ticks, USER_HZ: 100 a second on Linux.
+	return st.CPUTime(), float64(st.CUTime+st.CSTime) / 100
 }
 
 func (c *child) stop() {

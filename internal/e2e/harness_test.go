@@ -32,10 +32,15 @@ func TestMain(m *testing.M) {
 	}
 	bin = dir
 	// One build of each binary for the whole package; mlrb-agent beside
-	// them runs the built-in agents, as `task build` lays them out.
+	// them runs the built-in agents, built static as `task build` lays it
+	// out, and is the reference image's binary too (staticBinary).
 	for b, pkg := range map[string]string{"worker": "worker", "starter": "starter", "mlrb-agent": "deploy/agent"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b), "github.com/mlrb/mlrb/"+pkg)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if b == "mlrb-agent" {
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			built[pkg] = filepath.Join(dir, b)
+		}
 		if err := cmd.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "build", b, err)
 			os.Exit(1)

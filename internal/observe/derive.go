@@ -197,19 +197,18 @@ func experiments(o *Observation, minimum time.Duration) []Experiment {
 			kids[a] = append(kids[a], i)
 		}
 	}
-	sessions := map[int]bool{}
+	session := map[int]bool{} // a parent that ran two of its children one after the other
 	for i, ks := range kids {
-		sessions[i] = sequential(o, ks)
+		session[i] = sequential(o, ks)
 	}
-	session := func(i int) bool { return sessions[i] }
 	var out []Experiment
 	for i := range cand {
-		if session(i) {
+		if session[i] {
 			continue
 		}
 		inside := false
 		for a := up[i]; a >= 0; a = up[a] {
-			if !session(a) {
+			if !session[a] {
 				inside = true
 				break
 			}

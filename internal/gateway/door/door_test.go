@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// TestRelayCarriesToTheSocket: the relay says it is ready only once it
-// accepts, carries a connection both ways to the worker's socket, and
+// TestRelayCarriesToTheSocket: the relay writes where it accepts to its
+// ready file, carries a connection both ways to the worker's socket, and
 // stops with its context.
 func TestRelayCarriesToTheSocket(t *testing.T) {
 	dir := t.TempDir()
