@@ -224,6 +224,9 @@ func sqlConfig(o Options) (*config.SQL, error) {
 	if err := sqliteschema.CreateNamespaces(conf, ns); err != nil {
 		return nil, fmt.Errorf("devserver: create namespace %q: %w", o.Namespace, err)
 	}
+	if err := trimVisibility(file); err != nil {
+		return nil, err
+	}
 	return conf, nil
 }
 
