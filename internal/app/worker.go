@@ -44,6 +44,7 @@ func HostQueue(base, hostID string) string { return base + "-host-" + hostID }
 // start leaves nothing held (the work-dir lock, the Docker client, the
 // metrics, the SDK workers) and the same process can start again.
 func StartWorker(ctx context.Context, cfg *config.Config, c client.Client, logger *zap.Logger, m *metrics.Metrics) (*Worker, error) {
+	nameBuild()
 	s := &startup{ctx: ctx, cfg: cfg, c: c, log: logger, m: m,
 		hq: HostQueue(cfg.Temporal.TaskQueue, cfg.Host.ID), identity: hosts.Identity(cfg.Host.ID, cfg.WorkDir())}
 	for _, step := range s.steps() {
