@@ -63,8 +63,9 @@ type Proc struct {
 	PPID int `json:"ppid"`
 	// Root: the agent's own first process.
 	Root bool `json:"root,omitempty"`
-	// Command is its command line, secrets scrubbed, capped at
-	// MaxCommand bytes: what the agent ran, kept as data.
+	// Command is its command line as last seen (a process that execs
+	// shows what it ran last), secrets scrubbed, capped at MaxCommand
+	// bytes: what the agent ran, kept as data.
 	Command string    `json:"command"`
 	Start   time.Time `json:"start"`
 	// End is when it was first seen gone (zero: alive at the last

@@ -65,6 +65,8 @@ type procKey struct {
 type tracked struct {
 	i        int // index in obs.Procs, -1 when dropped
 	lastSeen time.Time
+	// argv is the command line its Command was made from.
+	argv []string
 }
 
 // Start samples scope's processes (and, with o.GPU, base.Devices) from
@@ -204,7 +206,7 @@ func (s *Sampler) sampleProcs() {
 			s.live[k] = t
 			if len(s.obs.Procs) < MaxProcs {
 				t.i = len(s.obs.Procs)
-				s.obs.Procs = append(s.obs.Procs, Proc{PID: pi.pid, PPID: pi.ppid, Root: pi.pid == s.scope.RootPID(), Command: s.command(pi.cmd), Start: pi.start})
+				s.obs.Procs = append(s.obs.Procs, Proc{PID: pi.pid, PPID: pi.ppid, Root: pi.pid == s.scope.RootPID(), Start: pi.start})
 			} else {
 				s.obs.Dropped++
 			}
@@ -214,6 +216,12 @@ func (s *Sampler) sampleProcs() {
 			p := &s.obs.Procs[t.i]
 			p.CPUS = pi.cpuS
 			p.PeakRSS = max(p.PeakRSS, pi.hwm)
+			// A process read between its fork and its exec shows its
+			// parent's command line, or none mid-exec: it keeps the
+			// last one it showed.
+			if len(pi.cmd) > 0 && !slices.Equal(pi.cmd, t.argv) {
+				p.Command, t.argv = s.command(pi.cmd), pi.cmd
+			}
 		}
 	}
 	var gone []int
