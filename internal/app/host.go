@@ -43,6 +43,7 @@ func NewLogger(level string) (*zap.Logger, error) {
 // configured ports with the run search attributes registered.
 func StartDevServer(ctx context.Context, cfg *config.Config, logger *zap.Logger) (*devserver.Server, error) {
 	nameBuild()
+	tuneGC()
 	sas := map[string]enumspb.IndexedValueType{}
 	for _, n := range workflows.SearchAttributeNames() {
 		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD

@@ -91,11 +91,11 @@ func goBuildID() string {
 // server in it: 0.6 s of CPU at every worker and dev server start.
 var nameBuild = sync.OnceFunc(func() {
 	v := Version()
-	id := ""
-	if _, named := buildChecksum(v, ""); !named {
-		id = goBuildID()
+	sum, ok := buildChecksum(v, "")
+	if !ok {
+		sum, ok = buildChecksum(v, goBuildID())
 	}
-	if sum, ok := buildChecksum(v, id); ok {
+	if ok {
 		worker.SetBinaryChecksum(sum)
 	}
 })

@@ -37,25 +37,14 @@ func trimVisibility(file string) error {
 		return fmt.Errorf("devserver: open %s: %w", file, err)
 	}
 	defer func() { _ = db.Close() }()
-	rows, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'executions_visibility' AND sql IS NOT NULL`)
+	names, err := visibilityIndexNames(db)
 	if err != nil {
-		return fmt.Errorf("devserver: list visibility indexes in %s: %w", file, err)
+		return fmt.Errorf("devserver: %s: %w", file, err)
 	}
-	var drop []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			_ = rows.Close()
-			return fmt.Errorf("devserver: list visibility indexes in %s: %w", file, err)
+	for _, name := range names {
+		if keptIndex(name) {
+			continue
 		}
-		if !keptIndex(name) {
-			drop = append(drop, name)
-		}
-	}
-	if err := rows.Close(); err != nil {
-		return fmt.Errorf("devserver: list visibility indexes in %s: %w", file, err)
-	}
-	for _, name := range drop {
 		// Names come from the schema and are plain identifiers; quoted
 		// all the same.
 		if _, err := db.Exec(`DROP INDEX IF EXISTS "` + strings.ReplaceAll(name, `"`, `""`) + `"`); err != nil {
@@ -63,4 +52,26 @@ func trimVisibility(file string) error {
 		}
 	}
 	return nil
+}
+
+// visibilityIndexNames lists the visibility table's own indexes (not the
+// primary key's), by name.
+func visibilityIndexNames(db *sql.DB) ([]string, error) {
+	rows, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'executions_visibility' AND sql IS NOT NULL ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list visibility indexes: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var names []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("list visibility indexes: %w", err)
+		}
+		names = append(names, name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list visibility indexes: %w", err)
+	}
+	return names, nil
 }

@@ -37,18 +37,9 @@ func open(tb testing.TB, file string) *sql.DB {
 
 func visibilityIndexesIn(t *testing.T, db *sql.DB) []string {
 	t.Helper()
-	rows, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'executions_visibility' AND sql IS NOT NULL ORDER BY name`)
+	names, err := visibilityIndexNames(db)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer func() { _ = rows.Close() }()
-	var names []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, n)
 	}
 	return names
 }

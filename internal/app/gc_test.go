@@ -1,4 +1,4 @@
-package devserver
+package app
 
 import (
 	"os"
@@ -6,28 +6,28 @@ import (
 	"testing"
 )
 
-func gcPercent() int {
+func currentGCPercent() int {
 	p := debug.SetGCPercent(100)
 	debug.SetGCPercent(p)
 	return p
 }
 
-// TestTuneGC: the embedding process runs at GCPercent, unless GOGC is set.
+// TestTuneGC: a process embedding the dev server runs at gcPercent, unless GOGC is set.
 func TestTuneGC(t *testing.T) {
-	defer debug.SetGCPercent(gcPercent())
+	defer debug.SetGCPercent(currentGCPercent())
 	t.Setenv("GOGC", "")
 	if err := os.Unsetenv("GOGC"); err != nil {
 		t.Fatal(err)
 	}
 	debug.SetGCPercent(100)
 	tuneGC()
-	if p := gcPercent(); p != GCPercent {
-		t.Fatalf("GOGC unset: GC percent %d, want %d", p, GCPercent)
+	if p := currentGCPercent(); p != gcPercent {
+		t.Fatalf("GOGC unset: GC percent %d, want %d", p, gcPercent)
 	}
 	t.Setenv("GOGC", "50")
 	debug.SetGCPercent(50)
 	tuneGC()
-	if p := gcPercent(); p != 50 {
+	if p := currentGCPercent(); p != 50 {
 		t.Fatalf("GOGC=50: GC percent %d, want 50 kept", p)
 	}
 }
