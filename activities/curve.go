@@ -12,6 +12,7 @@ import (
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/lmeval"
 	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/safefs"
 )
 
 // MarksInput asks which checkpoints a run's curve scores.
@@ -84,6 +85,13 @@ func (a *Evaluations) alsoMark(ctx context.Context, in EvalInput, ev *evalDirs, 
 	mark.Mark, mark.AlsoMark, mark.Release, mark.N = true, false, false, 0
 	mark.Final = CheckpointRef{Seq: in.Final.Seq}
 	name := evaluationName(mark, activity.GetInfo(ctx).Attempt)
+	if ev.devResultsName != "" {
+		score, err := a.devScore(ctx, in, ev, name)
+		if err == nil {
+			return &MarkScore{Score: score}
+		}
+		a.Logger.Warn("the dev split's results of the run of both splits are unusable: the mark is run alone", zap.String("run", in.RunID), zap.Error(err))
+	}
 	dir := filepath.Join(filepath.Dir(ev.dir), name)
 	_ = os.RemoveAll(dir)
 	task := "eval-" + runKey(in.RunID) + "-" + name
@@ -99,7 +107,7 @@ func (a *Evaluations) alsoMark(ctx context.Context, in EvalInput, ev *evalDirs, 
 		score, _, err = lmeval.Score(r, in.Task.Metric)
 	}
 	if err == nil {
-		_, err = a.keepResults(ctx, in.RunID, mev, file, body)
+		_, err = a.keepResults(ctx, in.RunID, name, file, body)
 	}
 	if err != nil {
 		a.Logger.Warn("the final checkpoint's mark is left to its own evaluation", zap.String("run", in.RunID), zap.Error(err))
@@ -107,4 +115,28 @@ func (a *Evaluations) alsoMark(ctx context.Context, in EvalInput, ev *evalDirs, 
 	}
 	a.Logger.Info("evaluated the final checkpoint's mark", zap.String("run", in.RunID), zap.Float64("score", score))
 	return &MarkScore{Score: score}
+}
+
+// devScore reads the dev split's results that the final evaluation's
+// run of both splits wrote ({dev_results}) as the final checkpoint's
+// mark, and keeps them under the mark's name (its log is the final
+// evaluation's).
+func (a *Evaluations) devScore(ctx context.Context, in EvalInput, ev *evalDirs, name string) (float64, error) {
+	body, err := safefs.ReadFile(ev.results, ev.devResultsName, lmeval.MaxBytes)
+	if err != nil {
+		return 0, fmt.Errorf("the dev split's results %s: %w", ev.devResultsName, err)
+	}
+	r, err := lmeval.Parse(body, ev.devResultsName)
+	if err != nil {
+		return 0, err
+	}
+	score, _, err := lmeval.Score(r, in.Task.Metric)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := a.keepResults(ctx, in.RunID, name, ev.devResultsName, body); err != nil {
+		return 0, err
+	}
+	a.Logger.Info("evaluated the final checkpoint's mark in the same run", zap.String("run", in.RunID), zap.Float64("score", score))
+	return score, nil
 }

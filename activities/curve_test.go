@@ -3,6 +3,8 @@ package activities
 import (
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -105,6 +107,54 @@ func TestFinalEvaluationAlsoScoresItsMark(t *testing.T) {
 				if !strings.Contains(string(b), "0.5") {
 					t.Fatalf("kept results %s", b)
 				}
+			}
+		})
+	}
+}
+
+// TestBothSplitsInOneRun: with the curve's with_final, the final
+// evaluation scores the test and the dev split in one evaluator run (the
+// curve's own command never runs), and keeps the dev split's results under
+// the mark's name; when that run fails, the test split and the mark are
+// each run alone, as without it, and both still score.
+func TestBothSplitsInOneRun(t *testing.T) {
+	test := `{"results":{"blimp":{"acc,none":0.75}},"configs":{},"versions":{}}`
+	dev := `{"results":{"blimp":{"acc,none":0.5}},"configs":{},"versions":{}}`
+	for _, c := range []struct {
+		name      string
+		both      string
+		wantRuns  string // the evaluator runs, in order: b (both), t (test), d (dev)
+		wantStore int    // what the mark's evaluation keeps: its results (and its own log if run alone)
+	}{
+		{name: "one run", both: "echo '" + test + "' > {results} && echo '" + dev + "' > {dev_results}", wantRuns: "b", wantStore: 1},
+		{name: "the run of both fails", both: "exit 5", wantRuns: "btd", wantStore: 2},
+		{name: "its dev results are unreadable", both: "echo '" + test + "' > {results} && echo 'not json' > {dev_results}", wantRuns: "bd", wantStore: 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newControlRig(t)
+			runs := filepath.Join(t.TempDir(), "runs")
+			logRun := func(k string) string { return "printf " + k + " >> " + runs + " && " }
+			r.task.Evaluation.Command = []string{"/bin/sh", "-c", logRun("t") + "echo '" + test + "' > {results}"}
+			r.task.Evaluation.Curve = &tasks.Curve{Command: []string{"/bin/sh", "-c", logRun("d") + "echo '" + dev + "' > {results}"},
+				WithFinal: []string{"/bin/sh", "-c", logRun("b") + c.both}}
+			ref := r.checkpointModel(t, "run", "fine")
+			v, err := r.env.ExecuteActivity(r.a.Evaluate, EvalInput{RunID: "run", Task: r.task, Final: ref, N: 1, AlsoMark: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res EvalResult
+			if err := v.Get(&res); err != nil {
+				t.Fatal(err)
+			}
+			if res.Score != 0.75 || res.Mark == nil || res.Mark.Error != "" || res.Mark.Score != 0.5 {
+				t.Fatalf("result %+v, mark %+v: want 0.75 on the test split, 0.5 on the dev split", res, res.Mark)
+			}
+			if got, _ := os.ReadFile(runs); string(got) != c.wantRuns {
+				t.Fatalf("evaluator runs %q, want %q", got, c.wantRuns)
+			}
+			keys, err := r.a.Engine.Store.List(context.Background(), blob.RunPrefix("run")+"evaluations/mark-1-try-1/")
+			if err != nil || len(keys) != c.wantStore {
+				t.Fatalf("the mark's evaluation keeps %v (%v), want %d objects", keys, err, c.wantStore)
 			}
 		})
 	}

@@ -53,7 +53,7 @@ func (a *Evaluations) Evaluate(ctx context.Context, in EvalInput) (res *EvalResu
 	if in.Image != "" {
 		image = in.Image
 	}
-	spec, r, name, body, err := a.evaluate(ctx, in, ev, image, lv)
+	spec, r, name, body, err := a.evaluateFinal(ctx, in, ev, image, lv)
 	digest := a.digest(ctx, spec.Image)
 	var score float64
 	var metrics map[string]float64
@@ -72,7 +72,7 @@ func (a *Evaluations) Evaluate(ctx context.Context, in EvalInput) (res *EvalResu
 	for k, v := range check.Metrics {
 		metrics[k] = v
 	}
-	kept, err := a.keepResults(ctx, in.RunID, ev, name, body)
+	kept, err := a.keepResults(ctx, in.RunID, filepath.Base(ev.dir), name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -93,8 +93,13 @@ func (a *Evaluations) Evaluate(ctx context.Context, in EvalInput) (res *EvalResu
 // and as stored, and the evaluator's task.
 func (a *Evaluations) evaluate(ctx context.Context, in EvalInput, ev *evalDirs, image string, lv *liveness) (runtime.TaskSpec, *lmeval.Results, string, []byte, error) {
 	command := in.Task.Evaluation.Command
-	if c := in.Task.Evaluation.Curve; in.Mark && c != nil && len(c.Command) > 0 {
-		command = c.Command
+	if c := in.Task.Evaluation.Curve; c != nil {
+		switch {
+		case in.Mark && len(c.Command) > 0:
+			command = c.Command
+		case ev.devResultsName != "":
+			command = c.WithFinal
+		}
 	}
 	spec := a.Workspace.EvalTask(ev, command, image)
 	a.bound(&spec, &in.Task)
@@ -138,6 +143,25 @@ func (a *Evaluations) evaluate(ctx context.Context, in EvalInput, ev *evalDirs, 
 		return spec, nil, "", nil, fmt.Errorf("results with the checks: %w", err)
 	}
 	return spec, r, name, body, nil
+}
+
+// evaluateFinal runs the final evaluation: with the dev split in the same
+// run when the curve says how (with_final) and the final checkpoint is
+// also a mark; if that run fails, the test split alone, as without it,
+// so that the failure is judged as before (and the mark on its own).
+func (a *Evaluations) evaluateFinal(ctx context.Context, in EvalInput, ev *evalDirs, image string, lv *liveness) (runtime.TaskSpec, *lmeval.Results, string, []byte, error) {
+	if c := in.Task.Evaluation.Curve; !in.AlsoMark || c == nil || len(c.WithFinal) == 0 || in.Task.Evaluation.Check != nil {
+		return a.evaluate(ctx, in, ev, image, lv)
+	}
+	ev.devResultsName = resultsName()
+	spec, r, name, body, err := a.evaluate(ctx, in, ev, image, lv)
+	if err == nil || ctx.Err() != nil {
+		return spec, r, name, body, err
+	}
+	a.Logger.Warn("the evaluator of both splits failed: the test split is run alone", zap.String("run", in.RunID), zap.Error(err))
+	// Fresh names: nothing the failed run left is read.
+	ev.devResultsName, ev.resultsName = "", resultsName()
+	return a.evaluate(ctx, in, ev, image, lv)
 }
 
 // snapshot is a restored checkpoint: its root, the agent's work dir and
@@ -293,9 +317,10 @@ func (a *Evaluations) keepLog(ctx context.Context, runID string, ev *evalDirs, l
 }
 
 // keepResults stores the results the score was read from in the blob
-// store (the evaluation's directory goes) and returns its key.
-func (a *Evaluations) keepResults(ctx context.Context, runID string, ev *evalDirs, name string, body []byte) (string, error) {
-	key := blob.RunPrefix(runID) + path.Join("evaluations", filepath.Base(ev.dir), path.Base(name))
+// store, under the evaluation's name (its directory goes), and returns
+// its key.
+func (a *Evaluations) keepResults(ctx context.Context, runID, evaluation, name string, body []byte) (string, error) {
+	key := blob.RunPrefix(runID) + path.Join("evaluations", evaluation, path.Base(name))
 	if err := a.Engine.Store.Put(ctx, key, bytes.NewReader(body)); err != nil {
 		return "", fmt.Errorf("keep results: %w", err)
 	}

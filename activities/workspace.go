@@ -109,6 +109,9 @@ type evalDirs struct {
 	// resultsName is the results file the evaluator is told to write
 	// ({results}) and the one the worker reads: chosen per evaluation.
 	resultsName string
+	// devResultsName, when set, is the dev split's results file
+	// ({dev_results}) of a run that scores both splits (with_final).
+	devResultsName string
 	// outputs holds what the evaluator leaves for Check.
 	outputs string
 	// door holds the socket of the evaluator's gateway (doorDir), when
@@ -148,6 +151,10 @@ func expand(tmpl []string, vars map[string]string) []string {
 // evalVars are the placeholders of a task's evaluation command, given
 // where the evaluator sees the model, results and outputs dirs.
 func evalVars(self, model, output, outputs string, ev *evalDirs) map[string]string {
-	return map[string]string{"self": self, "model": model, "output": output, "results": path.Join(filepath.ToSlash(output), ev.resultsName),
+	vars := map[string]string{"self": self, "model": model, "output": output, "results": path.Join(filepath.ToSlash(output), ev.resultsName),
 		"outputs": outputs, "task": ev.task, "seed": strconv.FormatInt(ev.seed, 10)}
+	if ev.devResultsName != "" {
+		vars["dev_results"] = path.Join(filepath.ToSlash(output), ev.devResultsName)
+	}
+	return vars
 }

@@ -150,6 +150,11 @@ func (s *Spec) validate() error {
 	case s.LLMBudget != nil && s.LLMBudget.Check() != nil:
 		return fmt.Errorf("llm_budget.%v", s.LLMBudget.Check())
 	}
+	if c := s.Evaluation.Curve; c != nil && c.WithFinal != nil {
+		if err := c.checkWithFinal(s.Evaluation.Check != nil); err != nil {
+			return err
+		}
+	}
 	switch s.Metric.Aggregate {
 	case "single":
 		if len(s.Metric.Parts) != 1 {

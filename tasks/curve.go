@@ -22,6 +22,15 @@ type Curve struct {
 	// dev split, with the same placeholders), so that the test split
 	// scores the final model alone.
 	Command []string `yaml:"command,omitempty" json:"command,omitempty"`
+	// WithFinal, if set, scores the final model on both splits in one
+	// evaluator run when the final checkpoint is also a mark (a run's
+	// last, nearly always): the test split into {results}, the dev split
+	// into {dev_results}. The model is loaded once, not twice (minutes of
+	// a GPU for a real model; a process start for a mini one). If that
+	// run fails, the two are run apart, as without it, so that a failure
+	// is judged as before. A task with evaluation.check cannot use it:
+	// the two splits' outputs would mix.
+	WithFinal []string `yaml:"with_final,omitempty" json:"with_final,omitempty"`
 }
 
 // MarkTime is a point of agent time: a duration, or a fraction of the budget.
@@ -104,4 +113,21 @@ func MarkSeconds(marks []MarkTime, limit time.Duration) []float64 {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// checkWithFinal refuses a with_final command that could not stand for
+// the two runs it replaces.
+func (c *Curve) checkWithFinal(hasCheck bool) error {
+	names := func(p string) bool {
+		return slices.ContainsFunc(c.WithFinal, func(a string) bool { return strings.Contains(a, p) })
+	}
+	switch {
+	case hasCheck:
+		return fmt.Errorf("evaluation.curve.with_final cannot be used with evaluation.check: the two splits' outputs would mix; remove with_final")
+	case len(c.Command) == 0:
+		return fmt.Errorf("evaluation.curve.with_final needs evaluation.curve.command: a mark that is not the final checkpoint is scored on the dev split alone")
+	case !names("{results}") || !names("{dev_results}"):
+		return fmt.Errorf("evaluation.curve.with_final must name both results files, the test split's as {results} and the dev split's as {dev_results}")
+	}
+	return nil
 }

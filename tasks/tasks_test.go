@@ -63,6 +63,9 @@ func TestParseRejects(t *testing.T) {
 		"bad suite":       {strings.Replace(string(good), "suite: mini", "suite: huge", 1), "must be full or mini"},
 		"missing ref":     {strings.Split(string(good), "reference:")[0] + "prompt: x\n", "missing required field \"reference\""},
 		"bad start value": {strings.Replace(string(good), "start: scratch", "start: magic", 1), "reference.start"},
+		"with_final without the dev split's results": {strings.Replace(string(good), `--dev_results_file, "{dev_results}"`, "", 1), "{dev_results}"},
+		"with_final without a curve command":         {strings.Replace(string(good), "    command: [\"{self}\", reference-eval", "    #", 1), "needs evaluation.curve.command"},
+		"with_final with a check":                    {strings.Replace(string(good), "  timeout: 2m\n", "  timeout: 2m\n  check: {command: [x, \"{item}\"], timeout: 1m, task: t, field: f}\n", 1), "cannot be used with evaluation.check"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -81,7 +81,7 @@ func Commands() []*cobra.Command {
 	noop := agentCommand("noop-agent", "submit an untrained model at once (to measure orchestration overhead)",
 		func(_ context.Context, spec *tasks.Spec, env contract.Env) error { return reference.Noop(spec, env) })
 	idle := agentCommand("idle-agent", "submit an untrained model at once, then wait for the soft deadline (SIGTERM)", reference.Idle)
-	var task, model, output, resultsFile, split string
+	var task, model, output, resultsFile, devResultsFile, split string
 	var seed uint64
 	eval := &cobra.Command{
 		Use: "reference-eval", Hidden: true, SilenceUsage: true,
@@ -105,6 +105,19 @@ func Commands() []*cobra.Command {
 				return err
 			}
 			fmt.Println("results:", filepath.Clean(out))
+			if devResultsFile == "" {
+				return nil
+			}
+			// The dev split of the same model, in the same process: the
+			// curve's with_final.
+			dev, err := reference.Evaluate(spec, seed, model, contract.SplitDev)
+			if err != nil {
+				return err
+			}
+			if err := lmeval.WriteFile(devResultsFile, dev, time.Now()); err != nil {
+				return err
+			}
+			fmt.Println("dev results:", filepath.Clean(devResultsFile))
 			return nil
 		},
 	}
@@ -114,6 +127,7 @@ func Commands() []*cobra.Command {
 	eval.Flags().StringVar(&output, "output_path", "", "results directory (a results_<date>.json in it)")
 	eval.Flags().StringVar(&split, "split", contract.SplitTest, "held-out split: test (final models) or dev (a run's curve)")
 	eval.Flags().StringVar(&resultsFile, "results_file", "", "the results file to write (the name the worker reads)")
+	eval.Flags().StringVar(&devResultsFile, "dev_results_file", "", "also score the dev split and write its results here (evaluation.curve.with_final)")
 	var listen, socket, ready string
 	door := &cobra.Command{
 		Use: "door", Hidden: true, SilenceUsage: true,
