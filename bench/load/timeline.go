@@ -12,10 +12,10 @@ import (
 )
 
 // timeline prints where one run's wall time went, from its history: per
-// activity type and for workflow tasks, the time from scheduled to
-// started (dispatch through matching) and from started to closed (the
-// work), summed over the run, and the time between the first and last
-// event in all.
+// activity type and for workflow tasks (by what each led to), the time
+// from scheduled to started (dispatch through matching) and from started
+// to closed (the work), summed over the run, and the time between the
+// first and last event in all.
 func timeline(ctx context.Context, c client.Client, id string) error {
 	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var events []*historypb.HistoryEvent
@@ -46,7 +46,7 @@ func timeline(ctx context.Context, c client.Client, id string) error {
 		s.dispatch += dispatch
 		s.work += work
 	}
-	for _, ev := range events {
+	for i, ev := range events {
 		t := ev.GetEventTime().AsTime()
 		at[ev.GetEventId()] = t
 		switch ev.GetEventType() {
@@ -63,7 +63,7 @@ func timeline(ctx context.Context, c client.Client, id string) error {
 			add(kind[sched], at[started].Sub(at[sched]), t.Sub(at[started]))
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
 			a := ev.GetWorkflowTaskCompletedEventAttributes()
-			add("workflow task", at[a.GetStartedEventId()].Sub(at[a.GetScheduledEventId()]), t.Sub(at[a.GetStartedEventId()]))
+			add("task → "+led(events[i+1:]), at[a.GetStartedEventId()].Sub(at[a.GetScheduledEventId()]), t.Sub(at[a.GetStartedEventId()]))
 		}
 	}
 	total := events[len(events)-1].GetEventTime().AsTime().Sub(events[0].GetEventTime().AsTime())
@@ -78,9 +78,27 @@ func timeline(ctx context.Context, c client.Client, id string) error {
 	})
 	for _, k := range names {
 		s := spans[k]
-		fmt.Printf("  %-18s ×%-2d dispatch %6.1f ms  work %6.1f ms\n", k, s.n, ms(s.dispatch), ms(s.work))
+		fmt.Printf("  %-22s ×%-2d dispatch %6.1f ms  work %6.1f ms\n", k, s.n, ms(s.dispatch), ms(s.work))
 	}
 	return nil
+}
+
+// led names what a workflow task led to, from the events its commands
+// made (those that follow its completion): the activity it scheduled, the
+// run's close, or nothing (a task that only took a signal in).
+func led(after []*historypb.HistoryEvent) string {
+	for _, ev := range after {
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			return ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+			return "close"
+		case enumspb.EVENT_TYPE_MARKER_RECORDED, enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+		default:
+			return "nothing"
+		}
+	}
+	return "nothing"
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
