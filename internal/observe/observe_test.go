@@ -168,6 +168,30 @@ func TestTreeFindsItsProcesses(t *testing.T) {
 	if len(pids) != 5 || pids[0] != root.Process.Pid || slices.Contains(pids, other.Process.Pid) {
 		t.Fatalf("tree of %d: %v (not %d)", root.Process.Pid, pids, other.Process.Pid)
 	}
+	// The root ended and reaped while its group lives: still walked.
+	if err := syscall.Kill(root.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = root.Process.Wait()
+	if pids, err = tree.PIDs(); err != nil || len(pids) < 2 {
+		t.Fatalf("tree of a gone root whose group lives: %v (%v), want its group too", pids, err)
+	}
+}
+
+// TestTreeOfAnEndedAgent: an agent that ended and left no process in
+// its group is its root alone, as a walk of /proc finds it.
+func TestTreeOfAnEndedAgent(t *testing.T) {
+	root := exec.Command("/bin/sh", "-c", "exit 0")
+	root.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := root.Run(); err != nil {
+		t.Fatal(err)
+	}
+	tree := &Tree{Root: root.Process.Pid}
+	pids, err := tree.PIDs()
+	walked, werr := tree.walk()
+	if err != nil || werr != nil || !slices.Equal(pids, []int{root.Process.Pid}) || !slices.Equal(walked, pids) {
+		t.Fatalf("tree of an ended agent: %v (%v), a walk %v (%v), want the root alone", pids, err, walked, werr)
+	}
 }
 
 func BenchmarkTreePIDs(b *testing.B) {

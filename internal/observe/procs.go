@@ -3,6 +3,7 @@ package observe
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -36,8 +37,25 @@ func (t *Tree) OOMKills() (int, bool) { return 0, false }
 // PIDs walks /proc once: a parent links its children, and the root's
 // group is the agent's too. It reads only each process's stat, through
 // one buffer: a worker of 64 agents walks some hundred processes for
-// every sample of each.
+// every sample of each. A root gone with an empty group needs no walk
+// (an agent's last sample, nearly always): its children, if any are
+// left, were given to another parent, so a walk would find the root
+// alone too.
 func (t *Tree) PIDs() ([]int, error) {
+	if gone(t.Root) && gone(-t.Root) {
+		return []int{t.Root}, nil
+	}
+	return t.walk()
+}
+
+// gone tells whether no process (pid > 0) or no process group member
+// (pid < 0) is left to signal; a zombie not yet reaped is still there.
+func gone(pid int) bool {
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+// walk is PIDs from a walk of /proc.
+func (t *Tree) walk() ([]int, error) {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil, fmt.Errorf("list processes: %w", err)
