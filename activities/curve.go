@@ -12,6 +12,7 @@ import (
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/lmeval"
 	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/runtime"
 	"github.com/mlrb/mlrb/internal/safefs"
 )
 
@@ -61,6 +62,25 @@ func nearest(own []*checkpoint.Manifest, marks []float64, slack float64) []runs.
 		}
 	}
 	return out
+}
+
+// evaluateFinal runs the final evaluation: with the dev split in the same
+// run when the curve says how (with_final) and the final checkpoint is
+// also a mark; if that run fails, the test split alone, as without it,
+// so that the failure is judged as before (and the mark on its own).
+func (a *Evaluations) evaluateFinal(ctx context.Context, in EvalInput, ev *evalDirs, image string, lv *liveness) (runtime.TaskSpec, *lmeval.Results, string, []byte, error) {
+	if c := in.Task.Evaluation.Curve; !in.AlsoMark || c == nil || len(c.WithFinal) == 0 || in.Task.Evaluation.Check != nil {
+		return a.evaluate(ctx, in, ev, image, lv)
+	}
+	ev.devResultsName = resultsName()
+	spec, r, name, body, err := a.evaluate(ctx, in, ev, image, lv)
+	if err == nil || ctx.Err() != nil {
+		return spec, r, name, body, err
+	}
+	a.Logger.Warn("the evaluator of both splits failed: the test split is run alone", zap.String("run", in.RunID), zap.Error(err))
+	// Fresh names: nothing the failed run left is read.
+	ev.devResultsName, ev.resultsName = "", resultsName()
+	return a.evaluate(ctx, in, ev, image, lv)
 }
 
 // afterFinal does what the run asked of a scored final evaluation: its

@@ -145,25 +145,6 @@ func (a *Evaluations) evaluate(ctx context.Context, in EvalInput, ev *evalDirs, 
 	return spec, r, name, body, nil
 }
 
-// evaluateFinal runs the final evaluation: with the dev split in the same
-// run when the curve says how (with_final) and the final checkpoint is
-// also a mark; if that run fails, the test split alone, as without it,
-// so that the failure is judged as before (and the mark on its own).
-func (a *Evaluations) evaluateFinal(ctx context.Context, in EvalInput, ev *evalDirs, image string, lv *liveness) (runtime.TaskSpec, *lmeval.Results, string, []byte, error) {
-	if c := in.Task.Evaluation.Curve; !in.AlsoMark || c == nil || len(c.WithFinal) == 0 || in.Task.Evaluation.Check != nil {
-		return a.evaluate(ctx, in, ev, image, lv)
-	}
-	ev.devResultsName = resultsName()
-	spec, r, name, body, err := a.evaluate(ctx, in, ev, image, lv)
-	if err == nil || ctx.Err() != nil {
-		return spec, r, name, body, err
-	}
-	a.Logger.Warn("the evaluator of both splits failed: the test split is run alone", zap.String("run", in.RunID), zap.Error(err))
-	// Fresh names: nothing the failed run left is read.
-	ev.devResultsName, ev.resultsName = "", resultsName()
-	return a.evaluate(ctx, in, ev, image, lv)
-}
-
 // snapshot is a restored checkpoint: its root, the agent's work dir and
 // the model dir found in it.
 type snapshot struct{ dir, workdir, model string }

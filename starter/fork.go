@@ -82,7 +82,8 @@ func runFork(g *globals, o forkOptions, source string) error {
 	in := workflows.RunInput{Task: src.Task, Agent: src.Agent, Seed: src.Seed, TimeLimit: src.TimeLimit, LLMProvider: src.LLMProvider, Image: src.Image, Secrets: src.Secrets,
 		ForkFrom: &workflows.ForkSource{RunID: source, Seq: o.seq}, Policy: app.Policy(cfg)}
 	run, err := c.ExecuteWorkflow(g.ctx, client.StartWorkflowOptions{ID: id, TaskQueue: cfg.Temporal.TaskQueue,
-		Memo: map[string]any{"task": src.Task, "agent": src.Agent, "seed": src.Seed, "forked_from": fmt.Sprintf("%s#%d", source, o.seq)}},
+		Memo:                  map[string]any{"task": src.Task, "agent": src.Agent, "seed": src.Seed, "forked_from": fmt.Sprintf("%s#%d", source, o.seq)},
+		TypedSearchAttributes: workflows.RunSearchAttributes(in)},
 		workflows.RunWorkflowName, in)
 	if err != nil {
 		return fmt.Errorf("start fork: %w", err)

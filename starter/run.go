@@ -135,7 +135,8 @@ func startRun(g *globals, o runOptions) (client.WorkflowRun, error) {
 	}
 	run, err := c.ExecuteWorkflow(g.ctx, client.StartWorkflowOptions{
 		ID: id, TaskQueue: g.cfg.Temporal.TaskQueue,
-		Memo: map[string]any{"task": in.Task, "agent": in.Agent, "seed": in.Seed},
+		Memo:                  map[string]any{"task": in.Task, "agent": in.Agent, "seed": in.Seed},
+		TypedSearchAttributes: workflows.RunSearchAttributes(in),
 	}, workflows.RunWorkflowName, in)
 	if err != nil {
 		return nil, fmt.Errorf("start run: %w", err)

@@ -45,7 +45,7 @@ func AnchorWorkflow(ctx workflow.Context, in AnchorInput) (*tasks.Anchor, error)
 	for i, seed := range in.Seeds {
 		run := in.Run
 		run.Task, run.Seed = in.Task, seed
-		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: AnchorRunID(id, seed)})
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: AnchorRunID(id, seed), TypedSearchAttributes: RunSearchAttributes(run)})
 		futures[i] = workflow.ExecuteChildWorkflow(cctx, RunWorkflowName, run)
 	}
 	results := make([]runs.Result, len(futures))

@@ -215,6 +215,8 @@ func (b *bench) startNext(ctx workflow.Context) error {
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID: j.ID,
 		Memo:       map[string]any{"task": j.Task, "agent": j.Agent, "seed": j.Seed, "benchmark": b.id},
+		// Its labels from its start: the run writes them no more.
+		TypedSearchAttributes: RunSearchAttributes(ri),
 		// The run outlives this execution when it continues as new; the
 		// next execution waits for it (AwaitRuns).
 		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,

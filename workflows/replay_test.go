@@ -21,6 +21,10 @@ var corpus = []string{
 	// checkpoint's mark and gives the slot back.
 	"lean2_curve_scored.json", "lean2_evaluation_retried.json", "lean2_run_parked.json", "lean2_worker_killed.json",
 	"lean2_run_continued.json",
+	// Lean runs, version 2, started with their labels
+	// (RunSearchAttributes): no upsert of them in the first task.
+	"labelled_curve_scored.json", "labelled_evaluation_retried.json", "labelled_run_parked.json", "labelled_worker_killed.json",
+	"labelled_run_continued.json",
 }
 
 // TestReplayRecordedHistories replays histories recorded from real runs

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
@@ -130,15 +129,26 @@ func (r *runState) setup(ctx workflow.Context) error {
 	if err := r.setQueries(ctx); err != nil {
 		return err
 	}
-	sas := []temporal.SearchAttributeUpdate{SATask.ValueSet(in.Task), SAAgent.ValueSet(in.Agent), SAPhase.ValueSet(string(runs.PhaseResolving))}
-	if in.Benchmark != "" {
-		sas = append(sas, SABenchmark.ValueSet(in.Benchmark))
-	}
-	if err := workflow.UpsertTypedSearchAttributes(ctx, sas...); err != nil {
-		return fmt.Errorf("search attributes: %w", err)
+	if !startedLabelled(ctx, in) {
+		if err := workflow.UpsertTypedSearchAttributes(ctx, runLabels(in)...); err != nil {
+			return fmt.Errorf("search attributes: %w", err)
+		}
 	}
 	r.receiveCheckpoints(ctx)
 	return r.setUpdates(ctx)
+}
+
+// startedLabelled tells whether the run started with its labels
+// (RunSearchAttributes). Replay sees the same start event, so the choice
+// is deterministic: a run started without them (by an older starter, or
+// recorded before) upserts them, as it always did.
+func startedLabelled(ctx workflow.Context, in RunInput) bool {
+	sa := workflow.GetTypedSearchAttributes(ctx)
+	task, _ := sa.GetKeyword(SATask)
+	agent, _ := sa.GetKeyword(SAAgent)
+	phase, _ := sa.GetKeyword(SAPhase)
+	bench, _ := sa.GetKeyword(SABenchmark)
+	return task == in.Task && agent == in.Agent && phase == string(runs.PhaseResolving) && bench == in.Benchmark
 }
 
 // setQueries answers the status query (starter status, the Web UI) and

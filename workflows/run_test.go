@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/budget"
@@ -321,5 +322,42 @@ func TestZeroCheckpointIntervalDefaulted(t *testing.T) {
 	env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: pol})
 	if r := result(t, env); r.Outcome != runs.OutcomeScored || got != 3*time.Second {
 		t.Fatalf("outcome %s, interval %s; want scored, the task's 3s", r.Outcome, got)
+	}
+}
+
+// TestLabelledStartWritesNoLabels: a run started with its labels
+// (RunSearchAttributes) writes them no more; one started without them, or
+// with others, writes them in its first workflow task, as it always did.
+func TestLabelledStartWritesNoLabels(t *testing.T) {
+	in := RunInput{Task: "mini_baby_lm", Agent: "noop", Benchmark: "b1"}
+	other := in
+	other.Agent = "reference"
+	for _, c := range []struct {
+		name  string
+		start *RunInput
+		want  int
+	}{
+		{"started with its labels", &in, 0},
+		{"started without", nil, 1},
+		{"started with another run's", &other, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var s testsuite.WorkflowTestSuite
+			env := s.NewTestWorkflowEnvironment()
+			if c.start != nil {
+				if err := env.SetTypedSearchAttributesOnStart(RunSearchAttributes(*c.start)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			upserts := 0
+			env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(mock.Arguments) { upserts++ }).Return(nil)
+			env.ExecuteWorkflow(func(ctx workflow.Context) error { return newRunState(in).setup(ctx) })
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			if upserts != c.want {
+				t.Fatalf("%d upserts of the run's labels, want %d", upserts, c.want)
+			}
+		})
 	}
 }

@@ -42,6 +42,21 @@ var (
 	SAPhase     = temporal.NewSearchAttributeKeyKeyword("MlrbPhase")
 )
 
+// RunSearchAttributes are a run's labels as it starts (its task, agent,
+// benchmark, and phase resolving): started with them, the start's own
+// visibility record holds them, and the run does not write them again.
+func RunSearchAttributes(in RunInput) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(runLabels(in)...)
+}
+
+func runLabels(in RunInput) []temporal.SearchAttributeUpdate {
+	sas := []temporal.SearchAttributeUpdate{SATask.ValueSet(in.Task), SAAgent.ValueSet(in.Agent), SAPhase.ValueSet(string(runs.PhaseResolving))}
+	if in.Benchmark != "" {
+		sas = append(sas, SABenchmark.ValueSet(in.Benchmark))
+	}
+	return sas
+}
+
 // SearchAttributeNames lists them for registration.
 func SearchAttributeNames() []string {
 	return []string{SATask.GetName(), SAAgent.GetName(), SABenchmark.GetName(), SAOutcome.GetName(), SAPhase.GetName()}

@@ -181,7 +181,8 @@ func run(o opts) error {
 	var seq []time.Duration
 	for i := 0; o.seq > 0 && i <= o.seq; i++ {
 		t0 := time.Now()
-		r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("%sseq-%d", o.prefix, i), TaskQueue: cfg.Temporal.TaskQueue}, workflows.RunWorkflowName, in(int64(i)))
+		r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("%sseq-%d", o.prefix, i), TaskQueue: cfg.Temporal.TaskQueue,
+			TypedSearchAttributes: workflows.RunSearchAttributes(in(int64(i)))}, workflows.RunWorkflowName, in(int64(i)))
 		if err != nil {
 			return err
 		}
@@ -263,7 +264,8 @@ func startAll(ctx context.Context, c client.Client, cfg *config.Config, o opts, 
 	for i := range ids {
 		ids[i] = fmt.Sprintf("%sload-%d", o.prefix, i)
 		g.Go(func() error {
-			_, err := c.ExecuteWorkflow(gctx, client.StartWorkflowOptions{ID: ids[i], TaskQueue: cfg.Temporal.TaskQueue}, workflows.RunWorkflowName, in(int64(1000+i)))
+			_, err := c.ExecuteWorkflow(gctx, client.StartWorkflowOptions{ID: ids[i], TaskQueue: cfg.Temporal.TaskQueue,
+				TypedSearchAttributes: workflows.RunSearchAttributes(in(int64(1000 + i)))}, workflows.RunWorkflowName, in(int64(1000+i)))
 			return err
 		})
 	}

@@ -37,8 +37,9 @@ func observedLoad(ctx context.Context, c client.Client, cfg *config.Config, pol 
 		for k := range runs {
 			g.Go(func() error {
 				var err error
-				runs[k], err = c.ExecuteWorkflow(gctx, client.StartWorkflowOptions{ID: fmt.Sprintf("%sobserved-%d-%d", o.prefix, i, k), TaskQueue: cfg.Temporal.TaskQueue},
-					workflows.RunWorkflowName, workflows.RunInput{Task: o.task, Agent: "idle", Seed: int64(k), TimeLimit: 90 * time.Second, Policy: pol})
+				in := workflows.RunInput{Task: o.task, Agent: "idle", Seed: int64(k), TimeLimit: 90 * time.Second, Policy: pol}
+				runs[k], err = c.ExecuteWorkflow(gctx, client.StartWorkflowOptions{ID: fmt.Sprintf("%sobserved-%d-%d", o.prefix, i, k), TaskQueue: cfg.Temporal.TaskQueue,
+					TypedSearchAttributes: workflows.RunSearchAttributes(in)}, workflows.RunWorkflowName, in)
 				return err
 			})
 		}
