@@ -151,7 +151,7 @@ func (s *Spec) validate() error {
 		return fmt.Errorf("llm_budget.%v", s.LLMBudget.Check())
 	}
 	if c := s.Evaluation.Curve; c != nil && c.WithFinal != nil {
-		if err := c.checkWithFinal(s.Evaluation.Check != nil); err != nil {
+		if err := c.checkWithFinal(); err != nil {
 			return err
 		}
 	}

@@ -28,8 +28,8 @@ type Curve struct {
 	// into {dev_results}. The model is loaded once, not twice (minutes of
 	// a GPU for a real model; a process start for a mini one). If that
 	// run fails, the two are run apart, as without it, so that a failure
-	// is judged as before. A task with evaluation.check cannot use it:
-	// the two splits' outputs would mix.
+	// is judged as before. A task with evaluation.check runs the two
+	// apart all the same: the two splits' outputs would mix.
 	WithFinal []string `yaml:"with_final,omitempty" json:"with_final,omitempty"`
 }
 
@@ -117,13 +117,11 @@ func MarkSeconds(marks []MarkTime, limit time.Duration) []float64 {
 
 // checkWithFinal refuses a with_final command that could not stand for
 // the two runs it replaces.
-func (c *Curve) checkWithFinal(hasCheck bool) error {
+func (c *Curve) checkWithFinal() error {
 	names := func(p string) bool {
 		return slices.ContainsFunc(c.WithFinal, func(a string) bool { return strings.Contains(a, p) })
 	}
 	switch {
-	case hasCheck:
-		return fmt.Errorf("evaluation.curve.with_final cannot be used with evaluation.check: the two splits' outputs would mix; remove with_final")
 	case len(c.Command) == 0:
 		return fmt.Errorf("evaluation.curve.with_final needs evaluation.curve.command: a mark that is not the final checkpoint is scored on the dev split alone")
 	case !names("{results}") || !names("{dev_results}"):

@@ -65,7 +65,6 @@ func TestParseRejects(t *testing.T) {
 		"bad start value": {strings.Replace(string(good), "start: scratch", "start: magic", 1), "reference.start"},
 		"with_final without the dev split's results": {strings.Replace(string(good), `--dev_results_file, "{dev_results}"`, "", 1), "{dev_results}"},
 		"with_final without a curve command":         {strings.Replace(string(good), "    command: [\"{self}\", reference-eval", "    #", 1), "needs evaluation.curve.command"},
-		"with_final with a check":                    {strings.Replace(string(good), "  timeout: 2m\n", "  timeout: 2m\n  check: {command: [x, \"{item}\"], timeout: 1m, task: t, field: f}\n", 1), "cannot be used with evaluation.check"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -171,5 +170,23 @@ func TestCheckpointIntervalOfATask(t *testing.T) {
 	raw, _ := os.ReadFile(filepath.Join("catalog", "mini_baby_lm.yaml"))
 	if _, err := Parse([]byte(strings.Replace(string(raw), "checkpoint_interval: 3s", "checkpoint_interval: -3s", 1))); err == nil || !strings.Contains(err.Error(), "checkpoint_interval") {
 		t.Fatalf("a negative interval: %v", err)
+	}
+}
+
+// TestWithFinalBesideACheck: a task derived from a mini task that adds a
+// check keeps its with_final and parses (its evaluations run the two
+// splits apart).
+func TestWithFinalBesideACheck(t *testing.T) {
+	good, err := os.ReadFile(filepath.Join("catalog", "mini_baby_lm.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(good), "  timeout: 2m\n", "  timeout: 2m\n  check: {command: [x, \"{item}\"], timeout: 1m, task: t, field: f}\n", 1)
+	s, err := Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Evaluation.Check == nil || len(s.Evaluation.Curve.WithFinal) == 0 {
+		t.Fatalf("evaluation %+v", s.Evaluation)
 	}
 }
