@@ -65,11 +65,11 @@ func nearest(own []*checkpoint.Manifest, marks []float64, slack float64) []runs.
 }
 
 // evaluateFinal runs the final evaluation: with the dev split in the same
-// run when the curve says how (with_final) and the final checkpoint is
+// run when the curve says how (dev_args) and the final checkpoint is
 // also a mark; if that run fails, the test split alone, as without it,
 // so that the failure is judged as before (and the mark on its own).
 func (a *Evaluations) evaluateFinal(ctx context.Context, in EvalInput, ev *evalDirs, image string, lv *liveness) (runtime.TaskSpec, *lmeval.Results, string, []byte, error) {
-	if c := in.Task.Evaluation.Curve; !in.AlsoMark || c == nil || len(c.WithFinal) == 0 || in.Task.Evaluation.Check != nil {
+	if c := in.Task.Evaluation.Curve; !in.AlsoMark || c == nil || len(c.DevArgs) == 0 || in.Task.Evaluation.Check != nil {
 		return a.evaluate(ctx, in, ev, image, lv)
 	}
 	ev.devResultsName = resultsName()

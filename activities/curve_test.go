@@ -112,31 +112,32 @@ func TestFinalEvaluationAlsoScoresItsMark(t *testing.T) {
 	}
 }
 
-// TestBothSplitsInOneRun: with the curve's with_final, the final
-// evaluation scores the test and the dev split in one evaluator run (the
-// curve's own command never runs), and keeps the dev split's results under
-// the mark's name; when that run fails, the test split and the mark are
-// each run alone, as without it, and both still score.
+// TestBothSplitsInOneRun: with the curve's dev_args, the final
+// evaluation's run of evaluation.command scores the dev split too (the
+// curve's own command never runs) and keeps its results under the mark's
+// name; when that run fails, the test split and the mark are each run
+// alone, as without it, and both still score.
 func TestBothSplitsInOneRun(t *testing.T) {
 	test := `{"results":{"blimp":{"acc,none":0.75}},"configs":{},"versions":{}}`
 	dev := `{"results":{"blimp":{"acc,none":0.5}},"configs":{},"versions":{}}`
 	for _, c := range []struct {
 		name      string
-		both      string
-		wantRuns  string // the evaluator runs, in order: b (both), t (test), d (dev)
+		both      string // what the run of both does with the dev split's file, "$1"
+		wantRuns  string // the evaluator runs, in order: b (both), t (test alone), d (dev alone)
 		wantStore int    // what the mark's evaluation keeps: its results (and its own log if run alone)
 	}{
-		{name: "one run", both: "echo '" + test + "' > {results} && echo '" + dev + "' > {dev_results}", wantRuns: "b", wantStore: 1},
+		{name: "one run", both: "echo '" + dev + "' > \"$1\"", wantRuns: "b", wantStore: 1},
 		{name: "the run of both fails", both: "exit 5", wantRuns: "btd", wantStore: 2},
-		{name: "its dev results are unreadable", both: "echo '" + test + "' > {results} && echo 'not json' > {dev_results}", wantRuns: "bd", wantStore: 2},
+		{name: "its dev results are unreadable", both: "echo 'not json' > \"$1\"", wantRuns: "bd", wantStore: 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := newControlRig(t)
 			runs := filepath.Join(t.TempDir(), "runs")
-			logRun := func(k string) string { return "printf " + k + " >> " + runs + " && " }
-			r.task.Evaluation.Command = []string{"/bin/sh", "-c", logRun("t") + "echo '" + test + "' > {results}"}
-			r.task.Evaluation.Curve = &tasks.Curve{Command: []string{"/bin/sh", "-c", logRun("d") + "echo '" + dev + "' > {results}"},
-				WithFinal: []string{"/bin/sh", "-c", logRun("b") + c.both}}
+			// dev_args arrive as $0 and $1 of sh -c.
+			r.task.Evaluation.Command = []string{"/bin/sh", "-c", `if [ "$0" = --dev ]; then printf b >> ` + runs + ` && ` + c.both +
+				`; else printf t >> ` + runs + `; fi && echo '` + test + `' > {results}`}
+			r.task.Evaluation.Curve = &tasks.Curve{Command: []string{"/bin/sh", "-c", "printf d >> " + runs + " && echo '" + dev + "' > {results}"},
+				DevArgs: []string{"--dev", "{dev_results}"}}
 			ref := r.checkpointModel(t, "run", "fine")
 			v, err := r.env.ExecuteActivity(r.a.Evaluate, EvalInput{RunID: "run", Task: r.task, Final: ref, N: 1, AlsoMark: true})
 			if err != nil {

@@ -98,7 +98,7 @@ func (a *Evaluations) evaluate(ctx context.Context, in EvalInput, ev *evalDirs, 
 		case in.Mark && len(c.Command) > 0:
 			command = c.Command
 		case ev.devResultsName != "":
-			command = c.WithFinal
+			command = append(slices.Clone(command), c.DevArgs...)
 		}
 	}
 	spec := a.Workspace.EvalTask(ev, command, image)

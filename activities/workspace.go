@@ -110,7 +110,7 @@ type evalDirs struct {
 	// ({results}) and the one the worker reads: chosen per evaluation.
 	resultsName string
 	// devResultsName, when set, is the dev split's results file
-	// ({dev_results}) of a run that scores both splits (with_final).
+	// ({dev_results}) of a run that scores both splits (dev_args).
 	devResultsName string
 	// outputs holds what the evaluator leaves for Check.
 	outputs string

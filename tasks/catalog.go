@@ -150,8 +150,8 @@ func (s *Spec) validate() error {
 	case s.LLMBudget != nil && s.LLMBudget.Check() != nil:
 		return fmt.Errorf("llm_budget.%v", s.LLMBudget.Check())
 	}
-	if c := s.Evaluation.Curve; c != nil && c.WithFinal != nil {
-		if err := c.checkWithFinal(); err != nil {
+	if c := s.Evaluation.Curve; c != nil && c.DevArgs != nil {
+		if err := c.checkDevArgs(s.Evaluation.Command); err != nil {
 			return err
 		}
 	}

@@ -22,15 +22,17 @@ type Curve struct {
 	// dev split, with the same placeholders), so that the test split
 	// scores the final model alone.
 	Command []string `yaml:"command,omitempty" json:"command,omitempty"`
-	// WithFinal, if set, scores the final model on both splits in one
-	// evaluator run when the final checkpoint is also a mark (a run's
-	// last, nearly always): the test split into {results}, the dev split
-	// into {dev_results}. The model is loaded once, not twice (minutes of
-	// a GPU for a real model; a process start for a mini one). If that
-	// run fails, the two are run apart, as without it, so that a failure
-	// is judged as before. A task with evaluation.check runs the two
-	// apart all the same: the two splits' outputs would mix.
-	WithFinal []string `yaml:"with_final,omitempty" json:"with_final,omitempty"`
+	// DevArgs, if set, are appended to evaluation.command so that the
+	// final evaluation's run also scores the dev split, into
+	// {dev_results}, when the final checkpoint is also a mark (a run's
+	// last, nearly always): the model is loaded once, not twice (minutes
+	// of a GPU for a real model; a process start for a mini one). The
+	// test split is scored by evaluation.command all the same, so a task
+	// that replaces that command keeps its evaluator. If the run fails,
+	// the two are run apart, as without it, so that a failure is judged
+	// as before; a task with evaluation.check runs them apart always (the
+	// two splits' outputs would mix).
+	DevArgs []string `yaml:"dev_args,omitempty" json:"dev_args,omitempty"`
 }
 
 // MarkTime is a point of agent time: a duration, or a fraction of the budget.
@@ -115,17 +117,19 @@ func MarkSeconds(marks []MarkTime, limit time.Duration) []float64 {
 	return slices.Compact(out)
 }
 
-// checkWithFinal refuses a with_final command that could not stand for
-// the two runs it replaces.
-func (c *Curve) checkWithFinal() error {
-	names := func(p string) bool {
-		return slices.ContainsFunc(c.WithFinal, func(a string) bool { return strings.Contains(a, p) })
+// checkDevArgs refuses dev_args whose run could not stand for the two
+// it replaces: eval is evaluation.command.
+func (c *Curve) checkDevArgs(eval []string) error {
+	names := func(args []string, p string) bool {
+		return slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, p) })
 	}
 	switch {
 	case len(c.Command) == 0:
-		return fmt.Errorf("evaluation.curve.with_final needs evaluation.curve.command: a mark that is not the final checkpoint is scored on the dev split alone")
-	case !names("{results}") || !names("{dev_results}"):
-		return fmt.Errorf("evaluation.curve.with_final must name both results files, the test split's as {results} and the dev split's as {dev_results}")
+		return fmt.Errorf("evaluation.curve.dev_args needs evaluation.curve.command: a mark that is not the final checkpoint is scored on the dev split alone")
+	case !names(c.DevArgs, "{dev_results}"):
+		return fmt.Errorf("evaluation.curve.dev_args must name the dev split's results file as {dev_results}")
+	case !names(eval, "{results}"):
+		return fmt.Errorf("evaluation.curve.dev_args needs evaluation.command to name its results file as {results}: the run leaves two, which could not be told apart")
 	}
 	return nil
 }

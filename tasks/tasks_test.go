@@ -63,8 +63,9 @@ func TestParseRejects(t *testing.T) {
 		"bad suite":       {strings.Replace(string(good), "suite: mini", "suite: huge", 1), "must be full or mini"},
 		"missing ref":     {strings.Split(string(good), "reference:")[0] + "prompt: x\n", "missing required field \"reference\""},
 		"bad start value": {strings.Replace(string(good), "start: scratch", "start: magic", 1), "reference.start"},
-		"with_final without the dev split's results": {strings.Replace(string(good), `--dev_results_file, "{dev_results}"`, "", 1), "{dev_results}"},
-		"with_final without a curve command":         {strings.Replace(string(good), "    command: [\"{self}\", reference-eval", "    #", 1), "needs evaluation.curve.command"},
+		"dev_args without the dev split's results": {strings.Replace(string(good), `dev_args: [--dev_results_file, "{dev_results}"]`, "dev_args: [--dev]", 1), "{dev_results}"},
+		"dev_args without a curve command":         {strings.Replace(string(good), "    command: [\"{self}\", reference-eval", "    #", 1), "needs evaluation.curve.command"},
+		"dev_args, no {results}":                   {strings.Replace(string(good), `--results_file, "{results}"]`, `--output_path, "{output}"]`, 1), "to name its results file as {results}"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -173,10 +174,10 @@ func TestCheckpointIntervalOfATask(t *testing.T) {
 	}
 }
 
-// TestWithFinalBesideACheck: a task derived from a mini task that adds a
-// check keeps its with_final and parses (its evaluations run the two
+// TestDevArgsBesideACheck: a task derived from a mini task that adds a
+// check keeps its dev_args and parses (its evaluations run the two
 // splits apart).
-func TestWithFinalBesideACheck(t *testing.T) {
+func TestDevArgsBesideACheck(t *testing.T) {
 	good, err := os.ReadFile(filepath.Join("catalog", "mini_baby_lm.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +187,7 @@ func TestWithFinalBesideACheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Evaluation.Check == nil || len(s.Evaluation.Curve.WithFinal) == 0 {
+	if s.Evaluation.Check == nil || len(s.Evaluation.Curve.DevArgs) == 0 {
 		t.Fatalf("evaluation %+v", s.Evaluation)
 	}
 }

@@ -164,7 +164,7 @@ func evalOptions(ctx workflow.Context, a callArgs) workflow.Context {
 // evalWork is how long one evaluation's evaluators may run with an
 // evaluator timeout: three runs at most. A final evaluation that also
 // scores its mark runs the model's evaluator, then the mark's or, when it
-// fails, a control model's; with the curve's with_final, a run of both
+// fails, a control model's; with the curve's dev_args, a run of both
 // splits comes first, and the two follow only if it failed. Restores come
 // on top: the run's checkpoint and a control of the same task, about as
 // large (evalOptions).

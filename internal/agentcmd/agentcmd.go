@@ -109,7 +109,7 @@ func Commands() []*cobra.Command {
 				return nil
 			}
 			// The dev split of the same model, in the same process: the
-			// curve's with_final.
+			// curve's dev_args.
 			dev, err := reference.Evaluate(spec, seed, model, contract.SplitDev)
 			if err != nil {
 				return err
@@ -127,7 +127,7 @@ func Commands() []*cobra.Command {
 	eval.Flags().StringVar(&output, "output_path", "", "results directory (a results_<date>.json in it)")
 	eval.Flags().StringVar(&split, "split", contract.SplitTest, "held-out split: test (final models) or dev (a run's curve)")
 	eval.Flags().StringVar(&resultsFile, "results_file", "", "the results file to write (the name the worker reads)")
-	eval.Flags().StringVar(&devResultsFile, "dev_results_file", "", "also score the dev split and write its results here (evaluation.curve.with_final)")
+	eval.Flags().StringVar(&devResultsFile, "dev_results_file", "", "also score the dev split and write its results here (evaluation.curve.dev_args)")
 	var listen, socket, ready string
 	door := &cobra.Command{
 		Use: "door", Hidden: true, SilenceUsage: true,
