@@ -37,8 +37,12 @@ type Experiment struct {
 	GPUHours float64  `json:"gpu_hours"`
 	MeanUtil *float64 `json:"mean_gpu_util,omitempty"`
 	Outcome  Outcome  `json:"outcome"`
-	// Model is what the next checkpoint after it added, if it added one.
+	// Model is what the next checkpoint begun after it ended added, if it
+	// added one.
 	Model *ModelRef `json:"model,omitempty"`
+	// gone is when it was known to have ended (first seen gone): a
+	// checkpoint begun before may have missed what it wrote last.
+	gone time.Time
 }
 
 // ModelRef is a model a checkpoint holds, and its score where a mark (or
@@ -119,7 +123,7 @@ func Derive(in Input) Research {
 	adds := allAdds(in.Observations, in.Scores)
 	for _, o := range in.Observations {
 		for _, e := range experiments(o, in.MinExperiment) {
-			e.Model = nextModel(o, e.End, adds, in.Scores)
+			e.Model = nextModel(o, e.gone, adds, in.Scores)
 			r.Experiments = append(r.Experiments, e)
 			busy = append(busy, [2]float64{e.StartS, e.EndS})
 		}
@@ -237,7 +241,10 @@ func sequential(o *Observation, ps []int) bool {
 func (o *Observation) experiment(p Proc) Experiment {
 	end := o.endOf(p)
 	e := Experiment{Attempt: o.Attempt, PID: p.PID, Command: p.Command, Start: p.Start, End: end, StartS: o.AgentAt(p.Start), EndS: o.AgentAt(end),
-		CPUS: p.CPUS, PeakRSS: p.PeakRSS, GPUMiB: p.GPUMiB, Outcome: o.outcome(p)}
+		CPUS: p.CPUS, PeakRSS: p.PeakRSS, GPUMiB: p.GPUMiB, Outcome: o.outcome(p), gone: end}
+	if !p.Gone.IsZero() {
+		e.gone = p.Gone
+	}
 	if u, ok := o.meanUtil(p.Start, end); ok {
 		e.MeanUtil = &u
 	}

@@ -68,9 +68,10 @@ type Proc struct {
 	// bytes: what the agent ran, kept as data.
 	Command string    `json:"command"`
 	Start   time.Time `json:"start"`
-	// End is when it was first seen gone (zero: alive at the last
-	// sample).
+	// End is when it was last seen alive, Gone when first seen gone (both
+	// zero: alive at the last sample): it ended between the two.
 	End  time.Time `json:"end,omitempty"`
+	Gone time.Time `json:"gone,omitempty"`
 	CPUS float64   `json:"cpu_s"`
 	// PeakRSS is its peak resident memory in bytes (VmHWM).
 	PeakRSS int64 `json:"peak_rss"`

@@ -372,3 +372,29 @@ func TestOOMKillCountedBeforeTheVictimLeaves(t *testing.T) {
 		t.Fatalf("procs %+v", o.Procs)
 	}
 }
+
+// TestModelOfAnExperimentSeenGoneLate: an experiment last seen alive at
+// 100 s and first seen gone at 300 s ended between the two; the checkpoint
+// begun at 200 s may have missed the model it wrote last, so its model is
+// the next checkpoint's, begun after it was known to be gone.
+func TestModelOfAnExperimentSeenGoneLate(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	o := &Observation{RunID: "r", Attempt: 1, Start: t0, End: at(600), Ended: "exited",
+		Procs: []Proc{
+			{PID: 10, PPID: 1, Root: true, Command: "agent", Start: t0},
+			{PID: 11, PPID: 10, Command: "python train.py", Start: at(1), End: at(100), Gone: at(300)},
+		},
+		Checkpoints: []CheckpointAdds{
+			{Seq: 1, At: at(200), AgentS: 200},
+			{Seq: 2, At: at(400), AgentS: 400, Models: []string{"output/model"}},
+		},
+	}
+	r := Derive(Input{Observations: []*Observation{o}, MinExperiment: time.Minute})
+	if len(r.Experiments) != 1 || r.Experiments[0].Model == nil || r.Experiments[0].Model.Checkpoint != 2 {
+		t.Fatalf("experiments %+v, want one whose model is checkpoint 2's", r.Experiments)
+	}
+	if r.Experiments[0].EndS != 100 {
+		t.Fatalf("end %v s, want the last sight, 100 s", r.Experiments[0].EndS)
+	}
+}

@@ -231,7 +231,7 @@ func (s *Sampler) sampleProcs() {
 		}
 		delete(s.live, k)
 		if t.i >= 0 {
-			s.obs.Procs[t.i].End = t.lastSeen
+			s.obs.Procs[t.i].End, s.obs.Procs[t.i].Gone = t.lastSeen, now
 			gone = append(gone, t.i)
 		}
 	}
