@@ -24,16 +24,14 @@ import (
 // (nvidia-smi --help-query-gpu: index, utilization.gpu in %, memory.used
 // in MiB, power.draw in W), and, for --query-compute-apps, the host pid of
 // every process whose command line names a GPU experiment, holding
-// 2048 MiB, as the driver reports the processes of a leased device.
+// 2048 MiB, as the driver reports the processes of a leased device. It
+// reads /proc in one grep, not a fork per process: on a loaded CI machine
+// a loop took longer than the 2.5 s experiment lives, and missed it.
 const standInSMI = `#!/bin/sh
 case "$1" in
 --query-gpu=*) echo "0, 73, 20480, 251.30" ;;
 --query-compute-apps=*)
-  for d in /proc/[0-9]*; do
-    case "$(tr '\0' ' ' < $d/cmdline 2>/dev/null)" in
-    *"experiment finish"*|*"experiment long"*) echo "${d#/proc/}, 2048" ;;
-    esac
-  done ;;
+  grep -lsaE 'experiment.(finish|long)' /proc/[0-9]*/cmdline | sed 's,^/proc/\([0-9]*\)/cmdline$,\1\, 2048,' ;;
 *) echo "unknown query $1" >&2; exit 2 ;;
 esac
 `
