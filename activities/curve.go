@@ -69,7 +69,7 @@ func nearest(own []*checkpoint.Manifest, marks []float64, slack float64) []runs.
 // also a mark; if that run fails, the test split alone, as without it,
 // so that the failure is judged as before (and the mark on its own).
 func (a *Evaluations) evaluateFinal(ctx context.Context, in EvalInput, ev *evalDirs, image string, lv *liveness) (runtime.TaskSpec, *lmeval.Results, string, []byte, error) {
-	if c := in.Task.Evaluation.Curve; !in.AlsoMark || c == nil || len(c.DevArgs) == 0 || in.Task.Evaluation.Check != nil {
+	if !in.BothSplits() {
 		return a.evaluate(ctx, in, ev, image, lv)
 	}
 	ev.devResultsName = resultsName()

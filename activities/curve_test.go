@@ -139,7 +139,8 @@ func TestBothSplitsInOneRun(t *testing.T) {
 			r.task.Evaluation.Curve = &tasks.Curve{Command: []string{"/bin/sh", "-c", "printf d >> " + runs + " && echo '" + dev + "' > {results}"},
 				DevArgs: []string{"--dev", "{dev_results}"}}
 			ref := r.checkpointModel(t, "run", "fine")
-			v, err := r.env.ExecuteActivity(r.a.Evaluate, EvalInput{RunID: "run", Task: r.task, Final: ref, N: 1, AlsoMark: true})
+			in := EvalInput{RunID: "run", Task: r.task, Final: ref, N: 1, AlsoMark: true}
+			v, err := r.env.ExecuteActivity(r.a.Evaluate, in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,6 +153,10 @@ func TestBothSplitsInOneRun(t *testing.T) {
 			}
 			if got, _ := os.ReadFile(runs); string(got) != c.wantRuns {
 				t.Fatalf("evaluator runs %q, want %q", got, c.wantRuns)
+			}
+			// The workflow sizes the activity's timeout and lease by this.
+			if len(c.wantRuns) > in.EvaluatorRuns() {
+				t.Fatalf("%d evaluator runs, but EvaluatorRuns says at most %d", len(c.wantRuns), in.EvaluatorRuns())
 			}
 			keys, err := r.a.Engine.Store.List(context.Background(), blob.RunPrefix("run")+"evaluations/mark-1-try-1/")
 			if err != nil || len(keys) != c.wantStore {

@@ -308,6 +308,25 @@ type EvalInput struct {
 	Release bool `json:",omitempty"`
 }
 
+// BothSplits: the final evaluation's first evaluator run scores the dev
+// split too (the task's curve.dev_args), as its mark; a task with an
+// output check runs them apart.
+func (in EvalInput) BothSplits() bool {
+	c := in.Task.Evaluation.Curve
+	return in.AlsoMark && c != nil && len(c.DevArgs) > 0 && in.Task.Evaluation.Check == nil
+}
+
+// EvaluatorRuns is the most evaluator runs the evaluation makes: the
+// model's and then the mark's or, when the model's failed, a control
+// model's; with both splits in one run, that run comes first and the
+// two follow only if it failed.
+func (in EvalInput) EvaluatorRuns() int {
+	if in.BothSplits() {
+		return 3
+	}
+	return 2
+}
+
 // MarkScore is the curve command's answer for the final checkpoint
 // (EvalInput.AlsoMark); Error set: the run evaluates that mark the usual
 // way, where a failure is judged.

@@ -82,8 +82,8 @@ type callArgs struct {
 	ledger    budget.Account
 	// bytes is the checkpoint the activity restores, which sizes its timeout.
 	bytes int64
-	// timeout is the task's evaluation timeout.
-	timeout time.Duration
+	// evalWork is how long an evaluation's evaluator runs may take in all.
+	evalWork time.Duration
 }
 
 // entry is a catalogue entry as a worker registers it.

@@ -213,7 +213,8 @@ func (cv *curveState) scoreMarks(ctx workflow.Context) bool {
 		c.rounds++
 		lease, done, err := cv.r.slots.scoringLease(), func() {}, error(nil)
 		if lease == nil {
-			lease, done, err = cv.r.slots.leaseSlot(ctx, runs.RoleCurve, c.rounds, time.Duration(len(seqs))*evalWork(cv.r.spec.Spec.Evaluation.Timeout.D()))
+			// A mark's evaluation runs its evaluator and, if that fails, a control's.
+			lease, done, err = cv.r.slots.leaseSlot(ctx, runs.RoleCurve, c.rounds, time.Duration(len(seqs))*evalWork(activities.EvalInput{Task: cv.r.spec.Spec, Mark: true}))
 		}
 		if err != nil {
 			cv.markFailed(seqs, "no slot to evaluate on: "+errText(err))
@@ -232,7 +233,7 @@ func (cv *curveState) scoreMarks(ctx workflow.Context) bool {
 // it stands for.
 func (cv *curveState) scoreMark(ctx workflow.Context, seq int, lease *activities.Lease) {
 	in := activities.EvalInput{RunID: cv.r.st.RunID, Task: cv.r.spec.Spec, Seed: cv.r.in.Seed, Final: activities.CheckpointRef{Seq: seq}, Image: cv.image, Lease: lease, Mark: true}
-	args := callArgs{pol: cv.r.pol, timeout: cv.r.spec.Spec.Evaluation.Timeout.D(), bytes: cv.r.last.Bytes}
+	args := callArgs{pol: cv.r.pol, evalWork: evalWork(in), bytes: cv.r.last.Bytes}
 	if lease != nil {
 		args.hostQueue = lease.HostQueue
 	}

@@ -107,7 +107,7 @@ func (e *evaluation) run(ctx workflow.Context, image string) (*activities.EvalRe
 	r := e.r
 	in := activities.EvalInput{RunID: r.st.RunID, Task: r.spec.Spec, Seed: r.in.Seed, Final: *r.last, Image: image, N: len(e.tries) + 1}
 	in.AlsoMark = r.fold && r.curve.foldable()
-	args := callArgs{pol: r.pol, timeout: r.spec.Spec.Evaluation.Timeout.D(), bytes: r.last.Bytes}
+	args := callArgs{pol: r.pol, evalWork: evalWork(in), bytes: r.last.Bytes}
 	started := workflow.Now(ctx)
 	var err error
 	if lease := r.slots.scoringLease(); lease != nil {
@@ -118,7 +118,7 @@ func (e *evaluation) run(ctx workflow.Context, image string) (*activities.EvalRe
 		// devices it may see.
 		var lease *activities.Lease
 		var done func()
-		lease, done, err = r.slots.leaseSlot(ctx, runs.RoleEvaluation, len(e.tries)+1, evalWork(r.spec.Spec.Evaluation.Timeout.D()))
+		lease, done, err = r.slots.leaseSlot(ctx, runs.RoleEvaluation, len(e.tries)+1, args.evalWork)
 		if err == nil {
 			in.Lease = lease
 			args.hostQueue = lease.HostQueue

@@ -136,14 +136,14 @@ func releaseOptions(ctx workflow.Context, a callArgs) workflow.Context {
 // heartbeat pace (every 5 s) even under a short agent heartbeat timeout.
 const evalMinHeartbeat = 30 * time.Second
 
-// evalOptions: one evaluation may run for the task's evaluation timeout,
-// plus the restore of the final checkpoint (bytes, at a slow pace) and a
-// minute to read results; failures are retried with
+// evalOptions: one evaluation may run its evaluators (evalWork), plus the
+// restores of the final checkpoint and of a control (bytes each, at a slow
+// pace) and a minute to read results; failures are retried with
 // backoff per policy, except a missing model or a bad task. On a leased
 // host's queue (hostQueue), a host that never picks it up is given up on
 // like an agent's; the run then waits for retry-eval, which leases again.
 func evalOptions(ctx workflow.Context, a callArgs) workflow.Context {
-	p, timeout, bytes, hostQueue := a.pol, a.timeout, a.bytes, a.hostQueue
+	p, bytes, hostQueue := a.pol, a.bytes, a.hostQueue
 	var toStart time.Duration
 	if hostQueue != "" {
 		toStart = 5*p.HeartbeatTimeout + time.Minute
@@ -151,7 +151,7 @@ func evalOptions(ctx workflow.Context, a callArgs) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              hostQueue,
 		ScheduleToStartTimeout: toStart,
-		StartToCloseTimeout:    evalWork(timeout) + 2*budget.Transfer(bytes) + time.Minute,
+		StartToCloseTimeout:    a.evalWork + 2*budget.Transfer(bytes) + time.Minute,
 		HeartbeatTimeout:       max(p.HeartbeatTimeout, evalMinHeartbeat),
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
@@ -161,14 +161,12 @@ func evalOptions(ctx workflow.Context, a callArgs) workflow.Context {
 	})
 }
 
-// evalWork is how long one evaluation's evaluators may run with an
-// evaluator timeout: three runs at most. A final evaluation that also
-// scores its mark runs the model's evaluator, then the mark's or, when it
-// fails, a control model's; with the curve's dev_args, a run of both
-// splits comes first, and the two follow only if it failed. Restores come
-// on top: the run's checkpoint and a control of the same task, about as
-// large (evalOptions).
-func evalWork(timeout time.Duration) time.Duration { return 3 * timeout }
+// evalWork is how long evaluation in may run its evaluators, each up to
+// the task's evaluation timeout (in.EvaluatorRuns: two, or three when a
+// final evaluation scores both splits in its first run).
+func evalWork(in activities.EvalInput) time.Duration {
+	return time.Duration(in.EvaluatorRuns()) * in.Task.Evaluation.Timeout.D()
+}
 
 // aggregateOptions: computing and storing a leaderboard takes seconds;
 // ten tries ride out a store outage.
