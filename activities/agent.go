@@ -93,8 +93,8 @@ func (a *Attempts) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, e
 // watch that measures it.
 func (a *Attempts) hooks(ctx context.Context, in *AgentInput, at *attempt, prev *checkpoint.Manifest, spec runtime.TaskSpec, lv *liveness,
 	ai *attemptLLM, notes *notifier, live *metrics.Attempt, log *zap.Logger) *attemptHooks {
-	ck := &checkpointer{ws: a.Workspace, engine: a.Engine, at: at, seq: in.NextSeq, prev: prev, keep: a.Keep, marks: in.Marks, notes: notes, log: log, fenced: lv.fence,
-		live: live}
+	ck := &checkpointer{ws: a.Workspace, engine: a.Engine, at: at, seq: in.NextSeq, prev: prev, keep: a.Keep, marks: in.Marks, notes: notes, holdFinal: in.LastInResult,
+		log: log, fenced: lv.fence, live: live}
 	hk := &attemptHooks{a: a, ctx: ctx, at: at, ck: ck, lv: lv, log: log, lease: in.Lease.Token, keepLease: in.KeepLease, llm: ai, notes: notes,
 		logs: &logstore.Shipper{Store: a.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Path: spec.LogPath}}
 	if a.WorkspaceLimit > 0 || a.WorkspaceEntries > 0 {
@@ -107,7 +107,8 @@ func (a *Attempts) hooks(ctx context.Context, in *AgentInput, at *attempt, prev 
 // conclude ends an attempt the way supervision ended: a final checkpoint
 // and the agent's result, a hand-back checkpoint and an infra loss for
 // the run, or nothing when the run gave up on it. Every checkpoint
-// reaches the run (notes.flush) before the attempt ends.
+// reaches the run (notes.flush) before the attempt ends, or is in its
+// result (LastInResult).
 func (a *Attempts) conclude(ctx context.Context, sv *supervisor, end ending, hk *attemptHooks, notes *notifier, image string) (*AgentResult, error) {
 	hk.ck.wait()
 	if end.kind == abandoned {
@@ -126,7 +127,7 @@ func (a *Attempts) conclude(ctx context.Context, sv *supervisor, end ending, hk 
 			hk.log.Warn("checkpoint of a stopped agent; its work since the last one is lost", zap.Error(err))
 		}
 		hk.ob.finish(ctx, observe.EndedHandedBack)
-		hk.llm.finish(notes, hk.at.n)
+		hk.llm.finish(notes, hk.at.n, false)
 		if err := notes.flush(ctx); err != nil {
 			return nil, err
 		}
@@ -145,13 +146,17 @@ func (a *Attempts) conclude(ctx context.Context, sv *supervisor, end ending, hk 
 	}
 	ending := &checkpoint.Ending{StoppedBy: string(res.StoppedBy), ExitCode: res.ExitCode, Reason: res.Reason}
 	hk.lv.step(stepFinalSave, 0)
-	if err := hk.ck.final(hk.lv.counting(ctx), end.used, ending); err != nil {
+	final, err := hk.ck.final(hk.lv.counting(ctx), end.used, ending)
+	if err != nil {
 		return nil, err
 	}
 	hk.ob.finish(ctx, string(res.StoppedBy))
-	hk.llm.finish(notes, hk.at.n)
+	usage := hk.llm.finish(notes, hk.at.n, hk.ck.holdFinal)
 	if err := notes.flush(ctx); err != nil {
 		return nil, err
+	}
+	if hk.ck.holdFinal {
+		res.Final, res.Usage = final, usage
 	}
 	res.Image = a.digest(ctx, image)
 	if !hk.keepLease {
@@ -178,13 +183,19 @@ func (a *Attempts) prepare(ctx context.Context, in *AgentInput, at *attempt, lv 
 		}
 		log.Warn("taking over a checkpoint the run had not heard of", zap.Int("seq", ahead.Seq), zap.Int("by_attempt", ahead.Attempt), zap.Bool("final", ahead.Final))
 		ahead.From = in.Attempt
-		notes.send(SignalCheckpoint, *ahead)
 		if e := ahead.Ending; ahead.Final && e != nil {
+			res := &AgentResult{StoppedBy: StopReason(e.StoppedBy), ExitCode: e.ExitCode, Reason: e.Reason, AgentSeconds: ahead.AgentSeconds}
+			if in.LastInResult {
+				res.Final = ahead
+				return nil, res, nil
+			}
+			notes.send(SignalCheckpoint, *ahead)
 			if err := notes.flush(ctx); err != nil {
 				return nil, nil, err
 			}
-			return nil, &AgentResult{StoppedBy: StopReason(e.StoppedBy), ExitCode: e.ExitCode, Reason: e.Reason, AgentSeconds: ahead.AgentSeconds}, nil
+			return nil, res, nil
 		}
+		notes.send(SignalCheckpoint, *ahead)
 		in.Resume, in.NextSeq = ahead, ahead.Seq+1
 		in.Budget.Preserve(ahead.AgentSeconds)
 	}

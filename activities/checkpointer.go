@@ -26,11 +26,14 @@ type checkpointer struct {
 	keep   int
 	// marks are the curve's, in agent seconds: retention spares the
 	// checkpoints next to them.
-	marks   []float64
-	notes   *notifier
-	log     *zap.Logger
-	running chan struct{}
-	failed  int // consecutive failures, touched by one save at a time
+	marks []float64
+	notes *notifier
+	// holdFinal: the final commit is returned, not signalled (the
+	// attempt's result carries it, AgentInput.LastInResult).
+	holdFinal bool
+	log       *zap.Logger
+	running   chan struct{}
+	failed    int // consecutive failures, touched by one save at a time
 	// fenced ends the attempt when a later one has taken the run over.
 	fenced func(error)
 	live   *metrics.Attempt // records each checkpoint (nil: nowhere)
@@ -134,7 +137,9 @@ func (c *checkpointer) take(ctx context.Context, agentSeconds float64, end *chec
 	}
 	c.prev = m
 	c.seq++
-	c.notes.send(SignalCheckpoint, ref)
+	if !final || !c.holdFinal {
+		c.notes.send(SignalCheckpoint, ref)
+	}
 	c.log.Info("checkpoint committed", zap.Int("seq", ref.Seq), zap.Float64("agent_s", agentSeconds), zap.Int64("new_bytes", m.NewBytes))
 	return &ref, nil
 }
@@ -154,20 +159,20 @@ func (c *checkpointer) superseded(err error) bool {
 
 // final retries the last checkpoint with backoff until it commits: the
 // agent has ended, and only this checkpoint keeps its work.
-func (c *checkpointer) final(ctx context.Context, used float64, end *checkpoint.Ending) error {
+func (c *checkpointer) final(ctx context.Context, used float64, end *checkpoint.Ending) (*CheckpointRef, error) {
 	delay := time.Second
 	for {
-		_, err := c.save(ctx, used, end)
+		ref, err := c.save(ctx, used, end)
 		if err == nil {
-			return nil
+			return ref, nil
 		}
 		if c.superseded(err) {
-			return err
+			return nil, err
 		}
 		c.log.Warn("final checkpoint failed; retrying", zap.Duration("in", delay), zap.Error(err))
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("final checkpoint: %w (gave up: %v)", err, ctx.Err())
+			return nil, fmt.Errorf("final checkpoint: %w (gave up: %v)", err, ctx.Err())
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 30*time.Second)

@@ -88,15 +88,23 @@ func (a *Attempts) llmFor(ctx context.Context, in AgentInput, secrets []string, 
 // report sends the attempt's ledger to the run when it changed since the
 // last report, at most every UsageEvery unless final.
 func (l *attemptLLM) report(n *notifier, attempt int, final bool) {
+	if rep := l.due(attempt, final); rep != nil {
+		n.send(SignalUsage, *rep)
+	}
+}
+
+// due is the ledger to report, if it changed since the last report and,
+// unless final, UsageEvery has passed; nil otherwise.
+func (l *attemptLLM) due(attempt int, final bool) *UsageReport {
 	if l == nil {
-		return
+		return nil
 	}
 	now := l.serve.Meter.Ledger()
 	if now.Usage == l.sent.Usage || !final && time.Since(l.sentAt) < UsageEvery {
-		return
+		return nil
 	}
 	l.sent, l.sentAt = now, time.Now()
-	n.send(SignalUsage, UsageReport{Attempt: attempt, Ledger: now, Prices: l.prices})
+	return &UsageReport{Attempt: attempt, Ledger: now, Prices: l.prices}
 }
 
 // reportPrior tells the run what its earlier attempts spent, as their
@@ -112,14 +120,19 @@ func (l *attemptLLM) reportPrior(n *notifier) {
 
 // finish waits for the attempt's calls to be settled and their records
 // stored, and reports its final ledger: the agent is gone, but the answer
-// to its last call reached it before the call was settled.
-func (l *attemptLLM) finish(n *notifier, attempt int) {
+// to its last call reached it before the call was settled. With hold, it
+// returns the report for the attempt's result instead of signalling it.
+func (l *attemptLLM) finish(n *notifier, attempt int, hold bool) *UsageReport {
 	if l == nil {
-		return
+		return nil
 	}
 	l.serve.Wait()
 	l.serve.Record.Wait()
+	if hold {
+		return l.due(attempt, true)
+	}
 	l.report(n, attempt, true)
+	return nil
 }
 
 // spent tells whether the run's LLM budget is spent.

@@ -32,11 +32,12 @@ const (
 	ResolveAgentsName  = "ResolveAgents"
 )
 
-// SignalCheckpoint is the one way a committed checkpoint reaches the
-// workflow: the agent activity sends one per commit, in commit order, and
-// delivers every one before it returns, so the workflow has the
-// checkpoints of an attempt (its final or hand-back one included) by the
-// time it sees the attempt end.
+// SignalCheckpoint is how a committed checkpoint reaches the workflow: the
+// agent activity sends one per commit, in commit order, and delivers
+// every one before it returns, so the workflow has the checkpoints of an
+// attempt (its hand-back one included) by the time it sees the attempt
+// end. The final one comes in the attempt's result instead when its input
+// says so (AgentInput.LastInResult).
 const SignalCheckpoint = "checkpoint-committed"
 
 // QuerySteering is the run's query the agent activity polls for the
@@ -52,7 +53,7 @@ type Steering struct {
 
 // SignalUsage carries an attempt's LLM ledger to the run: every few
 // seconds while it has changed, once more before the attempt ends (all
-// delivered before it returns), and, from a new attempt, the ledgers of
+// delivered before it returns; or in its result, LastInResult), and, from a new attempt, the ledgers of
 // the run's earlier attempts as their transcripts hold them (a crashed
 // attempt's last calls included).
 const SignalUsage = "llm-usage"
@@ -222,6 +223,11 @@ type AgentInput struct {
 	// KeepLease: an attempt that ends keeps its lease (the run's
 	// evaluations run on it); else it gives the lease back itself.
 	KeepLease bool `json:",omitempty"`
+	// LastInResult: an attempt that ends returns its final checkpoint and
+	// its final LLM ledger (AgentResult.Final, Usage) instead of
+	// signalling them, which would cost the run a workflow task of its
+	// own. Earlier ones, and a handed-back attempt's, are signalled.
+	LastInResult bool `json:",omitempty"`
 }
 
 // Heartbeat is the heartbeat detail of the agent and evaluation
@@ -267,7 +273,8 @@ const (
 )
 
 // AgentResult is how an attempt ended. Its checkpoints reached the
-// workflow as signals before it did.
+// workflow as signals before it did, but for the final one and the final
+// ledger when the input asked for them here (LastInResult).
 type AgentResult struct {
 	StoppedBy    StopReason
 	ExitCode     int
@@ -279,6 +286,10 @@ type AgentResult struct {
 	Image string
 	// Released: the attempt gave its lease back itself.
 	Released bool `json:",omitempty"`
+	// Final is the attempt's final checkpoint and Usage its final ledger
+	// (nil: signalled, or no change since the last report).
+	Final *CheckpointRef `json:",omitempty"`
+	Usage *UsageReport   `json:",omitempty"`
 }
 
 // EvalInput asks to score a run's final checkpoint.

@@ -230,14 +230,14 @@ func (al *attemptLoop) runAgent(ctx workflow.Context, attempt int, lease activit
 		RunID: al.r.st.RunID, Attempt: attempt, Task: al.r.spec.Spec, Agent: al.r.in.Agent, Seed: al.r.in.Seed,
 		LLMProvider: al.r.in.LLMProvider, Image: al.r.image(), Secrets: al.r.in.Secrets, AgentDef: al.r.in.AgentDef, Lease: lease, Budget: al.r.st.Budget,
 		Resume: al.r.last, NextSeq: al.r.nextSeq(), Interval: al.r.interval(), Grace: p.Grace, LLMBudget: al.r.usage.llmBudget(), Marks: al.r.curve.curveMarks(),
-		KeepLease: al.r.lean && al.r.st.Host == nil,
+		KeepLease: al.r.lean && al.r.st.Host == nil, LastInResult: true,
 	}
 	var bytes int64
 	if al.r.last != nil {
 		bytes = al.r.last.Bytes // to restore, and about as much to save
 	}
 	out, err := runAgent.call(ctx, callArgs{pol: p, lease: lease, ledger: al.r.st.Budget, bytes: bytes}, in)
-	al.r.drainCheckpoints(ctx)
+	al.r.drainCheckpoints(ctx, out)
 	rec := runs.AttemptRecord{N: attempt, Host: lease.HostID, LeaseWaitS: al.r.slots.leaseWaitS, LeasedAt: leased, FromS: max(base, al.resumedFrom)}
 	al.resumedFrom = 0
 	defer func() {

@@ -296,15 +296,18 @@ func (r *runState) superseded(ctx workflow.Context, from int) bool {
 	return true
 }
 
-// drainCheckpoints takes in the checkpoint signals already received: an
-// attempt delivers all of its own before it ends, so after it ended the
-// run knows its last checkpoint.
+// drainCheckpoints takes in the checkpoint signals already received, then
+// what the attempt's result carries (its final checkpoint and ledger,
+// AgentInput.LastInResult; nil when it failed): an attempt delivers all
+// of its own before it ends, so after it ended the run knows its last
+// checkpoint. Taking them from the result adds no command, so runs
+// recorded when they came as signals replay the same.
 //
 // Signals that came in the same workflow task as the attempt's end may
 // already be handed to the signal goroutine's selector, whose callback
 // runs only when this coroutine yields: it yields once first (no
 // command), so they are taken in while the attempt is still current.
-func (r *runState) drainCheckpoints(ctx workflow.Context) {
+func (r *runState) drainCheckpoints(ctx workflow.Context, out *activities.AgentResult) {
 	yielded := false
 	_ = workflow.Await(ctx, func() bool {
 		done := yielded
@@ -317,6 +320,15 @@ func (r *runState) drainCheckpoints(ctx workflow.Context) {
 		ref = activities.CheckpointRef{}
 	}
 	r.usage.drain()
+	if out == nil {
+		return
+	}
+	if out.Usage != nil {
+		r.usage.take(*out.Usage)
+	}
+	if out.Final != nil {
+		r.accept(ctx, *out.Final)
+	}
 }
 
 // steerable tells whether operator controls still apply.

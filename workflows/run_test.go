@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/budget"
 	"github.com/mlrb/mlrb/internal/contract"
+	"github.com/mlrb/mlrb/internal/llm"
 	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/tasks"
 )
@@ -91,8 +93,19 @@ func ck(seq int, agentS float64) activities.CheckpointRef {
 }
 
 // committed does what the agent activity does with an attempt's
-// checkpoints: one signal per commit, all delivered before it returns res.
+// checkpoints: one signal per commit, all delivered before it returns res,
+// which carries the last one instead when the run asks (LastInResult).
 func committed(env *testsuite.TestWorkflowEnvironment, in activities.AgentInput, res *activities.AgentResult, refs ...activities.CheckpointRef) (*activities.AgentResult, error) {
+	if in.LastInResult && res != nil && len(refs) > 0 {
+		out, last := *res, refs[len(refs)-1]
+		out.Final, res, refs = &last, &out, refs[:len(refs)-1]
+	}
+	return signalled(env, in, res, refs...)
+}
+
+// signalled is committed as a worker from before LastInResult does it:
+// every checkpoint a signal.
+func signalled(env *testsuite.TestWorkflowEnvironment, in activities.AgentInput, res *activities.AgentResult, refs ...activities.CheckpointRef) (*activities.AgentResult, error) {
 	for _, r := range refs {
 		if err := env.SignalWorkflowByID(in.RunID, activities.SignalCheckpoint, r); err != nil {
 			return nil, err
@@ -150,6 +163,56 @@ func TestScoredRunLedger(t *testing.T) {
 	}
 	if r.SpecHash == "" {
 		t.Fatal("no spec hash")
+	}
+}
+
+// TestLastCheckpointInTheResult: an attempt's final checkpoint and
+// ledger come in its result, after the checkpoints it signalled, and are
+// the run's as if signalled; a worker from before (everything signalled,
+// LastInResult ignored) gives the same result.
+func TestLastCheckpointInTheResult(t *testing.T) {
+	prices := llm.PriceRef{SHA256: "abc", Date: "2025-08-01"}
+	var l llm.Ledger
+	l.Record("gpt-4o", llm.Usage{Calls: 4, USD: 0.5})
+	usage := &activities.UsageReport{Attempt: 1, Ledger: l, Prices: prices}
+	for name, agent := range map[string]func(*testsuite.TestWorkflowEnvironment, activities.AgentInput) (*activities.AgentResult, error){
+		"in the result": func(env *testsuite.TestWorkflowEnvironment, in activities.AgentInput) (*activities.AgentResult, error) {
+			if !in.LastInResult {
+				return nil, errors.New("the run did not ask for its last checkpoint in the result")
+			}
+			last := ck(3, 12.5)
+			_, err := signalled(env, in, nil, ck(1, 5), ck(2, 10))
+			return &activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 12.5, Final: &last, Usage: usage}, err
+		},
+		"signalled by an older worker": func(env *testsuite.TestWorkflowEnvironment, in activities.AgentInput) (*activities.AgentResult, error) {
+			if err := env.SignalWorkflowByID(in.RunID, activities.SignalUsage, *usage); err != nil {
+				return nil, err
+			}
+			return signalled(env, in, &activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 12.5}, ck(1, 5), ck(2, 10), ck(3, 12.5))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			env := newEnv(t)
+			env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(
+				func(_ context.Context, in activities.AgentInput) (*activities.AgentResult, error) {
+					return agent(env, in)
+				})
+			env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(
+				func(_ context.Context, in activities.EvalInput) (*activities.EvalResult, error) {
+					if in.Final.Seq != 3 {
+						return nil, fmt.Errorf("evaluated checkpoint #%d, want the last, #3", in.Final.Seq)
+					}
+					return score(0.7), nil
+				})
+			env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "reference", Policy: testPolicy})
+			r := result(t, env)
+			if r.Outcome != runs.OutcomeScored || r.Checkpoints != 3 || r.Budget.UsedS != 12.5 {
+				t.Fatalf("result %+v", r)
+			}
+			if c := r.Cost; c.LLM == nil || c.LLM.Calls != 4 || c.LLM.USD != 0.5 || c.LLMPrices == nil || *c.LLMPrices != prices {
+				t.Fatalf("cost %+v", r.Cost)
+			}
+		})
 	}
 }
 
