@@ -117,6 +117,7 @@ type Temporal struct {
 	Namespace      string        `mapstructure:"namespace" yaml:"namespace"`
 	TaskQueue      string        `mapstructure:"task_queue" yaml:"task_queue"`
 	ConnectTimeout time.Duration `mapstructure:"connect_timeout" yaml:"connect_timeout"`
+	Compression    Compression   `mapstructure:"compression" yaml:"compression"`
 	APIKey         string        `mapstructure:"api_key" yaml:"api_key" secret:"true"`
 	TLS            TemporalTLS   `mapstructure:"tls" yaml:"tls"`
 }

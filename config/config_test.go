@@ -101,6 +101,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		"port":     {"MLRB_DEV_PORT", "70000", "dev.port: 70000 is not a TCP port"},
 		"storage":  {"MLRB_STORAGE_KIND", "ftp", `storage.kind: "ftp" is not supported`},
 		"level":    {"MLRB_LOG_LEVEL", "loud", `log.level: "loud"`},
+		"compress": {"MLRB_TEMPORAL_COMPRESSION", "zstd", `temporal.compression: "zstd" is not supported (use auto, gzip, none)`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -110,6 +111,29 @@ func TestErrorsNameTheKey(t *testing.T) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestCompressionToTheFrontend: auto gzips requests over a network, not
+// to a loopback address (the embedded server); gzip and none say so.
+func TestCompressionToTheFrontend(t *testing.T) {
+	for _, c := range []struct {
+		mode Compression
+		addr string
+		want bool
+	}{
+		{CompressionAuto, "127.0.0.1:7233", false},
+		{CompressionAuto, "localhost:7233", false},
+		{CompressionAuto, "[::1]:7233", false},
+		{CompressionAuto, "10.0.0.5:7233", true},
+		{CompressionAuto, "temporal.example.com:7233", true},
+		{CompressionAuto, "ns.a1b2c.tmprl.cloud:7233", true},
+		{CompressionGzip, "127.0.0.1:7233", true},
+		{CompressionNone, "temporal.example.com:7233", false},
+	} {
+		if got := (Temporal{Address: c.addr, Compression: c.mode}).Compresses(); got != c.want {
+			t.Errorf("%s to %s: compresses %v, want %v", c.mode, c.addr, got, c.want)
+		}
 	}
 }
 

@@ -48,3 +48,24 @@ func (t Temporal) TLSConfig() (*tls.Config, error) {
 	}
 	return c, nil
 }
+
+// Compresses tells whether requests to the frontend are gzipped: auto
+// compresses unless the address is a loopback one (localhost or a
+// loopback IP).
+func (t Temporal) Compresses() bool {
+	switch t.Compression {
+	case CompressionGzip:
+		return true
+	case CompressionNone:
+		return false
+	}
+	host, _, err := net.SplitHostPort(t.Address)
+	if err != nil {
+		return true
+	}
+	if host == "localhost" {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback()
+}

@@ -30,6 +30,7 @@ var Table = []Key{
 	{Name: "temporal.namespace", Default: "default", Flag: "namespace", Doc: "namespace"},
 	{Name: "temporal.task_queue", Default: "mlrb", Doc: "shared queue; hosts also poll `<queue>-host-<host.id>`"},
 	{Name: "temporal.connect_timeout", Default: 5 * time.Second, Doc: "give up dialing after this"},
+	{Name: "temporal.compression", Default: "auto", Doc: "gRPC request compression: gzip, none, or auto (none to a loopback address, where compressing costs CPU and saves nothing; gzip otherwise)"},
 	{Name: "temporal.api_key", Default: "", Doc: "API key (Temporal Cloud), sent as a bearer token over TLS; secret, redacted by `config show`"},
 	{Name: "temporal.tls.enabled", Default: false, Doc: "TLS with the system's CA roots (implied by any other `temporal.tls` key or an API key)"},
 	{Name: "temporal.tls.ca_file", Default: "", Doc: "PEM CA bundle that signed the frontend's certificate (a private CA)"},

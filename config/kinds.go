@@ -58,6 +58,21 @@ const (
 // Preemptions lists the preemption watchers.
 var Preemptions = []Preemption{PreemptionNone, PreemptionEC2Spot}
 
+// Compression is temporal.compression.
+type Compression string
+
+// How requests to the Temporal frontend are compressed.
+const (
+	// CompressionAuto: none to a loopback address (the embedded server,
+	// or a frontend on the same host), gzip over a network.
+	CompressionAuto Compression = "auto"
+	CompressionGzip Compression = "gzip"
+	CompressionNone Compression = "none"
+)
+
+// Compressions lists the compressions.
+var Compressions = []Compression{CompressionAuto, CompressionGzip, CompressionNone}
+
 // oneOf says what is wrong with v when it is none of kinds.
 func oneOf[K ~string](key string, v K, kinds []K) error {
 	if slices.Contains(kinds, v) {

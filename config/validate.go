@@ -37,6 +37,8 @@ func (c *Config) Validate() error {
 		return bad("temporal.namespace: must not be empty")
 	case c.Temporal.TaskQueue == "":
 		return bad("temporal.task_queue: must not be empty")
+	case oneOf("temporal.compression", c.Temporal.Compression, Compressions) != nil:
+		return &Error{Msg: oneOf("temporal.compression", c.Temporal.Compression, Compressions).Error()}
 	case c.Dev.Port <= 0 || c.Dev.Port > 65535:
 		return bad("dev.port: %d is not a TCP port (1-65535)", c.Dev.Port)
 	case c.Dev.UIPort < 0 || c.Dev.UIPort > 65535:

@@ -71,7 +71,8 @@ func StartDevServer(ctx context.Context, cfg *config.Config, logger *zap.Logger)
 func readyDevNamespace(ctx context.Context, addr, ns string) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		c, err := client.DialContext(ctx, client.Options{HostPort: addr, Namespace: ns, Logger: sdkLogger(zap.NewNop())})
+		c, err := client.DialContext(ctx, client.Options{HostPort: addr, Namespace: ns, Logger: sdkLogger(zap.NewNop()),
+			ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}}})
 		if err == nil {
 			_, err = registerAttributes(ctx, c, ns)
 			c.Close()
@@ -101,6 +102,9 @@ func dial(ctx context.Context, cfg *config.Config, logger *zap.Logger, mh client
 		return nil, err
 	}
 	opts.ConnectionOptions.TLS = tlsConf
+	if !cfg.Temporal.Compresses() {
+		opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+	}
 	if cfg.Temporal.APIKey != "" {
 		opts.Credentials = client.NewAPIKeyStaticCredentials(cfg.Temporal.APIKey)
 	}
