@@ -22,6 +22,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -179,6 +180,7 @@ func run(o opts) error {
 
 	// One after another on the idle pair.
 	var seq []time.Duration
+	slowest, slowestTook := o.seq, time.Duration(0)
 	for i := 0; o.seq > 0 && i <= o.seq; i++ {
 		t0 := time.Now()
 		r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("%sseq-%d", o.prefix, i), TaskQueue: cfg.Temporal.TaskQueue,
@@ -194,14 +196,21 @@ func run(o opts) error {
 			return fmt.Errorf("run %s ended %s: %s", r.GetID(), res.Outcome, res.Reason)
 		}
 		if i > 0 { // the first warms the caches
-			seq = append(seq, time.Since(t0))
+			took := time.Since(t0)
+			seq = append(seq, took)
+			if took > slowestTook {
+				slowest, slowestTook = i, took
+			}
 		}
 	}
 	if len(seq) > 0 {
 		fmt.Printf("one run at a time, %d runs (%s, no-op agent): p50 %s  p99 %s  max %s\n", len(seq), o.task,
 			pct(seq, 0.5), pct(seq, 0.99), pct(seq, 1))
-		if err := timeline(ctx, c, fmt.Sprintf("%sseq-%d", o.prefix, o.seq)); err != nil {
-			return err
+		// The last, as a typical run, and the slowest, for the tail.
+		for _, i := range slices.Compact([]int{o.seq, slowest}) {
+			if err := timeline(ctx, c, fmt.Sprintf("%sseq-%d", o.prefix, i)); err != nil {
+				return err
+			}
 		}
 	}
 
