@@ -329,8 +329,8 @@ func (p *Pool) save() error {
 // host, whose page cache holds it. A power loss took the host's agents
 // with it, and whatever it leaves (an older file, or a torn one, set
 // aside) costs at most a slot held for one TTL or a holder leasing
-// again. Two fsyncs at every acquire and release were 4 ms of a no-op
-// run on a journaled disk.
+// again. The two fsyncs at every acquire and release cost a no-op run
+// 2 to 3 ms on a journaled ext4.
 func writeAtomic(path string, b []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
