@@ -140,7 +140,7 @@ func (a *Leases) AcquireLease(ctx context.Context, req LeaseRequest) (*Lease, er
 		owner = we.ID + "/" + we.RunID
 	}
 	devs, err := a.GPUs.Acquire(token, owner, req.GPUCount)
-	if errors.Is(err, gpu.ErrNoCapacity) && a.Client != nil && a.GPUs.Reclaim(func(o string) bool { return a.ended(ctx, o) }) > 0 {
+	if errors.Is(err, gpu.ErrNoCapacity) && !req.AtOnce && a.Client != nil && a.GPUs.Reclaim(func(o string) bool { return a.ended(ctx, o) }) > 0 {
 		devs, err = a.GPUs.Acquire(token, owner, req.GPUCount)
 	}
 	if errors.Is(err, gpu.ErrNoCapacity) {

@@ -138,6 +138,10 @@ type LeaseRequest struct {
 	// Role is what the slot is for: "" an agent attempt,
 	// runs.RoleEvaluation an evaluation (Attempt then counts evaluations).
 	Role string `json:",omitempty"`
+	// AtOnce asks for a slot free now: a full host answers NoCapacity
+	// without first asking the server which of its holders have ended
+	// (a call per holder), and the run waits for a slot through the queue.
+	AtOnce bool `json:",omitempty"`
 }
 
 // Lease is a granted slot. Token fences it: run id and attempt.

@@ -158,7 +158,10 @@ func (al *attemptLoop) runAttempts(ctx workflow.Context) (*activities.AgentResul
 // provisioned host never served its lease and was given back, and the
 // next attempt provisions another.
 func (al *attemptLoop) leaseFor(ctx workflow.Context, attempt int) (lease activities.Lease, again bool, err error) {
-	al.r.setPhase(ctx, runs.PhaseLeasing)
+	leasing := func() { al.r.setPhase(ctx, runs.PhaseLeasing) }
+	if !al.r.leaseHere || al.r.pol.Provision != "" {
+		leasing()
+	}
 	leaseStart := workflow.Now(ctx)
 	al.r.st.LeasingSince = leaseStart
 	queue, err := al.r.slots.provision(ctx, "", attempt, 0)
@@ -166,7 +169,7 @@ func (al *attemptLoop) leaseFor(ctx workflow.Context, attempt int) (lease activi
 		return lease, false, fmt.Errorf("no host for attempt %d: %s", attempt, errText(err))
 	}
 	req := activities.LeaseRequest{RunID: al.r.st.RunID, Attempt: attempt, GPUCount: al.r.spec.Spec.Resources.GPUCount, GPUType: al.r.spec.Spec.Resources.GPUType}
-	got, err := acquireLease.call(ctx, callArgs{pol: al.r.pol, hostQueue: queue}, req)
+	got, err := al.r.slots.acquire(ctx, req, queue, leasing)
 	if err != nil {
 		provisioned := al.r.st.Host != nil
 		al.r.slots.releaseHost(ctx)

@@ -345,3 +345,50 @@ func TestTakeoverCorrectsTheLedger(t *testing.T) {
 	}
 	t.Logf("lost %.2f s before the takeover, %.2f after; infra wait %.2f s", booked, r.Budget.LostS, r.Budget.InfraWaitS)
 }
+
+// TestSlotTakenAtOnce: a run asks the worker running it for a slot first
+// (a local activity that does not wait): with one free there, its agent
+// is scheduled from the same workflow task, no lease is queued and the
+// run is never seen leasing; with none, the lease waits through the
+// queue as before, the run leasing meanwhile.
+func TestSlotTakenAtOnce(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		full       bool
+		wantQueued int
+	}{{"a slot free here", false, 0}, {"this host full", true, 1}} {
+		t.Run(c.name, func(t *testing.T) {
+			var local, queued []activities.LeaseRequest
+			env := newEnvLeasing(t, 0, func(ctx context.Context, r activities.LeaseRequest) (*activities.Lease, error) {
+				if activity.GetInfo(ctx).IsLocalActivity {
+					local = append(local, r)
+				} else {
+					queued = append(queued, r)
+				}
+				if c.full && r.AtOnce {
+					return nil, temporal.NewApplicationError("host h: all 1 agent slots are leased", activities.ErrNoCapacity)
+				}
+				return &activities.Lease{HostID: "h", HostQueue: "mlrb-host-h", Token: r.RunID + "#"}, nil
+			})
+			var phases []string
+			env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+				if p, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(SAPhase); ok {
+					phases = append(phases, p)
+				}
+			}).Return(nil)
+			env.OnActivity(activities.RunAgentName, mock.Anything, mock.Anything).Return(
+				agentDone(env, &activities.AgentResult{StoppedBy: activities.StopExited, AgentSeconds: 3}, ck(1, 3)))
+			env.OnActivity(activities.EvaluateName, mock.Anything, mock.Anything).Return(score(0.5), nil)
+			env.ExecuteWorkflow(RunWorkflow, RunInput{Task: "mini_baby_lm", Agent: "noop", Policy: testPolicy})
+			if r := result(t, env); r.Outcome != runs.OutcomeScored {
+				t.Fatalf("outcome %s: %s", r.Outcome, r.Reason)
+			}
+			if len(local) != 1 || !local[0].AtOnce || len(queued) != c.wantQueued || slices.ContainsFunc(queued, func(r activities.LeaseRequest) bool { return r.AtOnce }) {
+				t.Fatalf("leases asked here %+v, through the queue %+v", local, queued)
+			}
+			if leasing := slices.Contains(phases, string(runs.PhaseLeasing)); leasing != c.full {
+				t.Fatalf("phases %v: leasing %v, want %v", phases, leasing, c.full)
+			}
+		})
+	}
+}

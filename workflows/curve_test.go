@@ -66,11 +66,17 @@ func TestScoreOverTime(t *testing.T) {
 			}
 			return score(0.7), nil
 		})
+	// Each slot is asked of the worker running the run first (a local
+	// activity), where one is free.
 	var roles []string
-	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
-		var l activities.LeaseRequest
-		if info.ActivityType.Name == activities.AcquireLeaseName && args.Get(&l) == nil {
+	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, args []any) {
+		if l, ok := args[0].(activities.LeaseRequest); ok && info.ActivityType.Name == activities.AcquireLeaseName && l.AtOnce {
 			roles = append(roles, l.Role)
+		}
+	})
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == activities.AcquireLeaseName {
+			roles = append(roles, "queued")
 		}
 	})
 	var waiting Status

@@ -34,6 +34,10 @@ var localQuick = workflow.LocalActivityOptions{
 	RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrBadTask}},
 }
 
+// localLease: a lease asked of the worker running the run, once (the
+// run then waits for one through the queue, sharedLeaseOptions).
+var localLease = workflow.LocalActivityOptions{StartToCloseTimeout: quickTimeout, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}}
+
 // localStore: storeOptions for a local activity (a lean run's result).
 var localStore = workflow.LocalActivityOptions{
 	StartToCloseTimeout: quickTimeout, ScheduleToCloseTimeout: time.Hour,

@@ -33,8 +33,10 @@ type runState struct {
 	checkpoints []runs.CheckpointInfo
 	// lean: the run takes versionLeanRun's path (and every change before);
 	// fold: its version 2 (the final evaluation scores the final
-	// checkpoint's mark too and gives the slot back itself).
-	lean, fold bool
+	// checkpoint's mark too and gives the slot back itself); leaseHere:
+	// its version 3 (a slot free on the worker running the run is taken
+	// at once, slots.acquire).
+	lean, fold, leaseHere bool
 	// slots are the hosts and GPU slots the run holds.
 	slots slots
 }
@@ -61,8 +63,8 @@ func newRunState(in RunInput) *runState {
 // then evaluation of the final checkpoint in a fresh workspace.
 func RunWorkflow(ctx workflow.Context, in RunInput) (*runs.Result, error) {
 	r := newRunState(in)
-	v := workflow.GetVersion(ctx, versionLeanRun, workflow.DefaultVersion, 2)
-	r.lean, r.fold = v >= 1, v >= 2
+	v := workflow.GetVersion(ctx, versionLeanRun, workflow.DefaultVersion, 3)
+	r.lean, r.fold, r.leaseHere = v >= 1, v >= 2, v >= 3
 	res, err := r.drive(ctx)
 	if err != nil || res == nil {
 		return res, err

@@ -99,7 +99,7 @@ func (s *slots) leaseSlot(ctx workflow.Context, role string, n int, work time.Du
 	if err != nil {
 		return nil, func() {}, err
 	}
-	lease, err := acquireLease.call(ctx, callArgs{pol: s.r.pol, hostQueue: queue}, req)
+	lease, err := s.acquire(ctx, req, queue, func() {})
 	leased := workflow.Now(ctx)
 	return lease, func() {
 		if err == nil {
@@ -108,6 +108,25 @@ func (s *slots) leaseSlot(ctx workflow.Context, role string, n int, work time.Du
 		s.held(ctx, leased)
 		s.releaseHost(ctx)
 	}, err
+}
+
+// acquire leases a slot for req on queue ("": the shared one, where any
+// static host may answer). A run on versionLeanRun's path 3 first asks
+// the worker running it, as a local activity that does not wait: a slot
+// free on its host is taken with no task to dispatch and no workflow
+// task to follow (the eager dispatch of the activity on the shared queue
+// went to that worker too). Otherwise waiting is called (the caller's
+// phase) and the lease waits through the queue, as before.
+func (s *slots) acquire(ctx workflow.Context, req activities.LeaseRequest, queue string, waiting func()) (*activities.Lease, error) {
+	if s.r.leaseHere && queue == "" {
+		now := req
+		now.AtOnce = true
+		if l, err := acquireLease.callLocal(ctx, localLease, now); err == nil {
+			return l, nil
+		}
+	}
+	waiting()
+	return acquireLease.call(ctx, callArgs{pol: s.r.pol, hostQueue: queue}, req)
 }
 
 // keepForScoring keeps lease, held since leased, for the run's

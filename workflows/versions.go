@@ -57,5 +57,10 @@ const (
 	// marks before the final evaluation, which scores the final
 	// checkpoint's dev-split mark too (one restore, one activity, not
 	// two) and, when the curve needs no other, gives the slot back itself.
+	// Version 3: a static host's slot is first asked of the worker
+	// running the run, as a local activity that does not wait
+	// (slots.acquire), and the phase is leasing only while a lease
+	// waits: a run that finds a slot there starts its agent from the
+	// workflow task that resolved its task.
 	versionLeanRun = "lean-run"
 )

@@ -101,7 +101,7 @@ func TestBenchmarkResume(t *testing.T) {
 		t.Fatalf("continued run: %+v", res)
 	}
 	t.Logf("continued run's ledger: %+v", res.Budget)
-	replayHistory(t, e, slow, "final_in_result_run_continued.json")
+	replayHistory(t, e, slow, "lease_here_run_continued.json")
 	replayHistory(t, e, bench, "benchmark_resumed.json")
 	if out, _, code := e.starter("list", "--benchmarks"); code != 0 || !strings.Contains(out, bench) {
 		t.Fatalf("list --benchmarks (exit %d): %s", code, out)

@@ -95,7 +95,7 @@ func TestWorkerKilledMidRun(t *testing.T) {
 	if n, _ := strconv.Atoi(m[1]); n < 2 {
 		t.Fatalf("second start found %d trials, want the ones from before the crash", n)
 	}
-	replayHistory(t, e, runID, "final_in_result_worker_killed.json")
+	replayHistory(t, e, runID, "lease_here_worker_killed.json")
 }
 
 // TestServerKilledMidRun: the embedded server runs alone and the worker

@@ -387,7 +387,7 @@ func TestRetryEvaluationInPlace(t *testing.T) {
 		} `json:"evaluations"`
 	}
 	e.starterJSON(&res, "result", runID, "--wait", "--json")
-	replayHistory(t, e, runID, "final_in_result_evaluation_retried.json")
+	replayHistory(t, e, runID, "lease_here_evaluation_retried.json")
 	if res.Outcome != "scored" || res.Score == nil || res.Attempts != 1 || len(res.Evaluations) != 2 || res.Evaluations[0].Error == "" {
 		t.Fatalf("result = %+v", res)
 	}
@@ -462,7 +462,7 @@ func TestRetryEvaluationForABenchmark(t *testing.T) {
 	}
 	// A run that gave its benchmark its slot back while it waited, and the
 	// benchmark that took it, join the replay corpus.
-	replayHistory(t, e, broken[0], "final_in_result_run_parked.json")
+	replayHistory(t, e, broken[0], "lease_here_run_parked.json")
 	replayHistory(t, e, bench, "benchmark_parked.json")
 	// The aggregate activity stored the leaderboard beside the checkpoints.
 	for _, ext := range []string{"json", "csv", "md", "svg"} {

@@ -96,7 +96,7 @@ func TestResearchReport(t *testing.T) {
 	if len(res.Curve) < 4 {
 		t.Fatalf("the result holds %d marks, want at least 4", len(res.Curve))
 	}
-	replayHistory(t, e, bench+"/reference/mini_baby_lm/s1", "final_in_result_curve_scored.json")
+	replayHistory(t, e, bench+"/reference/mini_baby_lm/s1", "lease_here_curve_scored.json")
 
 	// The export: marks per run, rising for the reference agent, flat for
 	// the no-op one.
