@@ -25,6 +25,14 @@ var corpus = []string{
 	// (RunSearchAttributes): no upsert of them in the first task.
 	"labelled_curve_scored.json", "labelled_evaluation_retried.json", "labelled_run_parked.json", "labelled_worker_killed.json",
 	"labelled_run_continued.json",
+	// Lean runs, version 2, whose attempts return their final checkpoint
+	// and ledger in their result (AgentInput.LastInResult).
+	"final_in_result_curve_scored.json", "final_in_result_evaluation_retried.json", "final_in_result_run_parked.json",
+	"final_in_result_worker_killed.json", "final_in_result_run_continued.json",
+	// Lean runs, version 3: the slot is asked of the worker running the
+	// run first, a local activity (slots.acquire).
+	"lease_here_curve_scored.json", "lease_here_evaluation_retried.json", "lease_here_run_parked.json",
+	"lease_here_worker_killed.json", "lease_here_run_continued.json",
 }
 
 // TestReplayRecordedHistories replays histories recorded from real runs
