@@ -116,7 +116,10 @@ func (s *slots) leaseSlot(ctx workflow.Context, role string, n int, work time.Du
 // free on its host is taken with no task to dispatch and no workflow
 // task to follow (the eager dispatch of the activity on the shared queue
 // went to that worker too). Otherwise waiting is called (the caller's
-// phase) and the lease waits through the queue, as before.
+// phase) and the lease waits through the queue, as before. A slot taken
+// by a workflow task that never completed (its worker lost) is the same
+// token's when the task is retried on that host, and expires with the
+// host's lease TTL elsewhere, as a lost eager activity's did.
 func (s *slots) acquire(ctx workflow.Context, req activities.LeaseRequest, queue string, waiting func()) (*activities.Lease, error) {
 	if s.r.leaseHere && queue == "" {
 		now := req
