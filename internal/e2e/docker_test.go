@@ -290,13 +290,22 @@ func TestDockerFencing(t *testing.T) {
 	runID := e.startRun("--task", "e2e_docker", "--seed", "8", "--time-limit", "40s")
 	e.waitCheckpoints(runID, 1)
 	live := containers(t, host)
+	// Created, then started: the fence may remove one before or while it
+	// starts (the worker lists created containers too), and it is then
+	// gone, as wanted; docker run failed (exit 125) for that.
 	fake := func(run, attempt string) string {
-		out, err := exec.Command("docker", "run", "-d", "--label", "io.mlrb.managed=true", "--label", "io.mlrb.host="+host,
+		out, err := exec.Command("docker", "create", "--label", "io.mlrb.managed=true", "--label", "io.mlrb.host="+host,
 			"--label", "io.mlrb.run="+run, "--label", "io.mlrb.attempt="+attempt, "mlrb-envtask:e2e", "/testtask", "sleep", "120").Output()
-		if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			t.Fatalf("docker create: %v %s", err, ee.Stderr)
+		} else if err != nil {
 			t.Fatal(err)
 		}
-		return strings.TrimSpace(string(out))[:12]
+		id := strings.TrimSpace(string(out))[:12]
+		if out, err := exec.Command("docker", "start", id).CombinedOutput(); err != nil && exec.Command("docker", "inspect", id).Run() == nil {
+			t.Fatalf("docker start: %v %s", err, out)
+		}
+		return id
 	}
 	stale := []string{fake(runID, "0"), fake("run-that-never-was", "1")}
 	deadline := time.Now().Add(20 * time.Second)
