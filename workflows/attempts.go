@@ -159,7 +159,7 @@ func (al *attemptLoop) runAttempts(ctx workflow.Context) (*activities.AgentResul
 // next attempt provisions another.
 func (al *attemptLoop) leaseFor(ctx workflow.Context, attempt int) (lease activities.Lease, again bool, err error) {
 	leasing := func() { al.r.setPhase(ctx, runs.PhaseLeasing) }
-	if !al.r.leaseHere || al.r.pol.Provision != "" {
+	if !al.r.slots.asksHere() {
 		leasing()
 	}
 	leaseStart := workflow.Now(ctx)

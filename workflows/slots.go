@@ -110,18 +110,23 @@ func (s *slots) leaseSlot(ctx workflow.Context, role string, n int, work time.Du
 	}, err
 }
 
+// asksHere tells whether the run first asks the worker running it for a
+// slot (versionLeanRun's path 3, static hosts: a provisioned host's slot
+// is leased on its own queue).
+func (s *slots) asksHere() bool { return s.r.leaseHere && s.r.pol.Provision == "" }
+
 // acquire leases a slot for req on queue ("": the shared one, where any
-// static host may answer). A run on versionLeanRun's path 3 first asks
-// the worker running it, as a local activity that does not wait: a slot
-// free on its host is taken with no task to dispatch and no workflow
-// task to follow (the eager dispatch of the activity on the shared queue
-// went to that worker too). Otherwise waiting is called (the caller's
-// phase) and the lease waits through the queue, as before. A slot taken
-// by a workflow task that never completed (its worker lost) is the same
+// static host may answer). When the run asksHere, the worker running it
+// is asked first, as a local activity that does not wait: a slot free on
+// its host is taken with no task to dispatch and no workflow task to
+// follow (the eager dispatch of the activity on the shared queue went to
+// that worker too). Otherwise waiting is called (the caller's phase) and
+// the lease waits through the queue, as before. A slot taken by a
+// workflow task that never completed (its worker lost) is the same
 // token's when the task is retried on that host, and expires with the
 // host's lease TTL elsewhere, as a lost eager activity's did.
 func (s *slots) acquire(ctx workflow.Context, req activities.LeaseRequest, queue string, waiting func()) (*activities.Lease, error) {
-	if s.r.leaseHere && queue == "" {
+	if s.asksHere() {
 		now := req
 		now.AtOnce = true
 		if l, err := acquireLease.callLocal(ctx, localLease, now); err == nil {

@@ -107,11 +107,13 @@ func TestSlurmSubmitTimeoutAndRequeue(t *testing.T) {
 	if b, err := exec.Command("scontrol", "requeue", job.ID).CombinedOutput(); err != nil {
 		t.Fatalf("scontrol requeue: %v %s", err, b)
 	}
-	// A requeued job waits for a begin time; let it start now, but not
-	// within the second of the requeue: slurmd refuses a credential made
-	// in the second its job's old one was revoked ("Job credential
-	// revoked"), and the job then ends instead of running again.
-	time.Sleep(2 * time.Second)
+	// A requeued job waits for a begin time (Slurm's guard against what
+	// follows); let it start now, but not within the second of the
+	// requeue: slurmd refuses a credential made no later than the second
+	// the job's old one was revoked (stamped as the old batch script
+	// ends, moments after the requeue), "Job credential revoked", and
+	// the job then ends instead of running again.
+	time.Sleep(3 * time.Second)
 	for deadline := time.Now().Add(60 * time.Second); len(lines()) < 2 && time.Now().Before(deadline); time.Sleep(time.Second) {
 		_ = exec.Command("scontrol", "update", "JobId="+job.ID, "StartTime=now").Run()
 	}
