@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ExtractTar writes a tar stream under dir: directories, regular files,
@@ -72,10 +74,25 @@ func ExtractTar(r io.Reader, dir string) error {
 		}
 	}
 	for i := len(dirs) - 1; i >= 0; i-- {
-		_ = os.Chmod(dirs[i].path, dirs[i].mode)
-		_ = os.Chtimes(dirs[i].path, dirs[i].mt, dirs[i].mt)
+		setDirMeta(dirs[i].path, dirs[i].mode, dirs[i].mt)
 	}
 	return nil
+}
+
+// setDirMeta sets an extracted directory's mode and time through a
+// descriptor opened without following a link: a later entry may have put
+// a symlink where the (empty) directory was, and chmod or chtimes by path
+// would follow it out (to /, say) with the worker's rights. Its parents
+// hold it, so they are still directories.
+func setDirMeta(p string, mode os.FileMode, mt time.Time) {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return // no longer a directory of the archive's: nothing to set
+	}
+	defer func() { _ = unix.Close(fd) }()
+	_ = unix.Fchmod(fd, uint32(mode.Perm()))
+	tv := unix.NsecToTimeval(mt.UnixNano())
+	_ = unix.Futimes(fd, []unix.Timeval{tv, tv})
 }
 
 // entryPath resolves an archive name under dir, refusing names that climb

@@ -94,3 +94,27 @@ func TestExtractTarRefusesEscapes(t *testing.T) {
 		})
 	}
 }
+
+// TestExtractTarSetsNoModeThroughALink: a directory entry, then a symlink
+// of the same name to a directory outside: the directory's mode and time,
+// set last, are never set through the link (the fuzzer's archive of that
+// shape once turned the machine's / to 0644 and its time to 1970).
+func TestExtractTarSetsNoModeThroughALink(t *testing.T) {
+	victim := t.TempDir()
+	if err := os.Chmod(victim, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "in")
+	_ = ExtractTar(archive(t, entry{name: "x/", flag: '5'}, entry{name: "x", link: victim, flag: '2'}), dir)
+	after, err := os.Stat(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Mode() != before.Mode() || !after.ModTime().Equal(before.ModTime()) {
+		t.Fatalf("a directory outside changed through the link: %v %v, was %v %v", after.Mode(), after.ModTime(), before.Mode(), before.ModTime())
+	}
+}
