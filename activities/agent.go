@@ -82,7 +82,7 @@ func (a *Attempts) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, e
 	live := a.Metrics.AttemptStarted(in.RunID, in.Task.ID, in.Agent, in.Attempt, last)
 	defer live.Ended()
 	hk := a.hooks(ctx, &in, at, prev, spec, lv, ai, notes, live, log)
-	hk.ob, hk.ck.added = ob, ob.checkpoint
+	hk.ob, hk.ck.added, hk.closeDoor = ob, ob.checkpoint, closeDoor
 	sv := &supervisor{h: h, dl: dl, stopped: StopExited, started: start, base: in.Budget.UsedS, now: time.Now, hooks: hk, log: log}
 	end := sv.run(ctx, activity.GetWorkerStopChannel(ctx), activity.GetInfo(ctx).HeartbeatTimeout, in.Interval)
 	return a.conclude(ctx, sv, end, hk, notes, spec.Image)
@@ -127,6 +127,7 @@ func (a *Attempts) conclude(ctx context.Context, sv *supervisor, end ending, hk 
 			hk.log.Warn("checkpoint of a stopped agent; its work since the last one is lost", zap.Error(err))
 		}
 		hk.ob.finish(ctx, observe.EndedHandedBack)
+		hk.closeDoor()
 		hk.llm.finish(notes, hk.at.n, false)
 		if err := notes.flush(ctx); err != nil {
 			return nil, err
@@ -151,6 +152,7 @@ func (a *Attempts) conclude(ctx context.Context, sv *supervisor, end ending, hk 
 		return nil, err
 	}
 	hk.ob.finish(ctx, string(res.StoppedBy))
+	hk.closeDoor()
 	usage := hk.llm.finish(notes, hk.at.n, hk.ck.holdFinal)
 	if err := notes.flush(ctx); err != nil {
 		return nil, err

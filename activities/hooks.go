@@ -34,6 +34,10 @@ type attemptHooks struct {
 	notes *notifier
 	// ob observes the attempt's research (internal/observe).
 	ob *observer
+	// closeDoor shuts the agent's door before its ledger is settled: a
+	// connection still open then is recorded before the transcript is
+	// taken as whole.
+	closeDoor func()
 }
 
 // stopping: the supervisor began to stop the agent.

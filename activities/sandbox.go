@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"sync"
 	"time"
 
 	"github.com/mlrb/mlrb/internal/gateway"
@@ -64,9 +65,12 @@ func (a *Runner) openDoor(dir string, container bool, ai *attemptLLM, log *zap.L
 			log.Warn("the agent's gateway", zap.Error(err))
 		}
 	}()
+	var once sync.Once
 	return base, func() {
-		_ = g.Close()
-		_ = os.RemoveAll(dir)
+		once.Do(func() {
+			_ = g.Close()
+			_ = os.RemoveAll(dir)
+		})
 	}, nil
 }
 
@@ -92,7 +96,8 @@ func (a *Runner) bound(spec *runtime.TaskSpec, task *tasks.Spec) {
 // start starts a task, behind its door when it has one (the gateway served
 // from doorDir); an agent with an LLM side (ai) gets its gateway on a
 // loopback port when it has no door, and is told where it is and its
-// token. closeDoor shuts the door; call it once the task is gone.
+// token. closeDoor shuts the door (once, however often it is called);
+// call it once the task is gone.
 func (a *Runner) start(ctx context.Context, spec runtime.TaskSpec, doorDir string, ai *attemptLLM, log *zap.Logger) (h runtime.Handle, closeDoor func(), err error) {
 	closeDoor = func() {}
 	if spec.Door != nil || ai != nil {

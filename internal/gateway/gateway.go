@@ -41,6 +41,10 @@ type Gateway struct {
 	srv  *http.Server
 	mu   sync.Mutex
 	open map[net.Conn]struct{}
+	// closed: no handler starts any more; handlers are those running,
+	// each of which may still record its call.
+	closed   bool
+	handlers sync.WaitGroup
 	// tunnels bounds the connections open at once (MaxTunnels).
 	tunnels *semaphore.Weighted
 }
@@ -48,6 +52,10 @@ type Gateway struct {
 // Serve answers on l until Close.
 func (g *Gateway) Serve(l net.Listener) error {
 	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return l.Close()
+	}
 	g.srv = &http.Server{Handler: g, ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: 1 << 20}
 	g.open = map[net.Conn]struct{}{}
 	srv := g.srv
@@ -59,18 +67,38 @@ func (g *Gateway) Serve(l net.Listener) error {
 	return err
 }
 
-// Close stops the gateway and every connection it carries: an attempt's
-// door never outlives it.
+// Close stops the gateway and every connection it carries (an attempt's
+// door never outlives it), and returns once every call in progress has
+// ended and been handed to the recorder: the transcript is whole after
+// Close and the recorder's Wait.
 func (g *Gateway) Close() error {
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.closed = true
 	for c := range g.open {
 		_ = c.Close()
 	}
-	if g.srv == nil {
-		return nil
+	g.open = nil
+	srv := g.srv
+	g.mu.Unlock()
+	var err error
+	if srv != nil {
+		err = srv.Close()
 	}
-	return g.srv.Close()
+	// A handler's connection is closed, so its upstream call (bound to the
+	// request's context) and its splice end.
+	g.handlers.Wait()
+	return err
+}
+
+// enter counts a handler in, unless the gateway is closed.
+func (g *Gateway) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.handlers.Add(1)
+	return true
 }
 
 func (g *Gateway) track(c net.Conn, on bool) bool {
@@ -90,6 +118,11 @@ func (g *Gateway) track(c net.Conn, on bool) bool {
 // ServeHTTP serves the LLM APIs and lets CONNECT through to what the
 // policy allows; anything else (plain HTTP proxying) is refused.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !g.enter() {
+		http.Error(w, "mlrb gateway: the attempt's door is closed", http.StatusServiceUnavailable)
+		return
+	}
+	defer g.handlers.Done()
 	if r.Method != http.MethodConnect {
 		// A proxy-style request for another host is not ours to carry.
 		if g.LLM != nil && (r.URL.Host == "" || r.URL.Host == r.Host) {

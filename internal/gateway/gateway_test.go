@@ -11,8 +11,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/mlrb/mlrb/internal/llm"
+	"github.com/mlrb/mlrb/internal/llmfake"
+	"github.com/mlrb/mlrb/internal/transcript"
 )
 
 func TestPolicy(t *testing.T) {
@@ -115,5 +120,75 @@ func TestConnectThroughTheSocket(t *testing.T) {
 		t.Fatalf("CONNECT to loopback: %d", code)
 	} else {
 		_ = c.Close()
+	}
+}
+
+// TestCloseWaitsForWhatIsOpen: an attempt's door closes while a tunnel is
+// open and an answer is streaming; once Close and the recorder's Wait
+// return, both calls are in the transcript (they used to be recorded
+// after, lost to a worker that had taken the transcript as whole).
+func TestCloseWaitsForWhatIsOpen(t *testing.T) {
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = up.Close() }()
+	go func() {
+		for {
+			c, err := up.Accept()
+			if err != nil {
+				return
+			}
+			// Held open until the gateway closes it.
+			go func() { _, _ = io.Copy(io.Discard, c); _ = c.Close() }()
+		}
+	}()
+	rig := newRigOut(t, llm.Budget{}, &llmfake.Fake{Words: 100000, Delay: time.Millisecond}, rigOut{
+		pol: &Policy{Allow: []string{"192.0.2.1:443"}},
+		dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "tcp", up.Addr().String())
+		},
+		// A handler slow to record its call after its connection closed
+		// (a worker short of CPU) is waited for.
+		seen: func(transcript.Call) { time.Sleep(300 * time.Millisecond) }})
+	c, err := net.Dial("tcp", strings.TrimPrefix(rig.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	_, _ = io.WriteString(c, "CONNECT 192.0.2.1:443 HTTP/1.1\r\nHost: 192.0.2.1:443\r\n\r\n")
+	if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, rig.url+"/v1/messages",
+		strings.NewReader(`{"model":"claude-3-5-sonnet-20241022","max_tokens":8000,"stream":true,"messages":[{"role":"user","content":"write"}]}`))
+	req.Header.Set("X-Api-Key", token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
+		t.Fatalf("the stream: %v", err)
+	}
+	if err := rig.gw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rig.rec.Wait()
+	calls, err := transcript.List(context.Background(), rig.store, "run-gw", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[transcript.Kind]int{}
+	for _, c := range calls {
+		kinds[c.Kind]++
+	}
+	if kinds[transcript.KindConnect] != 1 || kinds[transcript.KindLLM] != 1 {
+		t.Fatalf("after Close: %v recorded; want the tunnel and the stream", kinds)
+	}
+	// A closed door takes no more calls.
+	if resp, err := http.Post(rig.url+"/v1/messages", "application/json", strings.NewReader("{}")); err == nil {
+		_ = resp.Body.Close()
+		t.Fatalf("a closed door answered %d", resp.StatusCode)
 	}
 }

@@ -47,6 +47,20 @@ type llmRig struct {
 // an agent's container is.
 func newRig(t *testing.T, budget llm.Budget, fake *llmfake.Fake) *llmRig {
 	t.Helper()
+	return newRigOut(t, budget, fake, rigOut{pol: &Policy{}})
+}
+
+// rigOut is what newRigOut adds to newRig: a CONNECT policy, a dialler
+// standing in for the network, and what the recorder calls on each call
+// as it is added (seen).
+type rigOut struct {
+	pol  *Policy
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	seen func(transcript.Call)
+}
+
+func newRigOut(t *testing.T, budget llm.Budget, fake *llmfake.Fake, out rigOut) *llmRig {
+	t.Helper()
 	fake.OpenAIKey, fake.AnthropicKey = realOpenAI, realAnthropic
 	up, err := fake.Start()
 	if err != nil {
@@ -62,10 +76,10 @@ func newRig(t *testing.T, budget llm.Budget, fake *llmfake.Fake) *llmRig {
 		t.Fatal(err)
 	}
 	meter := llm.NewMeter(budget, llm.Usage{})
-	rec := &transcript.Recorder{Store: store, RunID: "run-gw", Attempt: 1, Redact: []string{token, realOpenAI, realAnthropic}, Ledger: meter.Ledger}
+	rec := &transcript.Recorder{Store: store, RunID: "run-gw", Attempt: 1, Redact: []string{token, realOpenAI, realAnthropic}, Ledger: meter.Ledger, Seen: out.seen}
 	// Before the store's directory goes: records still being written.
 	t.Cleanup(rec.Wait)
-	g := &Gateway{Policy: &Policy{}, Log: zap.NewNop(), Record: rec, LLM: &LLM{Token: token, Prices: prices, Meter: meter, Record: rec,
+	g := &Gateway{Policy: out.pol, Dial: out.dial, Log: zap.NewNop(), Record: rec, LLM: &LLM{Token: token, Prices: prices, Meter: meter, Record: rec,
 		OpenAI: Upstream{URL: up + "/v1", Key: realOpenAI}, Anthropic: Upstream{URL: up, Key: realAnthropic}}}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
