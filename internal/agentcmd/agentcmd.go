@@ -83,10 +83,15 @@ func Commands() []*cobra.Command {
 	idle := agentCommand("idle-agent", "submit an untrained model at once, then wait for the soft deadline (SIGTERM)", reference.Idle)
 	var task, model, output, resultsFile, devResultsFile, split string
 	var seed uint64
+	var name bool
 	eval := &cobra.Command{
-		Use: "reference-eval", Hidden: true, SilenceUsage: true,
+		Use: reference.EvalCommand, Hidden: true, SilenceUsage: true,
 		Short: "score a mini-task model and write lm-eval style results",
 		RunE: func(*cobra.Command, []string) error {
+			if name {
+				fmt.Println(reference.Evaluator())
+				return nil
+			}
 			spec, err := loadSpec(task)
 			if err != nil {
 				return err
@@ -121,6 +126,7 @@ func Commands() []*cobra.Command {
 			return nil
 		},
 	}
+	eval.Flags().BoolVar(&name, "name", false, "print this evaluator's name (its scoring code's hash) and exit: the worker records it")
 	eval.Flags().StringVar(&task, "task", "", "task id")
 	eval.Flags().Uint64Var(&seed, "seed", 0, "seed of the run")
 	eval.Flags().StringVar(&model, "model", "", "model directory")

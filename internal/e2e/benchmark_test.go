@@ -8,6 +8,8 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/mlrb/mlrb/internal/reference"
 )
 
 // TestBenchmarkResume: a benchmark is terminated with one run scored and
@@ -141,7 +143,7 @@ func disqualifiedInTheLeaderboard(t *testing.T, e *env) {
 func measuredAnchors(t *testing.T, e *env) {
 	for _, m := range [][]string{{"baseline", "noop"}, {"top", "reference"}} {
 		out, errs, code := e.starter("anchors", "measure", "e2e_fast", "--role", m[0], "--agent", m[1])
-		if code != 0 || !strings.Contains(out, "e2e_fast "+m[0]+": ") || !strings.Contains(out, "run anchor-e2e_fast-"+m[0]) || !strings.Contains(out, "evaluator process ") {
+		if code != 0 || !strings.Contains(out, "e2e_fast "+m[0]+": ") || !strings.Contains(out, "run anchor-e2e_fast-"+m[0]) || !strings.Contains(out, "evaluator "+reference.Evaluator()) {
 			t.Fatalf("anchors measure %s (exit %d): %s %s", m[0], code, out, errs)
 		}
 	}
@@ -159,6 +161,11 @@ func measuredAnchors(t *testing.T, e *env) {
 	if !regexp.MustCompile(`e2e_fast +reference +2 +2/0/0 +100% \[\d+, 100\] +0\.\d+ \(n=2\) +\[[-0-9.]+, [-0-9.]+\] t +[-0-9.]+ \[[-0-9.]+, [-0-9.]+\] +-?\d+\.\d \[`).MatchString(out) ||
 		!strings.Contains(out, "gap closed, mean over 2 tasks with anchors (failures at the baseline): reference") {
 		t.Fatalf("the table shows no gap closed for e2e_fast:\n%s", out)
+	}
+	// Measured and scored by one evaluator (the worker's {self}), named
+	// by its scoring code: no warning that the gap compares two.
+	if strings.Contains(out, "compares two evaluators") {
+		t.Fatalf("anchors and runs of one evaluator compared as two:\n%s", out)
 	}
 	t.Logf("leaderboard with measured anchors:\n%s", out)
 	reattachedAnchor(t, e)

@@ -31,8 +31,8 @@ type Entry struct {
 	TimeLimitS float64 `json:"time_limit_s,omitempty"`
 	Hardware   string  `json:"hardware,omitempty"`
 	Cost       Cost    `json:"cost"`
-	// EvaluatorImage is the digest of the evaluator that scored it: the
-	// anchors' is compared with it.
+	// EvaluatorImage names the evaluator that scored it (runs.Result's):
+	// the anchors' is compared with it.
 	EvaluatorImage string `json:"evaluator_image,omitempty"`
 	// Curve is the run's score over time, each mark with its cost by then.
 	Curve []Mark `json:"curve,omitempty"`
