@@ -126,8 +126,8 @@ func (a *Attempts) conclude(ctx context.Context, sv *supervisor, end ending, hk 
 		if _, err := hk.ck.save(hk.lv.counting(ctx), end.used, nil); err != nil {
 			hk.log.Warn("checkpoint of a stopped agent; its work since the last one is lost", zap.Error(err))
 		}
-		hk.ob.finish(ctx, observe.EndedHandedBack)
 		hk.closeDoor()
+		hk.ob.finish(ctx, observe.EndedHandedBack)
 		hk.llm.finish(notes, hk.at.n, false)
 		if err := notes.flush(ctx); err != nil {
 			return nil, err
@@ -151,8 +151,8 @@ func (a *Attempts) conclude(ctx context.Context, sv *supervisor, end ending, hk 
 	if err != nil {
 		return nil, err
 	}
-	hk.ob.finish(ctx, string(res.StoppedBy))
 	hk.closeDoor()
+	hk.ob.finish(ctx, string(res.StoppedBy))
 	usage := hk.llm.finish(notes, hk.at.n, hk.ck.holdFinal)
 	if err := notes.flush(ctx); err != nil {
 		return nil, err

@@ -34,9 +34,9 @@ type attemptHooks struct {
 	notes *notifier
 	// ob observes the attempt's research (internal/observe).
 	ob *observer
-	// closeDoor shuts the agent's door before its ledger is settled: a
-	// connection still open then is recorded before the transcript is
-	// taken as whole.
+	// closeDoor shuts the agent's door before its observation and ledger
+	// are settled: a call or connection still open then is recorded (and
+	// observed) before either is taken as whole.
 	closeDoor func()
 }
 
