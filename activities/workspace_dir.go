@@ -97,6 +97,8 @@ func (w *DirWorkspace) Digest(_ context.Context, image string) (string, error) {
 	return fileDigest(w.Self)
 }
 
+// Evaluator: the reference evaluator as {self} names it, else the
+// binary's hash.
 func (w *DirWorkspace) Evaluator(ctx context.Context, spec runtime.TaskSpec) (string, error) {
 	if len(spec.Command) > 1 && spec.Command[0] == w.Self && spec.Command[1] == reference.EvalCommand {
 		return selfEvaluator(ctx, w.Self)
@@ -119,7 +121,9 @@ func selfEvaluator(ctx context.Context, self string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	name := digest
-	out, err := exec.CommandContext(ctx, self, reference.EvalCommand, "--name").Output()
+	cmd := exec.CommandContext(ctx, self, reference.EvalCommand, "--name")
+	cmd.Env = []string{} // nothing of the worker's: a name needs none
+	out, err := cmd.Output()
 	if n := strings.TrimSpace(string(out)); err == nil && reference.IsEvaluatorName(n) {
 		name = n
 	}
