@@ -29,7 +29,6 @@ import (
 	"github.com/mlrb/mlrb/internal/gateway"
 	"github.com/mlrb/mlrb/internal/gpu"
 	"github.com/mlrb/mlrb/internal/runs"
-	"github.com/mlrb/mlrb/internal/runtime"
 )
 
 // Sandbox is how agents and evaluators run, and what bounds them.
@@ -267,17 +266,6 @@ func (a *Runner) digest(ctx context.Context, image string) string {
 	if err != nil {
 		a.Logger.Warn("image digest", zap.String("image", image), zap.Error(err))
 		return image
-	}
-	return d
-}
-
-// evaluator names the evaluator that ran spec (Workspace.Evaluator; its
-// image when that cannot be read).
-func (a *Runner) evaluator(ctx context.Context, spec runtime.TaskSpec) string {
-	d, err := a.Workspace.Evaluator(ctx, spec)
-	if err != nil {
-		a.Logger.Warn("evaluator digest", zap.String("image", spec.Image), zap.Error(err))
-		return spec.Image
 	}
 	return d
 }

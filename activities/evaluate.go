@@ -54,7 +54,7 @@ func (a *Evaluations) Evaluate(ctx context.Context, in EvalInput) (res *EvalResu
 		image = in.Image
 	}
 	spec, r, name, body, err := a.evaluateFinal(ctx, in, ev, image, lv)
-	digest := a.evaluator(ctx, spec)
+	digest := a.evaluator(ctx, spec, in.Task.Evaluation.Command)
 	var score float64
 	var metrics map[string]float64
 	if err == nil {

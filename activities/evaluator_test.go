@@ -7,50 +7,53 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/zap"
+
 	"github.com/mlrb/mlrb/internal/reference"
 	"github.com/mlrb/mlrb/internal/runtime"
 )
 
-// TestProcessEvaluatorNamedByItsScoringCode: the reference evaluator run
-// as a process of {self} is named as that binary names its scoring code
-// (`reference-eval --name`), the same across builds that score alike (the
-// anchors shipped with the mini suite hold for every build's runs); a
-// binary that cannot say, or says something else, and any other process
-// evaluator, by the binary's hash.
-func TestProcessEvaluatorNamedByItsScoringCode(t *testing.T) {
+// TestReferenceEvaluatorNamedByItsScoringCode: the reference evaluator
+// ({self} reference-eval) is named as its binary names its scoring code
+// (`reference-eval --name`), run through the workspace's runtime as any
+// evaluator is: two builds that score alike are one evaluator. A binary
+// that cannot say, or says something else, and any other evaluator, are
+// named by the binary's hash.
+func TestReferenceEvaluatorNamedByItsScoringCode(t *testing.T) {
 	ctx := context.Background()
 	scoring := reference.Evaluator()
-	binary := func(script string) string {
-		p := filepath.Join(t.TempDir(), "mlrb-agent")
-		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return p
+	proc, err := runtime.NewProcess(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
-	name := func(self string, command ...string) string {
+	named := func(script string, template ...string) string {
 		t.Helper()
-		got, err := (&DirWorkspace{Self: self}).Evaluator(ctx, runtime.TaskSpec{Command: command})
-		if err != nil {
+		dir := t.TempDir()
+		self := filepath.Join(dir, "mlrb-agent")
+		if err := os.WriteFile(self, []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		return got
+		a := &Runner{Logger: zap.NewNop()}
+		a.Workspace = &DirWorkspace{Process: proc, Self: self}
+		spec := runtime.TaskSpec{Name: "eval-" + filepath.Base(dir), Dir: dir, LogPath: filepath.Join(dir, "eval.log"),
+			Command: expand(template, map[string]string{"self": self})}
+		return a.evaluator(ctx, spec, template)
 	}
+	refEval := []string{"{self}", reference.EvalCommand, "--task", "mini_baby_lm"}
 	for i, build := range []string{
 		`[ "$1 $2" = "reference-eval --name" ] && echo '` + scoring + `'`,
 		`# another build of the same scoring code
 		echo '` + scoring + `'`,
 	} {
-		self := binary(build)
-		if got := name(self, self, reference.EvalCommand, "--task", "mini_baby_lm"); got != scoring {
+		if got := named(build, refEval...); got != scoring {
 			t.Fatalf("build %d: the reference evaluator is %q; want %q", i, got, scoring)
 		}
-		if got := name(self, "/bin/sh", "-c", "score"); !strings.HasPrefix(got, "process mlrb-agent sha256:") {
-			t.Fatalf("build %d: another process evaluator is %q; want the binary's hash", i, got)
+		if got := named(build, "/bin/sh", "-c", "score"); !strings.HasPrefix(got, "process mlrb-agent sha256:") {
+			t.Fatalf("build %d: another evaluator is %q; want the binary's hash", i, got)
 		}
 	}
 	for _, old := range []string{"exit 1", "echo 'builtin reference-eval sha256:not-a-hash'"} {
-		self := binary(old)
-		if got := name(self, self, reference.EvalCommand); !strings.HasPrefix(got, "process mlrb-agent sha256:") {
+		if got := named(old, refEval...); !strings.HasPrefix(got, "process mlrb-agent sha256:") {
 			t.Fatalf("a binary answering %q is named %q; want its hash", old, got)
 		}
 	}

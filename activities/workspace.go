@@ -57,12 +57,6 @@ type Workspace interface {
 	// tasks are processes, the {self} binary's content hash. An error
 	// means this workspace cannot run it.
 	Digest(ctx context.Context, image string) (string, error)
-	// Evaluator names the evaluator that ran spec, as results, controls
-	// and anchors record it: its image's digest; where tasks are
-	// processes, the reference evaluator's scoring code when {self} ran
-	// it (as {self} names it: `reference-eval --name`, the same across
-	// builds of anything else), else the {self} binary's hash.
-	Evaluator(ctx context.Context, spec runtime.TaskSpec) (string, error)
 	// Outside is what a running task writes outside its workspace's
 	// directory (a container's writable layer), which its workspace
 	// limit counts too; nil where there is nothing of the kind.

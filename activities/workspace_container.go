@@ -231,8 +231,3 @@ func (w *ContainerWorkspace) Outside(spec runtime.TaskSpec) func(context.Context
 func (w *ContainerWorkspace) Digest(ctx context.Context, image string) (string, error) {
 	return w.Docker.ImageDigest(ctx, image)
 }
-
-// Evaluator: the image that ran, whatever binary it holds.
-func (w *ContainerWorkspace) Evaluator(ctx context.Context, spec runtime.TaskSpec) (string, error) {
-	return w.Digest(ctx, spec.Image)
-}

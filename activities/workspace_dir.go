@@ -8,15 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
-	"time"
 
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/contract"
-	"github.com/mlrb/mlrb/internal/reference"
 	"github.com/mlrb/mlrb/internal/runtime"
 	"github.com/mlrb/mlrb/internal/safefs"
 )
@@ -96,42 +92,6 @@ func (w *DirWorkspace) Digest(_ context.Context, image string) (string, error) {
 	}
 	return fileDigest(w.Self)
 }
-
-// Evaluator: the reference evaluator as {self} names it, else the
-// binary's hash.
-func (w *DirWorkspace) Evaluator(ctx context.Context, spec runtime.TaskSpec) (string, error) {
-	if len(spec.Command) > 1 && spec.Command[0] == w.Self && spec.Command[1] == reference.EvalCommand {
-		return selfEvaluator(ctx, w.Self)
-	}
-	return w.Digest(ctx, spec.Image)
-}
-
-// selfEvaluator is the name the reference evaluator in self gives itself
-// (`reference-eval --name`: its scoring code's hash), asked once per
-// binary: self may be another build than the worker's (mlrb-agent beside
-// it). A binary that cannot say is named by its hash.
-func selfEvaluator(ctx context.Context, self string) (string, error) {
-	digest, err := fileDigest(self)
-	if err != nil {
-		return "", err
-	}
-	if n, ok := evaluatorNames.Load(digest); ok {
-		return n.(string), nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	name := digest
-	cmd := exec.CommandContext(ctx, self, reference.EvalCommand, "--name")
-	cmd.Env = []string{} // nothing of the worker's: a name needs none
-	out, err := cmd.Output()
-	if n := strings.TrimSpace(string(out)); err == nil && reference.IsEvaluatorName(n) {
-		name = n
-	}
-	evaluatorNames.Store(digest, name)
-	return name, nil
-}
-
-var evaluatorNames sync.Map // a binary's digest -> its reference evaluator's name
 
 // fileDigest names a process task's binary by its content (the built-in
 // agents and the reference evaluator run from {self}), so that a result

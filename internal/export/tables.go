@@ -38,7 +38,7 @@ type RunRow struct {
 	Hardware    string   `parquet:"hardware" doc:"hardware class (CPU, 1× A100-40GB)"`
 	SpecHash    string   `parquet:"spec_hash" doc:"the task spec's hash"`
 	AgentImage  string   `parquet:"agent_image" doc:"agent image digest (containers)"`
-	EvalImage   string   `parquet:"evaluator_image" doc:"the evaluator that scored: its image digest, or a process's (the reference evaluator's scoring code's hash, else the binary's)"`
+	EvalImage   string   `parquet:"evaluator_image" doc:"the evaluator that scored: its image digest or its binary's hash; the reference evaluator's scoring code's hash"`
 	AgentHash   string   `parquet:"agent_definition_hash" doc:"the agent definition's hash (agents/NAME.yaml, its description aside)"`
 	Provider    string   `parquet:"provider" doc:"the LLM provider the agent was given"`
 	Model       string   `parquet:"model" doc:"the model the agent was given (MLRB_MODEL)"`

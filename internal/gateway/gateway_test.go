@@ -60,27 +60,37 @@ func TestPolicy(t *testing.T) {
 	}
 }
 
-// TestConnectThroughTheSocket: a CONNECT the policy allows is carried both
-// ways; one it refuses gets 403 and no connection is made.
-func TestConnectThroughTheSocket(t *testing.T) {
-	up, err := net.Listen("tcp", "127.0.0.1:0")
+// upstream serves each connection with serve (then closes it) on a
+// loopback port until the test ends: the far side of a tunnel.
+func upstream(t *testing.T, serve func(net.Conn)) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = up.Close() }()
+	t.Cleanup(func() { _ = l.Close() })
 	go func() {
 		for {
-			c, err := up.Accept()
+			c, err := l.Accept()
 			if err != nil {
 				return
 			}
 			go func() {
 				defer func() { _ = c.Close() }()
-				line, _ := bufio.NewReader(c).ReadString('\n')
-				_, _ = io.WriteString(c, "echo "+line)
+				serve(c)
 			}()
 		}
 	}()
+	return l
+}
+
+// TestConnectThroughTheSocket: a CONNECT the policy allows is carried both
+// ways; one it refuses gets 403 and no connection is made.
+func TestConnectThroughTheSocket(t *testing.T) {
+	up := upstream(t, func(c net.Conn) {
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		_, _ = io.WriteString(c, "echo "+line)
+	})
 	// The test server is on loopback, which the policy always refuses:
 	// the dialler stands in for the network, the policy for the check.
 	pol := &Policy{Allow: []string{"192.0.2.1:443"}}
@@ -128,21 +138,8 @@ func TestConnectThroughTheSocket(t *testing.T) {
 // return, both calls are in the transcript (they used to be recorded
 // after, lost to a worker that had taken the transcript as whole).
 func TestCloseWaitsForWhatIsOpen(t *testing.T) {
-	up, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = up.Close() }()
-	go func() {
-		for {
-			c, err := up.Accept()
-			if err != nil {
-				return
-			}
-			// Held open until the gateway closes it.
-			go func() { _, _ = io.Copy(io.Discard, c); _ = c.Close() }()
-		}
-	}()
+	// Held open until the gateway closes it.
+	up := upstream(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
 	rig := newRigOut(t, llm.Budget{}, &llmfake.Fake{Words: 100000, Delay: time.Millisecond}, rigOut{
 		pol: &Policy{Allow: []string{"192.0.2.1:443"}},
 		dial: func(ctx context.Context, _, _ string) (net.Conn, error) {

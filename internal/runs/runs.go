@@ -136,9 +136,9 @@ type Result struct {
 	// hardware class ("CPU", "1× A100") the run had.
 	TimeLimitS float64 `json:"time_limit_s,omitempty"`
 	Hardware   string  `json:"hardware,omitempty"`
-	// AgentImage and EvaluatorImage name what ran: an image's digest; for
-	// processes, the binary's hash, or the reference evaluator's scoring
-	// code's (reference.Evaluator).
+	// AgentImage and EvaluatorImage name what ran: an image's digest or a
+	// binary's hash; for the reference evaluator, its scoring code's
+	// (reference.Evaluator).
 	AgentImage string `json:"agent_image,omitempty"`
 	// AgentDef is the agent's definition as it ran (nil in results from
 	// before definitions).
