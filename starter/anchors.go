@@ -102,7 +102,7 @@ func runAnchorsMeasure(g *globals, o anchorsMeasureOptions, task string) error {
 		fmt.Fprintf(g.errOut, "measuring the %s of %s: run %s\n", o.role, task, workflows.AnchorRunID(wr.GetID(), seed))
 	}
 	var a tasks.Anchor
-	if err := wr.Get(g.ctx, &a); err != nil {
+	if err := await(g, wr, &a); err != nil {
 		return fmt.Errorf("anchor %s: %w", wr.GetID(), err)
 	}
 	fmt.Fprintf(g.out, "%s %s: %.6f (%s)\n", task, o.role, a.Score, anchors.Describe(&a))

@@ -93,7 +93,7 @@ func runFork(g *globals, o forkOptions, source string) error {
 		return nil
 	}
 	var res runs.Result
-	if err := run.Get(g.ctx, &res); err != nil {
+	if err := await(g, run, &res); err != nil {
 		return fmt.Errorf("fork %s: %w", run.GetID(), err)
 	}
 	withResearch(g, &res)

@@ -241,7 +241,7 @@ func runResult(g *globals, o resultOptions, id string) error {
 		return fmt.Errorf("run %s is still running (see `starter status %s`, or add --wait)", id, id)
 	}
 	var res runs.Result
-	if err := c.GetWorkflow(g.ctx, id, "").Get(g.ctx, &res); err != nil {
+	if err := await(g, c.GetWorkflow(g.ctx, id, ""), &res); err != nil {
 		return fmt.Errorf("run %s: %w", id, err)
 	}
 	withResearch(g, &res)

@@ -167,7 +167,7 @@ func checkFormat(format string) error {
 // awaitLeaderboard waits for a benchmark (through its continues-as-new)
 // and prints its leaderboard.
 func awaitLeaderboard(g *globals, run client.WorkflowRun, format string) error {
-	if err := run.Get(g.ctx, nil); err != nil {
+	if err := await(g, run, nil); err != nil {
 		return fmt.Errorf("benchmark %s: %w", run.GetID(), err)
 	}
 	return printBenchmark(g, run.GetID(), format)

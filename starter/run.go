@@ -161,7 +161,7 @@ func runRun(g *globals, o runOptions) error {
 		fmt.Fprintln(g.errOut, "started", run.GetID())
 	}
 	var res runs.Result
-	if err := run.Get(g.ctx, &res); err != nil {
+	if err := await(g, run, &res); err != nil {
 		return fmt.Errorf("run %s: %w", run.GetID(), err)
 	}
 	withResearch(g, &res)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
 	"go.temporal.io/api/workflowservice/v1"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -11,6 +13,7 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -106,6 +109,31 @@ func update(ctx context.Context, c client.Client, id, name string, arg, out any)
 	}
 	return nil
 }
+
+// await waits for a run's or a benchmark's result into out (nil: none)
+// through a cluster outage: the runs wait it out, and so does a starter
+// waiting for them (saying so once). Anything else ends the wait.
+func await(g *globals, run client.WorkflowRun, out any) error {
+	said := false
+	for delay := awaitRetry; ; delay = min(2*delay, 15*time.Second) {
+		err := run.Get(g.ctx, out)
+		if err == nil || g.ctx.Err() != nil || !app.IsOutage(err) {
+			return err
+		}
+		if !said {
+			fmt.Fprintf(g.errOut, "%s: Temporal is not serving (%v); the runs are safe: waiting for it\n", run.GetID(), err)
+			said = true
+		}
+		select {
+		case <-g.ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+	}
+}
+
+// awaitRetry is await's first pause after an outage's answer.
+var awaitRetry = time.Second
 
 // listAll lists what query matches, page after page (each followed by
 // its token, so that no listing stops at a page's size), up to limit

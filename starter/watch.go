@@ -98,7 +98,7 @@ func runWatch(g *globals, o watchOptions, id string) error {
 		return awaitLeaderboard(g, c.GetWorkflow(g.ctx, id, ""), "table")
 	}
 	var res runs.Result
-	if err := c.GetWorkflow(g.ctx, id, "").Get(g.ctx, &res); err != nil {
+	if err := await(g, c.GetWorkflow(g.ctx, id, ""), &res); err != nil {
 		return fmt.Errorf("run %s: %w", id, err)
 	}
 	withResearch(g, &res)

@@ -113,10 +113,16 @@ func ExplainOutage(err error) error {
 	if err == nil || errors.As(err, new(*ConnectError)) || errors.As(err, new(*OutageError)) {
 		return err
 	}
-	// Only a Temporal call's answer: the SDK turns gRPC statuses into
-	// these, while a store's or a command's own timeout is not the cluster's.
-	if errors.As(err, new(*serviceerror.DeadlineExceeded)) || errors.As(err, new(*serviceerror.Unavailable)) {
+	if IsOutage(err) {
 		return &OutageError{Err: err}
 	}
 	return err
+}
+
+// IsOutage tells whether err is the cluster's answer that it could not
+// serve a call (OutageError's cause): worth waiting out, as runs do.
+func IsOutage(err error) bool {
+	// Only a Temporal call's answer: the SDK turns gRPC statuses into
+	// these, while a store's or a command's own timeout is not the cluster's.
+	return errors.As(err, new(*OutageError)) || errors.As(err, new(*serviceerror.DeadlineExceeded)) || errors.As(err, new(*serviceerror.Unavailable))
 }
