@@ -96,34 +96,7 @@ func Commands() []*cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := reference.Evaluate(spec, seed, model, split)
-			if err != nil {
-				return err
-			}
-			out := resultsFile
-			if out == "" {
-				out, err = lmeval.Write(output, res, time.Now())
-			} else {
-				err = lmeval.WriteFile(out, res, time.Now())
-			}
-			if err != nil {
-				return err
-			}
-			fmt.Println("results:", filepath.Clean(out))
-			if devResultsFile == "" {
-				return nil
-			}
-			// The dev split of the same model, in the same process: the
-			// curve's dev_args.
-			dev, err := reference.Evaluate(spec, seed, model, contract.SplitDev)
-			if err != nil {
-				return err
-			}
-			if err := lmeval.WriteFile(devResultsFile, dev, time.Now()); err != nil {
-				return err
-			}
-			fmt.Println("dev results:", filepath.Clean(devResultsFile))
-			return nil
+			return evaluate(spec, seed, model, split, output, resultsFile, devResultsFile)
 		},
 	}
 	eval.Flags().BoolVar(&name, "name", false, "print this evaluator's name (its scoring code's hash) and exit: the worker records it")
@@ -148,6 +121,49 @@ func Commands() []*cobra.Command {
 	door.Flags().StringVar(&socket, "socket", "/door/door.sock", "the worker's gateway socket")
 	door.Flags().StringVar(&ready, "ready", "/door/ready", "file written once the door accepts")
 	return []*cobra.Command{agent, noop, idle, eval, door}
+}
+
+// evaluate scores the model on split and writes its results (to
+// resultsFile, else a results_<date>.json under output); with
+// devResultsFile, it scores the dev split too (the curve's dev_args), at
+// the same time on another core, since a run waits for both.
+func evaluate(spec *tasks.Spec, seed uint64, model, split, output, resultsFile, devResultsFile string) error {
+	var dev *lmeval.Results
+	devErr := make(chan error, 1)
+	if devResultsFile != "" {
+		go func() {
+			var err error
+			dev, err = reference.Evaluate(spec, seed, model, contract.SplitDev)
+			devErr <- err
+		}()
+	} else {
+		devErr <- nil
+	}
+	res, err := reference.Evaluate(spec, seed, model, split)
+	if derr := <-devErr; err == nil {
+		err = derr
+	}
+	if err != nil {
+		return err
+	}
+	out := resultsFile
+	if out == "" {
+		out, err = lmeval.Write(output, res, time.Now())
+	} else {
+		err = lmeval.WriteFile(out, res, time.Now())
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Println("results:", filepath.Clean(out))
+	if devResultsFile == "" {
+		return nil
+	}
+	if err := lmeval.WriteFile(devResultsFile, dev, time.Now()); err != nil {
+		return err
+	}
+	fmt.Println("dev results:", filepath.Clean(devResultsFile))
+	return nil
 }
 
 // RunIfAgent runs a hidden subcommand when the process was started as one
