@@ -55,6 +55,8 @@ type Gateway struct {
 	AnthropicKey string `mapstructure:"anthropic_key" yaml:"anthropic_key"`
 	// ServerTools lets provider-side tools through.
 	ServerTools bool `mapstructure:"server_tools" yaml:"server_tools"`
+	// BodyTimeout bounds the time a call's request body takes to arrive.
+	BodyTimeout time.Duration `mapstructure:"body_timeout" yaml:"body_timeout"`
 }
 
 // Provision says how runs obtain their GPU hosts.

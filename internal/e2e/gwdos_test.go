@@ -36,10 +36,11 @@ func rss(pid int) int64 {
 // The worker (which took 6 GB before) stays under 1 GiB resident: past
 // the attempt's bounds the calls are refused at once, unread, and the
 // admitted ones are cut at the body timeout. The agent is then scored
-// as usual.
+// as usual. The body timeout is the worker's gateway.body_timeout, 10 s
+// here (a minute by default): the calls it cuts say so.
 func TestGatewayBodyAttack(t *testing.T) {
 	testtaskImage(t, "mlrb-gwdos:e2e", "gwdos", "60")
-	e := containerAgentEnv(t)
+	e := containerAgentEnv(t, "MLRB_GATEWAY_BODY_TIMEOUT=10s")
 	w := e.worker
 	var mu sync.Mutex
 	var peak int64
@@ -72,6 +73,9 @@ func TestGatewayBodyAttack(t *testing.T) {
 	}
 	if peak > 1<<30 {
 		t.Fatalf("the worker's resident memory peaked at %d MiB under the attack", peak>>20)
+	}
+	if calls, errs, code := e.starter("calls", res.RunID, "--json"); code != 0 || !strings.Contains(calls, "did not arrive whole within 10s") {
+		t.Fatalf("starter calls (exit %d): no call cut at the configured body timeout: %s\n%s", code, errs, calls)
 	}
 	t.Logf("worker peak RSS %d MiB; %s", peak>>20, strings.TrimSpace(logs[strings.LastIndex(logs, "gwdos answers"):]))
 }
