@@ -29,6 +29,9 @@ type LLMGateway struct {
 	// Bounds is what one attempt's calls may hold of the worker
 	// (gateway.body_timeout; zero fields: gateway.DefaultBounds').
 	Bounds gateway.Bounds
+	// UsageEvery is the least time between two reports of an attempt's
+	// ledger to its run (gateway.usage_every; 0: UsageEvery).
+	UsageEvery time.Duration
 }
 
 // attemptLLM is one attempt's side of the gateway: serve holds its token,
@@ -41,14 +44,23 @@ type attemptLLM struct {
 	// sent is the ledger last reported to the run, at sentAt.
 	sent   llm.Ledger
 	sentAt time.Time
+	every  time.Duration
 }
 
 // UsageEvery is the least time between two reports of an attempt's
-// ledger to its run (and one when the attempt ends): each is an event in
-// the run's history, which must grow with time, never with the calls an
-// agent makes. A day of calls costs at most 1,440 reports, each bounded
-// by the price table's models.
+// ledger to its run (and one when the attempt ends), gateway.usage_every's
+// default: each is an event in the run's history, which must grow with
+// time, never with the calls an agent makes. A day of calls costs at most
+// 1,440 reports, each bounded by the price table's models.
 const UsageEvery = time.Minute
+
+// every is the least time between two reports.
+func (g LLMGateway) every() time.Duration {
+	if g.UsageEvery > 0 {
+		return g.UsageEvery
+	}
+	return UsageEvery
+}
 
 // llmFor sets an attempt's gateway up: a fresh token, the provider keys
 // from the env file, what the run's earlier attempts spent (from their
@@ -84,12 +96,12 @@ func (a *Attempts) llmFor(ctx context.Context, in AgentInput, secrets []string, 
 	meter := llm.NewMeter(in.LLMBudget, spent.Usage)
 	redact := append([]string{token, oa.Key, an.Key}, secrets...)
 	rec := &transcript.Recorder{Store: a.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Redact: redact, Ledger: meter.Ledger, Log: log}
-	return &attemptLLM{prices: a.LLM.Prices.Ref(), prior: prior,
+	return &attemptLLM{prices: a.LLM.Prices.Ref(), prior: prior, every: a.LLM.every(),
 		serve: &gateway.LLM{Token: token, OpenAI: oa, Anthropic: an, Prices: a.LLM.Prices, Meter: meter, Record: rec, Live: live, Log: log, ServerTools: a.LLM.ServerTools, Bounds: a.LLM.Bounds}}, nil
 }
 
 // report sends the attempt's ledger to the run when it changed since the
-// last report, at most every UsageEvery unless final.
+// last report, at most once in every (gateway.usage_every) unless final.
 func (l *attemptLLM) report(n *notifier, attempt int, final bool) {
 	if rep := l.due(attempt, final); rep != nil {
 		n.send(SignalUsage, *rep)
@@ -97,13 +109,13 @@ func (l *attemptLLM) report(n *notifier, attempt int, final bool) {
 }
 
 // due is the ledger to report, if it changed since the last report and,
-// unless final, UsageEvery has passed; nil otherwise.
+// unless final, every has passed; nil otherwise.
 func (l *attemptLLM) due(attempt int, final bool) *UsageReport {
 	if l == nil {
 		return nil
 	}
 	now := l.serve.Meter.Ledger()
-	if now.Usage == l.sent.Usage || !final && time.Since(l.sentAt) < UsageEvery {
+	if now.Usage == l.sent.Usage || !final && time.Since(l.sentAt) < l.every {
 		return nil
 	}
 	l.sent, l.sentAt = now, time.Now()

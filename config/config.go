@@ -57,6 +57,8 @@ type Gateway struct {
 	ServerTools bool `mapstructure:"server_tools" yaml:"server_tools"`
 	// BodyTimeout bounds the time a call's request body takes to arrive.
 	BodyTimeout time.Duration `mapstructure:"body_timeout" yaml:"body_timeout"`
+	// UsageEvery is the least time between two usage reports of an attempt.
+	UsageEvery time.Duration `mapstructure:"usage_every" yaml:"usage_every"`
 }
 
 // Provision says how runs obtain their GPU hosts.

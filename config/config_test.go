@@ -100,6 +100,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		"negative": {"MLRB_AGENT_GRACE", "-5s", `agent.grace: "-5s" must be positive`},
 		"port":     {"MLRB_DEV_PORT", "70000", "dev.port: 70000 is not a TCP port"},
 		"zero":     {"MLRB_GATEWAY_BODY_TIMEOUT", "0s", `gateway.body_timeout: "0s" must be positive`},
+		"reports":  {"MLRB_GATEWAY_USAGE_EVERY", "10ms", "gateway.usage_every: 10ms is under 1s"},
 		"storage":  {"MLRB_STORAGE_KIND", "ftp", `storage.kind: "ftp" is not supported`},
 		"level":    {"MLRB_LOG_LEVEL", "loud", `log.level: "loud"`},
 		"compress": {"MLRB_TEMPORAL_COMPRESSION", "zstd", `temporal.compression: "zstd" is not supported (use auto, gzip, none)`},

@@ -71,6 +71,7 @@ var Table = []Key{
 	{Name: "gateway.prices", Default: "", ShownAs: "the built-in table", Doc: "LLM price table (YAML: `date`, and per model `names`, `input`, `output`, `cache_read`, `cache_write` in USD per million tokens, `max_output_tokens`); its date and SHA-256 are stored with every result; a model it does not price is refused"},
 	{Name: "gateway.server_tools", Default: false, Doc: "let provider-side tools through (OpenAI's web search, MCP, code interpreter; Anthropic's web search and fetch, code execution, MCP servers): off by default, as they reach past `gateway.allow` and bill outside the run's ledger and budget"},
 	{Name: "gateway.body_timeout", Default: time.Minute, Doc: "how long an agent's LLM call may take to send its request body; a call still sending then is refused (408), so that a slow sender holds none of the worker's memory past it"},
+	{Name: "gateway.usage_every", Default: time.Minute, Doc: "the least time between two reports of an attempt's LLM ledger to its run, each an event in the run's history (at least 1s): the history grows with time, never with the calls an agent makes"},
 	{Name: "gateway.openai_url", Default: "https://api.openai.com/v1", Doc: "where the gateway sends OpenAI calls (chat completions, Responses)"},
 	{Name: "gateway.anthropic_url", Default: "https://api.anthropic.com", Doc: "where the gateway sends Anthropic calls (messages)"},
 	{Name: "gateway.openai_key", Default: "OPENAI_API_KEY", Doc: "the name of the OpenAI key in `agent.env_file`; the key stays on the worker (agents get a per-attempt token)"},

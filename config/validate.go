@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // userSpec is a numeric uid[:gid]: names would resolve inside the image,
@@ -63,6 +64,8 @@ func (c *Config) Validate() error {
 		return &Error{Msg: oneOf("host.runtime", c.Host.Runtime, Runtimes).Error()}
 	case c.Host.Runtime == RuntimeDocker && (c.Container.AgentImage == "" || c.Container.EvalImage == ""):
 		return bad("container.agent_image and container.eval_image: must be set for host.runtime docker")
+	case c.Gateway.UsageEvery < time.Second:
+		return bad("gateway.usage_every: %s is under 1s; each report is an event in the run's history (e.g. 1m)", c.Gateway.UsageEvery)
 	case c.Provision.Slurm.CommandTimeout <= 0:
 		return bad("provision.slurm.command_timeout: %s must be positive (e.g. 30s)", c.Provision.Slurm.CommandTimeout)
 	case c.Host.MaxAgents < 1:

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+
+	"github.com/mlrb/mlrb/activities"
 )
 
 // rss is a process's resident memory, in bytes (0 when gone).
@@ -81,18 +83,20 @@ func TestGatewayBodyAttack(t *testing.T) {
 }
 
 // TestRefusedCallFlood (audit F1, F2, in a real container): an agent
-// sends its door calls naming a 1.5 MiB model, four at a time, for a
-// minute (MLRB_E2E_FLOOD_SECONDS: the audit's five minutes are 300). Its run's history stays small (it grows with time, never with
-// what the agent sends: a usage signal at most once a minute, ledger
-// keys the price table's), its calls and cost stay readable, and it
-// ends as its agent did, scored, never infra_failed.
+// sends its door calls naming a 1.5 MiB model, four at a time, for 20 s
+// (MLRB_E2E_FLOOD_SECONDS: the audit's five minutes are 300), to a worker
+// whose gateway.usage_every is 2 s. Its run's history stays small (it
+// grows with time, never with what the agent sends: a usage signal at
+// most at each of the worker's polls, 5 s apart; ledger keys the price
+// table's), its calls and cost stay readable, and it ends as its agent
+// did, scored, never infra_failed.
 func TestRefusedCallFlood(t *testing.T) {
-	secs := 60
+	secs := 20
 	if s, err := strconv.Atoi(os.Getenv("MLRB_E2E_FLOOD_SECONDS")); err == nil && s > 0 {
 		secs = s
 	}
 	testtaskImage(t, "mlrb-flood:e2e", "flood", strconv.Itoa(secs))
-	e := containerAgentEnv(t)
+	e := containerAgentEnv(t, "MLRB_GATEWAY_USAGE_EVERY=2s")
 	e.timeout = time.Duration(secs+180) * time.Second
 	var res result
 	e.starterJSON(&res, "run", "--task", "e2e_container", "--label", "e2e-image", "--image", "mlrb-flood:e2e", "--provider", "openai",
@@ -102,12 +106,19 @@ func TestRefusedCallFlood(t *testing.T) {
 		e.dumpLogs()
 		t.Fatalf("result %+v; log:\n%s", res, logs)
 	}
-	var size int
+	var size, reports int
 	for _, ev := range e.history(res.RunID).Events {
 		size += proto.Size(ev)
+		if ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == activities.SignalUsage {
+			reports++
+		}
 	}
-	if size > 10<<20 {
-		t.Fatalf("the run's history holds %d MiB", size>>20)
+	// The worker polls every 5 s and may report at each poll (2 s have
+	// passed): 20 s of calls give the first report, the last one and some
+	// between (with the default minute, none between: the interval reached
+	// the worker), and never one a call.
+	if size > 10<<20 || reports < 3 || reports > secs/5+3 {
+		t.Fatalf("the run's history holds %d KiB, %d usage reports", size>>10, reports)
 	}
 	out, errs, code := e.starter("calls", res.RunID, "--json")
 	if code != 0 {
@@ -125,5 +136,5 @@ func TestRefusedCallFlood(t *testing.T) {
 	if full.Cost.LLM == nil || full.Cost.LLM.Refused < 10 || refused < 10 {
 		t.Fatalf("the run's LLM ledger %+v, %d calls listed", full.Cost.LLM, refused)
 	}
-	t.Logf("%d refused calls; the run's history %d KiB; %s", full.Cost.LLM.Refused, size>>10, strings.TrimSpace(logs[strings.LastIndex(logs, "flood answers"):]))
+	t.Logf("%d refused calls; the run's history %d KiB, %d usage reports; %s", full.Cost.LLM.Refused, size>>10, reports, strings.TrimSpace(logs[strings.LastIndex(logs, "flood answers"):]))
 }
