@@ -134,6 +134,9 @@ func evaluate(spec *tasks.Spec, seed uint64, model, split, output, resultsFile, 
 		go func() {
 			var err error
 			dev, err = reference.Evaluate(spec, seed, model, contract.SplitDev)
+			if err != nil {
+				err = fmt.Errorf("the dev split: %w", err)
+			}
 			devErr <- err
 		}()
 	} else {
