@@ -80,7 +80,9 @@ type ending struct {
 // operator does not notice.
 const (
 	maxHeartbeatEvery = time.Second
-	pollEvery         = 5 * time.Second
+	// PollEvery also paces the LLM usage reports, which go out at polls:
+	// tests bound a run's count of reports by it.
+	PollEvery = 5 * time.Second
 )
 
 // agentSeconds is the agent time reached now.
@@ -218,7 +220,7 @@ func (s *supervisor) kill() {
 func (s *supervisor) run(ctx context.Context, stopping <-chan struct{}, heartbeatTimeout, interval time.Duration) ending {
 	hb := time.NewTicker(heartbeatEvery(heartbeatTimeout))
 	defer hb.Stop()
-	poll := time.NewTicker(pollEvery)
+	poll := time.NewTicker(PollEvery)
 	defer poll.Stop()
 	ck := time.NewTicker(interval)
 	defer ck.Stop()

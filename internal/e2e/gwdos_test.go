@@ -87,9 +87,9 @@ func TestGatewayBodyAttack(t *testing.T) {
 // (MLRB_E2E_FLOOD_SECONDS: the audit's five minutes are 300), to a worker
 // whose gateway.usage_every is 2 s. Its run's history stays small (it
 // grows with time, never with what the agent sends: a usage signal at
-// most at each of the worker's polls, 5 s apart; ledger keys the price
-// table's), its calls and cost stay readable, and it ends as its agent
-// did, scored, never infra_failed.
+// most at each of the worker's polls, activities.PollEvery apart; ledger
+// keys the price table's), its calls and cost stay readable, and it ends
+// as its agent did, scored, never infra_failed.
 func TestRefusedCallFlood(t *testing.T) {
 	secs := 20
 	if s, err := strconv.Atoi(os.Getenv("MLRB_E2E_FLOOD_SECONDS")); err == nil && s > 0 {
@@ -113,11 +113,11 @@ func TestRefusedCallFlood(t *testing.T) {
 			reports++
 		}
 	}
-	// The worker polls every 5 s and may report at each poll (2 s have
-	// passed): 20 s of calls give the first report, the last one and some
-	// between (with the default minute, none between: the interval reached
-	// the worker), and never one a call.
-	if size > 10<<20 || reports < 3 || reports > secs/5+3 {
+	// The worker polls every activities.PollEvery (5 s) and may report at
+	// each poll (2 s have passed): 20 s of calls give the first report,
+	// the last one and some between (with the default minute, none
+	// between: the interval reached the worker), and never one a call.
+	if size > 10<<20 || reports < 3 || reports > secs/int(activities.PollEvery/time.Second)+3 {
 		t.Fatalf("the run's history holds %d KiB, %d usage reports", size>>10, reports)
 	}
 	out, errs, code := e.starter("calls", res.RunID, "--json")
