@@ -51,12 +51,12 @@ func main() {
 func run(n int, bare bool) error {
 	state, err := os.MkdirTemp("", "mlrb-floor-")
 	if err != nil {
-		return err
+		return fmt.Errorf("state dir: %w", err)
 	}
 	defer func() { _ = os.RemoveAll(state) }()
 	port, err := ports.Reserve("127.0.0.1")
 	if err != nil {
-		return err
+		return fmt.Errorf("a port for the server: %w", err)
 	}
 	// Held (a lock, not a bind) until the end: no other mlrb process
 	// picks it meanwhile.
@@ -65,14 +65,14 @@ func run(n int, bare bool) error {
 	srv, err := devserver.Start(ctx, devserver.Options{StateDir: state, Port: port.Number, Namespace: "floor",
 		SearchAttributes: map[string]enumspb.IndexedValueType{phase.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD}})
 	if err != nil {
-		return err
+		return fmt.Errorf("embedded server: %w", err)
 	}
 	defer srv.Stop()
 	// The SDK's logs go nowhere, as the worker's do in bench/load.
 	quiet := log.NewStructuredLogger(slog.New(slog.DiscardHandler))
 	c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: "floor", Logger: quiet})
 	if err != nil {
-		return err
+		return fmt.Errorf("dial %s: %w", srv.Address(), err)
 	}
 	defer c.Close()
 	wfw := worker.New(c, workflowQueue, worker.Options{})
@@ -86,7 +86,7 @@ func run(n int, bare bool) error {
 	host.RegisterActivity(step)
 	for _, w := range []worker.Worker{wfw, host} {
 		if err := w.Start(); err != nil {
-			return err
+			return fmt.Errorf("start worker: %w", err)
 		}
 		defer w.Stop()
 	}
@@ -95,7 +95,7 @@ func run(n int, bare bool) error {
 		t0 := time.Now()
 		r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("floor-%d", i), TaskQueue: workflowQueue}, "shape")
 		if err != nil {
-			return err
+			return fmt.Errorf("start run %d: %w", i, err)
 		}
 		if err := r.Get(ctx, nil); err != nil {
 			return fmt.Errorf("run %d: %w", i, err)
@@ -110,39 +110,45 @@ func run(n int, bare bool) error {
 	return nil
 }
 
-// shape is a no-op run's workflow, as Temporal sees it.
+// shape is a no-op run's workflow, as Temporal sees it, task by task.
 func shape(ctx workflow.Context) error {
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{TaskQueue: hostQueue, StartToCloseTimeout: 10 * time.Second})
+	// The first task: the run's version, its task resolved and a slot
+	// taken (local activities), its phase, its agent (RunAgent).
 	workflow.GetVersion(ctx, "floor", workflow.DefaultVersion, 1)
-	for _, p := range []string{"resolving", "running"} {
+	for _, p := range []string{"resolving", "leasing"} {
 		if err := workflow.ExecuteLocalActivity(lctx, local, p).Get(ctx, nil); err != nil {
 			return err
 		}
 	}
-	for _, p := range []string{"running", "evaluating", "done"} {
-		if err := workflow.UpsertTypedSearchAttributes(ctx, phase.ValueSet(p)); err != nil {
-			return err
-		}
-		if p == "done" {
-			return workflow.ExecuteLocalActivity(lctx, local, p).Get(ctx, nil)
-		}
-		if p == "evaluating" {
-			if err := workflow.ExecuteLocalActivity(lctx, local, p).Get(ctx, nil); err != nil {
-				return err
-			}
-		}
-		if err := workflow.ExecuteActivity(actx, step, p).Get(ctx, nil); err != nil {
-			return err
-		}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, phase.ValueSet("running")); err != nil {
+		return err
 	}
-	return nil
+	if err := workflow.ExecuteActivity(actx, step, "agent").Get(ctx, nil); err != nil {
+		return err
+	}
+	// The second: its phase, its marks picked, its evaluation (Evaluate).
+	if err := workflow.UpsertTypedSearchAttributes(ctx, phase.ValueSet("evaluating")); err != nil {
+		return err
+	}
+	if err := workflow.ExecuteLocalActivity(lctx, local, "marks").Get(ctx, nil); err != nil {
+		return err
+	}
+	if err := workflow.ExecuteActivity(actx, step, "evaluate").Get(ctx, nil); err != nil {
+		return err
+	}
+	// The last: its outcome, its result stored, its close.
+	if err := workflow.UpsertTypedSearchAttributes(ctx, phase.ValueSet("done")); err != nil {
+		return err
+	}
+	return workflow.ExecuteLocalActivity(lctx, local, "result").Get(ctx, nil)
 }
 
 // bareShape is shape without its markers, local activities and upserts.
 func bareShape(ctx workflow.Context) error {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{TaskQueue: hostQueue, StartToCloseTimeout: 10 * time.Second})
-	for _, p := range []string{"running", "evaluating"} {
+	for _, p := range []string{"agent", "evaluate"} {
 		if err := workflow.ExecuteActivity(actx, step, p).Get(ctx, nil); err != nil {
 			return err
 		}
