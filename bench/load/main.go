@@ -4,7 +4,8 @@
 //
 // It first times -seq runs one after another on the idle pair (the
 // orchestration overhead of one run: the no-op agent submits at once),
-// then starts -runs runs before the worker polls, so that all of them are
+// each after a run of the same workflow shape with nothing of mlrb's in
+// it (Temporal alone, the floor under that overhead), then starts -runs runs before the worker polls, so that all of them are
 // in flight at once, lets them finish and checks each was scored. Then it
 // times a mini benchmark of no-op agents, 7 tasks × -seeds seeds, -conc
 // at once. It prints wall times, per-run figures (p50, p99), the runs
@@ -22,7 +23,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -62,7 +62,7 @@ func main() {
 	}
 	o := opts{}
 	flag.IntVar(&o.runs, "runs", 1000, "runs held in flight at once")
-	flag.IntVar(&o.seq, "seq", 30, "runs timed one after another first, on the idle server and worker")
+	flag.IntVar(&o.seq, "seq", 30, "runs timed one after another first, on the idle server and worker, each beside a run of Temporal alone")
 	flag.StringVar(&o.task, "task", "mini_baby_lm", "mini task of the runs")
 	flag.IntVar(&o.seeds, "seeds", 50, "then a mini benchmark of 7 tasks × this many seeds (0: skip)")
 	flag.IntVar(&o.conc, "conc", 16, "runs at once in the benchmark")
@@ -178,39 +178,9 @@ func run(o opts) error {
 		return workflows.RunInput{Task: o.task, Agent: "noop", Seed: seed, Policy: pol}
 	}
 
-	// One after another on the idle pair.
-	var seq []time.Duration
-	slowest, slowestTook := o.seq, time.Duration(0)
-	for i := 0; o.seq > 0 && i <= o.seq; i++ {
-		t0 := time.Now()
-		r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("%sseq-%d", o.prefix, i), TaskQueue: cfg.Temporal.TaskQueue,
-			TypedSearchAttributes: workflows.RunSearchAttributes(in(int64(i)))}, workflows.RunWorkflowName, in(int64(i)))
-		if err != nil {
+	if o.seq > 0 {
+		if err := oneAtATime(ctx, c, cfg, o, in); err != nil {
 			return err
-		}
-		var res runs.Result
-		if err := r.Get(ctx, &res); err != nil {
-			return err
-		}
-		if res.Outcome != runs.OutcomeScored {
-			return fmt.Errorf("run %s ended %s: %s", r.GetID(), res.Outcome, res.Reason)
-		}
-		if i > 0 { // the first warms the caches
-			took := time.Since(t0)
-			seq = append(seq, took)
-			if took > slowestTook {
-				slowest, slowestTook = i, took
-			}
-		}
-	}
-	if len(seq) > 0 {
-		fmt.Printf("one run at a time, %d runs (%s, no-op agent): p50 %s  p99 %s  max %s\n", len(seq), o.task,
-			pct(seq, 0.5), pct(seq, 0.99), pct(seq, 1))
-		// The last, as a typical run, and the slowest, for the tail.
-		for _, i := range slices.Compact([]int{o.seq, slowest}) {
-			if err := timeline(ctx, c, fmt.Sprintf("%sseq-%d", o.prefix, i)); err != nil {
-				return err
-			}
 		}
 	}
 
