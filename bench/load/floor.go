@@ -50,19 +50,6 @@ func floorWorkers(c client.Client) (stop func(), err error) {
 	return func() { host.Stop(); wfw.Stop(); wc.Close() }, nil
 }
 
-// floorRun runs the shape once and says how long it took.
-func floorRun(ctx context.Context, c client.Client, id string) (time.Duration, error) {
-	t0 := time.Now()
-	r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: floorQueue}, floorWorkflow)
-	if err != nil {
-		return 0, fmt.Errorf("start %s: %w", id, err)
-	}
-	if err := r.Get(ctx, nil); err != nil {
-		return 0, fmt.Errorf("%s: %w", id, err)
-	}
-	return time.Since(t0), nil
-}
-
 // floorShape does in Temporal what a no-op run does, task by task, and
 // nothing of mlrb's: a version marker, four local activities and three
 // upserts of the run's phase, three workflow tasks, two activities on

@@ -5,8 +5,9 @@
 // It first times -seq runs one after another on the idle pair (the
 // orchestration overhead of one run: the no-op agent submits at once),
 // each after a run of the same workflow shape with nothing of mlrb's in
-// it (Temporal alone, the floor under that overhead), then starts -runs runs before the worker polls, so that all of them are
-// in flight at once, lets them finish and checks each was scored. Then it
+// it (Temporal alone, the floor under that overhead). Then it starts
+// -runs runs before the worker polls, so that all of them are in flight
+// at once, lets them finish and checks each was scored. Then it
 // times a mini benchmark of no-op agents, 7 tasks × -seeds seeds, -conc
 // at once. It prints wall times, per-run figures (p50, p99), the runs
 // lost, and each process's CPU seconds and peak resident memory. Each
