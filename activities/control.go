@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
@@ -99,7 +98,7 @@ func (a *Evaluations) blame(ctx context.Context, in EvalInput, image, evaluator 
 // control evaluates the control model as in's model was evaluated and
 // says which model it was and its score.
 func (a *Evaluations) control(ctx context.Context, in EvalInput, image, evaluator string, lv *liveness) (string, float64, error) {
-	name := evaluationName(in, activity.GetInfo(ctx).Attempt) + "-control"
+	name := evaluationName(in, tryOf(ctx)) + "-control"
 	dir := filepath.Join(a.WorkDir, "eval", runKey(in.RunID), name)
 	_ = os.RemoveAll(dir)
 	defer func() { _ = os.RemoveAll(dir) }()

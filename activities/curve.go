@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/internal/checkpoint"
@@ -104,7 +103,7 @@ func (a *Evaluations) alsoMark(ctx context.Context, in EvalInput, ev *evalDirs, 
 	mark := in
 	mark.Mark, mark.AlsoMark, mark.Release, mark.N = true, false, false, 0
 	mark.Final = CheckpointRef{Seq: in.Final.Seq}
-	name := evaluationName(mark, activity.GetInfo(ctx).Attempt)
+	name := evaluationName(mark, tryOf(ctx))
 	if ev.devResultsName != "" {
 		score, err := a.devScore(ctx, in, ev, name)
 		if err == nil {

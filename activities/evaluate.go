@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
@@ -153,7 +152,7 @@ type snapshot struct{ dir, workdir, model string }
 // its own and lays out the evaluation around the model found in it.
 func (a *Evaluations) prepareEvaluation(ctx context.Context, in EvalInput, lv *liveness) (*evalDirs, snapshot, error) {
 	lv.step(stepPreparing, 0)
-	name := evaluationName(in, activity.GetInfo(ctx).Attempt)
+	name := evaluationName(in, tryOf(ctx))
 	dir := filepath.Join(a.WorkDir, "eval", runKey(in.RunID), name)
 	_ = os.RemoveAll(dir)
 	root, err := a.restoreModel(ctx, in.RunID, in.Final, dir, lv)

@@ -63,9 +63,13 @@ func (a *Runner) live(ctx context.Context, lease *Lease) (context.Context, *live
 		l.renew = func() { pool.Renew(token) }
 	}
 	l.p.Host = a.HostID
-	info := activity.GetInfo(ctx)
+	var info activity.Info
+	send := a.outside
+	if activity.IsActivity(ctx) {
+		info = activity.GetInfo(ctx)
+		send = a.heartbeat(info)
+	}
 	l.log = a.Logger.With(zap.String("run", info.WorkflowExecution.ID), zap.String("activity", info.ActivityType.Name), zap.Int32("try", info.Attempt))
-	send := a.heartbeat(info)
 	go func() {
 		defer close(l.stopped)
 		l.run(ctx, send, info.HeartbeatTimeout, beatEvery(info.HeartbeatTimeout), time.Now)
@@ -89,6 +93,23 @@ func (a *Runner) heartbeat(info activity.Info) beat {
 		defer cancel()
 		return a.Client.RecordActivityHeartbeat(hctx, info.TaskToken, p)
 	}
+}
+
+// outside is where the progress of an activity's code run outside any
+// activity goes (a rescore, in the starter): to Runner.Progress, if set.
+func (a *Runner) outside(_ context.Context, p Heartbeat) error {
+	if a.Progress != nil {
+		a.Progress(p)
+	}
+	return nil
+}
+
+// tryOf is the activity's try; 1 outside an activity.
+func tryOf(ctx context.Context) int32 {
+	if !activity.IsActivity(ctx) {
+		return 1
+	}
+	return activity.GetInfo(ctx).Attempt
 }
 
 // beatEvery paces heartbeats: four per timeout, so that one or two lost

@@ -88,6 +88,9 @@ type Runner struct {
 	// Metrics records checkpoints, evaluations and running attempts
 	// (nil: nothing is recorded).
 	Metrics *metrics.Metrics
+	// Progress is told an evaluation's progress where it runs outside a
+	// worker (a rescore), in place of heartbeats (nil: not told).
+	Progress func(Heartbeat)
 }
 
 // Attempts runs agents: one attempt of a run per RunAgent.

@@ -39,6 +39,7 @@ type Config struct {
 	Gateway    Gateway    `mapstructure:"gateway" yaml:"gateway"`
 	Observe    Observe    `mapstructure:"observe" yaml:"observe"`
 	Cost       Cost       `mapstructure:"cost" yaml:"cost"`
+	Bundle     Bundle     `mapstructure:"bundle" yaml:"bundle"`
 }
 
 // Gateway configures each worker's run gateway: the agents' one door out.

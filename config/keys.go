@@ -127,6 +127,7 @@ var Table = []Key{
 	{Name: "observe.gpu_command", Default: []string{"nvidia-smi"}, Doc: "the GPU query command, with any leading arguments; asked `--query-gpu=…` and `--query-compute-apps=…` with `--format=csv,noheader,nounits -i <leased ids>` (empty, or absent on the host: GPUs are not sampled)"},
 	{Name: "observe.min_experiment", Default: time.Minute, Doc: "a process the agent ran counts as an experiment when it ran this long or touched a GPU"},
 	{Name: "cost.gpu_prices", Default: "", ShownAs: "built in (dated)", Doc: "GPU price table: a YAML file of `date`, `source` and `gpus` (US dollars per GPU-hour by `host.gpu_type`); a run's billed GPU-hours are costed with it when its result is stored, which names the table (date, SHA-256) and the rate"},
+	{Name: "bundle.signing_key", Default: "", Doc: "the operator's ed25519 private key (PEM; `starter keys new -o PREFIX` writes PREFIX and PREFIX.pub) that signs run bundles (`starter bundle`); give PREFIX.pub to whoever verifies them"},
 	{Name: "metrics.fleet", Default: true, Doc: "also export the runs by phase and outcome, counted by the Temporal server (one visibility count per phase and outcome each scrape); turn off on all but one worker of a large fleet"},
 }
 

@@ -2,6 +2,13 @@ package config
 
 import "time"
 
+// Bundle is how run bundles are signed.
+type Bundle struct {
+	// SigningKey is the operator's ed25519 private key (PEM), written by
+	// `starter keys new`.
+	SigningKey string `mapstructure:"signing_key" yaml:"signing_key"`
+}
+
 // Cost configures what GPU time costs.
 type Cost struct {
 	// GPUPrices is the GPU price table file ("": the built-in one).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -133,6 +134,8 @@ func (s *Spec) validate() error {
 		return missing("evaluation.command")
 	case s.Evaluation.Timeout <= 0:
 		return missing("evaluation.timeout")
+	case s.Evaluation.Tolerance < 0 || math.IsNaN(s.Evaluation.Tolerance):
+		return fmt.Errorf("evaluation.tolerance %v must be 0 (a deterministic evaluator: rescores agree exactly) or more", s.Evaluation.Tolerance)
 	case s.Evaluation.Check != nil && !slices.ContainsFunc(s.Evaluation.Check.Command, func(a string) bool { return strings.Contains(a, "{item}") }):
 		return fmt.Errorf("evaluation.check.command must name the output it checks as {item}")
 	case s.Evaluation.Check != nil && s.Evaluation.Check.Timeout <= 0:

@@ -137,6 +137,10 @@ type Evaluation struct {
 	Check *Check `yaml:"check,omitempty" json:"check,omitempty"`
 	// Curve scores the run's checkpoints over its agent time.
 	Curve *Curve `yaml:"curve,omitempty" json:"curve,omitempty"`
+	// Tolerance is how far apart two evaluations of one model may score
+	// and agree (`starter rescore`): 0 for an evaluator that is
+	// deterministic, which must then score exactly alike.
+	Tolerance float64 `yaml:"tolerance,omitempty" json:"tolerance,omitempty"`
 }
 
 // Check runs each output of a model that is itself code (a Lean proof,
@@ -222,8 +226,9 @@ func (s *Spec) Hash() string {
 	// The curve's marks and the checkpoint interval say when the research
 	// is sampled, not how the model is scored: runs with other marks stay
 	// comparable.
+	// Nor does the tolerance a rescore is held to.
 	c := *s
-	c.Evaluation.Curve, c.CheckpointInterval = nil, 0
+	c.Evaluation.Curve, c.CheckpointInterval, c.Evaluation.Tolerance = nil, 0, 0
 	b, err := json.Marshal(&c)
 	if err != nil {
 		panic(fmt.Sprintf("tasks: spec %s does not marshal: %v", s.ID, err))

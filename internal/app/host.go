@@ -153,12 +153,17 @@ func openWorkspace(ctx context.Context, cfg *config.Config, engine *checkpoint.E
 	docker.DeviceFiles = cfg.Container.GPUs == config.GPUsDevices
 	for _, img := range []string{cfg.Container.AgentImage, cfg.Container.EvalImage} {
 		if _, err := docker.ImageDigest(ctx, img); err != nil {
+			_ = docker.Close()
 			return nil, nil, &config.Error{Msg: fmt.Sprintf("container image: %v", err)}
 		}
 	}
+	return containerWorkspace(cfg, docker, engine), docker, nil
+}
+
+func containerWorkspace(cfg *config.Config, docker *runtime.Docker, engine *checkpoint.Engine) *activities.ContainerWorkspace {
 	c := cfg.Container
 	return &activities.ContainerWorkspace{Docker: docker, Engine: engine, BuiltinImage: c.AgentImage, EvalImage: c.EvalImage, Paths: c.Paths,
-		Workdir: c.Workdir, Self: c.Self, MemoryBytes: c.MemoryMB << 20, CPUs: c.CPUs, PidsLimit: c.PidsLimit, User: containerUser(c.User)}, docker, nil
+		Workdir: c.Workdir, Self: c.Self, MemoryBytes: c.MemoryMB << 20, CPUs: c.CPUs, PidsLimit: c.PidsLimit, User: containerUser(c.User)}
 }
 
 type zapSDK struct{ l *zap.SugaredLogger }

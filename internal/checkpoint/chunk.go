@@ -95,3 +95,54 @@ func (e *Engine) readChunk(ctx context.Context, h string) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// ChunkChecker checks stored chunks as a stream: one decoder, reused, so
+// that a chunk is never held whole in memory.
+type ChunkChecker struct{ dec *zstd.Decoder }
+
+// NewChunkChecker makes a checker; Close releases it.
+func NewChunkChecker() (*ChunkChecker, error) {
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+		zstd.WithDecoderMaxMemory(MaxChunkSize), zstd.WithDecoderMaxWindow(MaxChunkSize))
+	if err != nil {
+		return nil, fmt.Errorf("zstd decoder: %w", err)
+	}
+	return &ChunkChecker{dec: dec}, nil
+}
+
+// Close releases the decoder.
+func (c *ChunkChecker) Close() { c.dec.Close() }
+
+// Check reads a stored chunk from r to its end and tells whether it
+// decodes to content of the given hash; it returns the stored size.
+func (c *ChunkChecker) Check(r io.Reader, hash string) (int64, error) {
+	cr := &countingReader{r: io.LimitReader(r, maxStoredChunk+1)}
+	if err := c.dec.Reset(cr); err != nil {
+		return cr.n, &CorruptChunkError{Hash: hash, Reason: "not valid zstd: " + err.Error()}
+	}
+	h := blake3.New()
+	if _, err := io.Copy(h, io.LimitReader(c.dec, MaxChunkSize+1)); err != nil {
+		return cr.n, &CorruptChunkError{Hash: hash, Reason: "not valid zstd: " + err.Error()}
+	}
+	if _, err := io.Copy(io.Discard, cr); err != nil {
+		return cr.n, err
+	}
+	switch {
+	case cr.n > maxStoredChunk:
+		return cr.n, &CorruptChunkError{Hash: hash, Reason: "larger than any chunk"}
+	case hex.EncodeToString(h.Sum(nil)) != hash:
+		return cr.n, &CorruptChunkError{Hash: hash, Reason: "corrupt (hash mismatch)"}
+	}
+	return cr.n, nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}

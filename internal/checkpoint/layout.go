@@ -21,7 +21,11 @@ import (
 // hosts/<id>.json (internal/hosts), benchmarks/ (activities),
 // prices/<sha256>.json (internal/llm). blob.RunPrefix names a run's folder for all of them.
 
-func chunkKey(hash string) string { return "chunks/" + hash[:2] + "/" + hash }
+func chunkKey(hash string) string { return ChunkKey(hash) }
+
+// ChunkKey is where a chunk is stored, by its BLAKE3 hash: in a store, and
+// in a run bundle laid out as one.
+func ChunkKey(hash string) string { return "chunks/" + hash[:2] + "/" + hash }
 
 func runPrefix(runID string) string { return blob.RunPrefix(runID) + "checkpoints/" }
 

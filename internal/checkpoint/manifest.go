@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"strconv"
@@ -296,12 +297,21 @@ func (e *Engine) loadKey(ctx context.Context, key string) (*Manifest, error) {
 		return nil, err
 	}
 	defer func() { _ = rc.Close() }()
-	var m Manifest
-	if err := json.NewDecoder(rc).Decode(&m); err != nil {
+	m, err := DecodeManifest(rc)
+	if err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", key, err)
 	}
+	return m, nil
+}
+
+// DecodeManifest reads a manifest as stored, its raw names applied.
+func DecodeManifest(r io.Reader) (*Manifest, error) {
+	var m Manifest
+	if err := json.NewDecoder(r).Decode(&m); err != nil {
+		return nil, err
+	}
 	if err := m.applyRawNames(); err != nil {
-		return nil, fmt.Errorf("manifest %s: %w", key, err)
+		return nil, err
 	}
 	return &m, nil
 }
