@@ -48,7 +48,7 @@ func (a *Attempts) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, e
 	}
 	start := time.Now()
 	dl := in.Budget.Attempt(start, in.Grace)
-	spec, err := a.agentTask(in, at, dl, prev != nil)
+	spec, err := a.agentTask(ctx, in, at, dl, prev != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +274,7 @@ func (a *Attempts) removeAttempt(at *attempt) {
 // agentTask writes the attempt's task spec, prompt and deadline files and
 // describes the agent's task: the contract env, secrets (redacted from
 // its logs), labels, devices.
-func (a *Attempts) agentTask(in AgentInput, at *attempt, dl budget.Deadlines, resumed bool) (runtime.TaskSpec, error) {
+func (a *Attempts) agentTask(ctx context.Context, in AgentInput, at *attempt, dl budget.Deadlines, resumed bool) (runtime.TaskSpec, error) {
 	if err := writeJSONFile(at.Spec(), agentView(in.Task)); err != nil {
 		return runtime.TaskSpec{}, fmt.Errorf("task spec: %w", err)
 	}
@@ -323,5 +323,5 @@ func (a *Attempts) agentTask(in AgentInput, at *attempt, dl budget.Deadlines, re
 	}
 	spec.Labels, spec.Devices = at.Labels(in.Lease.Token, in.Task.ID), in.Lease.Devices
 	a.bound(&spec, &in.Task)
-	return spec, nil
+	return spec, a.keepPolicy(ctx, &in, spec, names)
 }

@@ -198,7 +198,7 @@ func rescoreOne(g *globals, evals *activities.Evaluations, dir string, c *bundle
 		fmt.Fprintf(g.out, "rescore %s: bundle %s; here: %v\n", c.RunID, scoreText(&r), err)
 		return r.Score == nil, nil
 	}
-	return reportRescore(g, c, &r, res, spec.Evaluation.Tolerance, flagImage != ""), nil
+	return reportRescore(g, c, &r, res, spec.Evaluation.Tolerance, flagImage), nil
 }
 
 // reportRescore prints the bundle's score beside the new one and tells
@@ -206,7 +206,8 @@ func rescoreOne(g *globals, evals *activities.Evaluations, dir string, c *bundle
 // another evaluator the difference is shown and named: asked for (flag),
 // it is what was wanted; found (the evaluator here is not the bundle's),
 // it is no agreement.
-func reportRescore(g *globals, c *bundle.Checked, r *runs.Result, res *activities.EvalResult, tol float64, other bool) bool {
+func reportRescore(g *globals, c *bundle.Checked, r *runs.Result, res *activities.EvalResult, tol float64, asked string) bool {
+	other := asked != ""
 	fmt.Fprintf(g.out, "rescore %s\n  bundle:   %s, evaluator %s\n", c.RunID, scoreText(r), c.Predicate.Evaluator)
 	rules := "rule checks passed"
 	if len(res.Violations) > 0 {
@@ -216,6 +217,9 @@ func reportRescore(g *globals, c *bundle.Checked, r *runs.Result, res *activitie
 	who := "the same evaluator"
 	if !same {
 		who = "ANOTHER evaluator: " + res.Image
+		if asked != "" {
+			who += " (--image " + asked + ")"
+		}
 	}
 	fmt.Fprintf(g.out, "  here:     score %.6g, %s (%s)\n", res.Score, who, rules)
 	if r.Score == nil {

@@ -18,6 +18,8 @@ import (
 // Beside them, outside this package: runs/<run>/result.json and
 // evaluations/ (internal/runresults, activities), runs/<run>/logs/
 // (internal/logstore), runs/<run>/calls/ (internal/transcript),
+// runs/<run>/sandbox/ (activities/policy.go), runs/<run>/bundle/ (only in
+// a run bundle: internal/bundle),
 // hosts/<id>.json (internal/hosts), benchmarks/ (activities),
 // prices/<sha256>.json (internal/llm). blob.RunPrefix names a run's folder for all of them.
 

@@ -176,6 +176,12 @@ func (p *proc) kill(t *testing.T) {
 // starter runs the starter and returns stdout, stderr and the exit code.
 func (e *env) starter(args ...string) (string, string, int) {
 	e.t.Helper()
+	return e.starterWith(e.vars, args...)
+}
+
+// starterWith runs the starter with vars in place of the env's.
+func (e *env) starterWith(vars []string, args ...string) (string, string, int) {
+	e.t.Helper()
 	timeout := e.timeout
 	if timeout == 0 {
 		timeout = 3 * time.Minute
@@ -183,7 +189,7 @@ func (e *env) starter(args ...string) (string, string, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "starter"), args...)
-	cmd.Env = append(os.Environ(), e.vars...)
+	cmd.Env = append(os.Environ(), vars...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

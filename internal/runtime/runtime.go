@@ -164,4 +164,6 @@ type Runtime interface {
 	// Reap kills and forgets every task left by an earlier worker process
 	// on this host; it returns how many it killed.
 	Reap(ctx context.Context) (int, error)
+	// Policy is the sandbox Start gives spec, as recorded with its run.
+	Policy(spec TaskSpec) Policy
 }

@@ -1,0 +1,142 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mlrb/mlrb/internal/blob"
+	"github.com/mlrb/mlrb/internal/bundle"
+)
+
+// TestBundleVerifyRescore: a benchmark of the reference image is bundled
+// and signed; verify checks every run against the operator's public key
+// and exits 1 naming a chunk, the result or the signature when one byte
+// of it is flipped; with the worker and its server gone, each bundle is
+// re-scored in a new state directory to the same score, and under
+// another evaluator image the difference is shown with that evaluator
+// named.
+func TestBundleVerifyRescore(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "operator")
+	dir := agentDefs(t, map[string]string{"ref-img": "image: " + refImage + "\nprovider: openai\nmodel: gpt-4o\nargs: [/mlrb, reference-agent]\n"})
+	e := dockerEnv(t, "MLRB_AGENTS_DIR="+dir, "MLRB_CHECKPOINT_INTERVAL=3s", "MLRB_BUNDLE_SIGNING_KEY="+keys)
+	if out, errs, code := e.starter("keys", "new", "-o", keys); code != 0 || !strings.Contains(out, keys+".pub") {
+		t.Fatalf("keys new (exit %d): %s %s", code, out, errs)
+	}
+	if _, _, code := e.starter("keys", "new", "-o", keys); code != 2 {
+		t.Fatalf("keys new over an existing key: exit %d, want 2", code)
+	}
+	e.worker = e.start("worker", "--dev")
+	e.waitServer()
+	const b = "bundled"
+	if _, errs, code := e.starter("benchmark", "--agents", "ref-img", "--tasks", "mini_baby_lm", "--seeds", "2", "--time-limit", "8s", "--id", b); code != 0 {
+		t.Fatalf("benchmark: %s", errs)
+	}
+	e.awaitBenchmark(b)
+	out := filepath.Join(t.TempDir(), "bundle")
+	if so, errs, code := e.starter("bundle", b, "-o", out); code != 0 || strings.Count(so, "bundled "+b+"/") != 2 {
+		t.Fatalf("bundle (exit %d): %s %s", code, so, errs)
+	}
+	scores := map[string]float64{}
+	for _, s := range []string{"s1", "s2"} {
+		id := b + "/ref-img/mini_baby_lm/" + s
+		var res result
+		e.starterJSON(&res, "result", id, "--json")
+		if (res.Outcome != "scored" && res.Outcome != "limit_reached") || res.Score == nil {
+			t.Fatalf("%s: %+v", id, res)
+		}
+		scores[id] = *res.Score
+		// The sandbox the agent ran in is part of the signed record.
+		pol, err := os.ReadFile(filepath.Join(out, filepath.FromSlash(blob.RunPrefix(id)), "sandbox", "attempt-0001.json"))
+		if err != nil || !bytes.Contains(pol, []byte(`"runtime": "docker"`)) || !bytes.Contains(pol, []byte(`seccomp=sha256:`)) || !bytes.Contains(pol, []byte(`"network": "door"`)) {
+			t.Fatalf("%s's sandbox policy: %v %s", id, err, pol)
+		}
+	}
+	pub := keys + ".pub"
+	so, errs, code := e.starter("verify", out, "--trust", pub)
+	if code != 0 || strings.Count(so, "verified "+b+"/") != 2 || !strings.Contains(so, "trusted as "+pub) {
+		t.Fatalf("verify (exit %d): %s %s", code, so, errs)
+	}
+	t.Logf("verify:\n%s", so)
+	if so, _, code := e.starter("verify", out); code != 0 || !strings.Contains(so, "NOT a key you trusted") {
+		t.Fatalf("verify with no --trust (exit %d) must say the key is the bundle's own: %s", code, so)
+	}
+	if _, errs, code := e.starter("verify", t.TempDir(), "--trust", pub); code != 2 {
+		t.Fatalf("verify of a directory that is no bundle: exit %d, want 2: %s", code, errs)
+	}
+	flipped(t, e, out, pub, b+"/ref-img/mini_baby_lm/s1")
+
+	// No server, no store of the operator's: a new state directory.
+	e.worker.stop(t, 30*time.Second)
+	fresh := append(slices.Clone(e.vars), "MLRB_DEV_STATE_DIR="+t.TempDir(), "MLRB_TEMPORAL_ADDRESS=127.0.0.1:1")
+	so, errs, code = e.starterWith(fresh, "rescore", out, "--trust", pub)
+	if code != 0 || strings.Count(so, "agree: exactly") != 2 || !strings.Contains(so, "the same evaluator") {
+		t.Fatalf("rescore (exit %d): %s %s", code, so, errs)
+	}
+	for id, s := range scores {
+		if !regexp.MustCompile(`rescore ` + regexp.QuoteMeta(id) + `\n  bundle: +\w+, score \S+, evaluator .*\n  here: +score ` + regexp.QuoteMeta(fmt.Sprintf("%.6g", s)) + `,`).MatchString(so) {
+			t.Fatalf("rescore of %s does not show %v beside it:\n%s", id, s, so)
+		}
+	}
+	t.Logf("rescore:\n%s", so)
+	buildImage(t, "mlrb-othereval:e2e", "mlrb", staticBinary(t, "internal/e2e/testdata/othereval"), "FROM scratch\nCOPY mlrb /mlrb\nWORKDIR /app\n")
+	so, errs, code = e.starterWith(fresh, "rescore", out, "--trust", pub, "--image", "mlrb-othereval:e2e", "--run", b+"/ref-img/mini_baby_lm/s1")
+	if code != 0 || !strings.Contains(so, "ANOTHER evaluator: sha256:") || !strings.Contains(so, "under another evaluator") || strings.Contains(so, "agree: exactly") {
+		t.Fatalf("rescore under another evaluator (exit %d): %s %s", code, so, errs)
+	}
+	t.Logf("rescore under another evaluator:\n%s", so)
+}
+
+// flipped: one byte flipped in a chunk, in the result or in the
+// signature makes verify exit 1 naming that piece; put back, it passes.
+func flipped(t *testing.T, e *env, dir, pub, runID string) {
+	t.Helper()
+	env, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(bundle.EnvelopeKey(runID))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var envelope struct{ Signatures []struct{ Sig string } }
+	if err := json.Unmarshal(env, &envelope); err != nil || len(envelope.Signatures) != 1 {
+		t.Fatalf("envelope: %v", err)
+	}
+	chunks, _ := filepath.Glob(filepath.Join(dir, "chunks", "*", "*"))
+	if len(chunks) == 0 {
+		t.Fatal("the bundle holds no chunk")
+	}
+	for _, c := range []struct{ file, piece string }{
+		{chunks[len(chunks)/2], "chunk chunks/"},
+		{filepath.Join(dir, filepath.FromSlash(blob.RunPrefix(runID)), "result.json"), "result.json"},
+		{filepath.Join(dir, filepath.FromSlash(bundle.EnvelopeKey(runID))), "(signature)"},
+	} {
+		orig, err := os.ReadFile(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := bytes.Clone(orig)
+		i := len(bad) / 2
+		if c.piece == "(signature)" {
+			i = bytes.Index(bad, []byte(envelope.Signatures[0].Sig)) + 5
+		}
+		bad[i] ^= 0x01
+		if err := os.WriteFile(c.file, bad, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		so, errs, code := e.starter("verify", dir, "--trust", pub)
+		if code != 1 || !strings.Contains(errs, c.piece) {
+			t.Fatalf("a byte flipped in %s: verify exit %d, want 1 naming %q: %s %s", c.file, code, c.piece, so, errs)
+		}
+		if err := os.WriteFile(c.file, orig, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, errs, code := e.starter("verify", dir, "--trust", pub); code != 0 {
+		t.Fatalf("verify once put back: exit %d: %s", code, errs)
+	}
+}
