@@ -18,6 +18,7 @@ import (
 	"github.com/mlrb/mlrb/internal/observe"
 	"github.com/mlrb/mlrb/internal/resume"
 	"github.com/mlrb/mlrb/internal/runresults"
+	"github.com/mlrb/mlrb/internal/review"
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
@@ -44,9 +45,9 @@ func (a *Records) StoreResult(ctx context.Context, in StoreResultInput) error {
 
 // complete adds to a run's result what only its workers know, and the
 // workflow never holds: its research measures, derived from its
-// attempts' stored observations, and its GPU dollars (with the cost at
-// each mark) at this worker's GPU prices. A result not read is stored as
-// it came.
+// attempts' stored observations, its GPU dollars (with the cost at each
+// mark) at this worker's GPU prices, and a reviewer's latest verdict. A
+// result not read is stored as it came.
 func (a *Records) complete(ctx context.Context, runID string, body json.RawMessage) json.RawMessage {
 	var r runs.Result
 	if json.Unmarshal(body, &r) != nil {
@@ -62,6 +63,11 @@ func (a *Records) complete(ctx context.Context, runID string, body json.RawMessa
 	}
 	if a.GPUPrices != nil {
 		runs.PriceGPUs(&r, a.GPUPrices, obs)
+	}
+	// A verdict given before the run was stored again (a resumed
+	// benchmark's) still counts.
+	if v, err := review.Latest(ctx, a.Engine.Store, runID); err == nil {
+		runs.Apply(&r, v)
 	}
 	b, err := json.Marshal(&r)
 	if err != nil {

@@ -89,7 +89,7 @@ func runBundle(g *globals, o bundleOptions, id string) error {
 	if err != nil {
 		return err
 	}
-	ids, err := bundledRuns(g, store, id)
+	ids, err := storedRuns(g, store, id)
 	if err != nil {
 		return err
 	}
@@ -119,9 +119,9 @@ func mustKeyID(s *bundle.Signer) string {
 	return id
 }
 
-// bundledRuns is id when the store holds a result of that run, else the
+// storedRuns is id when the store holds a result of that run, else the
 // runs of the benchmark id whose results the store holds.
-func bundledRuns(g *globals, store blob.Store, id string) ([]string, error) {
+func storedRuns(g *globals, store blob.Store, id string) ([]string, error) {
 	if ok, err := store.Exists(g.ctx, runresults.Key(id)); err != nil || ok {
 		return []string{id}, err
 	}

@@ -18,7 +18,7 @@ type RunRow struct {
 	Task        string   `parquet:"task" doc:"task id"`
 	Agent       string   `parquet:"agent" doc:"agent name"`
 	Seed        int64    `parquet:"seed" doc:"seed"`
-	Outcome     string   `parquet:"outcome" doc:"scored, limit_reached, agent_failed, infra_failed, evaluation_failed, canceled or disqualified"`
+	Outcome     string   `parquet:"outcome" doc:"scored, limit_reached, agent_failed, infra_failed, evaluation_failed, canceled, disqualified or hacked (a reviewer's verdict)"`
 	Score       *float64 `parquet:"score,optional" doc:"the final model's score; empty when the run has none (never 0 for a failure)"`
 	Reason      string   `parquet:"reason" doc:"why the run ended so, when its outcome does not say"`
 	Attempts    int64    `parquet:"attempts" doc:"agent attempts"`

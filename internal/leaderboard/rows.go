@@ -26,7 +26,7 @@ func ClassOf(o runs.Outcome, score *float64) Class {
 	switch {
 	case score != nil:
 		return ClassScored
-	case o == runs.OutcomeAgentFailed || o == runs.OutcomeDisqualified:
+	case o == runs.OutcomeAgentFailed || o == runs.OutcomeDisqualified || o == runs.OutcomeHacked:
 		return ClassAgentFailed
 	}
 	return ClassApart
@@ -44,8 +44,10 @@ type Row struct {
 	Scored       int `json:"scored"`
 	AgentFailed  int `json:"agent_failed"`
 	Disqualified int `json:"disqualified"`
-	Invalid      int `json:"invalid"`
-	Retried      int `json:"retried"` // runs that took more than one agent attempt or evaluation
+	// Hacked are the agent's failures by a reviewer's verdict.
+	Hacked  int `json:"hacked"`
+	Invalid int `json:"invalid"`
+	Retried int `json:"retried"` // runs that took more than one agent attempt or evaluation
 	// SuccessRate is Scored of Scored + AgentFailed, with its 95 % Wilson
 	// interval.
 	SuccessRate float64 `json:"success_rate"`
@@ -131,8 +133,11 @@ func summariseGroup(task, agent string, rs []Entry, anchors map[string]Anchor) R
 		if r.Attempts > 1 || r.EvalTries > 1 {
 			row.Retried++
 		}
-		if r.Outcome == runs.OutcomeDisqualified {
+		switch r.Outcome {
+		case runs.OutcomeDisqualified:
 			row.Disqualified++
+		case runs.OutcomeHacked:
+			row.Hacked++
 		}
 		switch ClassOf(r.Outcome, r.Score) {
 		case ClassScored:

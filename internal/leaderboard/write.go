@@ -90,7 +90,7 @@ func jsonRows(rows []Row) []map[string]any {
 	out := make([]map[string]any, 0, len(rows))
 	for _, r := range rows {
 		m := map[string]any{"task": r.Task, "agent": r.Agent, "runs": r.Runs, "scored": r.Scored, "agent_failed": r.AgentFailed, "invalid": r.Invalid,
-			"disqualified": r.Disqualified, "retried": r.Retried, "cost": r.Cost, "floor": r.Floor, "floor_from": r.FloorFrom, "counted": r.Counted,
+			"disqualified": r.Disqualified, "hacked": r.Hacked, "retried": r.Retried, "cost": r.Cost, "floor": r.Floor, "floor_from": r.FloorFrom, "counted": r.Counted,
 			"success_rate": finite(r.SuccessRate), "success_ci95": interval(r.SuccessLow, r.SuccessHigh),
 			"mean": finite(r.Mean), "std": finite(r.Std), "sem": finite(r.SEM), "min": finite(r.Min), "max": finite(r.Max),
 			"ci95": interval(r.CILow, r.CIHigh), "ci_method": r.CIMethod,
@@ -129,13 +129,13 @@ func WriteMarkdown(w io.Writer, rows []Row) {
 // WriteCSV prints rows as CSV.
 func WriteCSV(w io.Writer, rows []Row) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write(append([]string{"task", "agent", "runs", "scored", "agent_failed", "invalid", "disqualified", "success_rate", "success_low", "success_high",
+	_ = cw.Write(append([]string{"task", "agent", "runs", "scored", "agent_failed", "invalid", "disqualified", "hacked", "success_rate", "success_low", "success_high",
 		"mean", "std", "sem", "ci95_low", "ci95_high", "ci_method", "min", "max", "floor", "mean_with_failures", "mean_with_failures_low", "mean_with_failures_high",
 		"gap_closed_pct", "gap_closed_low", "gap_closed_high", "baseline", "top", "retried",
 		"agent_hours", "gpu_hours", "billed_gpu_hours", "wasted_gpu_hours", "infra_wait_hours", "llm_calls", "llm_tokens", "llm_usd", "reported_llm_usd", "gpu_usd", "gpu_unpriced_runs", "mdd"}, researchColumns...))
 	for _, r := range rows {
 		c := r.Cost
-		_ = cw.Write(append([]string{r.Task, r.Agent, strconv.Itoa(r.Runs), strconv.Itoa(r.Scored), strconv.Itoa(r.AgentFailed), strconv.Itoa(r.Invalid), strconv.Itoa(r.Disqualified),
+		_ = cw.Write(append([]string{r.Task, r.Agent, strconv.Itoa(r.Runs), strconv.Itoa(r.Scored), strconv.Itoa(r.AgentFailed), strconv.Itoa(r.Invalid), strconv.Itoa(r.Disqualified), strconv.Itoa(r.Hacked),
 			num(r.SuccessRate), num(r.SuccessLow), num(r.SuccessHigh),
 			num(r.Mean), num(r.Std), num(r.SEM), num(r.CILow), num(r.CIHigh), r.CIMethod, num(r.Min), num(r.Max), num(r.Floor), num(r.FloorMean), num(r.FloorLow), num(r.FloorHigh),
 			num(r.GapClosed), num(r.GapLow), num(r.GapHigh), optNum(r.Baseline), optNum(r.Top), strconv.Itoa(r.Retried),
@@ -231,19 +231,29 @@ func WriteAgents(w io.Writer, as []AgentSummary) {
 	}
 }
 
+// countsCell is a row's scored/failed/apart, with the failures a
+// reviewer's verdict made said so: "1/2/0 (1 hacked)".
+func countsCell(r Row) string {
+	c := fmt.Sprintf("%d/%d/%d", r.Scored, r.AgentFailed, r.Invalid)
+	if r.Hacked > 0 {
+		c += fmt.Sprintf(" (%d hacked)", r.Hacked)
+	}
+	return c
+}
+
 // WriteTable prints rows as an aligned text table.
 func WriteTable(w io.Writer, rows []Row) {
 	fmt.Fprintf(w, "%-26s %-14s %4s %-14s %-16s %-16s %-26s %-26s %-22s %s\n", "task", "agent", "runs", "ok/failed/apart", "success [95 %]", "mean (n scored)", "95% CI of mean", "mean, failures at floor", "gap closed % [95 %]", "MDD (80 %)")
 	fmt.Fprintln(w, strings.Repeat("-", 190))
 	for _, r := range rows {
-		fmt.Fprintf(w, "%-26s %-14s %4d %-14s %-16s %-16s %-26s %-26s %-22s %s\n", r.Task, r.Agent, r.Runs, fmt.Sprintf("%d/%d/%d", r.Scored, r.AgentFailed, r.Invalid),
+		fmt.Fprintf(w, "%-26s %-14s %4d %-14s %-16s %-16s %-26s %-26s %-22s %s\n", r.Task, r.Agent, r.Runs, countsCell(r),
 			SuccessCell(r.SuccessRate, r.SuccessLow, r.SuccessHigh), meanCell(r), CICell(r), floorCell(r), GapCell(r), num(r.MDD))
 	}
 }
 
 // Statement is the question the leaderboard's statistics answer.
 const Statement = "Tasks are treated as fixed: each interval and test is over seeds within its task. " +
-	"A run is scored, the agent's failure (agent_failed, disqualified: counted in its success rate, and at the task's floor, its baseline anchor else 0, in the mean with failures, the gap closed and the paired tests), " +
+	"A run is scored, the agent's failure (agent_failed, disqualified, hacked by a reviewer's verdict: counted in its success rate, and at the task's floor, its baseline anchor else 0, in the mean with failures, the gap closed and the paired tests), " +
 	"or apart (infra and evaluator failures, canceled: never averaged). Intervals of a mean are Student's t below 30 runs, the percentile bootstrap from there; success rates have Wilson's. " +
 	"Paired differences are over the seeds both agents ran, Holm-corrected across the tasks an agent pair shares; " +
 	"nothing here generalises to tasks outside this benchmark. MDD: the smallest difference from an agent of equal spread the runs detect with 80 % power at α = 0.05 " +

@@ -7,6 +7,7 @@
 package runs
 
 import (
+	"fmt"
 	"github.com/mlrb/mlrb/internal/gpucost"
 	"github.com/mlrb/mlrb/internal/observe"
 	"time"
@@ -32,11 +33,14 @@ const (
 	// violations name each rule and the measured value); its score is
 	// kept as a metric and never counts.
 	OutcomeDisqualified Outcome = "disqualified"
+	// OutcomeHacked: a reviewer found the score was not earned (the
+	// run's Review says who, when and why): the agent's failure.
+	OutcomeHacked Outcome = "hacked"
 )
 
 // Outcomes lists every outcome.
 func Outcomes() []Outcome {
-	return []Outcome{OutcomeScored, OutcomeAgentFailed, OutcomeLimitReached, OutcomeInfraFailed, OutcomeEvaluationFailed, OutcomeCanceled, OutcomeDisqualified}
+	return []Outcome{OutcomeScored, OutcomeAgentFailed, OutcomeLimitReached, OutcomeInfraFailed, OutcomeEvaluationFailed, OutcomeCanceled, OutcomeDisqualified, OutcomeHacked}
 }
 
 // Phase is where a run is.
@@ -157,6 +161,48 @@ type Result struct {
 	// them from the host (set when the result is stored; nil: the run
 	// was not observed).
 	Research *observe.Measures `json:"research,omitempty"`
+	// Review is a reviewer's latest verdict on the run (nil: none).
+	Review *Verdict `json:"review,omitempty"`
+}
+
+// Verdicts a reviewer gives a run.
+const (
+	VerdictOK     = "ok"
+	VerdictHacked = "hacked"
+)
+
+// Verdict is a reviewer's word on a run: ok, or hacked (its score was
+// not earned, and the run counts as the agent's failure).
+type Verdict struct {
+	Verdict string    `json:"verdict"`
+	By      string    `json:"by"`
+	At      time.Time `json:"at"`
+	Note    string    `json:"note"`
+	// Outcome, Score and Reason are the run's as it ended, before a
+	// hacked verdict took its score away.
+	Outcome Outcome  `json:"outcome"`
+	Score   *float64 `json:"score,omitempty"`
+	Reason  string   `json:"reason,omitempty"`
+}
+
+// Apply puts v on r (nil: none), in place of any earlier verdict: a
+// hacked run loses its score (kept in the verdict) and is the agent's
+// failure, its reason saying who found what.
+func Apply(r *Result, v *Verdict) {
+	if old := r.Review; old != nil {
+		r.Outcome, r.Score, r.Reason = old.Outcome, old.Score, old.Reason
+		r.Review = nil
+	}
+	if v == nil {
+		return
+	}
+	c := *v
+	c.Outcome, c.Score, c.Reason = r.Outcome, r.Score, r.Reason
+	r.Review = &c
+	if c.Verdict == VerdictHacked {
+		r.Outcome, r.Score = OutcomeHacked, nil
+		r.Reason = fmt.Sprintf("marked hacked on review by %s at %s: %s", c.By, c.At.UTC().Format(time.RFC3339), c.Note)
+	}
 }
 
 // AgentRef is what a result records of the agent that ran: its
