@@ -41,15 +41,23 @@ func (a *Attempts) newObserver(in *AgentInput, log *zap.Logger) *observer {
 // started is when the attempt's agent time began.
 func (o *observer) begin(h runtime.Handle, redact []string, started time.Time) {
 	oh, ok := h.(runtime.Observable)
-	if !ok || oh.HostPID() == 0 {
+	if !ok {
 		o.log.Debug("the agent's processes cannot be seen from this host: not observed")
 		return
 	}
-	var scope observe.Scope
+	var scope observe.Scope = observe.Gone{}
 	var err error
-	if oh.OwnCgroup() {
-		scope, err = observe.CgroupOf(oh.HostPID(), cgroupMount)
-	} else {
+	switch {
+	case oh.HostPID() == 0:
+		// Ended already: a model put in place at once is still seen
+		// arriving in its checkpoints.
+		o.log.Debug("the agent ended before its processes could be seen")
+	case oh.OwnCgroup():
+		if scope, err = observe.CgroupOf(oh.HostPID(), cgroupMount); err != nil {
+			o.log.Debug("the agent's cgroup is gone", zap.Error(err))
+			scope, err = observe.Gone{}, nil
+		}
+	default:
 		scope = &observe.Tree{Root: oh.HostPID()}
 	}
 	if err == nil {

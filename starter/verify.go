@@ -222,11 +222,17 @@ func reportRescore(g *globals, c *bundle.Checked, r *runs.Result, res *activitie
 		}
 	}
 	fmt.Fprintf(g.out, "  here:     score %.6g, %s (%s)\n", res.Score, who, rules)
-	if r.Score == nil {
+	scored := r.Score
+	if v := r.Review; scored == nil && v != nil && v.Score != nil {
+		// A verdict took the score off the board; the evaluator's is kept.
+		scored = v.Score
+		fmt.Fprintf(g.out, "  (marked %s on review by %s: its evaluated score %.6g does not count)\n", v.Verdict, v.By, *scored)
+	}
+	if scored == nil {
 		fmt.Fprintf(g.out, "  the bundle's run has no score (%s): nothing to agree with\n", r.Outcome)
 		return false
 	}
-	d := res.Score - *r.Score
+	d := res.Score - *scored
 	switch {
 	case !same || other:
 		fmt.Fprintf(g.out, "  difference %+.6g under another evaluator (%s, the run's %s): not a check of the run's score\n", d, res.Image, c.Predicate.Evaluator)

@@ -271,6 +271,7 @@ type result struct {
 	Checkpoints int                `json:"checkpoints"`
 	SpecHash    string             `json:"spec_hash"`
 	Reason      string             `json:"reason"`
+	ModelPath   string             `json:"model_path"`
 	AgentImage  string             `json:"agent_image"`
 	EvalImage   string             `json:"evaluator_image"`
 	Cost        struct {

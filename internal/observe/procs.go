@@ -289,3 +289,17 @@ func bootTime() (time.Time, error) {
 	}
 	return time.Now().Add(-time.Duration(up * float64(time.Second))), nil
 }
+
+// Gone is the scope of an agent that had ended before it could be seen
+// (an agent that puts a file in place and exits at once): it has no
+// processes, but its checkpoints are observed like any other's.
+type Gone struct{}
+
+// PIDs: none.
+func (Gone) PIDs() ([]int, error) { return nil, nil }
+
+// RootPID: none.
+func (Gone) RootPID() int { return 0 }
+
+// OOMKills cannot be known.
+func (Gone) OOMKills() (int, bool) { return 0, false }
