@@ -17,8 +17,8 @@ import (
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/observe"
 	"github.com/mlrb/mlrb/internal/resume"
-	"github.com/mlrb/mlrb/internal/runresults"
 	"github.com/mlrb/mlrb/internal/review"
+	"github.com/mlrb/mlrb/internal/runresults"
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
