@@ -24,6 +24,7 @@ require (
 	github.com/prometheus/client_golang v1.21.0
 	github.com/prometheus/procfs v0.20.1
 	github.com/restic/chunker v0.4.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
 	github.com/secure-systems-lab/go-securesystemslib v0.11.1
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10

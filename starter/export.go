@@ -3,27 +3,37 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/cli"
 	"github.com/mlrb/mlrb/internal/export"
+	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/observe"
 	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/internal/transcript"
+	"github.com/mlrb/mlrb/tasks"
 )
 
 // exportOptions are `starter export`'s flags.
 type exportOptions struct {
 	format, out   string
 	schema, mixed bool
+	// org and relationship are who publishes an eee export, and how it
+	// relates to the agents.
+	org, relationship string
 }
 
 func (o *exportOptions) AddFlags(f *pflag.FlagSet) {
-	f.StringVar(&o.format, "format", "parquet", "parquet or csv: one file per table")
+	f.StringVar(&o.format, "format", "parquet", "parquet or csv: one file per table; eee: the leaderboard as Every Eval Ever (v"+export.EEEVersion+") records, one per agent")
+	f.StringVar(&o.org, "org", "", "eee: the organization publishing the results (default: $USER@host)")
+	f.StringVar(&o.relationship, "relationship", "other", "eee: the publisher's relation to the agents: "+strings.Join(export.Relationships, ", "))
 	f.StringVarP(&o.out, "output", "o", "", "directory to write the tables to")
 	f.BoolVar(&o.schema, "schema", false, "print the tables' schema (Markdown) and exit")
 	addMixedFlag(f, &o.mixed)
@@ -38,8 +48,11 @@ func (o exportOptions) check(args []string) error {
 	case o.out == "":
 		return cli.Usagef("-o: give the directory to write the tables to")
 	}
-	if !slices.Contains(export.Formats, o.format) {
-		return cli.Usagef("--format: %q is not one of %s", o.format, strings.Join(export.Formats, ", "))
+	if !slices.Contains(export.Formats, o.format) && o.format != formatEEE {
+		return cli.Usagef("--format: %q is not one of %s, %s", o.format, strings.Join(export.Formats, ", "), formatEEE)
+	}
+	if !slices.Contains(export.Relationships, o.relationship) {
+		return cli.Usagef("--relationship: %q is not one of %s", o.relationship, strings.Join(export.Relationships, ", "))
 	}
 	return nil
 }
@@ -47,13 +60,16 @@ func (o exportOptions) check(args []string) error {
 func exportCmd() *cobra.Command {
 	var o exportOptions
 	cmd := &cobra.Command{
-		Use:     "export BENCH_ID [BENCH_ID…] --format parquet|csv -o DIR",
+		Use:     "export BENCH_ID [BENCH_ID…] --format parquet|csv|eee -o DIR",
 		Short:   "write benchmarks' runs, attempts, checkpoints, curve marks, LLM calls and scores as tables for notebooks (several benchmarks pooled)",
 		PreRunE: func(_ *cobra.Command, args []string) error { return o.check(args) },
 		RunE: run(func(g *globals, args []string) error {
 			if o.schema {
 				writeSchema(g.out)
 				return nil
+			}
+			if o.format == formatEEE {
+				return runExportEEE(g, o, args)
 			}
 			return runExport(g, o, args)
 		}),
@@ -124,4 +140,38 @@ func writeSchema(w io.Writer) {
 			fmt.Fprintf(w, "| %s | `%s` | %s | %s |\n", t.Name, c.Name, c.Type, c.Doc)
 		}
 	}
+}
+
+// formatEEE is the Every Eval Ever export.
+const formatEEE = "eee"
+
+// runExportEEE writes the benchmarks' leaderboard as Every Eval Ever
+// records: one per agent, one result per task.
+func runExportEEE(g *globals, o exportOptions, ids []string) error {
+	b, err := loadCampaign(g, ids, o.mixed)
+	if err != nil {
+		return err
+	}
+	_, cat, err := g.catalog()
+	if err != nil {
+		return err
+	}
+	board := leaderboard.Build(leaderboard.RunsOf(b.runs), b.setup)
+	specs := map[string]*tasks.Spec{}
+	for _, r := range board.Rows {
+		if s, err := cat.Get(r.Task); err == nil {
+			specs[r.Task] = s
+		}
+	}
+	if o.org == "" {
+		host, _ := os.Hostname()
+		o.org = os.Getenv("USER") + "@" + host
+	}
+	files, err := export.WriteEEE(o.out, export.EEE{Benchmarks: ids, Rows: board.Rows, Runs: b.runs, Specs: specs, Organization: o.org,
+		Relationship: o.relationship, Version: app.Version(), Now: time.Now()})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.out, "exported %s as %d Every Eval Ever (v%s) record(s) to %s\n", strings.Join(ids, ", "), len(files), export.EEEVersion, o.out)
+	return nil
 }
