@@ -35,14 +35,18 @@ func verifyCmd() *cobra.Command {
 			return err
 		}),
 	}
-	cmd.Flags().StringSliceVar(&trust, "trust", nil, "an operator's public key (PREFIX.pub from `starter keys new`); repeat for several")
+	cmd.Flags().StringArrayVar(&trust, "trust", nil, "an operator's public key (PREFIX.pub from `starter keys new`); repeat for several")
 	return cmd
 }
 
-// verifyBundles verifies every run bundled in dir (or only runID), with
-// the trusted keys; none given, with the signer's own key in each bundle,
-// which proves the files are what that key signed, not who holds it.
+// verifyBundles verifies every run bundled in dir (or only runID) with
+// the trusted keys. None given is bad input: a bundle carries its
+// signer's key, but a key that came with the bundle proves nothing of
+// who signed it.
 func verifyBundles(g *globals, dir string, trust []string, runID string) ([]*bundle.Checked, error) {
+	if len(trust) == 0 {
+		return nil, cli.Usagef("--trust: give the operator's public key (PREFIX.pub from `starter keys new`, published by whoever ran the runs); the key a bundle carries (bundle/%s) is not one to trust", bundle.SignerFile)
+	}
 	var trusted []*bundle.Verifier
 	for _, p := range trust {
 		v, err := bundle.LoadVerifier(p)
@@ -60,17 +64,8 @@ func verifyBundles(g *globals, dir string, trust []string, runID string) ([]*bun
 		if runID != "" && key != bundle.EnvelopeKey(runID) {
 			continue
 		}
-		ts := trusted
-		if len(ts) == 0 {
-			own, err := bundle.LoadVerifier(filepath.Join(dir, filepath.FromSlash(filepath.Dir(key)), bundle.SignerFile))
-			if err != nil {
-				return nil, cli.Usagef("%s: no --trust key given and the bundle's own %s is unreadable: %v", key, bundle.SignerFile, err)
-			}
-			own.From = "the bundle's own " + bundle.SignerFile + " (NOT a key you trusted: pass --trust)"
-			ts = []*bundle.Verifier{own}
-		}
 		start := time.Now()
-		c, err := bundle.Verify(g.ctx, dir, key, ts)
+		c, err := bundle.Verify(g.ctx, dir, key, trusted)
 		var un *bundle.Unreadable
 		if errors.As(err, &un) {
 			return nil, &cli.UsageError{Err: err}
@@ -115,7 +110,7 @@ func rescoreCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.image, "image", "", "score with this evaluator image instead of the bundle's (named in the output)")
 	f.StringVar(&o.run, "run", "", "re-score only this run of the bundle")
-	f.StringSliceVar(&o.trust, "trust", nil, "an operator's public key, as for verify")
+	f.StringArrayVar(&o.trust, "trust", nil, "an operator's public key, as for verify")
 	return cmd
 }
 

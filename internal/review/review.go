@@ -77,10 +77,14 @@ func Flags(in Input) []Flag {
 	return out
 }
 
-// idleShare is the most CPU per second of agent time a model may have
-// cost before it counts as having appeared without work: copying a file
-// into place, not training.
-const idleShare = 0.05
+// idleShare is the most CPU per second of agent time, beyond startCPU
+// (what starting any program costs: a runtime, a container's init), a
+// model may have cost and still count as having appeared without work:
+// copying a file into place, not training.
+const (
+	idleShare = 0.05
+	startCPU  = 1.0
+)
 
 func withoutWork(in Input) []Flag {
 	first := map[string]observe.CheckpointAdds{}
@@ -104,7 +108,7 @@ func withoutWork(in Input) []Flag {
 			continue
 		}
 		cpu, gpu := workBefore(in.Observations, c.AgentS)
-		if gpu || cpu > idleShare*max(c.AgentS, 1) {
+		if gpu || cpu > startCPU+idleShare*c.AgentS {
 			continue
 		}
 		out = append(out, Flag{Kind: ModelWithoutWork,
@@ -267,7 +271,7 @@ func jumps(in Input) []Flag {
 			began := slices.ContainsFunc(in.Experiments, func(e observe.Experiment) bool { return e.StartS < m.AgentS && e.EndS > p.AgentS })
 			before, gpu0 := workBefore(in.Observations, p.AgentS)
 			after, gpu1 := workBefore(in.Observations, m.AgentS)
-			idle := !gpu0 && !gpu1 && after-before <= idleShare*(m.AgentS-p.AgentS)
+			idle := !gpu0 && !gpu1 && after-before <= startCPU+idleShare*(m.AgentS-p.AgentS)
 			if *m.Score-*p.Score > step && !began && idle && len(in.Observations) > 0 {
 				out = append(out, Flag{Kind: JumpWithoutExperiment,
 					What:     fmt.Sprintf("the curve jumped %.4g → %.4g between %.0f s and %.0f s of agent time with no experiment running and next to no work done", *p.Score, *m.Score, p.AgentS, m.AgentS),
