@@ -398,3 +398,26 @@ func TestModelOfAnExperimentSeenGoneLate(t *testing.T) {
 		t.Fatalf("end %v s, want the last sight, 100 s", r.Experiments[0].EndS)
 	}
 }
+
+// TestHugeCommandLineIsReadBounded (audit H1): a process with a 1 MiB
+// command line costs the sampler at most cmdlineRead bytes of it, and a
+// secret straddling the stored cut is still redacted whole.
+func TestHugeCommandLineIsReadBounded(t *testing.T) {
+	args := []string{"30", strings.Repeat("a", MaxCommand-len("sleep 30 ")-3) + " s3cr3t-tail"}
+	for range 8 {
+		args = append(args, strings.Repeat("x", 128<<10-1)) // MAX_ARG_STRLEN each: 1 MiB in all
+	}
+	p := exec.Command("sleep", args...)
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Process.Kill(); _ = p.Wait() }()
+	cmd := readCmdline(p.Process.Pid)
+	if len(cmd) != cmdlineRead || !strings.HasPrefix(cmd, "sleep 30 aaa") {
+		t.Fatalf("read %d bytes of a 1 MiB command line, want %d", len(cmd), cmdlineRead)
+	}
+	s := &Sampler{o: Options{Redact: func(c string) string { return strings.ReplaceAll(c, "s3cr3t-tail", "***") }}}
+	if c := s.command(cmd); len(c) > MaxCommand+len("…") || strings.Contains(c, "s3c") {
+		t.Fatalf("stored command %d bytes: %q", len(c), c[max(0, len(c)-40):])
+	}
+}

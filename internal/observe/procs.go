@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -244,7 +245,33 @@ type procInfo struct {
 	start     time.Time
 	cpuS      float64
 	hwm       int64
-	cmd       []string
+	// cmd is the head of its command line (cmdlineRead bytes at most),
+	// its arguments joined by spaces.
+	cmd string
+}
+
+// cmdlineRead bounds what is read of a process's command line: what is
+// kept (MaxCommand) and room for a secret straddling that cut to still be
+// redacted whole. An agent's processes are agent data: a 1 MiB argv,
+// forked to the pids limit, must not become a worker's gigabytes.
+const cmdlineRead = MaxCommand + 4<<10
+
+// readCmdline reads the head of pid's command line.
+func readCmdline(pid int) string {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return ""
+	}
+	defer func() { _ = f.Close() }()
+	buf := make([]byte, cmdlineRead)
+	n, _ := io.ReadFull(f, buf)
+	b := bytes.TrimRight(buf[:n], "\x00")
+	for i, c := range b {
+		if c == 0 {
+			b[i] = ' '
+		}
+	}
+	return string(b)
 }
 
 // userHZ is the clock tick of /proc/<pid>/stat's times (USER_HZ, 100 on
@@ -268,7 +295,7 @@ func readProc(fs procfs.FS, boot time.Time, pid int) (procInfo, error) {
 	if pi.hwm == 0 {
 		pi.hwm = int64(st.ResidentMemory())
 	}
-	pi.cmd, _ = p.CmdLine()
+	pi.cmd = readCmdline(pid)
 	return pi, nil
 }
 

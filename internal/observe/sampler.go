@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -65,8 +64,8 @@ type procKey struct {
 type tracked struct {
 	i        int // index in obs.Procs, -1 when dropped
 	lastSeen time.Time
-	// argv is the command line its Command was made from.
-	argv []string
+	// cmd is the command line (its head) its Command was made from.
+	cmd string
 }
 
 // Start samples scope's processes (and, with o.GPU, base.Devices) from
@@ -219,8 +218,8 @@ func (s *Sampler) sampleProcs() {
 			// A process read between its fork and its exec shows its
 			// parent's command line, or none mid-exec: it keeps the
 			// last one it showed.
-			if len(pi.cmd) > 0 && !slices.Equal(pi.cmd, t.argv) {
-				p.Command, t.argv = s.command(pi.cmd), pi.cmd
+			if pi.cmd != "" && pi.cmd != t.cmd {
+				p.Command, t.cmd = s.command(pi.cmd), pi.cmd
 			}
 		}
 	}
@@ -262,8 +261,7 @@ func (s *Sampler) blameOOM(gone []int, n int) int {
 	return k
 }
 
-func (s *Sampler) command(argv []string) string {
-	c := strings.Join(argv, " ")
+func (s *Sampler) command(c string) string {
 	if s.o.Redact != nil {
 		c = s.o.Redact(c)
 	}
