@@ -121,7 +121,7 @@ func (c *checkpointer) take(ctx context.Context, agentSeconds float64, end *chec
 			zap.Int("seq", m.Seq), zap.Strings("files", m.Unsettled))
 	}
 	if m.Truncated && c.truncated != nil {
-		c.truncated(fmt.Sprintf("workspace holds more entries than its limit agent.workspace_max_entries = %d (each is a line of every checkpoint's manifest): checkpoint #%d lists the first of them", c.engine.MaxEntries, m.Seq))
+		c.truncated(fmt.Sprintf("checkpoint #%d leaves out what the agent made: %s", m.Seq, incompleteWhy(m)))
 	}
 	if c.keep > 0 {
 		if n, err := c.engine.Prune(ctx, c.at.runID, c.keep, c.marks...); err != nil {
@@ -247,3 +247,12 @@ func (n *notifier) flush(ctx context.Context) error {
 
 // close stops the sender once everything sent is delivered or abandoned.
 func (n *notifier) close() { close(n.queue) }
+
+// incompleteWhy says why a checkpoint left entries out.
+func incompleteWhy(m *checkpoint.Manifest) string {
+	if m.Incomplete != "" {
+		return m.Incomplete
+	}
+	// Saved before the reason was kept: the entry bound was the only one.
+	return "the workspace held more entries than agent.workspace_max_entries"
+}

@@ -191,7 +191,7 @@ func (a *Evaluations) restoreModel(ctx context.Context, runID string, ref Checkp
 	if m.Truncated {
 		// What the agent left past the bound is not in it: never scored,
 		// whichever activity reads it (the final model, a mark, a control).
-		why := fmt.Errorf("checkpoint #%d is incomplete: the workspace held more entries than agent.workspace_max_entries", m.Seq)
+		why := fmt.Errorf("checkpoint #%d is incomplete: %s", m.Seq, incompleteWhy(m))
 		return root, temporal.NewNonRetryableApplicationError(why.Error(), ErrNoModel, why)
 	}
 	lv.step(stepRestoring, m.Bytes)

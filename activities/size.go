@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -48,6 +49,10 @@ func watchSize(ctx context.Context, root string, lim limits, outside func(contex
 	var layerAt time.Time
 	go every.Tick(ctx, sizeEvery, func() bool {
 		used, entries, err := diskUsage(root)
+		var deep *unmeasurable
+		if errors.As(err, &deep) {
+			return w.stop(deep.Error())
+		}
 		if err != nil {
 			log.Debug("workspace size", zap.Error(err))
 			return true
@@ -81,6 +86,18 @@ func (w *sizeWatch) over() string {
 	return w.why
 }
 
+// unmeasurable is a workspace the walk cannot measure whole: a directory
+// nested past safefs.MaxDepth, or one it cannot enter. What lies below
+// would be outside every bound, on the host's disk: the agent is stopped.
+type unmeasurable struct {
+	rel string
+	err error
+}
+
+func (u *unmeasurable) Error() string {
+	return fmt.Sprintf("the workspace cannot be measured whole (%v: %.80s…): what lies there is outside every limit", u.err, u.rel)
+}
+
 // minEntryBytes is what any entry is charged at least: an empty file
 // takes no blocks but an inode and a directory entry, and a checkpoint
 // lists it. A million empty files count 4 GiB against the limit.
@@ -102,6 +119,11 @@ func diskUsage(root string) (total, entries int64, err error) {
 	defer func() { _ = d.Close() }()
 	seen := map[[2]uint64]bool{}
 	err = d.Walk(func(e safefs.Entry) error {
+		if e.Err != nil {
+			// Nothing below can be measured (nor checkpointed): never
+			// left uncounted.
+			return &unmeasurable{rel: e.Rel, err: e.Err}
+		}
 		entries++
 		st := e.Stat
 		if st.Nlink > 1 && st.Mode&unix.S_IFMT != unix.S_IFDIR {

@@ -265,3 +265,23 @@ func TestContainersGetADoorNotANetwork(t *testing.T) {
 		t.Errorf("check: network %q, door %+v, binds %v", c.Network, c.Door, c.Binds)
 	}
 }
+
+// TestDeepTreeIsABreach (audit H2): what lies below safefs.MaxDepth
+// directories cannot be measured, so the walk that meets it says so
+// instead of counting the directory alone: a 1 MiB file at depth 600 is
+// never outside every bound.
+func TestDeepTreeIsABreach(t *testing.T) {
+	root := t.TempDir()
+	deep := filepath.Join(root, strings.Repeat("d/", 600))
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(deep, "big"), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := diskUsage(root)
+	var u *unmeasurable
+	if !errors.As(err, &u) || !strings.Contains(err.Error(), "512") {
+		t.Fatalf("a tree 600 deep measured: %v", err)
+	}
+}

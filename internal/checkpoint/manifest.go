@@ -46,9 +46,12 @@ type Manifest struct {
 	// Omitted lists directories left out whole: nested deeper than a
 	// walk descends (safefs.MaxDepth).
 	Omitted []string `json:"omitted,omitempty"`
-	// Truncated: the workspace held more entries than the engine's
-	// MaxEntries; the rest are left out (the attempt is then failed).
-	Truncated bool `json:"truncated,omitempty"`
+	// Truncated: entries of the workspace are left out, because a
+	// restore could not create them or the manifest could not hold them
+	// (Incomplete says which was first met); the attempt is then failed,
+	// and the checkpoint is never scored.
+	Truncated  bool   `json:"truncated,omitempty"`
+	Incomplete string `json:"incomplete,omitempty"`
 	// RawNames is, on the wire only, the names that are not UTF-8
 	// (withRawNames, applyRawNames).
 	RawNames []rawName `json:"raw_names,omitempty"`

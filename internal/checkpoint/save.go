@@ -38,6 +38,8 @@ type saving struct {
 	newChunks atomic.Int64
 	// foreign: prev is another run's checkpoint (a fork's).
 	foreign bool
+	// bytes is about what the entries so far cost the manifest.
+	bytes int64
 }
 
 // save runs one checkpoint: it takes the save lock, lets walk add the
@@ -154,15 +156,22 @@ func (e *Engine) Save(ctx context.Context, dir string, meta Meta, prev *Manifest
 				return s.ctx.Err()
 			}
 			if e.MaxEntries > 0 && int64(len(s.m.Files)) >= e.MaxEntries {
-				s.m.Truncated = true
+				s.incomplete(fmt.Sprintf("the workspace holds more entries than agent.workspace_max_entries = %d (each is a line of every checkpoint's manifest)", e.MaxEntries))
 				return fs.SkipAll
 			}
 			if e.excluded(en.Rel) {
 				return fs.SkipDir
 			}
-			if en.Err != nil {
-				s.m.Omitted = append(s.m.Omitted, en.Rel)
+			if why := unrestorable(en); why != "" {
+				if len(s.m.Omitted) < maxOmitted {
+					s.m.Omitted = append(s.m.Omitted, en.Rel[:min(len(en.Rel), 256)])
+				}
+				s.incomplete(why)
 				return fs.SkipDir
+			}
+			if s.bytes += entryBytes(en); s.bytes > MaxManifestBytes {
+				s.incomplete(fmt.Sprintf("the workspace's paths add up to more than a manifest holds (%d MiB)", MaxManifestBytes>>20))
+				return fs.SkipAll
 			}
 			return s.addEntry(ctx, en, inodes)
 		})
@@ -171,6 +180,47 @@ func (e *Engine) Save(ctx context.Context, dir string, meta Meta, prev *Manifest
 		}
 		return err
 	})
+}
+
+// Bounds that make every checkpoint restorable and readable: what a save
+// meets past them is left out and the checkpoint marked incomplete, which
+// fails the attempt as the agent's doing and is never scored.
+const (
+	// MaxPathBytes bounds an entry's path in the workspace: a restore
+	// creates it under a directory of the worker's (an evaluation's, a
+	// new attempt's), and the kernel refuses paths past PATH_MAX (4,096
+	// bytes) whole. A kilobyte is left for the restore's own directory.
+	MaxPathBytes = 3 << 10
+	// MaxManifestBytes bounds what the entries' paths and links add up
+	// to, as the manifest is read back whole.
+	MaxManifestBytes = 256 << 20
+	// maxOmitted bounds the paths an incomplete manifest names.
+	maxOmitted = 16
+)
+
+// unrestorable says why a restore could not create en ("" when it can).
+func unrestorable(en safefs.Entry) string {
+	switch {
+	case len(en.Rel) > MaxPathBytes:
+		return fmt.Sprintf("a path of %d bytes is longer than a restore can create (%d bytes at most): %.80s…", len(en.Rel), MaxPathBytes, en.Rel)
+	case errors.Is(en.Err, safefs.ErrTooDeep):
+		return fmt.Sprintf("directories nest deeper than %d levels: %.80s…", safefs.MaxDepth, en.Rel)
+	case en.Err != nil:
+		return fmt.Sprintf("%s cannot be read: %v", en.Rel, en.Err)
+	}
+	return ""
+}
+
+// entryBytes is about what an entry costs in the manifest.
+func entryBytes(en safefs.Entry) int64 { return int64(len(en.Rel)) + 128 }
+
+// incomplete marks the manifest as leaving entries out, keeping the first
+// reason.
+func (s *saving) incomplete(why string) {
+	s.m.Truncated = true
+	if s.m.Incomplete == "" {
+		s.m.Incomplete = why
+	}
 }
 
 // addEntry adds one walked entry to the manifest: a directory, a link, or
@@ -185,6 +235,7 @@ func (s *saving) addEntry(ctx context.Context, en safefs.Entry, inodes map[[2]ui
 		if f.Link, err = en.Readlink(); err != nil {
 			return gone(err)
 		}
+		s.bytes += int64(len(f.Link))
 	case f.Mode.IsDir():
 	case f.Mode.IsRegular():
 		id := [2]uint64{st.Dev, st.Ino}
