@@ -87,7 +87,12 @@ func withResearch(g *globals, r *runs.Result) {
 		return
 	}
 	var stored runs.Result
-	if runresults.Get(g.ctx, store, r.RunID, &stored) == nil && stored.RunID == r.RunID && stored.Outcome == r.Outcome {
+	if runresults.Get(g.ctx, store, r.RunID, &stored) != nil || stored.RunID != r.RunID {
+		return
+	}
+	// The stored result is this run's when it ended alike, or when a
+	// reviewer's verdict changed how it counts.
+	if stored.Outcome == r.Outcome || (stored.Review != nil && stored.Review.Outcome == r.Outcome) {
 		*r = stored
 	}
 }

@@ -232,6 +232,11 @@ func reviewed(t *testing.T, e *env, b string) {
 		"--note", "its model is another run's, put in place at once"); code != 0 {
 		t.Fatalf("review mark (exit %d): %s %s", code, so, errs)
 	}
+	var res result
+	e.starterJSON(&res, "result", b+"/copier/mini_baby_lm/s1", "--json")
+	if res.Outcome != "hacked" || res.Score != nil || !strings.Contains(res.Reason, "e2e-reviewer") {
+		t.Fatalf("the marked run's result: %+v", res)
+	}
 	table, _, _ := e.starter("results", b)
 	if !regexp.MustCompile(`mini_baby_lm +copier +2 1/1/0 \(1 hacked\)`).MatchString(table) {
 		t.Fatalf("the hacked run is not the copier's failure on the leaderboard:\n%s", table)
