@@ -88,6 +88,10 @@ func (o *observer) sampler() *observe.Sampler {
 
 // call records an LLM call's span (the gateway's recorder tells it).
 func (o *observer) call(c transcript.Call) {
+	// A refused call cost nothing and kept the agent busy for no time.
+	if c.Error != "" && c.Usage.USD == 0 {
+		return
+	}
 	if s := o.sampler(); s != nil {
 		s.Call(observe.Span{Start: c.Start, End: c.Start.Add(time.Duration(c.LatencyMS * float64(time.Millisecond))), USD: c.Usage.USD})
 	}

@@ -63,6 +63,13 @@ func (a *Records) complete(ctx context.Context, runID string, body json.RawMessa
 	}
 	if a.GPUPrices != nil {
 		runs.PriceGPUs(&r, a.GPUPrices, obs)
+		if err != nil {
+			// The marks' LLM dollars are not known: not costed, never
+			// costed at the GPUs alone (equal spend would see them free).
+			for i := range r.Curve {
+				r.Curve[i].CostUSD = nil
+			}
+		}
 	}
 	// A verdict given before the run was stored again (a resumed
 	// benchmark's) still counts.

@@ -4,14 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strings"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/checkpoint"
+	"github.com/mlrb/mlrb/internal/gpucost"
 	"github.com/mlrb/mlrb/internal/leaderboard"
+	"github.com/mlrb/mlrb/internal/observe"
+	"github.com/mlrb/mlrb/internal/review"
 	"github.com/mlrb/mlrb/internal/runresults"
+	"github.com/mlrb/mlrb/internal/runs"
 )
 
 // TestAggregateResults: the leaderboard of an ended benchmark is made from
@@ -62,5 +68,44 @@ func TestAggregateResults(t *testing.T) {
 	}
 	if len(doc.Runs) != 4 || doc.Runs[3].Outcome != "infra_failed" || doc.Runs[3].Score != nil || doc.Runs[3].Seed != 2 || doc.Cost.BilledGPUHours != 0.75 {
 		t.Fatalf("stored leaderboard: %+v", doc)
+	}
+}
+
+// TestUnreadableObservationLeavesMarksUncosted (audit H3): when a run's
+// observation cannot be read back, its marks are not costed, rather than
+// costed at the GPUs alone (which equal-spend comparisons would read as
+// LLM calls that cost nothing); the GPU dollars stand, and a verdict
+// given before the result was stored again still counts.
+func TestUnreadableObservationLeavesMarksUncosted(t *testing.T) {
+	ctx := context.Background()
+	store, err := blob.NewFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "b/a/t/s0"
+	if err := store.Put(ctx, observe.Key(id, 1), strings.NewReader("not an observation")); err != nil {
+		t.Fatal(err)
+	}
+	v := &runs.Verdict{Verdict: runs.VerdictHacked, By: "r", At: time.Unix(1_800_000_000, 0), Note: "copied"}
+	if err := review.Put(ctx, store, id, v); err != nil {
+		t.Fatal(err)
+	}
+	table, err := gpucost.Parse([]byte("date: \"2026-01-01\"\ngpus:\n  A100-40GB: 2.0\n"), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Records{Engine: checkpoint.New(store, checkpoint.Options{}), GPUPrices: table}
+	score := 0.7
+	in, _ := json.Marshal(runs.Result{RunID: id, Outcome: runs.OutcomeScored, Score: &score, Hardware: runs.HardwareClass(1, "A100-40GB"),
+		Cost: runs.Cost{BilledGPUHours: 1}, Curve: []runs.Mark{{AtS: 60, Seq: 1, Score: &score}}})
+	var out runs.Result
+	if err := json.Unmarshal(a.complete(ctx, id, in), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Curve[0].CostUSD != nil || out.Cost.GPUUSD == nil || *out.Cost.GPUUSD != 2 {
+		t.Fatalf("mark cost %v, GPU dollars %v", out.Curve[0].CostUSD, out.Cost.GPUUSD)
+	}
+	if out.Outcome != runs.OutcomeHacked || out.Score != nil || out.Review == nil || *out.Review.Score != 0.7 {
+		t.Fatalf("the verdict was lost: %+v", out)
 	}
 }

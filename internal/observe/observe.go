@@ -109,6 +109,8 @@ type CheckpointAdds struct {
 const (
 	MaxProcs   = 20000
 	MaxCommand = 512
+	// MaxCalls bounds an attempt's call spans (about 8 MB stored).
+	MaxCalls = 100000
 	// maxBytes bounds an observation read back (a 24 h attempt at the
 	// defaults stores well under 10 MB).
 	maxBytes = 64 << 20

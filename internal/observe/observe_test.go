@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -419,5 +420,23 @@ func TestHugeCommandLineIsReadBounded(t *testing.T) {
 	s := &Sampler{o: Options{Redact: func(c string) string { return strings.ReplaceAll(c, "s3cr3t-tail", "***") }}}
 	if c := s.command(cmd); len(c) > MaxCommand+len("…") || strings.Contains(c, "s3c") {
 		t.Fatalf("stored command %d bytes: %q", len(c), c[max(0, len(c)-40):])
+	}
+}
+
+// TestCallSpansBounded (audit H3): past MaxCalls, a call's span is merged
+// into the last one, its dollars kept.
+func TestCallSpansBounded(t *testing.T) {
+	s := &Sampler{now: time.Now}
+	t0 := time.Unix(1_800_000_000, 0)
+	for i := range MaxCalls + 500 {
+		s.Call(Span{Start: t0.Add(time.Duration(i) * time.Second), End: t0.Add(time.Duration(i)*time.Second + time.Millisecond), USD: 0.01})
+	}
+	o := s.Snapshot()
+	usd := 0.0
+	for _, c := range o.Calls {
+		usd += c.USD
+	}
+	if len(o.Calls) != MaxCalls || math.Abs(usd-0.01*float64(MaxCalls+500)) > 1e-6 || !o.Calls[MaxCalls-1].End.Equal(t0.Add((MaxCalls+499)*time.Second+time.Millisecond)) {
+		t.Fatalf("%d spans, $%.2f, last ends %v", len(o.Calls), usd, o.Calls[len(o.Calls)-1].End)
 	}
 }

@@ -142,10 +142,26 @@ func (s *Sampler) Checkpoint(c CheckpointAdds) {
 }
 
 // Call records an LLM call of the attempt.
+// Past MaxCalls spans, a call is merged into the last one (its end and
+// dollars kept): an attempt's observation stays readable, and its marks
+// costed, whatever the agent sends.
 func (s *Sampler) Call(c Span) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if n := len(s.obs.Calls); n >= MaxCalls {
+		last := &s.obs.Calls[n-1]
+		last.End = maxTime(last.End, c.End)
+		last.USD += c.USD
+		return
+	}
 	s.obs.Calls = append(s.obs.Calls, c)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // Snapshot is the observation so far.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/restic/chunker"
@@ -67,7 +68,17 @@ type Recorder struct {
 	slots chan struct{}
 	// pending is the bytes of bodies waiting to be stored.
 	pending int64
+	// queued counts the records waiting to be stored; coalesced the
+	// unbilled calls not recorded one by one while MaxQueued wait.
+	queued, coalesced int
 }
+
+// MaxQueued bounds the records an attempt's recorder holds waiting for
+// the store: a flood of refused calls (free to the agent, hundreds of
+// thousands a minute) past it is counted in one record, not held in
+// goroutines and memory. A call the provider billed is always recorded
+// on its own (the gateway bounds those in flight).
+const MaxQueued = 4096
 
 // storing is how many records a recorder stores at once.
 const storing = 8
@@ -80,6 +91,20 @@ func (r *Recorder) Add(c Call, req, resp []byte) {
 		r.Seen(c)
 	}
 	r.mu.Lock()
+	if r.queued >= MaxQueued && !c.billed() {
+		r.coalesced++
+		r.mu.Unlock()
+		return
+	}
+	r.add(c, req, resp)
+}
+
+// billed tells whether the provider charged for the call.
+func (c *Call) billed() bool { return c.Usage.USD > 0 || c.Usage.Tokens != (llm.Tokens{}) }
+
+// add numbers and stores c; r.mu is held, and released.
+func (r *Recorder) add(c Call, req, resp []byte) {
+	r.queued++
 	r.seq++
 	c.Seq, c.Attempt = r.seq, r.Attempt
 	if r.Ledger != nil {
@@ -99,6 +124,11 @@ func (r *Recorder) Add(c Call, req, resp []byte) {
 		defer func() {
 			r.mu.Lock()
 			r.pending -= size
+			r.queued--
+			if r.coalesced > 0 && r.queued < MaxQueued/2 {
+				r.flushCoalesced()
+				return
+			}
 			r.mu.Unlock()
 		}()
 		r.slots <- struct{}{}
@@ -136,8 +166,36 @@ func (r *Recorder) Scrub(s string) string {
 	return r.scrub.Replace(s)
 }
 
-// Wait waits for every record added so far to be stored.
-func (r *Recorder) Wait() { r.wg.Wait() }
+// flushCoalesced records the calls counted, not recorded, so far as one
+// record; r.mu is held, and released.
+func (r *Recorder) flushCoalesced() {
+	n := r.coalesced
+	r.coalesced = 0
+	r.add(Call{Kind: KindLLM, Start: time.Now(), Usage: llm.Usage{Refused: int64(n)},
+		Error: fmt.Sprintf("%d more calls and connections, refused or unbilled, counted but not recorded one by one: %d records were waiting for the store", n, MaxQueued)}, nil, nil)
+}
+
+// Wait waits for every record added so far to be stored, those counted
+// in one record included.
+func (r *Recorder) Wait() {
+	r.mu.Lock()
+	if r.coalesced > 0 {
+		r.flushCoalesced()
+	} else {
+		r.mu.Unlock()
+	}
+	r.wg.Wait()
+	r.mu.Lock()
+	left := r.coalesced > 0
+	if left {
+		r.flushCoalesced()
+	} else {
+		r.mu.Unlock()
+	}
+	if left {
+		r.wg.Wait()
+	}
+}
 
 func (r *Recorder) store(ctx context.Context, c *Call, req, resp []byte) error {
 	for k, v := range c.Headers {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -73,5 +75,64 @@ func TestRepeatedPromptsStoredOnce(t *testing.T) {
 	}
 	if totals, _ := Totals(ctx, store, "run-1", 2); len(totals) != 0 {
 		t.Errorf("attempts before 2: %+v", totals)
+	}
+}
+
+// gatedStore puts nothing until its gate opens: a store that cannot keep
+// up with a flood.
+type gatedStore struct {
+	blob.Store
+	gate chan struct{}
+}
+
+func (s gatedStore) Put(ctx context.Context, key string, r io.Reader) error {
+	<-s.gate
+	return s.Store.Put(ctx, key, r)
+}
+
+// TestRefusedFloodIsBounded (audit H3): a flood of refused calls faster
+// than the store holds at most MaxQueued records waiting (goroutines
+// included); the rest are counted in a record of their own, so every
+// call is accounted for, and a billed call is always recorded alone.
+func TestRefusedFloodIsBounded(t *testing.T) {
+	fs, err := blob.NewFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	r := &Recorder{Store: gatedStore{fs, gate}, RunID: "run-1", Attempt: 1}
+	before := runtime.NumGoroutine()
+	const flood = 20000
+	peak := 0
+	for i := range flood {
+		r.Add(Call{Kind: KindLLM, Error: "no such path", Status: 404}, nil, nil)
+		if i%1000 == 0 {
+			peak = max(peak, runtime.NumGoroutine()-before)
+		}
+	}
+	r.Add(Call{Kind: KindLLM, Model: "gpt-4o", Usage: llm.Usage{Calls: 1, USD: 0.5, Tokens: llm.Tokens{Input: 10}}}, nil, nil)
+	if peak > MaxQueued+64 {
+		t.Fatalf("%d goroutines waiting to store records, over MaxQueued = %d", peak, MaxQueued)
+	}
+	close(gate)
+	r.Wait()
+	calls, err := List(context.Background(), fs, "run-1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused, counted int64
+	billed := 0
+	for _, c := range calls {
+		switch {
+		case c.Usage.USD > 0:
+			billed++
+		case c.Usage.Refused > 0:
+			counted += c.Usage.Refused
+		default:
+			refused++
+		}
+	}
+	if billed != 1 || refused+counted != flood || counted == 0 || len(calls) > flood/2 {
+		t.Fatalf("%d records: %d billed, %d refused alone, %d counted together; want 1 billed and %d refused in all", len(calls), billed, refused, counted, flood)
 	}
 }
