@@ -26,6 +26,9 @@ type LLMGateway struct {
 	OpenAI, Anthropic gateway.Upstream
 	// ServerTools lets provider-side tools through (gateway.server_tools).
 	ServerTools bool
+	// AnthropicBeta are the anthropic-beta values passed on
+	// (gateway.anthropic_beta).
+	AnthropicBeta []string
 	// Bounds is what one attempt's calls may hold of the worker
 	// (gateway.body_timeout; zero fields: gateway.DefaultBounds').
 	Bounds gateway.Bounds
@@ -97,7 +100,7 @@ func (a *Attempts) llmFor(ctx context.Context, in AgentInput, secrets []string, 
 	redact := append([]string{token, oa.Key, an.Key}, secrets...)
 	rec := &transcript.Recorder{Store: a.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Redact: redact, Ledger: meter.Ledger, Log: log}
 	return &attemptLLM{prices: a.LLM.Prices.Ref(), prior: prior, every: a.LLM.every(),
-		serve: &gateway.LLM{Token: token, OpenAI: oa, Anthropic: an, Prices: a.LLM.Prices, Meter: meter, Record: rec, Live: live, Log: log, ServerTools: a.LLM.ServerTools, Bounds: a.LLM.Bounds}}, nil
+		serve: &gateway.LLM{Token: token, OpenAI: oa, Anthropic: an, Prices: a.LLM.Prices, Meter: meter, Record: rec, Live: live, Log: log, ServerTools: a.LLM.ServerTools, AnthropicBeta: a.LLM.AnthropicBeta, Bounds: a.LLM.Bounds}}, nil
 }
 
 // report sends the attempt's ledger to the run when it changed since the

@@ -56,6 +56,8 @@ type Gateway struct {
 	AnthropicKey string `mapstructure:"anthropic_key" yaml:"anthropic_key"`
 	// ServerTools lets provider-side tools through.
 	ServerTools bool `mapstructure:"server_tools" yaml:"server_tools"`
+	// AnthropicBeta are the anthropic-beta values passed on.
+	AnthropicBeta []string `mapstructure:"anthropic_beta" yaml:"anthropic_beta"`
 	// BodyTimeout bounds the time a call's request body takes to arrive.
 	BodyTimeout time.Duration `mapstructure:"body_timeout" yaml:"body_timeout"`
 	// UsageEvery is the least time between two usage reports of an attempt.

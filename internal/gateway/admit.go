@@ -82,6 +82,9 @@ func (l *LLM) unmetered(r *http.Request, c *call) string {
 			return why
 		}
 	}
+	if why := l.billedOutside(r, c.body); why != "" {
+		return why
+	}
 	if l.ServerTools {
 		return ""
 	}

@@ -56,6 +56,9 @@ type LLM struct {
 	// (web search and fetch, MCP servers, code execution) through.
 	Bounds      Bounds
 	ServerTools bool
+	// AnthropicBeta are the anthropic-beta values passed to the provider
+	// (gateway.anthropic_beta); a call with any other is refused.
+	AnthropicBeta []string
 
 	// calls are the calls in progress: a call's answer reaches the agent
 	// before the call is settled and recorded.
