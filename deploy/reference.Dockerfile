@@ -4,4 +4,5 @@ FROM scratch
 COPY mlrb /mlrb
 WORKDIR /app
 ENTRYPOINT []
-CMD ["/mlrb"]
+# Run as an agent with no args of its own, it is the reference agent.
+CMD ["/mlrb", "reference-agent"]

@@ -28,7 +28,8 @@ import (
 func TestBundleVerifyRescore(t *testing.T) {
 	keys := filepath.Join(t.TempDir(), "operator")
 	dir := agentDefs(t, map[string]string{
-		"ref-img": "image: " + refImage + "\nprovider: openai\nmodel: gpt-4o\nargs: [/mlrb, reference-agent]\n",
+		// No args: the reference image runs the reference agent by default.
+		"ref-img": "image: " + refImage + "\nprovider: openai\nmodel: gpt-4o\n",
 		"copier":  "image: mlrb-copyagent:e2e\nprovider: openai\nmodel: gpt-4o\n",
 	})
 	e := dockerEnv(t, "MLRB_AGENTS_DIR="+dir, "MLRB_CHECKPOINT_INTERVAL=3s", "MLRB_OBSERVE_PROC_INTERVAL=1s", "MLRB_BUNDLE_SIGNING_KEY="+keys)
