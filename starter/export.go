@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -164,8 +163,7 @@ func runExportEEE(g *globals, o exportOptions, ids []string) error {
 		}
 	}
 	if o.org == "" {
-		host, _ := os.Hostname()
-		o.org = os.Getenv("USER") + "@" + host
+		o.org = whoAmI()
 	}
 	files, err := export.WriteEEE(o.out, export.EEE{Benchmarks: ids, Rows: board.Rows, Runs: b.runs, Specs: specs, Organization: o.org,
 		Relationship: o.relationship, Version: app.Version(), Now: time.Now()})

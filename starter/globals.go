@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"github.com/mlrb/mlrb/agents"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
@@ -130,4 +131,11 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// whoAmI names the person at this starter, as user@host: who gives a
+// verdict or publishes an export, when they do not say.
+func whoAmI() string {
+	host, _ := os.Hostname()
+	return os.Getenv("USER") + "@" + host
 }

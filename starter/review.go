@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -151,8 +150,7 @@ func runReviewMark(g *globals, o reviewMarkOptions, runID string) error {
 		return cli.Usagef("--note: say why (what the evidence showed); a verdict without a reason cannot be reviewed in turn")
 	}
 	if o.by == "" {
-		host, _ := os.Hostname()
-		o.by = os.Getenv("USER") + "@" + host
+		o.by = whoAmI()
 	}
 	store, err := g.store()
 	if err != nil {
