@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -129,19 +130,19 @@ func WriteMarkdown(w io.Writer, rows []Row) {
 // WriteCSV prints rows as CSV.
 func WriteCSV(w io.Writer, rows []Row) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write(append([]string{"task", "agent", "runs", "scored", "agent_failed", "invalid", "disqualified", "hacked", "success_rate", "success_low", "success_high",
+	_ = cw.Write(append([]string{"task", "agent", "runs", "scored", "agent_failed", "invalid", "disqualified", "success_rate", "success_low", "success_high",
 		"mean", "std", "sem", "ci95_low", "ci95_high", "ci_method", "min", "max", "floor", "mean_with_failures", "mean_with_failures_low", "mean_with_failures_high",
 		"gap_closed_pct", "gap_closed_low", "gap_closed_high", "baseline", "top", "retried",
-		"agent_hours", "gpu_hours", "billed_gpu_hours", "wasted_gpu_hours", "infra_wait_hours", "llm_calls", "llm_tokens", "llm_usd", "reported_llm_usd", "gpu_usd", "gpu_unpriced_runs", "mdd"}, researchColumns...))
+		"agent_hours", "gpu_hours", "billed_gpu_hours", "wasted_gpu_hours", "infra_wait_hours", "llm_calls", "llm_tokens", "llm_usd", "reported_llm_usd", "gpu_usd", "gpu_unpriced_runs", "mdd"}, append(slices.Clone(researchColumns), "hacked")...))
 	for _, r := range rows {
 		c := r.Cost
-		_ = cw.Write(append([]string{r.Task, r.Agent, strconv.Itoa(r.Runs), strconv.Itoa(r.Scored), strconv.Itoa(r.AgentFailed), strconv.Itoa(r.Invalid), strconv.Itoa(r.Disqualified), strconv.Itoa(r.Hacked),
+		_ = cw.Write(append([]string{r.Task, r.Agent, strconv.Itoa(r.Runs), strconv.Itoa(r.Scored), strconv.Itoa(r.AgentFailed), strconv.Itoa(r.Invalid), strconv.Itoa(r.Disqualified),
 			num(r.SuccessRate), num(r.SuccessLow), num(r.SuccessHigh),
 			num(r.Mean), num(r.Std), num(r.SEM), num(r.CILow), num(r.CIHigh), r.CIMethod, num(r.Min), num(r.Max), num(r.Floor), num(r.FloorMean), num(r.FloorLow), num(r.FloorHigh),
 			num(r.GapClosed), num(r.GapLow), num(r.GapHigh), optNum(r.Baseline), optNum(r.Top), strconv.Itoa(r.Retried),
 			num(c.AgentHours), num(c.GPUHours), num(c.BilledGPUHours), num(c.WastedGPUHours), num(c.InfraWaitHours),
 			strconv.FormatInt(c.LLMCalls, 10), strconv.FormatInt(c.LLMTokens, 10), strconv.FormatFloat(c.LLMUSD, 'f', 4, 64), strconv.FormatFloat(c.ReportedUSD, 'f', 4, 64),
-			strconv.FormatFloat(c.GPUUSD, 'f', 4, 64), itoa(c.GPUUnpriced), num(r.MDD)}, researchRecord(r.Research)...))
+			strconv.FormatFloat(c.GPUUSD, 'f', 4, 64), itoa(c.GPUUnpriced), num(r.MDD)}, append(researchRecord(r.Research), strconv.Itoa(r.Hacked))...))
 	}
 	cw.Flush()
 	return cw.Error()
