@@ -60,12 +60,13 @@ func verifyBundles(g *globals, dir string, trust []string, runID string) ([]*bun
 		return nil, &cli.UsageError{Err: err}
 	}
 	var out []*bundle.Checked
+	seen := &bundle.Seen{}
 	for _, key := range keys {
 		if runID != "" && key != bundle.EnvelopeKey(runID) {
 			continue
 		}
 		start := time.Now()
-		c, err := bundle.Verify(g.ctx, dir, key, trusted)
+		c, err := bundle.Verify(g.ctx, dir, key, trusted, seen)
 		var un *bundle.Unreadable
 		if errors.As(err, &un) {
 			return nil, &cli.UsageError{Err: err}
@@ -79,7 +80,7 @@ func verifyBundles(g *globals, dir string, trust []string, runID string) ([]*bun
 		_ = json.Unmarshal(res, &r)
 		fmt.Fprintf(g.out, "verified %s (%s, agent %s, seed %d): %s\n", c.RunID, r.Task, r.Agent, r.Seed, scoreText(&r))
 		fmt.Fprintf(g.out, "  signature: key %s, trusted as %s\n", c.KeyID, c.TrustedAs)
-		fmt.Fprintf(g.out, "  files: %d by SHA-256 (%.1f MiB in %s, %.0f MiB/s), %d chunks also against their BLAKE3 names, manifests %s\n",
+		fmt.Fprintf(g.out, "  files: %d by SHA-256 (%.1f MiB read in %s, %.0f MiB/s; those an earlier run shares were read once), %d chunks also against their BLAKE3 names, manifests %s\n",
 			c.Files, float64(c.Bytes)/(1<<20), took.Round(time.Millisecond), float64(c.Bytes)/(1<<20)/max(took.Seconds(), 1e-9), c.Chunks, strings.Join(c.Manifests, ", "))
 		out = append(out, c)
 	}

@@ -92,12 +92,23 @@ func TestVerify(t *testing.T) {
 	store, s, v := fixture(t)
 	dir := write(t, store, s)
 	key := EnvelopeKey(runID)
-	c, err := Verify(context.Background(), dir, key, []*Verifier{v})
+	c, err := Verify(context.Background(), dir, key, []*Verifier{v}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.RunID != runID || c.Chunks < 2 || len(c.Manifests) != 1 || c.TrustedAs == "" || !strings.Contains(string(c.Predicate.Result), `"score":0.75`) {
 		t.Fatalf("checked %+v", c)
+	}
+	// Files a verify has read once (a benchmark's shared chunks) are not
+	// read again for the next run that names them alike.
+	seen := &Seen{}
+	first, err := Verify(context.Background(), dir, key, []*Verifier{v}, seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Verify(context.Background(), dir, key, []*Verifier{v}, seen)
+	if err != nil || first.Bytes == 0 || again.Bytes != 0 || again.Files != first.Files {
+		t.Fatalf("verified again: %v, read %d then %d bytes", err, first.Bytes, again.Bytes)
 	}
 	// The bundle is a store: the scored model restores from it alone.
 	bs, err := blob.NewFS(dir)
@@ -134,14 +145,14 @@ func TestVerify(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = os.WriteFile(tc.file, orig, 0o644) }()
-			_, err = Verify(context.Background(), dir, key, []*Verifier{v})
+			_, err = Verify(context.Background(), dir, key, []*Verifier{v}, nil)
 			var mm *Mismatch
 			if !errors.As(err, &mm) || !strings.Contains(mm.Piece, tc.piece) {
 				t.Fatalf("flipped a byte of the %s: %v, want a mismatch naming %q", tc.name, err, tc.piece)
 			}
 		})
 	}
-	if _, err := Verify(context.Background(), dir, key, []*Verifier{v}); err != nil {
+	if _, err := Verify(context.Background(), dir, key, []*Verifier{v}, nil); err != nil {
 		t.Fatalf("restored bundle: %v", err)
 	}
 
@@ -154,7 +165,7 @@ func TestVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	var mm *Mismatch
-	if _, err := Verify(context.Background(), dir, key, []*Verifier{ov}); !errors.As(err, &mm) || !strings.Contains(mm.Piece, "signature") {
+	if _, err := Verify(context.Background(), dir, key, []*Verifier{ov}, nil); !errors.As(err, &mm) || !strings.Contains(mm.Piece, "signature") {
 		t.Fatalf("another operator's key: %v", err)
 	}
 	var un *Unreadable
@@ -183,7 +194,7 @@ func TestVerifyStaysInside(t *testing.T) {
 		t.Fatal(err)
 	}
 	var mm *Mismatch
-	if _, err := Verify(context.Background(), dir, EnvelopeKey(runID), []*Verifier{v}); !errors.As(err, &mm) || !strings.Contains(mm.Piece, "evaluator.log") {
+	if _, err := Verify(context.Background(), dir, EnvelopeKey(runID), []*Verifier{v}, nil); !errors.As(err, &mm) || !strings.Contains(mm.Piece, "evaluator.log") {
 		t.Fatalf("a link out: %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"path"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	ita "github.com/in-toto/attestation/go/v1"
@@ -84,11 +85,30 @@ func Find(dir string) ([]string, error) {
 	return keys, nil
 }
 
+// Seen remembers the files one verify has checked already, by name and
+// SHA-256: a benchmark's runs share their chunks, each read once.
+type Seen struct{ m sync.Map }
+
+func (s *Seen) has(sub Subject) bool {
+	if s == nil {
+		return false
+	}
+	v, ok := s.m.Load(sub.Name)
+	return ok && v.(string) == sub.SHA256
+}
+
+func (s *Seen) add(sub Subject) {
+	if s != nil {
+		s.m.Store(sub.Name, sub.SHA256)
+	}
+}
+
 // Verify checks the run bundle whose envelope is at key in dir: the
 // envelope against the trusted keys, every subject's SHA-256, and every
 // chunk the bundled manifests name against its BLAKE3 hash. Files are
-// read under dir only (a link out of it is refused), each once.
-func Verify(ctx context.Context, dir, key string, trusted []*Verifier) (*Checked, error) {
+// read under dir only (a link out of it is refused), each once: seen (nil:
+// none) holds those an earlier Verify of this directory checked.
+func Verify(ctx context.Context, dir, key string, trusted []*Verifier, seen *Seen) (*Checked, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, &Unreadable{Err: fmt.Errorf("bundle %s: %w", dir, err)}
@@ -111,7 +131,7 @@ func Verify(ctx context.Context, dir, key string, trusted []*Verifier) (*Checked
 			c.Chunks++
 		}
 	}
-	if err := checkFiles(ctx, root, subjects, c); err != nil {
+	if err := checkFiles(ctx, root, subjects, c, seen); err != nil {
 		return nil, err
 	}
 	return c, checkManifests(root, c.Manifests, names)
@@ -185,7 +205,7 @@ func keyIDs(vs []*Verifier) string {
 
 // checkFiles hashes every subject, a few at a time, and names the first
 // (in the statement's order) that differs.
-func checkFiles(ctx context.Context, root *os.Root, subjects []Subject, c *Checked) error {
+func checkFiles(ctx context.Context, root *os.Root, subjects []Subject, c *Checked, seen *Seen) error {
 	errs := make([]error, len(subjects))
 	var bytes atomic.Int64
 	workers := runtime.GOMAXPROCS(0)
@@ -201,12 +221,17 @@ func checkFiles(ctx context.Context, root *os.Root, subjects []Subject, c *Check
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)
 	for i, s := range subjects {
+		if seen.has(s) {
+			continue
+		}
 		g.Go(func() error {
 			ck := <-checkers
 			defer func() { checkers <- ck }()
 			n, err := checkFile(root, s, ck)
 			bytes.Add(n)
-			errs[i] = err
+			if errs[i] = err; err == nil {
+				seen.add(s)
+			}
 			return gctx.Err()
 		})
 	}

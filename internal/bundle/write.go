@@ -110,23 +110,33 @@ func (w *Writer) copyRecord(ctx context.Context, runID string, keep map[string]b
 			return fmt.Errorf("%s: checkpoint %s is not in the store %s", runID, path.Base(k), w.Store)
 		}
 	}
+	// A day's transcript is a hundred thousand small objects: read a few
+	// at a time, as chunks are.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, w.Parallel))
+	var mu sync.Mutex
 	for _, o := range objs {
 		rel := strings.TrimPrefix(o.Key, prefix)
 		if (strings.HasPrefix(rel, "checkpoints/") && !keep[o.Key]) || strings.HasPrefix(rel, "bundle/") {
 			continue
 		}
-		rc, err := w.Store.Get(ctx, o.Key)
-		if err != nil {
-			return fmt.Errorf("read %s: %w", o.Key, err)
-		}
-		s, err := w.put(o.Key, rc, nil)
-		_ = rc.Close()
-		if err != nil {
-			return err
-		}
-		out.add(s)
+		g.Go(func() error {
+			rc, err := w.Store.Get(gctx, o.Key)
+			if err != nil {
+				return fmt.Errorf("read %s: %w", o.Key, err)
+			}
+			s, err := w.put(o.Key, rc, nil)
+			_ = rc.Close()
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			out.add(s)
+			mu.Unlock()
+			return nil
+		})
 	}
-	return nil
+	return g.Wait()
 }
 
 // copyChunks copies the chunks of the manifests (as bundled) that the
