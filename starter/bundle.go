@@ -2,9 +2,7 @@ package main
 
 import (
 	"fmt"
-	"net/url"
 	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -125,36 +123,11 @@ func storedRuns(g *globals, store blob.Store, id string) ([]string, error) {
 	if ok, err := store.Exists(g.ctx, runresults.Key(id)); err != nil || ok {
 		return []string{id}, err
 	}
-	objs, err := store.List(g.ctx, "runs/"+url.PathEscape(id+"/"))
-	if err != nil {
-		return nil, fmt.Errorf("list the runs of %s: %w", id, err)
+	ids, err := runresults.Stored(g.ctx, store, id)
+	if err == nil && len(ids) == 0 {
+		err = cli.Usagef("the store %s holds no result of a run or benchmark %q", store, id)
 	}
-	var ids []string
-	for _, o := range objs {
-		esc, ok := strings.CutSuffix(strings.TrimPrefix(o.Key, "runs/"), "/result.json")
-		if !ok || strings.Contains(esc, "/") {
-			continue
-		}
-		if runID, err := url.PathUnescape(esc); err == nil {
-			ids = append(ids, runID)
-		}
-	}
-	if len(ids) == 0 {
-		return nil, cli.Usagef("bundle: the store %s holds no result of a run or benchmark %q", store, id)
-	}
-	return ids, nil
-}
-
-// finalSeq is the checkpoint the run's final evaluation scored: the last
-// final one it accepted (0: it had none).
-func finalSeq(r *runs.Result) int {
-	seq := 0
-	for _, c := range r.CheckpointLog {
-		if c.Final && c.Seq > seq {
-			seq = c.Seq
-		}
-	}
-	return seq
+	return ids, err
 }
 
 func markSeqs(r *runs.Result, final int) []int {
@@ -176,7 +149,7 @@ func bundleInput(g *globals, engine *checkpoint.Engine, cat *tasks.Catalog, defs
 	if err := runresults.Get(g.ctx, engine.Store, runID, &r); err != nil {
 		return nil, err
 	}
-	final := finalSeq(&r)
+	final := r.FinalSeq()
 	if final == 0 {
 		if m, err := engine.Latest(g.ctx, runID); err == nil && m.Final {
 			final = m.Seq

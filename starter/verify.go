@@ -14,10 +14,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/app"
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/bundle"
 	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/reference"
 	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/tasks"
 )
@@ -133,6 +135,9 @@ func runRescore(g *globals, o rescoreOptions, dir string) error {
 	if err != nil {
 		return err
 	}
+	if o.image != "" && cfg.Host.Runtime != config.RuntimeDocker {
+		return cli.Usagef("--image: an evaluator image runs under host.runtime docker; this starter's runtime is %q", cfg.Host.Runtime)
+	}
 	if err := os.MkdirAll(cfg.StateDir(""), 0o755); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
@@ -146,9 +151,17 @@ func runRescore(g *globals, o rescoreOptions, dir string) error {
 		return err
 	}
 	defer closeWS()
+	// A 20 GB restore takes minutes: say where it is, as a heartbeat would.
+	var step string
+	evals.Progress = func(h activities.Heartbeat) {
+		if now := h.String(); now != "" && now != step {
+			step = now
+			fmt.Fprintf(g.errOut, "rescore: %s\n", now)
+		}
+	}
 	disagree := 0
 	for _, c := range checked {
-		ok, err := rescoreOne(g, evals, dir, c, o.image)
+		ok, err := rescoreOne(g, evals, dir, c, o.image, cfg.Host.GPUDevices)
 		if err != nil {
 			return fmt.Errorf("rescore %s: %w", c.RunID, err)
 		}
@@ -163,9 +176,9 @@ func runRescore(g *globals, o rescoreOptions, dir string) error {
 }
 
 // rescoreOne evaluates a verified bundle's final checkpoint as a run's
-// final evaluation does and tells whether the scores agree.
-func rescoreOne(g *globals, evals *activities.Evaluations, dir string, c *bundle.Checked, flagImage string) (bool, error) {
-	image := flagImage
+// final evaluation does, on this host's GPUs when the task has some,
+// and tells whether the scores agree.
+func rescoreOne(g *globals, evals *activities.Evaluations, dir string, c *bundle.Checked, flagImage string, gpus []int) (bool, error) {
 	var r runs.Result
 	if err := json.Unmarshal(c.Predicate.Result, &r); err != nil {
 		return false, fmt.Errorf("its result: %w", err)
@@ -185,10 +198,16 @@ func rescoreOne(g *globals, evals *activities.Evaluations, dir string, c *bundle
 		fmt.Fprintf(g.out, "rescore %s: the run ended with no checkpoint (%s): nothing to score\n", c.RunID, r.Outcome)
 		return r.Score == nil, nil
 	}
-	if image == "" && strings.HasPrefix(c.Predicate.Evaluator, "sha256:") {
-		image = c.Predicate.Evaluator
+	in := activities.EvalInput{RunID: c.RunID, Task: spec, Seed: r.Seed, Final: activities.CheckpointRef{Seq: c.Predicate.Final}, Image: flagImage, N: 1}
+	if in.Image == "" {
+		in.Image = evaluatorImage(c.Predicate.Evaluator)
 	}
-	in := activities.EvalInput{RunID: c.RunID, Task: spec, Seed: r.Seed, Final: activities.CheckpointRef{Seq: c.Predicate.Final}, Image: image, N: 1}
+	if n := spec.Resources.GPUCount; n > 0 {
+		if len(gpus) < n {
+			return false, cli.Usagef("task %s is evaluated on %d GPU(s): this host has %d in host.gpu_devices", spec.ID, n, len(gpus))
+		}
+		in.Lease = &activities.Lease{Devices: gpus[:n]}
+	}
 	res, err := evals.Evaluate(g.ctx, in)
 	if err != nil {
 		fmt.Fprintf(g.out, "rescore %s: bundle %s; here: %v\n", c.RunID, scoreText(&r), err)
@@ -197,13 +216,23 @@ func rescoreOne(g *globals, evals *activities.Evaluations, dir string, c *bundle
 	return reportRescore(g, c, &r, res, spec.Evaluation.Tolerance, flagImage), nil
 }
 
+// evaluatorImage is the image a recorded evaluator names: its reference
+// by digest (an image id, or repo@sha256:…); "" for the reference
+// evaluator's scoring code or a process's binary, which run from this
+// host's own evaluator image or binary, and are then named and compared.
+func evaluatorImage(evaluator string) string {
+	if evaluator == "" || reference.IsEvaluatorName(evaluator) || strings.Contains(evaluator, " ") {
+		return ""
+	}
+	return evaluator
+}
+
 // reportRescore prints the bundle's score beside the new one and tells
-// whether they agree: exactly, or within the task's tolerance. Under
-// another evaluator the difference is shown and named: asked for (flag),
-// it is what was wanted; found (the evaluator here is not the bundle's),
-// it is no agreement.
+// whether they agree: the same rule checks, and the same score exactly
+// or within the task's tolerance. Under another evaluator the difference
+// is shown and named: asked for (--image), it is what was wanted; found
+// (the evaluator here is not the bundle's), it is no agreement.
 func reportRescore(g *globals, c *bundle.Checked, r *runs.Result, res *activities.EvalResult, tol float64, asked string) bool {
-	other := asked != ""
 	fmt.Fprintf(g.out, "rescore %s\n  bundle:   %s, evaluator %s\n", c.RunID, scoreText(r), c.Predicate.Evaluator)
 	rules := "rule checks passed"
 	if len(res.Violations) > 0 {
@@ -218,26 +247,21 @@ func reportRescore(g *globals, c *bundle.Checked, r *runs.Result, res *activitie
 		}
 	}
 	fmt.Fprintf(g.out, "  here:     score %.6g, %s (%s)\n", res.Score, who, rules)
-	scored := r.Score
-	if v := r.Review; scored == nil && v != nil && v.Score != nil {
-		// A verdict took the score off the board; the evaluator's is kept.
-		scored = v.Score
-		fmt.Fprintf(g.out, "  (marked %s on review by %s: its evaluated score %.6g does not count)\n", v.Verdict, v.By, *scored)
-	}
+	scored := evaluatedScore(g, r)
 	if scored == nil {
-		fmt.Fprintf(g.out, "  the bundle's run has no score (%s): nothing to agree with\n", r.Outcome)
-		return false
+		fmt.Fprintf(g.out, "  the bundle's run has no evaluated score (%s): nothing to compare\n", r.Outcome)
+		return true
 	}
 	d := res.Score - *scored
-	switch {
-	case !same || other:
+	switch broke := r.Outcome == runs.OutcomeDisqualified; {
+	case !same:
 		fmt.Fprintf(g.out, "  difference %+.6g under another evaluator (%s, the run's %s): not a check of the run's score\n", d, res.Image, c.Predicate.Evaluator)
-		if !other {
+		if asked == "" {
 			fmt.Fprintln(g.out, "  DISAGREE: this host's evaluator is not the bundle's (--image scores under another one deliberately)")
 		}
-		return other
-	case len(res.Violations) > 0 && r.Outcome != runs.OutcomeDisqualified:
-		fmt.Fprintln(g.out, "  DISAGREE: the model breaks its task's rules here")
+		return asked != ""
+	case (len(res.Violations) > 0) != broke:
+		fmt.Fprintf(g.out, "  DISAGREE: the rule checks here (%s) are not the run's (%s)\n", rules, r.Outcome)
 		return false
 	case d == 0:
 		fmt.Fprintln(g.out, "  agree: exactly")
@@ -248,4 +272,21 @@ func reportRescore(g *globals, c *bundle.Checked, r *runs.Result, res *activitie
 	}
 	fmt.Fprintf(g.out, "  DISAGREE: difference %+.6g (the task's tolerance is %g)\n", d, tol)
 	return false
+}
+
+// evaluatedScore is what the run's evaluator scored, counted or not: its
+// score, the one a reviewer's verdict took off the board, or a
+// disqualified model's (kept as a metric); nil when it has none.
+func evaluatedScore(g *globals, r *runs.Result) *float64 {
+	switch v := r.Review; {
+	case r.Score != nil:
+		return r.Score
+	case v != nil && v.Score != nil:
+		fmt.Fprintf(g.out, "  (marked %s on review by %s: its evaluated score %.6g does not count)\n", v.Verdict, v.By, *v.Score)
+		return v.Score
+	}
+	if s, ok := r.Metrics[runs.DisqualifiedScore]; ok && r.Outcome == runs.OutcomeDisqualified {
+		return &s
+	}
+	return nil
 }

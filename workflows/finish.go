@@ -55,7 +55,7 @@ func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason str
 		if m == nil {
 			m = map[string]float64{}
 		}
-		m["disqualified/score"] = *res.Score
+		m[runs.DisqualifiedScore] = *res.Score
 		res.Metrics = m
 		res.Score, r.st.Score = nil, nil
 	}

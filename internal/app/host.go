@@ -133,8 +133,9 @@ func egressPolicy(ctx context.Context, cfg *config.Config) (*gateway.Policy, err
 const releaseSlots = 4
 
 // openWorkspace assembles where attempts run, from host.runtime: the one
-// place that knows whether it is Docker.
-func openWorkspace(ctx context.Context, cfg *config.Config, engine *checkpoint.Engine) (activities.Workspace, *runtime.Docker, error) {
+// place that knows whether it is Docker. Its containers carry hostID (what
+// a restarted worker reaps); the images it needs must be on this host.
+func openWorkspace(ctx context.Context, cfg *config.Config, engine *checkpoint.Engine, hostID string, need ...string) (activities.Workspace, *runtime.Docker, error) {
 	if cfg.Host.Runtime != config.RuntimeDocker {
 		self, err := AgentBinary(cfg)
 		if err != nil {
@@ -146,24 +147,20 @@ func openWorkspace(ctx context.Context, cfg *config.Config, engine *checkpoint.E
 		}
 		return &activities.DirWorkspace{Process: p, Engine: engine, Self: self}, nil, nil
 	}
-	docker, err := runtime.NewDocker(ctx, cfg.Host.ID)
+	docker, err := runtime.NewDocker(ctx, hostID)
 	if err != nil {
 		return nil, nil, err
 	}
 	docker.DeviceFiles = cfg.Container.GPUs == config.GPUsDevices
-	for _, img := range []string{cfg.Container.AgentImage, cfg.Container.EvalImage} {
+	for _, img := range need {
 		if _, err := docker.ImageDigest(ctx, img); err != nil {
 			_ = docker.Close()
 			return nil, nil, &config.Error{Msg: fmt.Sprintf("container image: %v", err)}
 		}
 	}
-	return containerWorkspace(cfg, docker, engine), docker, nil
-}
-
-func containerWorkspace(cfg *config.Config, docker *runtime.Docker, engine *checkpoint.Engine) *activities.ContainerWorkspace {
 	c := cfg.Container
 	return &activities.ContainerWorkspace{Docker: docker, Engine: engine, BuiltinImage: c.AgentImage, EvalImage: c.EvalImage, Paths: c.Paths,
-		Workdir: c.Workdir, Self: c.Self, MemoryBytes: c.MemoryMB << 20, CPUs: c.CPUs, PidsLimit: c.PidsLimit, User: containerUser(c.User)}
+		Workdir: c.Workdir, Self: c.Self, MemoryBytes: c.MemoryMB << 20, CPUs: c.CPUs, PidsLimit: c.PidsLimit, User: containerUser(c.User)}, docker, nil
 }
 
 type zapSDK struct{ l *zap.SugaredLogger }

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 
 	"go.uber.org/zap"
@@ -11,7 +10,6 @@ import (
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/checkpoint"
-	"github.com/mlrb/mlrb/internal/runtime"
 )
 
 // StandaloneEvaluations are a worker's evaluations run outside any worker
@@ -28,24 +26,14 @@ func StandaloneEvaluations(ctx context.Context, cfg *config.Config, src blob.Sto
 	local := *cfg
 	// Its own work dir: a worker on this host reaps what it finds in its own.
 	local.Host.WorkDir = filepath.Join(scratch, "work")
-	var ws activities.Workspace
+	// Its own host id: a worker on this host reaps only its own containers.
+	ws, docker, err := openWorkspace(ctx, &local, engine, "rescore")
+	if err != nil {
+		return nil, nil, err
+	}
 	closeWS := func() {}
-	if local.Host.Runtime == config.RuntimeDocker {
-		docker, err := runtime.NewDocker(ctx, "rescore")
-		if err != nil {
-			return nil, nil, err
-		}
-		ws, closeWS = containerWorkspace(&local, docker, engine), func() { _ = docker.Close() }
-	} else {
-		self, err := AgentBinary(&local)
-		if err != nil {
-			return nil, nil, err
-		}
-		p, err := runtime.NewProcess(filepath.Join(local.WorkDir(), "procs"))
-		if err != nil {
-			return nil, nil, fmt.Errorf("process runtime: %w", err)
-		}
-		ws = &activities.DirWorkspace{Process: p, Engine: engine, Self: self}
+	if docker != nil {
+		closeWS = func() { _ = docker.Close() }
 	}
 	runner := &activities.Runner{
 		Runs:    activities.Runs{Engine: engine},

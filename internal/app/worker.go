@@ -148,7 +148,7 @@ func (s *startup) checkHostFree() error {
 }
 
 func (s *startup) openWorkspace() error {
-	ws, docker, err := openWorkspace(s.ctx, s.cfg, s.engine)
+	ws, docker, err := openWorkspace(s.ctx, s.cfg, s.engine, s.cfg.Host.ID, s.cfg.Container.AgentImage, s.cfg.Container.EvalImage)
 	if err != nil {
 		return err
 	}

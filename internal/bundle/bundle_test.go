@@ -138,7 +138,11 @@ func TestVerify(t *testing.T) {
 			flipped := bytes.Clone(orig)
 			i := len(flipped) / 2
 			if tc.name == "signature" {
-				i = bytes.Index(flipped, []byte(`"sig": "`)) + 12
+				at := bytes.Index(flipped, []byte(`"sig": "`))
+				if at < 0 {
+					t.Fatalf("no signature in the envelope:\n%s", orig)
+				}
+				i = at + 12
 			}
 			flipped[i] ^= 0x01
 			if err := os.WriteFile(tc.file, flipped, 0o644); err != nil {

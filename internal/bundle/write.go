@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -82,13 +83,7 @@ func (w *Writer) Run(ctx context.Context, in Input) (*Written, error) {
 	if err := w.copyRecord(ctx, in.RunID, keep, out); err != nil {
 		return nil, err
 	}
-	if err := w.copyChunks(ctx, in.RunID, slices.Sorted(func(yield func(string) bool) {
-		for k := range keep {
-			if !yield(k) {
-				return
-			}
-		}
-	}), out); err != nil {
+	if err := w.copyChunks(ctx, in.RunID, slices.Sorted(maps.Keys(keep)), out); err != nil {
 		return nil, err
 	}
 	if err := w.writeMeta(ctx, in, out); err != nil {
@@ -171,13 +166,7 @@ func (w *Writer) copyChunks(ctx context.Context, runID string, manifests []strin
 	var fresh atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(cap(checkers))
-	for _, h := range slices.Sorted(func(yield func(string) bool) {
-		for h := range need {
-			if !yield(h) {
-				return
-			}
-		}
-	}) {
+	for _, h := range slices.Sorted(maps.Keys(need)) {
 		g.Go(func() error {
 			c := <-checkers
 			defer func() { checkers <- c }()

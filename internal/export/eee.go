@@ -3,6 +3,7 @@ package export
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -53,13 +54,7 @@ func WriteEEE(dir string, in EEE) ([]string, error) {
 		byAgent[r.Agent] = append(byAgent[r.Agent], r)
 	}
 	var files []string
-	for _, agent := range slices.Sorted(func(yield func(string) bool) {
-		for a := range byAgent {
-			if !yield(a) {
-				return
-			}
-		}
-	}) {
+	for _, agent := range slices.Sorted(maps.Keys(byAgent)) {
 		rec := eeeRecord(in, agent, byAgent[agent])
 		b, err := json.MarshalIndent(rec, "", "  ")
 		if err != nil {

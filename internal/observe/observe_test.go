@@ -413,7 +413,11 @@ func TestHugeCommandLineIsReadBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = p.Process.Kill(); _ = p.Wait() }()
+	// Until its exec is done, the child shows its parent's command line.
 	cmd := readCmdline(p.Process.Pid)
+	for deadline := time.Now().Add(10 * time.Second); !strings.HasPrefix(cmd, "sleep") && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		cmd = readCmdline(p.Process.Pid)
+	}
 	if len(cmd) != cmdlineRead || !strings.HasPrefix(cmd, "sleep 30 aaa") {
 		t.Fatalf("read %d bytes of a 1 MiB command line, want %d", len(cmd), cmdlineRead)
 	}

@@ -31,9 +31,9 @@ const (
 	// another file of the workspace (a download, a cache, a file the
 	// image brought).
 	WeightsCopied = "weights_copied"
-	// TestDataInCommand: a process ran the task's evaluator or an
+	// EvaluatesItself: a process ran the task's evaluator or an
 	// evaluation harness, or named the evaluator's files.
-	TestDataInCommand = "evaluates_itself"
+	EvaluatesItself = "evaluates_itself"
 	// RefusedCalls: the door refused connections or LLM calls.
 	RefusedCalls = "refused_calls"
 	// NearLimit: a rule check within 1 % of its limit.
@@ -153,7 +153,9 @@ func copiedWeights(in Input) []Flag {
 	if m == nil || in.Result.ModelPath == "" {
 		return nil
 	}
-	dir := strings.TrimSuffix(path.Join(m.Workdir, in.Result.ModelPath), "/") + "/"
+	// ModelPath is the model's place in the snapshot, as its manifest's
+	// paths are.
+	dir := strings.TrimSuffix(path.Clean(in.Result.ModelPath), "/") + "/"
 	byChunks := map[string][]string{}
 	for _, f := range m.Files {
 		if f.Mode.IsRegular() && f.Size >= minCopied && !strings.HasPrefix(f.Path, dir) {
@@ -191,7 +193,7 @@ func evaluatesItself(in Input) []Flag {
 		for _, p := range o.Procs {
 			for _, w := range words {
 				if strings.Contains(p.Command, w) {
-					out = append(out, Flag{Kind: TestDataInCommand,
+					out = append(out, Flag{Kind: EvaluatesItself,
 						What:     fmt.Sprintf("attempt %d ran %q (pid %d): %s", o.Attempt, w, p.PID, p.Command),
 						Evidence: []string{observe.Key(in.Result.RunID, o.Attempt), "starter experiments " + in.Result.RunID}})
 					break

@@ -52,13 +52,13 @@ func TestFlags(t *testing.T) {
 			Procs: []observe.Proc{{PID: 1, Root: true, Command: "/copy", Start: t0, CPUS: 0.05},
 				{PID: 2, PPID: 1, Command: "/mlrb reference-eval --model output/model", Start: t0.Add(15 * time.Second), End: t0.Add(16 * time.Second), CPUS: 0.2}},
 			Checkpoints: []observe.CheckpointAdds{{Seq: 2, AgentS: 20, Models: []string{"output/model"}}}}},
-		Final: &checkpoint.Manifest{Seq: 2, Files: []checkpoint.File{
+		Final: &checkpoint.Manifest{Seq: 2, Workdir: "app", Files: []checkpoint.File{
 			{Path: "prebuilt/w.safetensors", Mode: 0o644, Size: 1 << 20, Chunks: []string{"aa", "bb"}},
 			{Path: "output/model", Mode: fs.ModeDir | 0o755},
 			{Path: "output/model/w.safetensors", Mode: 0o644, Size: 1 << 20, Chunks: []string{"aa", "bb"}}}},
 		Calls: []transcript.Call{{Kind: transcript.KindConnect, Host: "huggingface.co:443", Error: "not in gateway.allow"}}}
 	got := kinds(Flags(copied))
-	for _, want := range []string{ModelWithoutWork, WeightsCopied, TestDataInCommand, RefusedCalls, NearLimit, AboveTop, JumpWithoutExperiment} {
+	for _, want := range []string{ModelWithoutWork, WeightsCopied, EvaluatesItself, RefusedCalls, NearLimit, AboveTop, JumpWithoutExperiment} {
 		if !slices.Contains(got, want) {
 			t.Errorf("no %s flag: %v", want, got)
 		}

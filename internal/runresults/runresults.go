@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
+	"strings"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -66,6 +68,29 @@ func (m Matrix) Runs() []Child {
 
 // Key is where a run's result is stored.
 func Key(runID string) string { return blob.RunPrefix(runID) + "result.json" }
+
+// Stored lists the runs of benchmarkID whose results the store holds,
+// from the store alone (a benchmark's history may be gone from Temporal).
+// A benchmark's run ids start "<benchmark>/", so their folders share one
+// escaped prefix.
+func Stored(ctx context.Context, s blob.Store, benchmarkID string) ([]string, error) {
+	prefix := strings.TrimSuffix(blob.RunPrefix(benchmarkID+"/"), "/")
+	objs, err := s.List(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("list the runs of %s: %w", benchmarkID, err)
+	}
+	var ids []string
+	for _, o := range objs {
+		folder, ok := strings.CutSuffix(o.Key, "/result.json")
+		if !ok || strings.Count(folder, "/") != 1 {
+			continue
+		}
+		if id, err := url.PathUnescape(strings.TrimPrefix(folder, "runs/")); err == nil && Key(id) == o.Key {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
 
 // Put stores a run's result (JSON), replacing an earlier one: a run
 // that a resumed benchmark continues stores its new result.

@@ -49,3 +49,25 @@ func TestPutGetAll(t *testing.T) {
 		t.Fatalf("a result that is not one: %v", err)
 	}
 }
+
+// TestStored: a benchmark's stored runs are listed from the store alone,
+// not another benchmark's whose id it prefixes, nor a run with no result.
+func TestStored(t *testing.T) {
+	ctx := context.Background()
+	s, err := blob.NewFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"b/a/t/s1", "b/a/t/s2", "b2/a/t/s1", "b"} {
+		if err := Put(ctx, s, id, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Put(ctx, blob.RunPrefix("b/a/t/s3")+"logs/x", strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := Stored(ctx, s, "b")
+	if err != nil || strings.Join(ids, ",") != "b/a/t/s1,b/a/t/s2" {
+		t.Fatalf("stored runs of b: %v %v", ids, err)
+	}
+}

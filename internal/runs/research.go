@@ -18,14 +18,21 @@ func Research(r *Result, obs []*observe.Observation, minExperiment time.Duration
 			scores[m.Seq] = observe.Scored{Score: *m.Score, Split: m.Split}
 		}
 	}
-	final := 0
-	for _, c := range r.CheckpointLog {
-		if c.Final && c.Seq > final {
-			final = c.Seq
-		}
-	}
+	final := r.FinalSeq()
 	if final > 0 && r.Score != nil {
 		scores[final] = observe.Scored{Score: *r.Score, Split: contract.SplitTest}
 	}
 	return observe.Derive(observe.Input{Observations: obs, Scores: scores, MinExperiment: minExperiment, BudgetS: r.Budget.GrantedS(), AgentS: r.Budget.UsedS})
+}
+
+// FinalSeq is the checkpoint the run's final evaluation scored: the last
+// final one it accepted (0: none).
+func (r *Result) FinalSeq() int {
+	seq := 0
+	for _, c := range r.CheckpointLog {
+		if c.Final && c.Seq > seq {
+			seq = c.Seq
+		}
+	}
+	return seq
 }

@@ -38,6 +38,10 @@ const (
 	OutcomeHacked Outcome = "hacked"
 )
 
+// DisqualifiedScore is the metric that keeps a disqualified model's
+// score, which never counts.
+const DisqualifiedScore = "disqualified/score"
+
 // Outcomes lists every outcome.
 func Outcomes() []Outcome {
 	return []Outcome{OutcomeScored, OutcomeAgentFailed, OutcomeLimitReached, OutcomeInfraFailed, OutcomeEvaluationFailed, OutcomeCanceled, OutcomeDisqualified, OutcomeHacked}

@@ -178,21 +178,14 @@ func (r *Recorder) flushCoalesced() {
 // Wait waits for every record added so far to be stored, those counted
 // in one record included.
 func (r *Recorder) Wait() {
-	r.mu.Lock()
-	if r.coalesced > 0 {
+	for {
+		r.mu.Lock()
+		if r.coalesced == 0 {
+			r.mu.Unlock()
+			r.wg.Wait()
+			return
+		}
 		r.flushCoalesced()
-	} else {
-		r.mu.Unlock()
-	}
-	r.wg.Wait()
-	r.mu.Lock()
-	left := r.coalesced > 0
-	if left {
-		r.flushCoalesced()
-	} else {
-		r.mu.Unlock()
-	}
-	if left {
 		r.wg.Wait()
 	}
 }
