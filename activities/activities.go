@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mlrb/mlrb/agents"
+	"github.com/mlrb/mlrb/config"
 
 	"github.com/subosito/gotenv"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -296,6 +297,9 @@ func (a *Attempts) secretValues(names []string) (map[string]string, error) {
 	}
 	if a.EnvFile == "" {
 		return nil, refuse("secret %s: this worker has no agent.env_file; secrets come only from there, never from the worker's environment", names[0])
+	}
+	if err := config.PrivateFile("agent.env_file", a.EnvFile); err != nil {
+		return nil, refuse("%v", err)
 	}
 	file, err := gotenv.Read(a.EnvFile)
 	if err != nil {

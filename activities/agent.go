@@ -65,7 +65,7 @@ func (a *Attempts) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, e
 		return nil, fmt.Errorf("start agent: %w", err)
 	}
 	defer closeDoor()
-	ob.begin(h, spec.Redact, start)
+	ob.begin(h, ai.redacting(spec.Redact), start)
 	// From its start the agent never outlives this activity, whatever
 	// ends it (a panic included).
 	defer func() {

@@ -12,6 +12,7 @@ import (
 	"github.com/subosito/gotenv"
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/gateway"
 	"github.com/mlrb/mlrb/internal/llm"
 	"github.com/mlrb/mlrb/internal/transcript"
@@ -82,11 +83,15 @@ func (a *Attempts) llmFor(ctx context.Context, in AgentInput, secrets []string, 
 	if a.EnvFile != "" {
 		// Without the file, or a key, the gateway refuses those calls
 		// naming the key; the agent still runs.
-		file, err := gotenv.Read(a.EnvFile)
-		if err != nil {
-			log.Warn("agent.env_file unreadable: LLM calls are refused", zap.String("problem", envFileProblem(a.EnvFile)))
+		if err := config.PrivateFile("agent.env_file", a.EnvFile); err != nil {
+			log.Warn("LLM calls are refused", zap.Error(err))
+		} else {
+			file, err := gotenv.Read(a.EnvFile)
+			if err != nil {
+				log.Warn("agent.env_file unreadable: LLM calls are refused", zap.String("problem", envFileProblem(a.EnvFile)))
+			}
+			oa.Key, an.Key = file[oa.KeyName], file[an.KeyName]
 		}
-		oa.Key, an.Key = file[oa.KeyName], file[an.KeyName]
 	}
 	prior, err := transcript.Totals(ctx, a.Engine.Store, in.RunID, in.Attempt)
 	if err != nil {
@@ -155,6 +160,16 @@ func (l *attemptLLM) finish(n *notifier, attempt int, hold bool) *UsageReport {
 
 // spent tells whether the run's LLM budget is spent.
 func (l *attemptLLM) spent() bool { return l != nil && l.serve.Meter.Spent() }
+
+// redacting is secrets with the attempt's gateway token: an agent's
+// command line may hold either (curl -H "Authorization: Bearer …"), and
+// the observation keeps command lines beyond the attempt.
+func (l *attemptLLM) redacting(secrets []string) []string {
+	if l == nil {
+		return secrets
+	}
+	return append(slices.Clone(secrets), l.serve.Token)
+}
 
 // observed lets the attempt's observation know when its calls ran.
 func (l *attemptLLM) observed(o *observer) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,5 +96,34 @@ func TestAgentsAreNotToldTheMarks(t *testing.T) {
 	b, _ := json.Marshal(seen)
 	if seen.Evaluation.Curve != nil || strings.Contains(string(b), `"curve"`) || spec.Evaluation.Curve == nil {
 		t.Fatalf("the agent's spec: %s", b)
+	}
+}
+
+// L3: the observation scrubs an agent's command lines of the attempt's
+// gateway token as of its secrets (curl -H "Authorization: Bearer …").
+func TestObservationRedactsTheAttemptToken(t *testing.T) {
+	ai := &attemptLLM{serve: &gateway.LLM{Token: "mlrb-tok"}}
+	secrets := []string{"hf_secret"}
+	got := redactor(ai.redacting(secrets))("curl -H 'Authorization: Bearer mlrb-tok' -H 'X: hf_secret'")
+	if strings.Contains(got, "mlrb-tok") || strings.Contains(got, "hf_secret") {
+		t.Fatalf("redacted: %q", got)
+	}
+	if len(secrets) != 1 {
+		t.Fatalf("the run's secrets were changed: %v", secrets)
+	}
+	if r := (*attemptLLM)(nil).redacting(secrets); !slices.Equal(r, secrets) {
+		t.Fatalf("no gateway: %v", r)
+	}
+}
+
+// L7: an env file others may read gives no secrets.
+func TestSharedEnvFileGivesNoSecrets(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent.env")
+	if err := os.WriteFile(path, []byte("WANDB_API_KEY=sk-fine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := &Attempts{&Runner{Sandbox: Sandbox{EnvFile: path}, Logger: zap.NewNop()}}
+	if _, err := a.secretValues([]string{"WANDB_API_KEY"}); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("a 0644 env file: %v", err)
 	}
 }

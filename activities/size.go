@@ -16,10 +16,16 @@ import (
 
 // sizeEvery paces the workspace measurement: a walk costs a stat per
 // file, so it runs beside the agent, never on the supervisor's path.
-// layerEvery paces the writable layer's (the daemon walks the layer).
+// layerEvery paces the writable layer's, and layerTimeout bounds the
+// daemon's answer where the worker cannot walk the layer itself.
+// maxFailedMeasures is how many measurements in a row may fail (a
+// directory removed as it was listed, say) before the agent is stopped:
+// a workspace the worker cannot measure is outside every limit.
 const (
-	sizeEvery  = 10 * time.Second
-	layerEvery = 30 * time.Second
+	sizeEvery         = 10 * time.Second
+	layerEvery        = 30 * time.Second
+	layerTimeout      = 20 * time.Second
+	maxFailedMeasures = 6
 )
 
 // sizeWatch measures a workspace on disk against a limit, in the
@@ -40,42 +46,64 @@ func (w *sizeWatch) stop(why string) bool {
 // limits are a workspace's: bytes and entries (0: none).
 type limits struct{ bytes, entries int64 }
 
+// measure is one measurement of what an attempt holds on the host's
+// disk: its workspace, and outside it (a container's writable layer).
+type measure struct {
+	outside func(context.Context) (int64, int64, error)
+	layer   struct{ bytes, entries int64 }
+	layerAt time.Time
+	failed  int
+}
+
+// usage measures root, and the layer every layerEvery.
+func (m *measure) usage(ctx context.Context, root string) (bytes, entries int64, err error) {
+	bytes, entries, err = diskUsage(root)
+	if err != nil {
+		return 0, 0, err
+	}
+	if m.outside != nil && time.Since(m.layerAt) >= layerEvery {
+		m.layerAt = time.Now()
+		b, e, err := m.outside(ctx)
+		if err != nil {
+			return 0, 0, fmt.Errorf("writable layer: %w", err)
+		}
+		m.layer.bytes, m.layer.entries = b, e
+	}
+	return bytes + m.layer.bytes, entries + m.layer.entries, nil
+}
+
 // watchSize starts measuring root every sizeEvery, and what the agent
 // writes outside it (outside, if not nil: a container's writable layer)
 // every layerEvery.
-func watchSize(ctx context.Context, root string, lim limits, outside func(context.Context) (int64, error), log *zap.Logger) *sizeWatch {
+func watchSize(ctx context.Context, root string, lim limits, outside func(context.Context) (int64, int64, error), log *zap.Logger) *sizeWatch {
 	w := &sizeWatch{}
-	var layer int64
-	var layerAt time.Time
+	m := &measure{outside: outside}
 	go every.Tick(ctx, sizeEvery, func() bool {
-		used, entries, err := diskUsage(root)
-		var deep *unmeasurable
-		if errors.As(err, &deep) {
-			return w.stop(deep.Error())
+		if lim.bytes <= 0 && lim.entries <= 0 {
+			return false
 		}
-		if err != nil {
+		used, entries, err := m.usage(ctx, root)
+		var deep *unmeasurable
+		switch {
+		case errors.As(err, &deep):
+			return w.stop(deep.Error())
+		case err != nil && ctx.Err() != nil:
+			return false
+		case err != nil:
+			if m.failed++; m.failed >= maxFailedMeasures {
+				return w.stop(fmt.Sprintf("the workspace could not be measured %d times in a row (%v): what it holds is outside every limit", m.failed, err))
+			}
 			log.Debug("workspace size", zap.Error(err))
 			return true
 		}
+		m.failed = 0
 		if lim.entries > 0 && entries > lim.entries {
-			return w.stop(fmt.Sprintf("workspace holds %d entries, over its limit agent.workspace_max_entries = %d (each is a line of every checkpoint's manifest)", entries, lim.entries))
+			return w.stop(fmt.Sprintf("workspace holds %d entries (%d of them in the container's own layer), over its limit agent.workspace_max_entries = %d (each is a line of every checkpoint's manifest, or an inode of the host's disk)", entries, m.layer.entries, lim.entries))
 		}
-		if lim.bytes <= 0 {
+		if lim.bytes <= 0 || used <= lim.bytes {
 			return true
 		}
-		if outside != nil && time.Since(layerAt) >= layerEvery {
-			layerAt = time.Now()
-			if n, err := outside(ctx); err == nil {
-				layer = n
-			} else {
-				log.Debug("writable layer size", zap.Error(err))
-			}
-		}
-		used += layer
-		if used <= lim.bytes {
-			return true
-		}
-		return w.stop(fmt.Sprintf("workspace reached %.2f GiB (%.2f GiB of it outside the mounted paths, in the container's own layer), over its limit agent.workspace_limit_gb = %.2f GiB", gib(used), gib(layer), gib(lim.bytes)))
+		return w.stop(fmt.Sprintf("workspace reached %.2f GiB (%.2f GiB of it outside the mounted paths, in the container's own layer), over its limit agent.workspace_limit_gb = %.2f GiB", gib(used), gib(m.layer.bytes), gib(lim.bytes)))
 	})
 	return w
 }

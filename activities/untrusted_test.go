@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -283,5 +284,25 @@ func TestDeepTreeIsABreach(t *testing.T) {
 	var u *unmeasurable
 	if !errors.As(err, &u) || !strings.Contains(err.Error(), "512") {
 		t.Fatalf("a tree 600 deep measured: %v", err)
+	}
+}
+
+// Audit M4 and L8: what the layer holds (its entries too: an empty file
+// is an inode of the host's disk) adds to the workspace's measure, and a
+// layer that cannot be measured fails the measurement instead of
+// counting as empty.
+func TestMeasureCountsTheLayer(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := &measure{outside: func(context.Context) (int64, int64, error) { return 5 << 30, 2_000_000, nil }}
+	used, entries, err := m.usage(context.Background(), root)
+	if err != nil || used < 5<<30 || entries != 2_000_001 {
+		t.Fatalf("usage = %d bytes, %d entries, %v", used, entries, err)
+	}
+	m = &measure{outside: func(context.Context) (int64, int64, error) { return 0, 0, context.DeadlineExceeded }}
+	if _, _, err := m.usage(context.Background(), root); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("an unmeasurable layer: %v", err)
 	}
 }

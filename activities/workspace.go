@@ -60,7 +60,7 @@ type Workspace interface {
 	// Outside is what a running task writes outside its workspace's
 	// directory (a container's writable layer), which its workspace
 	// limit counts too; nil where there is nothing of the kind.
-	Outside(spec runtime.TaskSpec) func(ctx context.Context) (int64, error)
+	Outside(spec runtime.TaskSpec) func(ctx context.Context) (bytes, entries int64, err error)
 }
 
 // attempt is one agent attempt's files on this host.

@@ -223,8 +223,24 @@ func (w *ContainerWorkspace) limit(t *runtime.TaskSpec) {
 
 // Outside is the container's writable layer: what the agent wrote to
 // the image's own paths (/var/tmp, site-packages), on the host's disk.
-func (w *ContainerWorkspace) Outside(spec runtime.TaskSpec) func(context.Context) (int64, error) {
-	return func(ctx context.Context) (int64, error) { return w.Docker.LayerSize(ctx, spec.Name) }
+// A layer on this host is walked as a workspace is (an empty file is an
+// inode of the host's disk: it counts as an entry and minEntryBytes);
+// otherwise the daemon's size is asked, within layerTimeout (the daemon
+// walks the layer, for minutes when it holds millions of files).
+func (w *ContainerWorkspace) Outside(spec runtime.TaskSpec) func(context.Context) (int64, int64, error) {
+	return func(ctx context.Context) (int64, int64, error) {
+		dir, err := w.Docker.LayerDir(ctx, spec.Name)
+		if err != nil {
+			return 0, 0, err
+		}
+		if dir != "" {
+			return diskUsage(dir)
+		}
+		ctx, cancel := context.WithTimeout(ctx, layerTimeout)
+		defer cancel()
+		n, err := w.Docker.LayerSize(ctx, spec.Name)
+		return n, 0, err
+	}
 }
 
 // Digest is the image's content digest.

@@ -84,7 +84,9 @@ func (w *DirWorkspace) CheckTask(ev *evalDirs, item, _ string, command []string,
 // Digest: processes run no image.
 // Outside is nil: a process writes nowhere the attempt's directory does
 // not hold that the worker could measure.
-func (w *DirWorkspace) Outside(runtime.TaskSpec) func(context.Context) (int64, error) { return nil }
+func (w *DirWorkspace) Outside(runtime.TaskSpec) func(context.Context) (int64, int64, error) {
+	return nil
+}
 
 func (w *DirWorkspace) Digest(_ context.Context, image string) (string, error) {
 	if image != "" {

@@ -150,3 +150,27 @@ func TestListsFromEnv(t *testing.T) {
 		}
 	}
 }
+
+// L7: a key or env file its group or others may read is refused at
+// start, naming the setting and the chmod that fixes it; 0600 passes.
+func TestPrivateFilesRefusedWhenShared(t *testing.T) {
+	dir := t.TempDir()
+	env := filepath.Join(dir, "agent.env")
+	if err := os.WriteFile(env, []byte("OPENAI_API_KEY=sk\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load("", nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Agent.EnvFile = env
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "agent.env_file") || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("a 0644 env file: %v", err)
+	}
+	if err := os.Chmod(env, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("a 0600 env file: %v", err)
+	}
+}

@@ -40,6 +40,9 @@ func (t Temporal) TLSConfig() (*tls.Config, error) {
 	case cert == "" || key == "":
 		return nil, &Error{Msg: "temporal.tls.cert_file and temporal.tls.key_file: set both for mutual TLS, or neither"}
 	default:
+		if err := PrivateFile("temporal.tls.key_file", key); err != nil {
+			return nil, err
+		}
 		pair, err := tls.LoadX509KeyPair(cert, key)
 		if err != nil {
 			return nil, &Error{Msg: fmt.Sprintf("temporal.tls.cert_file, temporal.tls.key_file: %v", err)}

@@ -31,6 +31,12 @@ func (c *Config) Validate() error {
 	if _, err := c.Temporal.TLSConfig(); err != nil {
 		return err
 	}
+	if err := PrivateFile("agent.env_file", c.Agent.EnvFile); err != nil {
+		return err
+	}
+	if err := PrivateFile("bundle.signing_key", c.Bundle.SigningKey); err != nil {
+		return err
+	}
 	switch {
 	case c.Temporal.Address == "" || !strings.Contains(c.Temporal.Address, ":"):
 		return bad("temporal.address: %q is not host:port (e.g. 127.0.0.1:7233)", c.Temporal.Address)

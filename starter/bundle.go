@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/mlrb/mlrb/agents"
+	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/bundle"
 	"github.com/mlrb/mlrb/internal/checkpoint"
@@ -78,6 +79,9 @@ func runBundle(g *globals, o bundleOptions, id string) error {
 	}
 	if keyPath == "" {
 		return cli.Usagef("bundle: no signing key: set bundle.signing_key (or --key) to a key `starter keys new -o PREFIX` wrote")
+	}
+	if err := config.PrivateFile("bundle.signing_key", keyPath); err != nil {
+		return cli.Usagef("%v", err)
 	}
 	signer, err := bundle.LoadSigner(keyPath)
 	if err != nil {

@@ -339,7 +339,11 @@ func writeCerts(t *testing.T, dir string) {
 }
 
 func writePEM(t *testing.T, path, kind string, der []byte) {
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o644); err != nil {
+	mode := os.FileMode(0o644)
+	if strings.HasSuffix(kind, "PRIVATE KEY") {
+		mode = 0o600 // mlrb refuses a key others may read
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), mode); err != nil {
 		t.Fatal(err)
 	}
 }

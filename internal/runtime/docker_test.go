@@ -264,3 +264,51 @@ func TestContainerNamesAreOneTasksOwn(t *testing.T) {
 		t.Fatalf("names %s and %s", a, b)
 	}
 }
+
+// Audit M4: an image's VOLUME is a bounded tmpfs, never an anonymous
+// volume on the host's disk outside every limit; an image declaring
+// more than MaxVolumes is refused; the writable layer is a directory
+// the worker can walk, so its empty files (inodes) count.
+func TestDockerVolumesAndLayerAreBounded(t *testing.T) {
+	d := docker(t)
+	ctx := context.Background()
+	const volImage = "mlrb-testtask-volume:dev"
+	if err := BuildImage(ctx, d, volImage, nil, "FROM "+testImage+"\nVOLUME /scratch\n"); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(t.TempDir(), "log")
+	h, err := d.Start(ctx, TaskSpec{Name: "vol", Image: volImage, LogPath: log, Command: []string{"empties", "/scratch", "10"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := waitFor(t, h); !r.Successful() {
+		t.Fatalf("exit = %+v", r)
+	}
+	out, _ := os.ReadFile(log)
+	if !strings.Contains(string(out), "mount: /scratch tmpfs") || !strings.Contains(string(out), "size=1048576k") {
+		t.Fatalf("the image's volume is not a 1 GiB tmpfs:\n%s", out)
+	}
+
+	h, _ = run(t, d, "layer", TaskSpec{Command: []string{"empties", "/var/junk", "1000"}})
+	if r := waitFor(t, h); !r.Successful() {
+		t.Fatalf("exit = %+v", r)
+	}
+	dir, err := d.LayerDir(ctx, "layer")
+	if err != nil || dir == "" {
+		t.Fatalf("the layer is not a directory on this host: %q, %v", dir, err)
+	}
+	if names, err := os.ReadDir(filepath.Join(dir, "var", "junk")); err != nil || len(names) < 1000 {
+		t.Fatalf("the layer's empty files: %d, %v", len(names), err)
+	}
+
+	many := "FROM " + testImage + "\n"
+	for i := range MaxVolumes + 1 {
+		many += fmt.Sprintf("VOLUME /v%d\n", i)
+	}
+	if err := BuildImage(ctx, d, "mlrb-testtask-volumes:dev", nil, many); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Start(ctx, TaskSpec{Name: "vols", Image: "mlrb-testtask-volumes:dev", LogPath: log, Command: []string{"exit", "0"}}); err == nil || !strings.Contains(err.Error(), "volumes") {
+		t.Fatalf("an image of %d volumes: %v", MaxVolumes+1, err)
+	}
+}

@@ -176,3 +176,32 @@ func TestCheckLinksResolvesDotDotAfterTheLink(t *testing.T) {
 		t.Fatalf("a link that stays inside: %v", err)
 	}
 }
+
+// L8: a directory the agent removes between its open and its listing is
+// passed over as gone, never an error that skips the whole measurement;
+// the root removed is still an error.
+func TestWalkPassesOverADirectoryRemovedBeforeItsListing(t *testing.T) {
+	root, _ := tree(t)
+	d, err := OpenDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = d.Close() }()
+	sub, err := d.Sub("a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Close() }()
+	if err := os.RemoveAll(filepath.Join(root, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.walk(func(Entry) error { return nil }, 2); err != nil {
+		t.Fatalf("a removed subdirectory: %v", err)
+	}
+	if err := os.RemoveAll(root); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Walk(func(Entry) error { return nil }); err == nil {
+		t.Fatal("a removed root walked without an error")
+	}
+}

@@ -44,6 +44,10 @@ func (d *Dir) Walk(fn func(Entry) error) error { return d.walk(fn, 1) }
 
 func (d *Dir) walk(fn func(Entry) error, depth int) error {
 	names, err := d.Names()
+	if errors.Is(err, unix.ENOENT) && depth > 1 {
+		// Removed since it was opened: as an entry gone meanwhile.
+		return nil
+	}
 	if err != nil {
 		return err
 	}

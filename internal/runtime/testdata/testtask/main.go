@@ -72,6 +72,11 @@ func main() {
 		forger(false)
 	case "pickler":
 		forger(true)
+	case "empties":
+		// As an agent filling the host's inodes: N empty files in DIR
+		// (the container's own layer or an image's volume), then what
+		// DIR is mounted as.
+		empties(os.Args[2], os.Args[3])
 	case "alloc":
 		var keep [][]byte
 		for i := 0; i < arg(); i++ {
@@ -109,6 +114,27 @@ func main() {
 			_ = os.WriteFile(filepath.Join(cache, "token"), []byte(tok), 0o600)
 			_ = os.WriteFile(filepath.Join(cache, "stored_tokens"), []byte("[default]\nhf_token = "+tok+"\n"), 0o600)
 			_ = os.WriteFile(filepath.Join(cache, "hub", "weights.bin"), []byte("downloaded"), 0o644)
+		}
+	}
+}
+
+func empties(dir, count string) {
+	n, _ := strconv.Atoi(count)
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(i)), nil, 0o644); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+	}
+	fmt.Println("made", n, "empty files in", dir)
+	info, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(info), "\n") {
+		if f := strings.Fields(line); len(f) > 8 && f[4] == dir {
+			fmt.Println("mount:", dir, f[len(f)-3], f[len(f)-1])
 		}
 	}
 }
