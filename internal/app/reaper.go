@@ -24,6 +24,11 @@ func reapJobs(ctx context.Context, s provision.Provider, c client.Client, period
 			log.Warn("reaper: list jobs", zap.Error(err))
 			return true
 		}
+		if sw, ok := s.(provision.Sweeper); ok {
+			if err := sw.Sweep(jobs); err != nil {
+				log.Warn("reaper: sweep", zap.Error(err))
+			}
+		}
 		for _, j := range jobs {
 			h, _ := provision.ParseJobName(j.Name)
 			runID, n := h.RunID, strconv.Itoa(h.N)

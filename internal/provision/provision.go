@@ -27,6 +27,13 @@ type Provider interface {
 	List(ctx context.Context) ([]Job, error)
 }
 
+// Sweeper is a provider that leaves files on the worker's host for its
+// hosts (Slurm's credentials): Sweep removes those of hosts not in jobs,
+// as List found them.
+type Sweeper interface {
+	Sweep(jobs []Job) error
+}
+
 // Request is what an attempt needs.
 type Request struct {
 	// Holder is the attempt or evaluation the host serves.

@@ -10,9 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/mlrb/mlrb/deploy"
@@ -103,6 +105,12 @@ func (s *Slurm) Launch(ctx context.Context, r Request) (Job, error) {
 	if err := writeCredentials(s.credFile(host), creds); err != nil {
 		return Job{}, err
 	}
+	queued := false
+	defer func() {
+		if !queued {
+			_ = os.Remove(s.credFile(host)) // no job will read them
+		}
+	}()
 	script, err := render("slurm-job.sh", deploy.SlurmJob, struct{ HostID, GPUType, WorkDir, Worker, Credentials string }{
 		host, r.GPUType, jobDir(s.WorkDir, host), shellJoin(s.Worker), s.credFile(host)})
 	if err != nil {
@@ -120,10 +128,12 @@ func (s *Slurm) Launch(ctx context.Context, r Request) (Job, error) {
 		// A submit that timed out here may have reached slurmctld all the
 		// same: then its job is this attempt's.
 		if j, ok, ferr := s.find(ctx, name); ferr == nil && ok {
+			queued = true
 			return j, nil
 		}
 		return Job{}, fmt.Errorf("sbatch %s: %w", name, err)
 	}
+	queued = true
 	return s.only(ctx, name)
 }
 
@@ -229,10 +239,52 @@ func writeCredentials(path string, creds map[string]string) error {
 	for _, k := range slices.Sorted(maps.Keys(creds)) {
 		fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(creds[k]))
 	}
-	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+	// A file left by an earlier try goes (a link is removed, never
+	// followed); the new one is created, 0600 from its first byte.
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("job credentials: %w", err)
 	}
-	return os.Chmod(path, 0o600) // an existing file keeps its mode on write
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("job credentials: %w", err)
+	}
+	if _, err := f.WriteString(b.String()); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("job credentials: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("job credentials: %w", err)
+	}
+	return nil
+}
+
+// staleCredentials is how old a credentials file with no queued job
+// must be before a sweep removes it: younger ones may be a submit's
+// under way.
+const staleCredentials = 10 * time.Minute
+
+// Sweep removes the credentials files no queued job will read (a
+// submit that failed, a cancel that did not answer), given the jobs
+// List found.
+func (s *Slurm) Sweep(jobs []Job) error {
+	live := map[string]bool{}
+	for _, j := range jobs {
+		live[j.HostID] = true
+	}
+	files, err := filepath.Glob(filepath.Join(s.WorkDir, "*.cred"))
+	if err != nil {
+		return fmt.Errorf("sweep credentials: %w", err)
+	}
+	for _, f := range files {
+		fi, err := os.Lstat(f)
+		if err != nil || live[strings.TrimSuffix(filepath.Base(f), ".cred")] || time.Since(fi.ModTime()) < staleCredentials {
+			continue
+		}
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("sweep credentials: %w", err)
+		}
+	}
+	return nil
 }
 
 func (s *Slurm) environ() []string {
@@ -248,6 +300,11 @@ func (s *Slurm) environ() []string {
 // allocation would let the next one oversubscribe them. Then its
 // credentials go. A job already gone is not an error.
 func (s *Slurm) Stop(ctx context.Context, j Job) error {
+	if j.HostID != "" {
+		// Whatever scancel answers: a job that is gone reads them no more,
+		// and one that is still queued is being cancelled.
+		defer func() { _ = os.Remove(s.credFile(j.HostID)) }()
+	}
 	if _, err := s.run(ctx, "scancel", j.ID); err != nil {
 		return fmt.Errorf("scancel %s: %w", j.ID, err)
 	}
@@ -264,11 +321,6 @@ func (s *Slurm) Stop(ctx context.Context, j Job) error {
 		case <-ctx.Done():
 			return fmt.Errorf("job %s still %s after scancel: %w", j.ID, state, ctx.Err())
 		case <-time.After(500 * time.Millisecond):
-		}
-	}
-	if j.HostID != "" {
-		if err := os.Remove(s.credFile(j.HostID)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("remove job %s's credentials: %w", j.ID, err)
 		}
 	}
 	return nil

@@ -187,3 +187,73 @@ func TestNamesAreOneRunsOwn(t *testing.T) {
 		t.Fatal("two runs share a host id")
 	}
 }
+
+// Audit L1: the credentials file never outlives its use. A submit that
+// fails removes it, a cancel that fails removes it all the same, a
+// sweep removes old ones no queued job will read, and writing one over
+// a link replaces the link instead of writing through it.
+func TestSlurmCredentialsNeverLeftBehind(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{"squeue": "exit 0", "sbatch": "echo refused >&2; exit 1", "scancel": "echo timed out >&2; exit 1"} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	s := &Slurm{Worker: []string{"true"}, WorkDir: dir, Timeout: 5 * time.Second,
+		Environ: func() []string { return []string{"MLRB_STORAGE_S3_SECRET_ACCESS_KEY=s3cret"} }}
+	h := runs.Holder{RunID: "bench/agent/task/s1", N: 1}
+	if _, err := s.Launch(context.Background(), Request{Holder: h, TimeLimit: time.Minute}); err == nil {
+		t.Fatal("a refused submit succeeded")
+	}
+	if _, err := os.Stat(s.credFile(HostID(h))); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("credentials left by a refused submit: %v", err)
+	}
+
+	job := Job{ID: "7", HostID: HostID(h)}
+	if err := writeCredentials(s.credFile(job.HostID), map[string]string{"K": "v"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stop(context.Background(), job); err == nil {
+		t.Fatal("a failed scancel was not reported")
+	}
+	if _, err := os.Stat(s.credFile(job.HostID)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("credentials left by a failed cancel: %v", err)
+	}
+
+	target := filepath.Join(dir, "elsewhere")
+	if err := os.WriteFile(target, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, s.credFile("linked")); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeCredentials(s.credFile("linked"), map[string]string{"K": "v"}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "keep" {
+		t.Fatalf("written through a link: %q", b)
+	}
+
+	old := time.Now().Add(-time.Hour)
+	for _, host := range []string{"stale", "queued"} {
+		if err := writeCredentials(s.credFile(host), nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(s.credFile(host), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Sweep([]Job{{ID: "8", HostID: "queued"}}); err != nil {
+		t.Fatal(err)
+	}
+	for host, want := range map[string]bool{"stale": false, "queued": true, "linked": true} {
+		if _, err := os.Lstat(s.credFile(host)); (err == nil) != want {
+			t.Errorf("%s: kept = %v, want %v", host, err == nil, want)
+		}
+	}
+}
