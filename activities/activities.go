@@ -204,7 +204,7 @@ func runKey(runID string) string { return url.PathEscape(runID) }
 
 func (a *Attempts) attempt(runID string, n int) *attempt {
 	return &attempt{runID: runID, n: n, dir: filepath.Join(a.WorkDir, "runs", runKey(runID), fmt.Sprintf("attempt-%d", n)),
-		door: a.doorDir(runs.Holder{RunID: runID, N: n}.Token())}
+		door: a.doorDir(runs.Holder{RunID: runID, N: n}.Token()), allow: newAllowance(a.LLM)}
 }
 
 // doorDir holds the gateway socket of one task (an attempt, an

@@ -52,7 +52,7 @@ func (a *Attempts) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, e
 	if err != nil {
 		return nil, err
 	}
-	ai, err := a.llmFor(ctx, in, spec.Redact, func() error { return context.Cause(ctx) }, log)
+	ai, err := a.llmFor(ctx, in, spec.Redact, at.allow.door, func() error { return context.Cause(ctx) }, log)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +60,7 @@ func (a *Attempts) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, e
 	ob := a.newObserver(&in, log)
 	ai.observed(ob)
 	lv.step(stepStarting, 0)
-	h, closeDoor, err := a.start(ctx, spec, at.door, ai, log)
+	h, closeDoor, err := a.start(ctx, spec, at.door, ai, at.allow.door, log)
 	if err != nil {
 		return nil, fmt.Errorf("start agent: %w", err)
 	}
@@ -97,9 +97,9 @@ func (a *Attempts) hooks(ctx context.Context, in *AgentInput, at *attempt, prev 
 		log: log, fenced: lv.fence, live: live}
 	hk := &attemptHooks{a: a, ctx: ctx, at: at, ck: ck, lv: lv, log: log, lease: in.Lease.Token, keepLease: in.KeepLease, llm: ai, notes: notes,
 		logs: &logstore.Shipper{Store: a.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Path: spec.LogPath}}
+	ck.truncated = at.allow.exceed
 	if a.WorkspaceLimit > 0 || a.WorkspaceEntries > 0 {
-		hk.size = watchSize(ctx, at.dir, limits{bytes: a.WorkspaceLimit, entries: a.WorkspaceEntries}, a.Workspace.Outside(spec), log)
-		ck.truncated = func(why string) { hk.size.stop(why) }
+		watchSize(ctx, at.dir, limits{bytes: a.WorkspaceLimit, entries: a.WorkspaceEntries}, a.Workspace.Outside(spec), at.allow, log)
 	}
 	return hk
 }

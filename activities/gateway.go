@@ -36,6 +36,10 @@ type LLMGateway struct {
 	// UsageEvery is the least time between two reports of an attempt's
 	// ledger to its run (gateway.usage_every; 0: UsageEvery).
 	UsageEvery time.Duration
+	// MaxRefused and MaxConns size each attempt's door
+	// (gateway.max_refused, gateway.max_connections; 0: the defaults).
+	MaxRefused int64
+	MaxConns   int
 }
 
 // attemptLLM is one attempt's side of the gateway: serve holds its token,
@@ -70,7 +74,7 @@ func (g LLMGateway) every() time.Duration {
 // from the env file, what the run's earlier attempts spent (from their
 // transcripts: a crashed attempt's calls count), and its recorder, which
 // scrubs the token, the keys and the run's secrets from what it stores.
-func (a *Attempts) llmFor(ctx context.Context, in AgentInput, secrets []string, live func() error, log *zap.Logger) (*attemptLLM, error) {
+func (a *Attempts) llmFor(ctx context.Context, in AgentInput, secrets []string, door *gateway.Allowance, live func() error, log *zap.Logger) (*attemptLLM, error) {
 	if a.LLM.Prices == nil {
 		return nil, nil
 	}
@@ -105,7 +109,7 @@ func (a *Attempts) llmFor(ctx context.Context, in AgentInput, secrets []string, 
 	redact := append([]string{token, oa.Key, an.Key}, secrets...)
 	rec := &transcript.Recorder{Store: a.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Redact: redact, Ledger: meter.Ledger, Log: log}
 	return &attemptLLM{prices: a.LLM.Prices.Ref(), prior: prior, every: a.LLM.every(),
-		serve: &gateway.LLM{Token: token, OpenAI: oa, Anthropic: an, Prices: a.LLM.Prices, Meter: meter, Record: rec, Live: live, Log: log, ServerTools: a.LLM.ServerTools, AnthropicBeta: a.LLM.AnthropicBeta, Bounds: a.LLM.Bounds}}, nil
+		serve: &gateway.LLM{Token: token, OpenAI: oa, Anthropic: an, Prices: a.LLM.Prices, Meter: meter, Record: rec, Live: live, Log: log, ServerTools: a.LLM.ServerTools, AnthropicBeta: a.LLM.AnthropicBeta, Bounds: a.LLM.Bounds, Allowance: door}}, nil
 }
 
 // report sends the attempt's ledger to the run when it changed since the

@@ -26,8 +26,6 @@ type attemptHooks struct {
 	// shipping is the log shipment in flight: a slow store delays the
 	// logs, never the supervisor.
 	shipping chan struct{}
-	// size measures the workspace against its limit (nil: no limit).
-	size *sizeWatch
 	// llm is the attempt's side of the gateway (nil: none), notes the
 	// run's signals its ledger goes by.
 	llm   *attemptLLM
@@ -97,12 +95,7 @@ func (k *attemptHooks) steering() (float64, bool, bool) {
 	return st.GrantedS, st.CancelRequested, true
 }
 
-func (k *attemptHooks) overLimit() string {
-	if k.size == nil {
-		return ""
-	}
-	return k.size.over()
-}
+func (k *attemptHooks) overLimit() string { return k.at.allow.over() }
 
 func (k *attemptHooks) deadlineMoved(hard time.Time) {
 	if err := contract.WriteDeadline(k.at.Control(), hard); err != nil {

@@ -26,7 +26,7 @@ import (
 // to carry the task's connections to, or, for a task with no door (the
 // process runtime), on a loopback port. It returns the base URL the task
 // reaches it at; close shuts it and every connection through it.
-func (a *Runner) openDoor(dir string, container bool, ai *attemptLLM, log *zap.Logger) (base string, close func(), err error) {
+func (a *Runner) openDoor(dir string, container bool, ai *attemptLLM, allow *gateway.Allowance, log *zap.Logger) (base string, close func(), err error) {
 	_ = os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", nil, fmt.Errorf("the agent's door: %w", err)
@@ -56,7 +56,7 @@ func (a *Runner) openDoor(dir string, container bool, ai *attemptLLM, log *zap.L
 	if policy == nil {
 		policy = &gateway.Policy{}
 	}
-	g := &gateway.Gateway{Policy: policy, Log: log.Named("gateway")}
+	g := &gateway.Gateway{Policy: policy, Log: log.Named("gateway"), Allowance: allow}
 	if ai != nil {
 		g.LLM, g.Record = ai.serve, ai.serve.Record
 	}
@@ -98,11 +98,11 @@ func (a *Runner) bound(spec *runtime.TaskSpec, task *tasks.Spec) {
 // loopback port when it has no door, and is told where it is and its
 // token. closeDoor shuts the door (once, however often it is called);
 // call it once the task is gone.
-func (a *Runner) start(ctx context.Context, spec runtime.TaskSpec, doorDir string, ai *attemptLLM, log *zap.Logger) (h runtime.Handle, closeDoor func(), err error) {
+func (a *Runner) start(ctx context.Context, spec runtime.TaskSpec, doorDir string, ai *attemptLLM, allow *gateway.Allowance, log *zap.Logger) (h runtime.Handle, closeDoor func(), err error) {
 	closeDoor = func() {}
 	if spec.Door != nil || ai != nil {
 		var base string
-		if base, closeDoor, err = a.openDoor(doorDir, spec.Door != nil, ai, log); err != nil {
+		if base, closeDoor, err = a.openDoor(doorDir, spec.Door != nil, ai, allow, log); err != nil {
 			return nil, nil, err
 		}
 		if ai != nil {
@@ -128,7 +128,7 @@ func (a *Runner) start(ctx context.Context, spec runtime.TaskSpec, doorDir strin
 // runToEnd runs a task until it exits, its timeout passes (it is killed:
 // timedOut), or ctx ends (it is killed: err is ctx's).
 func (a *Runner) runToEnd(ctx context.Context, spec runtime.TaskSpec, doorDir string, timeout time.Duration, log *zap.Logger) (res runtime.ExitResult, timedOut bool, err error) {
-	h, closeDoor, err := a.start(ctx, spec, doorDir, nil, log)
+	h, closeDoor, err := a.start(ctx, spec, doorDir, nil, nil, log)
 	if err != nil {
 		return res, false, err
 	}

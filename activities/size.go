@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -27,21 +26,6 @@ const (
 	layerTimeout      = 20 * time.Second
 	maxFailedMeasures = 6
 )
-
-// sizeWatch measures a workspace on disk against a limit, in the
-// background, until its context ends.
-type sizeWatch struct {
-	mu  sync.Mutex
-	why string
-}
-
-// stop records why the workspace broke its limits; the watch ends.
-func (w *sizeWatch) stop(why string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.why = why
-	return false
-}
 
 // limits are a workspace's: bytes and entries (0: none).
 type limits struct{ bytes, entries int64 }
@@ -74,10 +58,13 @@ func (m *measure) usage(ctx context.Context, root string) (bytes, entries int64,
 
 // watchSize starts measuring root every sizeEvery, and what the agent
 // writes outside it (outside, if not nil: a container's writable layer)
-// every layerEvery.
-func watchSize(ctx context.Context, root string, lim limits, outside func(context.Context) (int64, int64, error), log *zap.Logger) *sizeWatch {
-	w := &sizeWatch{}
+// every layerEvery, until ctx ends or a limit is passed (allow is told).
+func watchSize(ctx context.Context, root string, lim limits, outside func(context.Context) (int64, int64, error), allow *allowance, log *zap.Logger) {
 	m := &measure{outside: outside}
+	stop := func(why string) bool {
+		allow.exceed(why)
+		return false
+	}
 	go every.Tick(ctx, sizeEvery, func() bool {
 		if lim.bytes <= 0 && lim.entries <= 0 {
 			return false
@@ -86,32 +73,25 @@ func watchSize(ctx context.Context, root string, lim limits, outside func(contex
 		var deep *unmeasurable
 		switch {
 		case errors.As(err, &deep):
-			return w.stop(deep.Error())
+			return stop(deep.Error())
 		case err != nil && ctx.Err() != nil:
 			return false
 		case err != nil:
 			if m.failed++; m.failed >= maxFailedMeasures {
-				return w.stop(fmt.Sprintf("the workspace could not be measured %d times in a row (%v): what it holds is outside every limit", m.failed, err))
+				return stop(fmt.Sprintf("the workspace could not be measured %d times in a row (%v): what it holds is outside every limit", m.failed, err))
 			}
 			log.Debug("workspace size", zap.Error(err))
 			return true
 		}
 		m.failed = 0
 		if lim.entries > 0 && entries > lim.entries {
-			return w.stop(fmt.Sprintf("workspace holds %d entries (%d of them in the container's own layer), over its limit agent.workspace_max_entries = %d (each is a line of every checkpoint's manifest, or an inode of the host's disk)", entries, m.layer.entries, lim.entries))
+			return stop(fmt.Sprintf("workspace holds %d entries (%d of them in the container's own layer), over its limit agent.workspace_max_entries = %d (each is a line of every checkpoint's manifest, or an inode of the host's disk)", entries, m.layer.entries, lim.entries))
 		}
 		if lim.bytes <= 0 || used <= lim.bytes {
 			return true
 		}
-		return w.stop(fmt.Sprintf("workspace reached %.2f GiB (%.2f GiB of it outside the mounted paths, in the container's own layer), over its limit agent.workspace_limit_gb = %.2f GiB", gib(used), gib(m.layer.bytes), gib(lim.bytes)))
+		return stop(fmt.Sprintf("workspace reached %.2f GiB (%.2f GiB of it outside the mounted paths, in the container's own layer), over its limit agent.workspace_limit_gb = %.2f GiB", gib(used), gib(m.layer.bytes), gib(lim.bytes)))
 	})
-	return w
-}
-
-func (w *sizeWatch) over() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.why
 }
 
 // unmeasurable is a workspace the walk cannot measure whole: a directory

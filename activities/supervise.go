@@ -41,8 +41,8 @@ type hooks interface {
 	steering() (grantedS float64, cancel, ok bool)
 	// deadlineMoved tells the agent its new deadline.
 	deadlineMoved(hard time.Time)
-	// overLimit says how the workspace broke its size limit ("": it
-	// did not, or no limit is set).
+	// overLimit says which limit of its allowance the attempt passed
+	// ("": none).
 	overLimit() string
 	// llmSpent tells whether the run's LLM budget is spent.
 	llmSpent() bool
@@ -104,7 +104,7 @@ func (s *supervisor) poll() {
 	}
 	if why := s.hooks.overLimit(); why != "" && s.failure == "" && s.stopped == StopExited {
 		s.failure = why
-		s.log.Warn("workspace over its limit: the agent is killed and the run fails", zap.String("reason", why))
+		s.log.Warn("the attempt passed its allowance: the agent is killed and the run fails", zap.String("reason", why))
 		s.kill()
 		return
 	}

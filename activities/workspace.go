@@ -70,6 +70,8 @@ type attempt struct {
 	dir   string // <work>/runs/<run>/attempt-<n>
 	// door holds the socket of the attempt's gateway (doorDir).
 	door string
+	// allow is the attempt's share of the worker.
+	allow *allowance
 }
 
 // doorSocket is a gateway socket's name in its door dir.

@@ -62,6 +62,9 @@ type Gateway struct {
 	BodyTimeout time.Duration `mapstructure:"body_timeout" yaml:"body_timeout"`
 	// UsageEvery is the least time between two usage reports of an attempt.
 	UsageEvery time.Duration `mapstructure:"usage_every" yaml:"usage_every"`
+	// MaxRefused and MaxConnections are each attempt's door allowance.
+	MaxRefused     int64 `mapstructure:"max_refused" yaml:"max_refused"`
+	MaxConnections int   `mapstructure:"max_connections" yaml:"max_connections"`
 }
 
 // Provision says how runs obtain their GPU hosts.

@@ -70,6 +70,10 @@ func (c *Config) Validate() error {
 		return &Error{Msg: oneOf("host.runtime", c.Host.Runtime, Runtimes).Error()}
 	case c.Host.Runtime == RuntimeDocker && (c.Container.AgentImage == "" || c.Container.EvalImage == ""):
 		return bad("container.agent_image and container.eval_image: must be set for host.runtime docker")
+	case c.Gateway.MaxRefused < 1:
+		return bad("gateway.max_refused: %d must be at least 1 (e.g. 100000)", c.Gateway.MaxRefused)
+	case c.Gateway.MaxConnections < 1 || c.Gateway.MaxConnections > 65536:
+		return bad("gateway.max_connections: %d is out of range (1 to 65536)", c.Gateway.MaxConnections)
 	case c.Gateway.UsageEvery < time.Second:
 		return bad("gateway.usage_every: %s is under 1s; each report is an event in the run's history (e.g. 1m)", c.Gateway.UsageEvery)
 	case c.Provision.Slurm.CommandTimeout <= 0:

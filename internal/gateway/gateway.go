@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/net/netutil"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/mlrb/mlrb/internal/gateway/door"
@@ -37,6 +38,9 @@ type Gateway struct {
 	LLM *LLM
 	// Record keeps each connection in the transcript (nil: none).
 	Record *transcript.Recorder
+	// Allowance bounds the connections open at once and the refusals
+	// (nil: the defaults, no one told); the LLM side shares it.
+	Allowance *Allowance
 
 	srv  *http.Server
 	mu   sync.Mutex
@@ -56,7 +60,8 @@ func (g *Gateway) Serve(l net.Listener) error {
 		g.mu.Unlock()
 		return l.Close()
 	}
-	g.srv = &http.Server{Handler: g, ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: 1 << 20}
+	g.srv = &http.Server{Handler: g, ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: MaxHeaderBytes}
+	l = netutil.LimitListener(l, g.Allowance.maxConns())
 	g.open = map[net.Conn]struct{}{}
 	srv := g.srv
 	g.mu.Unlock()
@@ -129,6 +134,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			g.LLM.ServeHTTP(w, r)
 			return
 		}
+		g.Allowance.refusal()
 		g.record(transcript.Call{Host: llm.Shorten(r.Host, maxHost), Error: "plain HTTP is not carried: only HTTPS (CONNECT) to the allow-list (gateway.allow)"}, time.Now())
 		http.Error(w, "mlrb gateway: only the LLM APIs, and CONNECT host:port to the allow-list (gateway.allow)", http.StatusForbidden)
 		return
@@ -142,6 +148,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tunnels := g.tunnels
 	g.mu.Unlock()
 	if !tunnels.TryAcquire(1) {
+		g.Allowance.refusal()
 		g.record(transcript.Call{Host: host, Status: http.StatusTooManyRequests, Error: fmt.Sprintf("%d connections of this attempt are open already", MaxTunnels)}, start)
 		http.Error(w, fmt.Sprintf("mlrb gateway: %d connections of this attempt are open already", MaxTunnels), http.StatusTooManyRequests)
 		return
@@ -149,6 +156,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer tunnels.Release(1)
 	to, err := g.Policy.Resolve(r.Context(), r.Host)
 	if err != nil {
+		g.Allowance.refusal()
 		g.Log.Info("agent connection refused", zap.String("to", g.scrub(host)), zap.Error(errors.New(g.scrub(err.Error()))))
 		g.record(transcript.Call{Host: host, Status: http.StatusForbidden, Error: err.Error()}, start)
 		http.Error(w, "mlrb gateway: "+err.Error(), http.StatusForbidden)
@@ -195,6 +203,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // maxHost bounds a CONNECT target as it is kept (an agent chooses it).
 const maxHost = 300
+
+// MaxHeaderBytes bounds a request's headers (the SDKs send a few KiB):
+// each connection the allowance lets in may hold that much.
+const MaxHeaderBytes = 64 << 10
 
 // MaxTunnels bounds an attempt's open connections through its door.
 const MaxTunnels = 64

@@ -59,6 +59,8 @@ type LLM struct {
 	// AnthropicBeta are the anthropic-beta values passed to the provider
 	// (gateway.anthropic_beta); a call with any other is refused.
 	AnthropicBeta []string
+	// Allowance counts the calls refused (the door's, shared).
+	Allowance *Allowance
 
 	// calls are the calls in progress: a call's answer reaches the agent
 	// before the call is settled and recorded.
@@ -91,6 +93,7 @@ type call struct {
 // refuse answers a call the gateway will not send, in its API's error
 // shape so that the agent's SDK shows the message.
 func (l *LLM) refuse(w http.ResponseWriter, c *call, status int, kind, msg string) {
+	l.Allowance.refusal()
 	writeAPIError(w, c.spec, status, kind, "mlrb gateway: "+msg)
 	c.rec.Status, c.rec.Error = status, msg
 	u := llm.Usage{Refused: 1}

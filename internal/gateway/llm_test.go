@@ -57,6 +57,8 @@ type rigOut struct {
 	pol  *Policy
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	seen func(transcript.Call)
+	// allow is the door's allowance (nil: the defaults).
+	allow *Allowance
 }
 
 func newRigOut(t *testing.T, budget llm.Budget, fake *llmfake.Fake, out rigOut) *llmRig {
@@ -79,7 +81,7 @@ func newRigOut(t *testing.T, budget llm.Budget, fake *llmfake.Fake, out rigOut) 
 	rec := &transcript.Recorder{Store: store, RunID: "run-gw", Attempt: 1, Redact: []string{token, realOpenAI, realAnthropic}, Ledger: meter.Ledger, Seen: out.seen}
 	// Before the store's directory goes: records still being written.
 	t.Cleanup(rec.Wait)
-	g := &Gateway{Policy: out.pol, Dial: out.dial, Log: zap.NewNop(), Record: rec, LLM: &LLM{Token: token, Prices: prices, Meter: meter, Record: rec,
+	g := &Gateway{Policy: out.pol, Dial: out.dial, Log: zap.NewNop(), Record: rec, Allowance: out.allow, LLM: &LLM{Token: token, Prices: prices, Meter: meter, Record: rec, Allowance: out.allow,
 		OpenAI: Upstream{URL: up + "/v1", Key: realOpenAI}, Anthropic: Upstream{URL: up, Key: realAnthropic}}}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -1,0 +1,48 @@
+package activities
+
+import (
+	"sync"
+
+	"github.com/mlrb/mlrb/internal/gateway"
+)
+
+// allowance is one attempt's share of its worker. Everything the agent
+// can make the worker hold is bounded by it: its workspace and layer
+// (bytes, entries, depth: sizeWatch), its checkpoints' manifests
+// (checkpoint.Bounds), its door's connections and refusals
+// (gateway.Allowance), its calls' bodies (gateway.Bounds), its
+// transcript's queue (transcript.Recorder.MaxQueued), its observation
+// (observe's calls and samples, command lines read bounded) and its log
+// (agent.log_limit_mb). What can wait waits (a connection in the
+// kernel's backlog, a call answered 429); what cannot is a limit passed:
+// the first one stops the attempt, the agent's failure naming it, and
+// no other attempt on the host notices.
+type allowance struct {
+	mu   sync.Mutex
+	why  string
+	door *gateway.Allowance
+}
+
+// newAllowance is an attempt's allowance, its door's sized by the
+// operator (gateway.max_refused, gateway.max_connections).
+func newAllowance(g LLMGateway) *allowance {
+	a := &allowance{}
+	a.door = &gateway.Allowance{MaxRefused: g.MaxRefused, MaxConns: g.MaxConns, Exceeded: a.exceed}
+	return a
+}
+
+// exceed records the first limit passed; the supervisor stops the agent.
+func (a *allowance) exceed(why string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.why == "" {
+		a.why = why
+	}
+}
+
+// over is the limit passed, "" while none is.
+func (a *allowance) over() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.why
+}
