@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 )
 
@@ -146,37 +144,6 @@ var seccompProfile = sync.OnceValue(func() string {
 	}
 	return string(b)
 })
-
-// LayerDir is a task's container's writable layer as a directory on
-// this host ("" when the driver keeps it elsewhere, or the daemon is
-// remote): the worker walks it as it walks a workspace, inodes counted.
-func (d *Docker) LayerDir(ctx context.Context, task string) (string, error) {
-	in, err := d.c.ContainerInspect(ctx, ContainerName(task), client.ContainerInspectOptions{})
-	if err != nil {
-		return "", fmt.Errorf("layer of %s: %w", task, err)
-	}
-	if g := in.Container.GraphDriver; g != nil {
-		if dir := g.Data["UpperDir"]; dir != "" {
-			if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
-				return dir, nil
-			}
-		}
-	}
-	return "", nil
-}
-
-// LayerSize is the size of a task's container's writable layer (the
-// daemon computes it: a walk of the layer, so it is asked seldom).
-func (d *Docker) LayerSize(ctx context.Context, task string) (int64, error) {
-	in, err := d.c.ContainerInspect(ctx, ContainerName(task), client.ContainerInspectOptions{Size: true})
-	if err != nil {
-		return 0, fmt.Errorf("layer of %s: %w", task, err)
-	}
-	if in.Container.SizeRw == nil {
-		return 0, nil
-	}
-	return *in.Container.SizeRw, nil
-}
 
 // gpuFiles are the device files of the GPUs ids, and the driver's shared
 // control files the host has: what a container needs to use exactly them.
@@ -348,36 +315,6 @@ func (d *Docker) Reap(ctx context.Context) (int, error) {
 		}
 	}
 	return len(tasks), nil
-}
-
-// VolumeBytes bounds each volume an image declares (VOLUME in its
-// Dockerfile): the daemon would make it an anonymous volume on the
-// host's disk, outside the workspace and the layer, so a tmpfs of this
-// size is mounted there instead; its pages count against the
-// container's memory limit. MaxVolumes bounds how many an image may
-// declare.
-const (
-	VolumeBytes = 1 << 30
-	MaxVolumes  = 16
-)
-
-// volumeMounts are the bounded tmpfs mounts over image's volumes.
-func (d *Docker) volumeMounts(ctx context.Context, image string) ([]mount.Mount, error) {
-	in, err := d.c.ImageInspect(ctx, image)
-	if err != nil {
-		return nil, fmt.Errorf("image %s: %w (build or load it on this host first)", image, err)
-	}
-	if in.Config == nil || len(in.Config.Volumes) == 0 {
-		return nil, nil
-	}
-	if n := len(in.Config.Volumes); n > MaxVolumes {
-		return nil, fmt.Errorf("image %s declares %d volumes (VOLUME), over the %d mlrb mounts a bounded tmpfs over: declare fewer", image, n, MaxVolumes)
-	}
-	var out []mount.Mount
-	for _, p := range slices.Sorted(maps.Keys(in.Config.Volumes)) {
-		out = append(out, mount.Mount{Type: mount.TypeTmpfs, Target: p, TmpfsOptions: &mount.TmpfsOptions{SizeBytes: VolumeBytes, Mode: 0o1777}})
-	}
-	return out, nil
 }
 
 // ImageDigest is the content digest of a local image (its id), recorded as
