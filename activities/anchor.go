@@ -3,6 +3,8 @@ package activities
 import (
 	"context"
 
+	"go.temporal.io/sdk/activity"
+
 	"github.com/mlrb/mlrb/internal/anchors"
 	"github.com/mlrb/mlrb/tasks"
 )
@@ -18,7 +20,22 @@ type StoreAnchorInput struct {
 }
 
 // StoreAnchor keeps a measured anchor in the blob store, where every
-// leaderboard of the task reads it (over the catalog's).
+// leaderboard of the task reads it (over the catalog's). A baseline
+// measured here also gives the task's evaluator its control: the model
+// of the anchor's first run, which that evaluator scored (SetControl).
 func (a *Records) StoreAnchor(ctx context.Context, in StoreAnchorInput) error {
-	return anchors.Put(ctx, a.Engine.Store, in.Task, in.Role, in.Anchor)
+	if err := anchors.Put(ctx, a.Engine.Store, in.Task, in.Role, in.Anchor); err != nil {
+		return err
+	}
+	if in.Role != anchors.Baseline || in.Anchor.RunID == "" || a.Catalog == nil {
+		return nil
+	}
+	spec, err := a.Catalog.Get(in.Task)
+	if err != nil || spec.Reference != nil {
+		return nil // a mini task's control is its untrained reference model
+	}
+	if _, err := SetControl(ctx, a.Engine, spec, in.Anchor.RunID, "the baseline anchor"); err != nil {
+		activity.GetLogger(ctx).Warn("the baseline anchor's model is no control", "task", in.Task, "run", in.Anchor.RunID, "error", err)
+	}
+	return nil
 }

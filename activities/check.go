@@ -34,8 +34,12 @@ const (
 // mount), and returns the share that passed (exit status 0) with its
 // standard error. An output is copied, through descriptors, into a
 // directory of the worker's before it is mounted: the evaluator's tree is
-// data, never a path Docker resolves.
-func (a *Evaluations) runChecks(ctx context.Context, ev *evalDirs, task *tasks.Spec, image string) (float64, float64, error) {
+// data, never a path Docker resolves. The stage has a budget of its own
+// (stage, after the evaluator's): an output still unchecked when it
+// passes fails its check, as one that runs out its own timeout does; a
+// model whose outputs make every check overrun scores its own failures,
+// never an evaluation failure (audit M1).
+func (a *Evaluations) runChecks(ctx context.Context, ev *evalDirs, task *tasks.Spec, image string, stage time.Duration) (float64, float64, error) {
 	c := task.Evaluation.Check
 	if c.Image != "" {
 		image = c.Image
@@ -55,41 +59,73 @@ func (a *Evaluations) runChecks(ctx context.Context, ev *evalDirs, task *tasks.S
 	if len(names) > maxCheckItems {
 		return 0, 0, fmt.Errorf("the evaluator left %d outputs to check, more than %d", len(names), maxCheckItems)
 	}
-	var passed atomic.Int64
+	st := &checkStage{a: a, ctx: ctx, d: d, ev: ev, task: task, image: image}
 	g, gctx := errgroup.WithContext(ctx)
+	var cancel context.CancelFunc
+	st.sctx, cancel = context.WithTimeout(gctx, stage)
+	defer cancel()
 	limit := c.Parallel
 	if limit <= 0 {
 		limit = 4
 	}
 	g.SetLimit(limit)
 	for i, name := range names {
-		g.Go(func() error {
-			item, err := copyItem(d, name, filepath.Join(ev.dir, "check", fmt.Sprint(i)))
-			if err != nil {
-				a.Logger.Info("output not checked: it fails", zap.String("output", name), zap.Error(err))
-				return nil
-			}
-			spec := a.Workspace.CheckTask(ev, item, name, c.Command, image)
-			spec.Name = fmt.Sprintf("%s-check-%d", ev.name, i)
-			spec.Labels = map[string]string{runtime.LabelRole: "check"}
-			a.bound(&spec, task)
-			ok, err := a.check(gctx, spec, c.Timeout.D())
-			if ok {
-				passed.Add(1)
-			}
-			return err
-		})
+		g.Go(func() error { return st.item(i, name) })
 	}
 	if err := g.Wait(); err != nil {
 		return 0, 0, fmt.Errorf("checks: %w", err)
 	}
+	if n := st.unfinished.Load(); n > 0 {
+		a.Logger.Info("outputs unchecked when the check stage's budget passed: they fail", zap.Int64("unchecked", n), zap.Int("outputs", len(names)), zap.Duration("budget", stage))
+	}
 	n := float64(len(names))
-	p := float64(passed.Load()) / n
+	p := float64(st.passed.Load()) / n
 	sem := 0.0
 	if n > 1 {
 		sem = math.Sqrt(p * (1 - p) / (n - 1)) // the sample std of 0/1 verdicts over √n
 	}
 	return p, sem, nil
+}
+
+// checkStage is a check stage under way: sctx ends with its budget, ctx
+// with the activity.
+type checkStage struct {
+	a                  *Evaluations
+	ctx, sctx          context.Context
+	d                  *safefs.Dir
+	ev                 *evalDirs
+	task               *tasks.Spec
+	image              string
+	passed, unfinished atomic.Int64
+}
+
+// item checks output i (name); one left when the budget has passed
+// fails, and only the activity's end or a check that cannot start is an
+// error.
+func (st *checkStage) item(i int, name string) error {
+	if st.sctx.Err() != nil {
+		st.unfinished.Add(1)
+		return st.ctx.Err()
+	}
+	c, a := st.task.Evaluation.Check, st.a
+	item, err := copyItem(st.d, name, filepath.Join(st.ev.dir, "check", fmt.Sprint(i)))
+	if err != nil {
+		a.Logger.Info("output not checked: it fails", zap.String("output", name), zap.Error(err))
+		return nil
+	}
+	spec := a.Workspace.CheckTask(st.ev, item, name, c.Command, st.image)
+	spec.Name = fmt.Sprintf("%s-check-%d", st.ev.name, i)
+	spec.Labels = map[string]string{runtime.LabelRole: "check"}
+	a.bound(&spec, st.task)
+	ok, err := a.check(st.sctx, spec, c.Timeout.D())
+	switch {
+	case ok:
+		st.passed.Add(1)
+	case err != nil && st.ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+		st.unfinished.Add(1)
+		return nil
+	}
+	return err
 }
 
 // check runs one check to its end (passed: exit status 0) or its timeout

@@ -20,7 +20,12 @@ import (
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/checkpoint"
 	"github.com/mlrb/mlrb/internal/lmeval"
+	"github.com/mlrb/mlrb/internal/model"
 	"github.com/mlrb/mlrb/internal/reference"
+	"github.com/mlrb/mlrb/internal/runresults"
+	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/safefs"
+	"github.com/mlrb/mlrb/tasks"
 )
 
 // A model that crashes or hangs its evaluator, having passed every check,
@@ -29,12 +34,19 @@ import (
 // same evaluator, in the same place, on a control model it is known to
 // score: if the control scores, the run's model broke the evaluator (the
 // agent's failure, ErrModelBrokeEvaluator); if not, or if there is no
-// control, the failure stays the evaluator's. The error is retried like
+// control, the failure stays the evaluator's, and the run waits for an
+// operator (retry-eval) with the way to give it one. The error is retried like
 // any evaluation's, so the agent is blamed only when every try agrees.
 
-// Control is a model an evaluator scored: the first final model of the
-// task scored by that evaluator without a rule broken. Mini tasks need
-// none (their untrained reference model is the control).
+// Control is the model a task's evaluator is known to score, kept with
+// the task's anchors: the final model of the run its baseline anchor
+// was measured on (StoreAnchor keeps it), or a scored run the operator
+// chose (`starter anchors control`). Never an agent's model that
+// happened to be scored first: an agent could then shape the control
+// that judges its own crashes (audit M3). Its restore is budgeted at
+// its own size: only its model directory is restored (Bytes, at most
+// MaxControlBytes). Mini tasks need none (their untrained reference
+// model is the control).
 type Control struct {
 	RunID     string    `json:"run_id"`
 	Seq       int       `json:"seq"`
@@ -42,7 +54,17 @@ type Control struct {
 	Evaluator string    `json:"evaluator"`
 	Score     float64   `json:"score"`
 	Recorded  time.Time `json:"recorded"`
+	// ModelPath is the model directory in the checkpoint, Bytes its
+	// size; Source says who chose it.
+	ModelPath string `json:"model_path"`
+	Bytes     int64  `json:"bytes"`
+	Source    string `json:"source"`
 }
+
+// MaxControlBytes bounds a control model's directory: every evaluation's
+// timeout holds the time to restore one this large (workflows'
+// evalOptions), whatever the run's own size.
+const MaxControlBytes = 32 << 30
 
 // ControlKey is where a task's control for an evaluator (its image digest
 // and final command) is kept.
@@ -55,23 +77,76 @@ func ControlKey(taskID, evaluator string) string {
 // that ran (the task's, a retry's, or the deployment's default) and the
 // task's final command.
 func evaluatorID(digest string, in EvalInput) string {
-	return digest + " " + strings.Join(in.Task.Evaluation.Command, " ")
+	return evaluatorOf(digest, &in.Task)
 }
 
-// recordControl keeps the run's final model as the control of its task's
-// evaluator, unless one is kept already (the first stays: a later model
-// never replaces a control that still restores).
-func (a *Evaluations) recordControl(ctx context.Context, in EvalInput, id string, score float64) {
-	if in.Task.Reference != nil {
-		return
+func evaluatorOf(digest string, task *tasks.Spec) string {
+	return digest + " " + strings.Join(task.Evaluation.Command, " ")
+}
+
+// SetControl makes runID's final model the control of its task's
+// evaluator (the one that scored it), replacing any: the run must be of
+// task, scored without a rule broken, its model directory at most
+// MaxControlBytes. source says who chose it.
+func SetControl(ctx context.Context, e *checkpoint.Engine, task *tasks.Spec, runID, source string) (*Control, error) {
+	var r runs.Result
+	if err := runresults.Get(ctx, e.Store, runID, &r); err != nil {
+		return nil, err
 	}
-	b, err := json.Marshal(Control{RunID: in.RunID, Seq: in.Final.Seq, Attempt: in.Final.Attempt, Evaluator: id, Score: score, Recorded: time.Now().UTC()})
+	final := r.FinalSeq()
+	switch {
+	case r.Task != task.ID:
+		return nil, fmt.Errorf("run %s is of task %s, not %s", runID, r.Task, task.ID)
+	case r.Outcome != runs.OutcomeScored || r.Score == nil:
+		return nil, fmt.Errorf("run %s ended %s: a control is a model its evaluator scored", runID, r.Outcome)
+	case len(r.Violations) > 0:
+		return nil, fmt.Errorf("run %s broke the task's rules (%s)", runID, strings.Join(r.Violations, "; "))
+	case r.ModelPath == "" || final == 0 || r.EvaluatorImage == "":
+		return nil, fmt.Errorf("run %s's result names no model, final checkpoint or evaluator", runID)
+	}
+	m, err := e.Load(ctx, runID, final)
+	if err != nil {
+		return nil, err
+	}
+	sub := m.Only(r.ModelPath)
+	switch {
+	case sub == nil:
+		return nil, fmt.Errorf("run %s's checkpoint #%d holds no %s", runID, final, r.ModelPath)
+	case sub.Bytes > MaxControlBytes:
+		return nil, fmt.Errorf("run %s's model is %.1f GiB, over the %d GiB a control may be", runID, float64(sub.Bytes)/(1<<30), MaxControlBytes>>30)
+	}
+	c := Control{RunID: runID, Seq: final, Attempt: m.Attempt, Evaluator: evaluatorOf(r.EvaluatorImage, task), Score: *r.Score,
+		Recorded: time.Now().UTC(), ModelPath: r.ModelPath, Bytes: sub.Bytes, Source: source}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := e.Store.Put(ctx, ControlKey(task.ID, c.Evaluator), bytes.NewReader(b)); err != nil {
+		return nil, fmt.Errorf("keep the control of %s: %w", task.ID, err)
+	}
+	return &c, nil
+}
+
+// GetControl reads the control of task's evaluator (nil: none).
+func GetControl(ctx context.Context, s blob.Store, taskID, evaluator string) (*Control, error) {
+	key := ControlKey(taskID, evaluator)
+	rc, err := s.Get(ctx, key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("control %s: %w", key, err)
+	}
+	b, err := io.ReadAll(io.LimitReader(rc, 1<<16))
+	_ = rc.Close()
+	var c Control
 	if err == nil {
-		err = a.Engine.Store.Create(ctx, ControlKey(in.Task.ID, id), bytes.NewReader(b))
+		err = json.Unmarshal(b, &c)
 	}
-	if err != nil && !errors.Is(err, blob.ErrExists) {
-		a.Logger.Warn("keep the control model", zap.String("run", in.RunID), zap.Error(err))
+	if err != nil {
+		return nil, fmt.Errorf("control %s: %w", key, err)
 	}
+	return &c, nil
 }
 
 // blame tells who broke an evaluation that failed (failure): the run's
@@ -120,8 +195,9 @@ func (a *Evaluations) control(ctx context.Context, in EvalInput, image, evaluato
 }
 
 // controlModel lays the control model out as dir/model and says what it
-// is: a mini task's untrained reference model, else the task's kept
-// control for this evaluator (never the run's own model).
+// is: a mini task's untrained reference model, else the task's control
+// for this evaluator, its model directory alone restored (never the
+// run's own model, never its whole workspace).
 func (a *Evaluations) controlModel(ctx context.Context, in EvalInput, evaluator, dir string, lv *liveness) (string, error) {
 	if in.Task.Reference != nil {
 		if err := reference.Untrained(&in.Task, filepath.Join(dir, "model")); err != nil {
@@ -129,34 +205,37 @@ func (a *Evaluations) controlModel(ctx context.Context, in EvalInput, evaluator,
 		}
 		return "the task's untrained reference model", nil
 	}
-	key := ControlKey(in.Task.ID, evaluator)
-	rc, err := a.Engine.Store.Get(ctx, key)
-	if errors.Is(err, blob.ErrNotFound) {
-		return "", fmt.Errorf("no control model yet: this evaluator has scored no model of %s", in.Task.ID)
-	}
-	if err != nil {
-		return "", fmt.Errorf("control %s: %w", key, err)
-	}
-	b, err := io.ReadAll(io.LimitReader(rc, 1<<16))
-	_ = rc.Close()
-	var c Control
-	if err == nil {
-		err = json.Unmarshal(b, &c)
-	}
-	if err != nil {
-		return "", fmt.Errorf("control %s: %w", key, err)
-	}
-	if c.RunID == in.RunID {
+	c, err := GetControl(ctx, a.Engine.Store, in.Task.ID, evaluator)
+	switch {
+	case err != nil:
+		return "", err
+	case c == nil:
+		return "", fmt.Errorf("%s has no control model for this evaluator: measure its baseline anchor (`starter anchors measure %s --role baseline --agent …`) or choose a scored run (`starter anchors control %s --run RUN_ID`), then `starter retry-eval %s`",
+			in.Task.ID, in.Task.ID, in.Task.ID, in.RunID)
+	case c.RunID == in.RunID:
 		return "", errors.New("the control is this run's own model")
+	case c.Bytes > MaxControlBytes:
+		return "", fmt.Errorf("the control (run %s) is %d bytes, over MaxControlBytes", c.RunID, c.Bytes)
 	}
-	if _, err := a.restoreModel(ctx, c.RunID, CheckpointRef{Seq: c.Seq, Attempt: c.Attempt}, dir, lv); err != nil {
-		// Gone (its run or its chunks deleted): the next scored model takes
-		// its place.
-		var gone *checkpoint.CorruptChunkError
-		if errors.Is(err, blob.ErrNotFound) || errors.As(err, &gone) {
-			_ = a.Engine.Store.Delete(ctx, key)
-		}
+	m, err := a.Engine.Load(ctx, c.RunID, c.Seq)
+	if err != nil {
 		return "", fmt.Errorf("control: run %s's checkpoint #%d: %w", c.RunID, c.Seq, err)
 	}
-	return fmt.Sprintf("run %s's model (checkpoint #%d, scored %.4g on %s)", c.RunID, c.Seq, c.Score, c.Recorded.Format("2006-01-02")), nil
+	sub := m.Only(c.ModelPath)
+	if sub == nil || sub.Bytes > MaxControlBytes {
+		return "", fmt.Errorf("control: run %s's checkpoint #%d no longer holds its model as recorded", c.RunID, c.Seq)
+	}
+	root := filepath.Join(dir, "workspace")
+	lv.step(stepRestoring, sub.Bytes)
+	if err := a.Engine.Restore(lv.counting(ctx), sub, root); err != nil {
+		return "", fmt.Errorf("control: restore run %s's model: %w", c.RunID, err)
+	}
+	modelDir := filepath.Join(root, filepath.FromSlash(c.ModelPath))
+	if err := safefs.CheckLinks(root, modelDir); err != nil {
+		return "", fmt.Errorf("control: %w", err)
+	}
+	if err := model.Seal(modelDir, filepath.Join(dir, "model")); err != nil {
+		return "", fmt.Errorf("control: %w", err)
+	}
+	return fmt.Sprintf("run %s's model (checkpoint #%d, scored %.4g, the control chosen by %s on %s)", c.RunID, c.Seq, c.Score, c.Source, c.Recorded.Format("2006-01-02")), nil
 }

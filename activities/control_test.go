@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/checkpoint"
+	"github.com/mlrb/mlrb/internal/runresults"
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/internal/runtime"
 	"github.com/mlrb/mlrb/tasks"
 )
@@ -77,6 +80,7 @@ func (r *controlRig) checkpointModel(t *testing.T, runID, weights string) Checkp
 		"output/model/config.json": `{"model_type":"mlrb-ngram","num_parameters":1,"torch_dtype":"float32"}`,
 		"output/model/model.json":  weights,
 		"output/submission.json":   `{"model_path":"output/model"}`,
+		"junk.bin":                 strings.Repeat("j", 64<<10),
 	} {
 		if err := os.WriteFile(filepath.Join(ws, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
@@ -98,30 +102,62 @@ func (r *controlRig) evaluate(runID string, ref CheckpointRef) (*EvalResult, err
 	return &res, v.Get(&res)
 }
 
-// TestAModelThatBreaksItsEvaluatorIsBlamed (audit F1): on a task without a
-// reference model, the first model its evaluator scores becomes the
-// control; a later model that crashes the evaluator is then the agent's
-// failure (ErrModelBrokeEvaluator, naming the control), while an
-// evaluator that fails on the control too stays the evaluator's, and
-// before any control exists nothing is blamed on the agent.
+// keepResult stores a scored run's result as the run workflow would.
+func (r *controlRig) keepResult(t *testing.T, runID string, res *EvalResult, ref CheckpointRef, violations ...string) {
+	t.Helper()
+	score := res.Score
+	b, err := json.Marshal(runs.Result{RunID: runID, Task: r.task.ID, Outcome: runs.OutcomeScored, Score: &score, ModelPath: res.ModelPath,
+		Violations: violations, EvaluatorImage: res.Image, CheckpointLog: []runs.CheckpointInfo{{Seq: ref.Seq, Attempt: ref.Attempt, Final: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runresults.Put(context.Background(), r.a.Engine.Store, runID, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAModelThatBreaksItsEvaluatorIsBlamed (audits F1, M3): on a task
+// without a reference model, a model that crashes the evaluator is the
+// agent's failure (ErrModelBrokeEvaluator, naming the control) only
+// against the task's own control, one chosen for it (the baseline
+// anchor's model, or the operator's), never whichever agent's model was
+// scored first; an evaluator that fails on the control too stays the
+// evaluator's, and without a control the run waits for an operator,
+// told how to give it one. Only the control's model directory is
+// restored, whatever else its workspace holds.
 func TestAModelThatBreaksItsEvaluatorIsBlamed(t *testing.T) {
 	r := newControlRig(t)
-	// No control yet: the crash cannot be told from a broken evaluator.
-	_, err := r.evaluate("early-crasher", r.checkpointModel(t, "early-crasher", "crash"))
-	if err == nil || isBroke(err) || !strings.Contains(err.Error(), "no control model yet") {
-		t.Fatalf("before any control: %v; want the evaluator's failure, saying there is no control", err)
-	}
-	res, err := r.evaluate("good", r.checkpointModel(t, "good", "fine"))
+	ctx := context.Background()
+	good := r.checkpointModel(t, "good", "fine")
+	res, err := r.evaluate("good", good)
 	if err != nil || res.Score != 0.75 {
 		t.Fatalf("the good model: %+v, %v", res, err)
 	}
+	// A scored model is no control by being scored first.
 	_, err = r.evaluate("crasher", r.checkpointModel(t, "crasher", "crash"))
-	if !isBroke(err) || !strings.Contains(err.Error(), "run good's model") || !strings.Contains(err.Error(), "crashed") {
-		t.Fatalf("a crashing model: %v; want ModelBrokeEvaluator naming the control run", err)
+	if err == nil || isBroke(err) || !strings.Contains(err.Error(), "anchors control shell_task --run") {
+		t.Fatalf("before any control: %v; want the evaluator's failure, saying how to give the task a control", err)
 	}
-	// A second good model does not replace the control.
-	if _, err := r.evaluate("good2", r.checkpointModel(t, "good2", "fine")); err != nil {
+	r.keepResult(t, "good", res, good)
+	r.keepResult(t, "cheat", res, good, "max_params: 9 > 8")
+	if _, err := SetControl(ctx, r.a.Engine, &r.task, "cheat", "operator"); err == nil || !strings.Contains(err.Error(), "broke the task's rules") {
+		t.Fatalf("a run that broke the rules as a control: %v", err)
+	}
+	other := r.task
+	other.ID = "another_task"
+	if _, err := SetControl(ctx, r.a.Engine, &other, "good", "operator"); err == nil || !strings.Contains(err.Error(), "not another_task") {
+		t.Fatalf("another task's run as a control: %v", err)
+	}
+	c, err := SetControl(ctx, r.a.Engine, &r.task, "good", "the baseline anchor")
+	if err != nil {
 		t.Fatal(err)
+	}
+	if c.ModelPath != "output/model" || c.Bytes > 1024 {
+		t.Fatalf("control = %+v; want its model dir alone (the junk beside it is not its size)", c)
+	}
+	_, err = r.evaluate("crasher", r.checkpointModel(t, "crasher", "crash"))
+	if !isBroke(err) || !strings.Contains(err.Error(), "run good's model") || !strings.Contains(err.Error(), "crashed") || !strings.Contains(err.Error(), "the baseline anchor") {
+		t.Fatalf("a crashing model: %v; want ModelBrokeEvaluator naming the control run", err)
 	}
 	if err := os.WriteFile(r.broken, nil, 0o644); err != nil {
 		t.Fatal(err)

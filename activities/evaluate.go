@@ -76,9 +76,6 @@ func (a *Evaluations) Evaluate(ctx context.Context, in EvalInput) (res *EvalResu
 		return nil, err
 	}
 	a.Logger.Info("evaluated", zap.String("run", in.RunID), zap.Float64("score", score), zap.Strings("violations", check.Violations))
-	if !in.Mark && len(check.Violations) == 0 {
-		a.recordControl(ctx, in, evaluatorID(digest, in), score)
-	}
 	rel, _ := filepath.Rel(root.dir, root.model)
 	res = &EvalResult{Score: score, Metrics: metrics, ModelPath: filepath.ToSlash(rel), Params: check.Params, Violations: check.Violations, Flags: check.Flags, Provenance: r.Provenance, ResultsFile: kept,
 		Image: digest, Usage: readUsage(root)}
@@ -87,7 +84,7 @@ func (a *Evaluations) Evaluate(ctx context.Context, in EvalInput) (res *EvalResu
 }
 
 // evaluate runs the evaluator over ev (and each output's check, if the
-// task has one, within the same evaluation timeout) and reads the results
+// task has one, in a stage of the same timeout after it) and reads the results
 // it wrote, with the checks' rate written in; it returns them as parsed
 // and as stored, and the evaluator's task.
 func (a *Evaluations) evaluate(ctx context.Context, in EvalInput, ev *evalDirs, image string, lv *liveness) (runtime.TaskSpec, *lmeval.Results, string, []byte, error) {
@@ -108,7 +105,6 @@ func (a *Evaluations) evaluate(ctx context.Context, in EvalInput, ev *evalDirs, 
 	}
 	lv.step(stepEvaluating, 0)
 	timeout := in.Task.Evaluation.Timeout.D()
-	deadline := time.Now().Add(timeout)
 	log := a.Logger.With(zap.String("run", in.RunID), zap.String("role", "evaluator"))
 	err := a.runEvaluator(ctx, spec, ev.door, timeout, log)
 	if kept := a.keepLog(ctx, in.RunID, ev, spec.LogPath); err != nil && kept {
@@ -131,9 +127,7 @@ func (a *Evaluations) evaluate(ctx context.Context, in EvalInput, ev *evalDirs, 
 		return spec, r, name, body, nil
 	}
 	lv.step(stepChecking, 0)
-	cctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	rate, sem, err := a.runChecks(cctx, ev, &in.Task, image)
+	rate, sem, err := a.runChecks(ctx, ev, &in.Task, image, timeout)
 	if err != nil {
 		return spec, nil, "", nil, err
 	}

@@ -5,8 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -93,7 +95,7 @@ func TestChecksScoreByExitStatusOnly(t *testing.T) {
 	a := &Evaluations{&Runner{Sandbox: Sandbox{Workspace: &DirWorkspace{Process: proc}}, Logger: zap.NewNop()}}
 	c := &tasks.Check{Command: []string{"sh", "-c", `grep -q QED "$0" && ! grep -q sorry "$0"`, "{item}"}, Timeout: tasks.Duration(30e9),
 		Task: "t", Field: "compile_rate,none"}
-	rate, sem, err := a.runChecks(context.Background(), ev, &tasks.Spec{Evaluation: tasks.Evaluation{Check: c}}, "")
+	rate, sem, err := a.runChecks(context.Background(), ev, &tasks.Spec{Evaluation: tasks.Evaluation{Check: c}}, "", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,5 +127,28 @@ func TestBoundFollowsTheTask(t *testing.T) {
 	a.bound(&own, task)
 	if own.MemoryBytes != 1<<20 || own.CPUs != 0.5 {
 		t.Fatalf("the runtime's own limits were replaced: %+v", own)
+	}
+}
+
+// Audit M1: outputs whose checks never end (a proof that loops at
+// compile time) fail their checks when the stage's budget passes; the
+// stage ends with the model's own low rate, never an evaluation error
+// the agent could choose.
+func TestChecksThatOverrunFailTheirItems(t *testing.T) {
+	ev := evalLayout(t)
+	writeFile(t, filepath.Join(ev.outputs, "0.lean"), "-- QED")
+	for i := 1; i < 6; i++ {
+		writeFile(t, filepath.Join(ev.outputs, strconv.Itoa(i)+".lean"), "run_cmd loop 0")
+	}
+	proc, err := runtime.NewProcess(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Evaluations{&Runner{Sandbox: Sandbox{Workspace: &DirWorkspace{Process: proc}}, Logger: zap.NewNop()}}
+	c := &tasks.Check{Command: []string{"sh", "-c", `grep -q QED "$0" || exec sleep 600`, "{item}"}, Timeout: tasks.Duration(10 * time.Minute),
+		Task: "t", Field: "compile_rate,none", Parallel: 2}
+	rate, _, err := a.runChecks(context.Background(), ev, &tasks.Spec{Evaluation: tasks.Evaluation{Check: c}}, "", 3*time.Second)
+	if err != nil || rate > 1.0/6+1e-9 {
+		t.Fatalf("rate %v, %v; want at most 1 of 6 and no error", rate, err)
 	}
 }

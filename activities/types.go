@@ -342,6 +342,17 @@ func (in EvalInput) EvaluatorRuns() int {
 	return 2
 }
 
+// RunTimeout is how long one evaluator run may take: the evaluation's
+// timeout, and as long again for the check stage after it when the task
+// has one (runChecks).
+func (in EvalInput) RunTimeout() time.Duration {
+	t := in.Task.Evaluation.Timeout.D()
+	if in.Task.Evaluation.Check != nil {
+		t *= 2
+	}
+	return t
+}
+
 // MarkScore is the curve command's answer for the final checkpoint
 // (EvalInput.AlsoMark); Error set: the run evaluates that mark the usual
 // way, where a failure is judged.

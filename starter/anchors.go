@@ -21,7 +21,7 @@ import (
 
 func anchorsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "anchors", Short: "the baseline and top scores the leaderboard measures the gap closed against"}
-	cmd.AddCommand(anchorsMeasureCmd(), anchorsListCmd())
+	cmd.AddCommand(anchorsMeasureCmd(), anchorsListCmd(), anchorsControlCmd())
 	return cmd
 }
 

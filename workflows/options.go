@@ -141,8 +141,9 @@ func releaseOptions(ctx workflow.Context, a callArgs) workflow.Context {
 const evalMinHeartbeat = 30 * time.Second
 
 // evalOptions: one evaluation may run its evaluators (evalWork), plus the
-// restores of the final checkpoint and of a control (bytes each, at a slow
-// pace) and a minute to read results; failures are retried with
+// restores of the final checkpoint (bytes) and of a control's model (at
+// most activities.MaxControlBytes, whatever the run's size), each at a
+// slow pace, and a minute to read results; failures are retried with
 // backoff per policy, except a missing model or a bad task. On a leased
 // host's queue (hostQueue), a host that never picks it up is given up on
 // like an agent's; the run then waits for retry-eval, which leases again.
@@ -155,7 +156,7 @@ func evalOptions(ctx workflow.Context, a callArgs) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              hostQueue,
 		ScheduleToStartTimeout: toStart,
-		StartToCloseTimeout:    a.evalWork + 2*budget.Transfer(bytes) + time.Minute,
+		StartToCloseTimeout:    a.evalWork + budget.Transfer(bytes) + budget.Transfer(activities.MaxControlBytes) + time.Minute,
 		HeartbeatTimeout:       max(p.HeartbeatTimeout, evalMinHeartbeat),
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
@@ -165,11 +166,12 @@ func evalOptions(ctx workflow.Context, a callArgs) workflow.Context {
 	})
 }
 
-// evalWork is how long evaluation in may run its evaluators, each up to
-// the task's evaluation timeout (in.EvaluatorRuns: two, or three when a
-// final evaluation scores both splits in its first run).
+// evalWork is how long evaluation in may run its evaluators
+// (in.EvaluatorRuns: two, or three when a final evaluation scores both
+// splits in its first run), each up to its run timeout (the
+// evaluation's, twice with a check stage).
 func evalWork(in activities.EvalInput) time.Duration {
-	return time.Duration(in.EvaluatorRuns()) * in.Task.Evaluation.Timeout.D()
+	return time.Duration(in.EvaluatorRuns()) * in.RunTimeout()
 }
 
 // aggregateOptions: computing and storing a leaderboard takes seconds;
