@@ -72,6 +72,8 @@ func main() {
 		forger(false)
 	case "pickler":
 		forger(true)
+	case "adversary":
+		adversary(os.Args[2])
 	case "empties":
 		// As an agent filling the host's inodes: N empty files in DIR
 		// (the container's own layer or an image's volume), then what

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// adversary runs one attack of the sandbox audits, as an agent would,
+// then (for the attacks the worker must simply outlast) saves a model
+// and ends: the test asserts the run's outcome is the agent's own.
+func adversary(mode string) {
+	fmt.Println("adversary:", mode)
+	switch mode {
+	case "cmdline":
+		// H1: processes whose command lines are megabytes each.
+		cmdlines()
+	case "deep":
+		// H2: data below more directory levels than a walk descends.
+		deepData(600, 16<<20)
+	case "longpath":
+		// H4, M5: a path longer than PATH_MAX, made relative to open
+		// descriptors, with files below it.
+		longPath(20)
+	case "refused":
+		// H3: calls the door refuses, as fast as it answers.
+		refusedCalls(2 * time.Minute)
+	case "volume":
+		// M4: writes under the image's VOLUME.
+		fill("/scratch", 64)
+	case "empties":
+		// M4: inodes in the container's own layer.
+		empties("/tmp/empties", "30000")
+		idle(2 * time.Minute)
+		return
+	default:
+		fmt.Println("unknown mode", mode)
+		os.Exit(2)
+	}
+	saveModel()
+}
+
+func cmdlines() {
+	arg := strings.Repeat("a", 100<<10)
+	args := []string{"sleep", "20"}
+	for range 18 {
+		args = append(args, arg)
+	}
+	var kids []*exec.Cmd
+	for range 40 {
+		c := exec.Command("/proc/self/exe", args...)
+		if err := c.Start(); err != nil {
+			fmt.Println("start:", err)
+			break
+		}
+		kids = append(kids, c)
+	}
+	fmt.Println("started", len(kids), "processes of", len(args)*len(arg)>>20, "MiB command lines")
+	for _, c := range kids {
+		_ = c.Wait()
+	}
+}
+
+// deepData makes a chain of levels directories with a file of bytes at
+// the bottom, through descriptors.
+func deepData(levels int, bytes int) {
+	fd := chain(levels, "d")
+	f := os.NewFile(uintptr(must(unix.Openat(fd, "data.bin", unix.O_CREAT|unix.O_WRONLY, 0o644))), "data")
+	_, _ = f.Write(make([]byte, bytes))
+	_ = f.Close()
+	fmt.Println("wrote", bytes>>20, "MiB", levels, "levels down")
+	idle(2 * time.Minute)
+}
+
+// longPath makes a chain of levels 255-byte names and files below it.
+func longPath(levels int) {
+	fd := chain(levels, strings.Repeat("n", 255))
+	for i := range 10 {
+		_ = unix.Close(must(unix.Openat(fd, "f"+strconv.Itoa(i), unix.O_CREAT|unix.O_WRONLY, 0o644)))
+	}
+	fmt.Println("made a path of", levels*256, "bytes")
+}
+
+func chain(levels int, name string) int {
+	fd := must(unix.Open(os.Getenv("MLRB_WORKDIR"), unix.O_DIRECTORY|unix.O_RDONLY, 0))
+	for range levels {
+		_ = unix.Mkdirat(fd, name, 0o755)
+		next := must(unix.Openat(fd, name, unix.O_DIRECTORY|unix.O_RDONLY, 0))
+		_ = unix.Close(fd)
+		fd = next
+	}
+	return fd
+}
+
+func refusedCalls(d time.Duration) {
+	body := `{"model":"no-such-model","max_tokens":10,"messages":[]}`
+	end := time.Now().Add(d)
+	n := 0
+	for time.Now().Before(end) {
+		resp, err := http.Post("http://127.0.0.1:3128/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			continue
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		n++
+	}
+	fmt.Println("refused calls:", n)
+}
+
+func fill(dir string, mib int) {
+	f, err := os.Create(filepath.Join(dir, "fill.bin"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	buf := make([]byte, 1<<20)
+	for range mib {
+		if _, err := f.Write(buf); err != nil {
+			fmt.Println(err)
+			break
+		}
+	}
+	_ = f.Close()
+	info, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(info), "\n") {
+		if f := strings.Fields(line); len(f) > 8 && f[4] == dir {
+			fmt.Println("mount:", dir, f[len(f)-3])
+		}
+	}
+}
+
+func idle(d time.Duration) {
+	fmt.Println("idling")
+	time.Sleep(d)
+}
+
+func must(fd int, err error) int {
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	return fd
+}
