@@ -104,7 +104,7 @@ var Table = []Key{
 	{Name: "container.cpus", Default: 0, Doc: "CPU limit (0: none)"},
 	{Name: "container.pids_limit", Default: 4096, Doc: "process limit (0: none)"},
 	{Name: "container.gpus", Default: "nvidia", Doc: "how leased GPUs reach a container: `nvidia` (a device request to the NVIDIA container toolkit) or `devices` (the leased `/dev/nvidiaN` files, with `/dev/nvidiactl` and `/dev/nvidia-uvm` when present, as plain devices: hosts without the toolkit, or Slurm GRES)"},
-	{Name: "container.user", Default: "1000:1000", Doc: "run agents and evaluators as `uid[:gid]` (numbers; their mounts are owned to it), never root on the host's files; `image`: the image's own user (root in most: then use the daemon's userns-remap)"},
+	{Name: "container.user", Default: "65532:65532", Doc: "run agents and evaluators as `uid[:gid]` (numbers; their mounts are owned to it), never root on the host's files, nor a login account of the host (65532 is distroless' nonroot, no account on most hosts, where 1000 is the first user's); `image`: the image's own user (root in most: then use the daemon's userns-remap)"},
 	{Name: "tasks.dir", Default: "", Flag: "tasks-dir", Doc: "extra task files, merged over the embedded catalog"},
 	{Name: "agents.dir", Default: "", Flag: "agents-dir", Doc: "agent definitions (one `NAME.yaml` each: image or builtin, provider, model, env, secrets, args, llm_budget_usd), merged over the shipped ones in `agents/`; `starter agents list`"},
 	{Name: "provision.kind", Default: string(ProvisionStatic), Doc: "how runs get GPU hosts: `static` (workers started by an operator), `slurm` (a batch job per attempt and per evaluation, running a worker for it; cancelled when it ends) or `ec2` (an instance likewise)"},

@@ -91,7 +91,7 @@ func (c *Config) Validate() error {
 	case c.Container.GPUs != GPUsNVIDIA && c.Container.GPUs != GPUsDevices:
 		return bad("container.gpus: %q is not %s or %s", c.Container.GPUs, GPUsNVIDIA, GPUsDevices)
 	case c.Container.User != UserImage && !userSpec.MatchString(c.Container.User):
-		return bad("container.user: %q is not uid or uid:gid (numbers, e.g. 1000:1000), or %s (the image's own user)", c.Container.User, UserImage)
+		return bad("container.user: %q is not uid or uid:gid (numbers, e.g. 65532:65532), or %s (the image's own user)", c.Container.User, UserImage)
 	case oneOf("provision.kind", c.Provision.Kind, ProvisionKinds) != nil:
 		return &Error{Msg: oneOf("provision.kind", c.Provision.Kind, ProvisionKinds).Error()}
 	case c.Provision.Kind == ProvisionEC2 && c.Provision.EC2.AMI == "":

@@ -76,6 +76,10 @@ func TestLeanCheckCountsOnlyProofs(t *testing.T) {
 		{"an axiom", header + "axiom h : false\ntheorem t : (1:ℕ) = 2 := false.elim h\n", "", "0", 1, false},
 		{"a constant", header + "constant c : (1:ℕ) = 2\ntheorem t : (1:ℕ) = 2 := c\n", "", "0", 1, false},
 		{"only true", header + "theorem t : true := trivial\n", "", "0", 1, false},
+		// Audit L5: the same behind attributes, meta code or a line break.
+		{"an axiom behind an attribute", header + "@[simp] axiom h : false\ntheorem t : (1:ℕ) = 2 := false.elim h\n", "", "0", 1, false},
+		{"an axiom from meta code", header + "run_cmd tactic.add_decl (declaration.ax `h [] `(false))\ntheorem t : (1:ℕ) = 2 := sorry_free\n", "", "0", 1, false},
+		{"only true over two lines", header + "theorem t :\n  true := trivial\n", "", "0", 1, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

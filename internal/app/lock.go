@@ -13,7 +13,14 @@ import (
 // lockWorkDir takes the work dir for this worker: two workers on one dir
 // would sweep and reap each other's agents.
 func lockWorkDir(dir string) (*os.File, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// The worker's alone: workspaces between checkpoints and running
+	// evaluations' results live below, owned to container.user; no other
+	// account of the host may reach them (containers get them by bind
+	// mounts, which the daemon resolves).
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("host.work_dir: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("host.work_dir: %w", err)
 	}
 	f, err := os.OpenFile(filepath.Join(dir, "worker.lock"), os.O_CREATE|os.O_RDWR, 0o644)

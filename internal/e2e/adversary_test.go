@@ -99,7 +99,7 @@ func buildAdversaries(t *testing.T) {
 	}
 	ctx := context.Background()
 	if err := runtime.BuildImage(ctx, d, adversaryImage, map[string]string{"testtask": testtask, "keep": keep},
-		"FROM scratch\nCOPY testtask /testtask\nCOPY --chown=1000:1000 keep /tmp/keep\n"); err != nil {
+		"FROM scratch\nCOPY testtask /testtask\nCOPY --chown=65532:65532 keep /tmp/keep\n"); err != nil {
 		t.Fatal(err)
 	}
 	if err := runtime.BuildImage(ctx, d, volumeImage, nil, "FROM "+adversaryImage+"\nVOLUME /scratch\n"); err != nil {

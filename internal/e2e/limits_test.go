@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// TestDockerNonRootUser (audit N6): by default (container.user
-// 1000:1000) agents and evaluators run as uid 1000, never root on the
+// TestDockerNonRootUser (audits N6, L2): by default (container.user
+// 65532:65532) agents and evaluators run as uid 65532, never root on the
 // host's files: the built-in agent works in its mounted workspace, its
 // model is evaluated by a non-root evaluator, and an agent image sees the
 // uid it was given.
@@ -17,13 +17,13 @@ func TestDockerNonRootUser(t *testing.T) {
 	e.starterJSON(&res, "run", "--task", "e2e_container", "--agent", "reference", "--seed", "1", "--wait", "--json")
 	if res.Outcome != "scored" || res.Score == nil {
 		e.dumpLogs()
-		t.Fatalf("as uid 1000: %+v", res)
+		t.Fatalf("as uid 65532: %+v", res)
 	}
 	var env result
 	e.starterJSON(&env, "run", "--task", "e2e_container", "--label", "e2e-image", "--image", "mlrb-envtask:e2e", "--provider", "openai",
 		"--seed", "2", "--wait", "--json")
 	logs, errs, code := e.starter("logs", env.RunID)
-	if code != 0 || !strings.Contains(logs, "running as uid 1000 gid 1000") {
+	if code != 0 || !strings.Contains(logs, "running as uid 65532 gid 65532") {
 		t.Fatalf("the agent's log (%s):\n%s", errs, logs)
 	}
 }
