@@ -207,7 +207,7 @@ func (b *bench) configure(port, n int) error {
 	if err := os.WriteFile(filepath.Join(tasksDir, "bench_hostile.yaml"), []byte(strings.Replace(string(raw), "id: mini_baby_lm", "id: bench_hostile", 1)), 0o644); err != nil {
 		return err
 	}
-	defs := map[string]string{"well-behaved": "image: " + refImage + "\n"}
+	defs := map[string]string{"well-behaved": "image: " + refImage + "\nprovider: openai\n"}
 	for _, m := range modes {
 		image := adversaryImage
 		if m == "volume" {
