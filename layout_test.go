@@ -119,6 +119,29 @@ func TestAgentBinaryStaysSmall(t *testing.T) {
 	}
 }
 
+// TestVocabularyHasNoEngines: the words every part uses (runs and
+// results, budgets, prices, the agent contract, tasks, agent
+// definitions) stand on the floor: no engine of mlrb's (the blob store,
+// checkpoints, observation, the gateway) and no SDK of a cloud,
+// Temporal or Docker may reach them, so that reading a result or a task
+// pulls nothing else in.
+func TestVocabularyHasNoEngines(t *testing.T) {
+	vocabulary := []string{"internal/runs", "internal/budget", "internal/gpucost", "internal/llm", "internal/contract", "tasks", "agents"}
+	modules := []string{"go.temporal.io/", "github.com/aws/", "github.com/moby/", "github.com/prometheus/", "go.uber.org/"}
+	for _, pkg := range vocabulary {
+		out, err := exec.Command("go", "list", "-deps", "./"+pkg).Output()
+		if err != nil {
+			t.Fatalf("go list: %v", err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			rel, ours := strings.CutPrefix(dep, "github.com/mlrb/mlrb/")
+			if (ours && !slices.Contains(vocabulary, rel)) || slices.ContainsFunc(modules, func(m string) bool { return strings.HasPrefix(dep, m) }) {
+				t.Errorf("%s depends on %s", pkg, dep)
+			}
+		}
+	}
+}
+
 // TestFixturesStayOutOfTheBinaries: the made-up observations of
 // internal/observe/observetest serve tests and benchmarks only.
 func TestFixturesStayOutOfTheBinaries(t *testing.T) {

@@ -15,9 +15,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/leaderboard"
-	"github.com/mlrb/mlrb/internal/observe"
 	"github.com/mlrb/mlrb/internal/resume"
-	"github.com/mlrb/mlrb/internal/review"
 	"github.com/mlrb/mlrb/internal/runresults"
 	"github.com/mlrb/mlrb/internal/runs"
 )
@@ -43,39 +41,14 @@ func (a *Records) StoreResult(ctx context.Context, in StoreResultInput) error {
 	return runresults.Put(ctx, a.Engine.Store, in.RunID, a.complete(ctx, in.RunID, in.Result))
 }
 
-// complete adds to a run's result what only its workers know, and the
-// workflow never holds: its research measures, derived from its
-// attempts' stored observations, its GPU dollars (with the cost at each
-// mark) at this worker's GPU prices, and a reviewer's latest verdict. A
-// result not read is stored as it came.
+// complete is the run's result as stored: runresults.Complete, at this
+// worker's GPU prices. A result not read is stored as it came.
 func (a *Records) complete(ctx context.Context, runID string, body json.RawMessage) json.RawMessage {
 	var r runs.Result
 	if json.Unmarshal(body, &r) != nil {
 		return body
 	}
-	obs, err := observe.Load(ctx, a.Engine.Store, runID)
-	if err != nil {
-		obs = nil // the measures are left out, the result kept
-	}
-	if len(obs) > 0 {
-		research := runs.Research(&r, obs, a.MinExperiment)
-		r.Research = &research.Measures
-	}
-	if a.GPUPrices != nil {
-		runs.PriceGPUs(&r, a.GPUPrices, obs)
-		if err != nil {
-			// The marks' LLM dollars are not known: not costed, never
-			// costed at the GPUs alone (equal spend would see them free).
-			for i := range r.Curve {
-				r.Curve[i].CostUSD = nil
-			}
-		}
-	}
-	// A verdict given before the run was stored again (a resumed
-	// benchmark's) still counts.
-	if v, err := review.Latest(ctx, a.Engine.Store, runID); err == nil {
-		runs.Apply(&r, v)
-	}
+	runresults.Complete(ctx, a.Engine.Store, &r, a.GPUPrices, a.MinExperiment)
 	b, err := json.Marshal(&r)
 	if err != nil {
 		return body

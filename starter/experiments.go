@@ -65,7 +65,7 @@ func runExperiments(g *globals, o experimentsOptions, id string) error {
 		}
 		res.Budget.UsedS = seenAgentTime(obs)
 	}
-	r := runs.Research(&res, obs, cfg.Observe.MinExperiment)
+	r := runresults.Research(&res, obs, cfg.Observe.MinExperiment)
 	if o.json {
 		b, err := json.MarshalIndent(r, "", "  ")
 		if err != nil {
@@ -129,7 +129,7 @@ func writeExperiments(out io.Writer, r observe.Research) {
 	m := r.Measures
 	fmt.Fprintf(out, "\n%d experiments (%.2f an hour)", m.Experiments, m.PerHour)
 	for _, k := range []observe.Outcome{observe.Ended, observe.OOMKilled, observe.CutOff, observe.Lost, observe.Canceled} {
-		if n := m.ByOutcome[k]; n > 0 {
+		if n := m.ByOutcome[string(k)]; n > 0 {
 			fmt.Fprintf(out, ", %d %s", n, k)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/mlrb/mlrb/internal/export"
 	"github.com/mlrb/mlrb/internal/leaderboard"
 	"github.com/mlrb/mlrb/internal/observe"
-	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/runresults"
 	"github.com/mlrb/mlrb/internal/transcript"
 	"github.com/mlrb/mlrb/tasks"
 )
@@ -119,7 +119,7 @@ func runExport(g *globals, o exportOptions, ids []string) error {
 			_ = w.Close()
 			return err
 		}
-		if err := w.Research(&rs[i], runs.Research(&rs[i], obs, cfg.Observe.MinExperiment), obs); err != nil {
+		if err := w.Research(&rs[i], runresults.Research(&rs[i], obs, cfg.Observe.MinExperiment), obs); err != nil {
 			_ = w.Close()
 			return err
 		}

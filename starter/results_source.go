@@ -9,6 +9,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/gpucost"
 	"github.com/mlrb/mlrb/internal/results"
 	"github.com/mlrb/mlrb/internal/runresults"
 	"github.com/mlrb/mlrb/internal/runs"
@@ -94,5 +95,15 @@ func (s *boardSource) Completed(ctx context.Context, r runresults.Child) (*runs.
 	if err := s.c.GetWorkflow(ctx, r.ID, "").Get(ctx, &res); err != nil {
 		return nil, fmt.Errorf("result of %s: %w", r.ID, err)
 	}
+	// Completed as the worker completes the results it stores.
+	cfg, err := s.g.config()
+	if err != nil {
+		return nil, err
+	}
+	prices, err := gpucost.Load(cfg.Cost.GPUPrices)
+	if err != nil {
+		return nil, cli.Usagef("cost.gpu_prices: %v", err)
+	}
+	runresults.Complete(ctx, s.store, &res, prices, cfg.Observe.MinExperiment)
 	return &res, nil
 }

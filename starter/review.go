@@ -105,7 +105,7 @@ func reviewRun(g *globals, engine *checkpoint.Engine, cat *tasks.Catalog, runID 
 	if err != nil {
 		return nil, err
 	}
-	in := review.Input{Result: &r, Spec: spec, Observations: obs, Experiments: runs.Research(&r, obs, minExperiment).Experiments}
+	in := review.Input{Result: &r, Spec: spec, Observations: obs, Experiments: runresults.Research(&r, obs, minExperiment).Experiments}
 	if seq := r.FinalSeq(); seq > 0 {
 		if in.Final, err = engine.Load(g.ctx, runID, seq); err != nil {
 			return nil, err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/blob"
 	"github.com/mlrb/mlrb/internal/observe"
+	"github.com/mlrb/mlrb/internal/runs"
 	"github.com/mlrb/mlrb/internal/testenv"
 )
 
@@ -93,7 +94,7 @@ func TestExperimentsObserved(t *testing.T) {
 
 	var res struct {
 		result
-		Research *observe.Measures `json:"research"`
+		Research *runs.Measures `json:"research"`
 		Cost     struct {
 			GPUUSD *float64 `json:"gpu_usd"`
 		} `json:"cost"`
@@ -107,7 +108,7 @@ func TestExperimentsObserved(t *testing.T) {
 	e.starterJSON(&r, "experiments", runID, "--json")
 	checkExperiments(t, e, r)
 	m := res.Research
-	if m.Experiments != 4 || m.ByOutcome[observe.OOMKilled] != 1 || m.ByOutcome[observe.CutOff] != 1 || m.FirstModelS == nil ||
+	if m.Experiments != 4 || m.ByOutcome[string(observe.OOMKilled)] != 1 || m.ByOutcome[string(observe.CutOff)] != 1 || m.FirstModelS == nil ||
 		m.GPUBusyShare == nil || m.GPUHoursNoModel <= 0 || m.CutOffHours <= 0 {
 		t.Fatalf("the result's research measures: %+v", m)
 	}

@@ -170,7 +170,7 @@ func TestResearchTables(t *testing.T) {
 	r, _ := sample()
 	usd, busy, s := 12.5, 0.4, 0.7
 	r.Cost.GPUUSD = &usd
-	r.Research = &observe.Measures{Experiments: 1, PerHour: 2, GPUBusyShare: &busy}
+	r.Research = &runs.Measures{Experiments: 1, PerHour: 2, GPUBusyShare: &busy}
 	at := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	obs := []*observe.Observation{{Attempt: 2, Start: at, StartAgentS: 10, GPU: []observe.GPUSample{{At: at.Add(time.Minute), Index: 3, Util: 80, MemMiB: 1000}}}}
 	rs := observe.Research{Experiments: []observe.Experiment{{Attempt: 2, PID: 7, Command: "python train.py", Start: at, End: at.Add(time.Hour), Outcome: observe.Ended,

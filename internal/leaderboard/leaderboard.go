@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mlrb/mlrb/internal/observe"
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
@@ -37,7 +36,7 @@ type Entry struct {
 	// Curve is the run's score over time, each mark with its cost by then.
 	Curve []Mark `json:"curve,omitempty"`
 	// Research is the run's research measures (nil: not observed).
-	Research *observe.Measures `json:"research,omitempty"`
+	Research *runs.Measures `json:"research,omitempty"`
 }
 
 // RunsOf is what the leaderboard needs of run results.

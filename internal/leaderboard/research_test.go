@@ -6,7 +6,6 @@ import (
 	"math"
 	"testing"
 
-	"github.com/mlrb/mlrb/internal/observe"
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
@@ -19,9 +18,9 @@ func TestResearchAndGPUDollars(t *testing.T) {
 	score := f(0.5)
 	es := []Entry{
 		{Task: "t", Agent: "a", Seed: 1, Outcome: runs.OutcomeScored, Score: score, Cost: Cost{GPUUSD: f(10)},
-			Research: &observe.Measures{PerHour: 2, GPUBusyShare: f(0.5), FirstModelS: f(3600), LongestStallS: 600, GPUHoursNoModel: 1, CutOffHours: 0.5}},
+			Research: &runs.Measures{PerHour: 2, GPUBusyShare: f(0.5), FirstModelS: f(3600), LongestStallS: 600, GPUHoursNoModel: 1, CutOffHours: 0.5}},
 		{Task: "t", Agent: "a", Seed: 2, Outcome: runs.OutcomeScored, Score: score, Cost: Cost{GPUUSD: f(20)},
-			Research: &observe.Measures{PerHour: 4, LongestStallS: 1200, GPUHoursNoModel: 3}},
+			Research: &runs.Measures{PerHour: 4, LongestStallS: 1200, GPUHoursNoModel: 3}},
 		{Task: "t", Agent: "a", Seed: 3, Outcome: runs.OutcomeScored, Score: score},
 	}
 	rows := Summarise(es, nil)

@@ -3,6 +3,8 @@ package observe
 import (
 	"sort"
 	"time"
+
+	"github.com/mlrb/mlrb/internal/runs"
 )
 
 // Outcome is how an experiment ended.
@@ -62,32 +64,10 @@ type Scored struct {
 	Split string
 }
 
-// Measures are a run's research at a glance.
-type Measures struct {
-	Experiments int             `json:"experiments"`
-	ByOutcome   map[Outcome]int `json:"by_outcome,omitempty"`
-	// PerHour is experiments per hour of agent time.
-	PerHour float64 `json:"per_hour"`
-	// GPUBusyShare is the leased devices' mean utilisation over the
-	// budget (nil: no GPU was sampled).
-	GPUBusyShare *float64 `json:"gpu_busy_share,omitempty"`
-	// FirstModelS is the agent time of the first checkpoint holding a
-	// model (nil: none did).
-	FirstModelS *float64 `json:"first_model_s,omitempty"`
-	// LongestStallS is the longest agent time with no experiment running
-	// and no LLM call in flight.
-	LongestStallS float64 `json:"longest_stall_s"`
-	GPUHours      float64 `json:"gpu_hours"`
-	// GPUHoursNoModel is spent in experiments after which no model came.
-	GPUHoursNoModel float64 `json:"gpu_hours_no_model"`
-	// CutOffHours is the time experiments cut off by the deadline had run.
-	CutOffHours float64 `json:"cut_off_hours"`
-}
-
 // Research is a run's experiments and its measures.
 type Research struct {
-	Experiments []Experiment `json:"experiments"`
-	Measures    Measures     `json:"measures"`
+	Experiments []Experiment  `json:"experiments"`
+	Measures    runs.Measures `json:"measures"`
 }
 
 // Span is a stretch of wall time (an LLM call).
@@ -145,9 +125,9 @@ func Derive(in Input) Research {
 	sort.SliceStable(r.Experiments, func(i, j int) bool { return r.Experiments[i].StartS < r.Experiments[j].StartS })
 	m := &r.Measures
 	m.Experiments = len(r.Experiments)
-	m.ByOutcome = map[Outcome]int{}
+	m.ByOutcome = map[string]int{}
 	for _, e := range r.Experiments {
-		m.ByOutcome[e.Outcome]++
+		m.ByOutcome[string(e.Outcome)]++
 		m.GPUHours += e.GPUHours
 		if e.Model == nil {
 			m.GPUHoursNoModel += e.GPUHours

@@ -251,7 +251,7 @@ func TestDerive(t *testing.T) {
 	}
 	m := r.Measures
 	// 900 s + 100 s + 2000 s (to the end) of one device.
-	if m.Experiments != 3 || m.ByOutcome[CutOff] != 1 || !near(m.GPUHours, 3000.0/3600) || !near(m.GPUHoursNoModel, 2100.0/3600) ||
+	if m.Experiments != 3 || m.ByOutcome[string(CutOff)] != 1 || !near(m.GPUHours, 3000.0/3600) || !near(m.GPUHoursNoModel, 2100.0/3600) ||
 		!near(m.CutOffHours, 2000.0/3600) || m.FirstModelS == nil || *m.FirstModelS != 1200 || !near(m.PerHour, 3/(4000.0/3600)) {
 		t.Fatalf("measures %+v", m)
 	}

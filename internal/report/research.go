@@ -10,6 +10,7 @@ import (
 	"math"
 
 	"github.com/mlrb/mlrb/internal/observe"
+	"github.com/mlrb/mlrb/internal/runresults"
 	"github.com/mlrb/mlrb/internal/runs"
 )
 
@@ -23,7 +24,7 @@ func research(ctx context.Context, in Input, r *runs.Result, p *runPage) error {
 			return err
 		}
 	}
-	rs := runs.Research(r, obs, in.MinExperiment)
+	rs := runresults.Research(r, obs, in.MinExperiment)
 	var b bytes.Buffer
 	researchSVG(&b, r, rs, obs)
 	p.Research, p.Experiments = template.HTML(b.String()), rs.Experiments // #nosec: built with every value escaped

@@ -1,28 +1,26 @@
 package runs
 
-import (
-	"time"
-
-	"github.com/mlrb/mlrb/internal/contract"
-	"github.com/mlrb/mlrb/internal/observe"
-)
-
-// Research is the run's experiments and measures, derived from its
-// attempts' observations: a model is scored by the final evaluation
-// when it is the final checkpoint's, else by the mark that fell on its
-// checkpoint.
-func Research(r *Result, obs []*observe.Observation, minExperiment time.Duration) observe.Research {
-	scores := map[int]observe.Scored{}
-	for _, m := range r.Curve {
-		if m.Score != nil && m.Seq > 0 {
-			scores[m.Seq] = observe.Scored{Score: *m.Score, Split: m.Split}
-		}
-	}
-	final := r.FinalSeq()
-	if final > 0 && r.Score != nil {
-		scores[final] = observe.Scored{Score: *r.Score, Split: contract.SplitTest}
-	}
-	return observe.Derive(observe.Input{Observations: obs, Scores: scores, MinExperiment: minExperiment, BudgetS: r.Budget.GrantedS(), AgentS: r.Budget.UsedS})
+// Measures are a run's research at a glance.
+type Measures struct {
+	Experiments int `json:"experiments"`
+	// ByOutcome counts experiments by how they ended (observe.Outcome).
+	ByOutcome map[string]int `json:"by_outcome,omitempty"`
+	// PerHour is experiments per hour of agent time.
+	PerHour float64 `json:"per_hour"`
+	// GPUBusyShare is the leased devices' mean utilisation over the
+	// budget (nil: no GPU was sampled).
+	GPUBusyShare *float64 `json:"gpu_busy_share,omitempty"`
+	// FirstModelS is the agent time of the first checkpoint holding a
+	// model (nil: none did).
+	FirstModelS *float64 `json:"first_model_s,omitempty"`
+	// LongestStallS is the longest agent time with no experiment running
+	// and no LLM call in flight.
+	LongestStallS float64 `json:"longest_stall_s"`
+	GPUHours      float64 `json:"gpu_hours"`
+	// GPUHoursNoModel is spent in experiments after which no model came.
+	GPUHoursNoModel float64 `json:"gpu_hours_no_model"`
+	// CutOffHours is the time experiments cut off by the deadline had run.
+	CutOffHours float64 `json:"cut_off_hours"`
 }
 
 // FinalSeq is the checkpoint the run's final evaluation scored: the last

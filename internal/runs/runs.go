@@ -9,7 +9,6 @@ package runs
 import (
 	"fmt"
 	"github.com/mlrb/mlrb/internal/gpucost"
-	"github.com/mlrb/mlrb/internal/observe"
 	"time"
 
 	"github.com/mlrb/mlrb/internal/budget"
@@ -164,7 +163,7 @@ type Result struct {
 	// Research measures the experiments the agent ran, as the worker saw
 	// them from the host (set when the result is stored; nil: the run
 	// was not observed).
-	Research *observe.Measures `json:"research,omitempty"`
+	Research *Measures `json:"research,omitempty"`
 	// Review is a reviewer's latest verdict on the run (nil: none).
 	Review *Verdict `json:"review,omitempty"`
 }

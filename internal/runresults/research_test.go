@@ -1,4 +1,4 @@
-package runs
+package runresults
 
 import (
 	"strings"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/gpucost"
 	"github.com/mlrb/mlrb/internal/observe"
+	"github.com/mlrb/mlrb/internal/runs"
 )
 
 // TestPriceGPUs: a result's GPU dollars are its billed GPU-hours at its
@@ -23,7 +24,7 @@ func TestPriceGPUs(t *testing.T) {
 		{Start: t0.Add(590 * time.Second), End: t0.Add(600 * time.Second), USD: 0.5},
 		{Start: t0.Add(1990 * time.Second), End: t0.Add(2000 * time.Second), USD: 1.0},
 	}}}
-	r := &Result{Hardware: HardwareClass(1, "A100-40GB"), Cost: Cost{BilledGPUHours: 2}, Curve: []Mark{{AtS: 1800}, {AtS: 3600}}}
+	r := &runs.Result{Hardware: runs.HardwareClass(1, "A100-40GB"), Cost: runs.Cost{BilledGPUHours: 2}, Curve: []runs.Mark{{AtS: 1800}, {AtS: 3600}}}
 	PriceGPUs(r, table, obs)
 	if r.Cost.GPUUSD == nil || *r.Cost.GPUUSD != 4 || r.Cost.GPUPrices == nil || r.Cost.GPUPrices.Date != "2026-01-01" || r.Cost.GPUPrices.USDPerGPUHour != 2 {
 		t.Fatalf("cost %+v %+v", r.Cost, r.Cost.GPUPrices)
@@ -33,17 +34,17 @@ func TestPriceGPUs(t *testing.T) {
 			t.Fatalf("mark %d costs %v, want %v", i, c, want)
 		}
 	}
-	other := &Result{Hardware: HardwareClass(8, "H100-80GB"), Cost: Cost{BilledGPUHours: 2}, Curve: []Mark{{AtS: 10}}}
+	other := &runs.Result{Hardware: runs.HardwareClass(8, "H100-80GB"), Cost: runs.Cost{BilledGPUHours: 2}, Curve: []runs.Mark{{AtS: 10}}}
 	PriceGPUs(other, table, nil)
 	if other.Cost.GPUUSD != nil || other.Curve[0].CostUSD != nil {
 		t.Fatalf("an unpriced class was priced: %+v", other.Cost)
 	}
-	cpu := &Result{Hardware: HardwareClass(0, ""), Cost: Cost{BilledGPUHours: 0}}
+	cpu := &runs.Result{Hardware: runs.HardwareClass(0, ""), Cost: runs.Cost{BilledGPUHours: 0}}
 	PriceGPUs(cpu, table, nil)
 	if cpu.Cost.GPUUSD == nil || *cpu.Cost.GPUUSD != 0 {
 		t.Fatalf("a CPU run: %+v", cpu.Cost)
 	}
-	if n, typ := ParseHardware("2× GPU"); n != 2 || typ != "" {
+	if n, typ := runs.ParseHardware("2× GPU"); n != 2 || typ != "" {
 		t.Fatalf("2× GPU read as %d %q", n, typ)
 	}
 }
