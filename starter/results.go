@@ -23,13 +23,14 @@ import (
 
 // resultsOptions are `starter results`'s flags.
 type resultsOptions struct {
-	format, prices string
-	mixed          bool
+	format, prices   string
+	mixed, provenance bool
 }
 
 func (o *resultsOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.format, "format", "table", "table, md, csv, json or svg (a chart with error bars)")
 	f.StringVar(&o.prices, "prices", "", "cost the runs' LLM calls again under this price table (gateway.prices format) instead of the one each run was costed with")
+	f.BoolVar(&o.provenance, "provenance", false, "with the table: where each anchor comes from (its runs and evaluator digests)")
 	addMixedFlag(f, &o.mixed)
 }
 
@@ -74,6 +75,7 @@ func runResults(g *globals, o resultsOptions, ids []string) error {
 			fmt.Fprintf(g.out, "PARTIAL: %s\n", p)
 		}
 	}
+	b.setup.Terse = !o.provenance
 	return printLeaderboard(g.out, strings.Join(ids, " + "), b.runs, b.setup, o.format)
 }
 
@@ -184,6 +186,7 @@ func printBenchmark(g *globals, id, format string) error {
 	if err != nil {
 		return err
 	}
+	setup.Terse = true
 	return printLeaderboard(g.out, id, b.runs, setup, format)
 }
 
@@ -207,22 +210,34 @@ func withAnchors(g *globals, setup leaderboard.Setup, results []runs.Result) (le
 	return setup, err
 }
 
-func printLeaderboard(w io.Writer, id string, runs []runs.Result, setup leaderboard.Setup, format string) error {
-	if err := leaderboard.Write(w, format, id, leaderboard.RunsOf(runs), setup); err != nil {
+func printLeaderboard(w io.Writer, id string, rs []runs.Result, setup leaderboard.Setup, format string) error {
+	if err := leaderboard.Write(w, format, id, leaderboard.RunsOf(rs), setup); err != nil {
 		return cli.Usagef("--format: %v", err)
 	}
 	if format != "table" {
 		return nil
 	}
-	var unscored []string
-	for _, r := range runs {
+	var unscored, retry []string
+	for _, r := range rs {
 		if r.Score == nil {
 			unscored = append(unscored, fmt.Sprintf("%s (%s: %s)", r.RunID, r.Outcome, r.Reason))
+			if r.Outcome == runs.OutcomeEvaluationFailed {
+				retry = append(retry, r.RunID)
+			}
 		}
 	}
 	if len(unscored) > 0 {
-		fmt.Fprintf(w, "%d runs without a score (the agent's failures count at the task's floor in the mean with failures; the others apart, never averaged):\n  %s\n",
+		fmt.Fprintf(w, "\n%d runs without a score (the agent's failures count at the task's floor in the mean with failures; the others apart, never averaged):\n  %s\n",
 			len(unscored), strings.Join(unscored, "\n  "))
+	}
+	fmt.Fprintln(w)
+	for _, id := range retry {
+		fmt.Fprintf(w, "evaluate again, the agent's work kept: starter retry-eval %s\n", id)
+	}
+	ids := strings.ReplaceAll(id, " + ", " ")
+	fmt.Fprintf(w, "curves, each run's timeline and provenance: starter report %s -o DIR\n", ids)
+	if setup.Terse && len(setup.Anchors) > 0 {
+		fmt.Fprintf(w, "where each anchor comes from: starter results %s --provenance\n", ids)
 	}
 	return nil
 }

@@ -137,8 +137,9 @@ func better(a, b AgentSummary) bool {
 	return a.MeanScore > b.MeanScore || !math.IsNaN(a.MeanScore) && math.IsNaN(b.MeanScore)
 }
 
-// gapLines render the anchors and the benchmark-wide gap closed.
-func gapLines(rows []Row, anchors map[string]Anchor) []string {
+// gapLines render the anchors (with their sources unless terse) and the
+// benchmark-wide gap closed.
+func gapLines(rows []Row, anchors map[string]Anchor, terse bool) []string {
 	if len(anchors) == 0 {
 		return nil
 	}
@@ -160,7 +161,7 @@ func gapLines(rows []Row, anchors map[string]Anchor) []string {
 			flag = " (near-zero gap: its share is noise)"
 		}
 		source := ""
-		if a.Source != "" {
+		if a.Source != "" && !terse {
 			source = " — " + a.Source
 		}
 		out = append(out, fmt.Sprintf("anchors %s: baseline %.4f, top %.4f%s%s", t, a.Baseline, a.Top, flag, source))

@@ -175,6 +175,11 @@ type Setup struct {
 	// Anchors are the tasks' baseline and top scores, where known: each
 	// row's gap closed is measured against them.
 	Anchors map[string]Anchor `json:"anchors,omitempty"`
+	// Terse leaves where each anchor comes from (its runs and evaluator
+	// digests, a few hundred characters a task) out of the table format,
+	// which then ends with what a reader acts on; the other formats and
+	// the report keep it.
+	Terse bool `json:"-"`
 }
 
 // TaskSetup is one task's budget and hardware class.

@@ -230,6 +230,19 @@ func TestGapClosedInEveryFormat(t *testing.T) {
 			}
 		}
 	}
+	// Terse (the starter's table): the anchors' sources one flag away,
+	// and the table ends with each agent at a glance.
+	for _, terse := range []bool{false, true} {
+		setup.Terse = terse
+		var b strings.Builder
+		if err := Write(&b, "table", "b", runs, setup); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+		if strings.Contains(b.String(), "— measured") == terse || !strings.HasPrefix(lines[len(lines)-2], "agent ") {
+			t.Errorf("terse %v:\n%s", terse, b.String())
+		}
+	}
 	var b strings.Builder
 	if err := Write(&b, "csv", "b", runs, Setup{}); err != nil || strings.Contains(b.String(), "37.5") {
 		t.Fatalf("without anchors no gap is shown: %v\n%s", err, b.String())

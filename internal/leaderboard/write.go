@@ -22,14 +22,17 @@ func Write(w io.Writer, format, benchmarkID string, runs []Entry, setup Setup) e
 	notes := b.Notes(setup)
 	switch format {
 	case "table":
-		WriteAgents(w, b.Agents)
-		fmt.Fprintln(w)
-		WriteTable(w, b.Rows)
-		for _, p := range b.Pairs {
-			fmt.Fprintln(w, "paired "+PairLine(p))
-		}
+		// The notes first, the table, then what a reader acts on: each
+		// agent at a glance and the paired comparisons.
 		for _, l := range notes {
 			fmt.Fprintln(w, l)
+		}
+		fmt.Fprintln(w)
+		WriteTable(w, b.Rows)
+		fmt.Fprintln(w)
+		WriteAgents(w, b.Agents)
+		for _, p := range b.Pairs {
+			fmt.Fprintln(w, "paired "+PairLine(p))
 		}
 		return nil
 	case "md":
@@ -65,7 +68,7 @@ func Write(w io.Writer, format, benchmarkID string, runs []Entry, setup Setup) e
 // setup, anchors and the question its statistics answer.
 func (b Board) Notes(setup Setup) []string {
 	notes := append(append([]string{}, b.Warnings...), b.Cost.Line())
-	notes = append(append(notes, setup.lines()...), gapLines(b.Rows, setup.Anchors)...)
+	notes = append(append(notes, setup.lines()...), gapLines(b.Rows, setup.Anchors, setup.Terse)...)
 	return append(notes, Statement)
 }
 
