@@ -41,6 +41,7 @@ var adversaries = []struct {
 // stays under 1 GiB throughout. One image, one worker, the attacks in
 // parallel: the suite costs the slowest attack's time.
 func TestAdversaries(t *testing.T) {
+	parallel(t)
 	buildAdversaries(t)
 	defs := map[string]string{}
 	for _, a := range adversaries {

@@ -54,6 +54,7 @@ func (e *env) awaitBenchmark(id string) {
 // export, and a third, whose task spec changed, is refused as one
 // population (and shown apart with --allow-mixed).
 func TestBenchmarkOfImageAgents(t *testing.T) {
+	parallel(t)
 	fake := &llmfake.Fake{OpenAIKey: gwOpenAIKey, AnthropicKey: gwAnthropicKey, Words: 10}
 	up, err := fake.Start()
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 // TestBadInput: each mistake gets one clear line naming the problem, exit
 // code 2, and no workflow is started.
 func TestBadInput(t *testing.T) {
+	parallel(t)
 	e := newEnv(t)
 	e.start("worker", "--dev", "--server-only")
 	e.waitServer()

@@ -26,6 +26,7 @@ import (
 // another evaluator image the difference is shown with that evaluator
 // named.
 func TestBundleVerifyRescore(t *testing.T) {
+	parallel(t)
 	keys := filepath.Join(t.TempDir(), "operator")
 	dir := agentDefs(t, map[string]string{
 		// No args: the reference image runs the reference agent by default.

@@ -19,6 +19,7 @@ import (
 // `results` reads them all from the store, and no event in any of its
 // executions' histories comes near Temporal's payload limit.
 func TestBenchmarkContinuesAsNew(t *testing.T) {
+	parallel(t)
 	e := newEnv(t)
 	e.vars = append(e.vars, "MLRB_CHECKPOINT_INTERVAL=2s")
 	// The idle agent (the no-op agent that keeps its budget) on tasks of

@@ -33,6 +33,7 @@ func artifactDir(t *testing.T) string {
 // TestOfficialClients: a benchmark's runs, as the official `temporal` CLI
 // and the Temporal Web UI (in headless Chromium) show them to a user.
 func TestOfficialClients(t *testing.T) {
+	parallel(t)
 	temporal := testenv.Tool(t, "temporal", installTemporal)
 	chromium := testenv.Tool(t, "chromium", "apt-get install chromium")
 	uiPort := freePort(t)

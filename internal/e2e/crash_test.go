@@ -224,6 +224,7 @@ func replayExecution(t *testing.T, e *env, id, execution, name string) {
 // TestForkFromACheckpoint: a finished run's second checkpoint starts a new
 // run that resumes from it (the agent finds the trials saved by then).
 func TestForkFromACheckpoint(t *testing.T) {
+	parallel(t)
 	e := crashEnv(t, hbTimeout)
 	e.start("worker", "--dev")
 	e.waitServer()
@@ -260,6 +261,7 @@ func TestForkFromACheckpoint(t *testing.T) {
 // cancel stops it gracefully with a final checkpoint; both are updates
 // and so audited in the run's history.
 func TestExtendAndCancel(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "MLRB_CHECKPOINT_INTERVAL=2s", "MLRB_AGENT_GRACE=2s")
 	e.addTask("e2e_long", "mini_baby_lm", map[string]string{"trials: 24": "trials: 60", "trial_seconds: 0.4": "trial_seconds: 1"})
 	e.start("worker", "--dev")

@@ -152,6 +152,7 @@ func allContainers(t *testing.T, host string, filters ...string) []string {
 // TestDockerKilledAgentResumes: the agent's container is `docker kill`ed
 // mid-run; a new container resumes from the checkpoint and is scored.
 func TestDockerKilledAgentResumes(t *testing.T) {
+	parallel(t)
 	e := dockerEnv(t, "MLRB_CHECKPOINT_INTERVAL=2s", "MLRB_AGENT_HEARTBEAT_TIMEOUT=10s", "MLRB_AGENT_GRACE=2s")
 	host := "e2e-" + strings.ToLower(t.Name())
 	e.addTask("e2e_docker", "mini_baby_lm", map[string]string{"trials: 24": "trials: 15", "trial_seconds: 0.4": "trial_seconds: 0.8"})
@@ -184,6 +185,7 @@ func TestDockerKilledAgentResumes(t *testing.T) {
 // container keeps running until the restarted worker reaps it; the run
 // resumes in a new container and is scored.
 func TestDockerWorkerKilledLeavesNoOrphan(t *testing.T) {
+	parallel(t)
 	e := dockerEnv(t, "MLRB_CHECKPOINT_INTERVAL=2s", "MLRB_AGENT_HEARTBEAT_TIMEOUT=4s", "MLRB_AGENT_GRACE=2s")
 	host := "e2e-" + strings.ToLower(t.Name())
 	e.addTask("e2e_docker", "mini_baby_lm", map[string]string{"trials: 24": "trials: 15", "trial_seconds: 0.4": "trial_seconds: 0.8"})
@@ -254,6 +256,7 @@ func TestDockerAgentIgnoringSIGTERM(t *testing.T) {
 // TestDockerAgentOOM: an agent killed for memory ends agent_failed, with
 // the reason.
 func TestDockerAgentOOM(t *testing.T) {
+	parallel(t)
 	testtaskImage(t, "mlrb-hog:e2e", "alloc", "1024")
 	e := containerAgentEnv(t, "MLRB_CONTAINER_MEMORY_MB=64")
 	var res result
@@ -270,6 +273,7 @@ func TestDockerAgentOOM(t *testing.T) {
 // max_infra_attempts times, and a bad seed dropped out of the mean. It is
 // the agent's failure, in one attempt.
 func TestDockerAgentExit137IsItsOwn(t *testing.T) {
+	parallel(t)
 	testtaskImage(t, "mlrb-exit137:e2e", "exit", "137")
 	e := containerAgentEnv(t)
 	var res result
@@ -284,6 +288,7 @@ func TestDockerAgentExit137IsItsOwn(t *testing.T) {
 // TestDockerFencing: containers carrying a superseded attempt's token, or
 // a run that does not exist, are removed while the live agent runs on.
 func TestDockerFencing(t *testing.T) {
+	parallel(t)
 	buildEnvImage(t)
 	e := dockerEnv(t, "MLRB_CHECKPOINT_INTERVAL=2s", "MLRB_HOST_FENCE_INTERVAL=1s")
 	host := "e2e-" + strings.ToLower(t.Name())
@@ -343,6 +348,7 @@ func TestDockerFencing(t *testing.T) {
 // without reporting it still gets evaluated: the model is discovered as
 // the newest Hugging Face style dir in the checkpointed paths.
 func TestDockerMLRBLayout(t *testing.T) {
+	parallel(t)
 	testtaskImage(t, "mlrb-layout:e2e", "mlrb-layout")
 	e := containerAgentEnv(t)
 	var res result
@@ -358,6 +364,7 @@ func TestDockerMLRBLayout(t *testing.T) {
 // waits (awaiting_evaluation_retry) instead of failing; `starter
 // retry-eval --image <fixed>` scores it without running the agent again.
 func TestRetryEvaluationInPlace(t *testing.T) {
+	parallel(t)
 	buildEnvImage(t) // has no evaluator in it: a broken evaluator image
 	e := dockerEnv(t, "MLRB_CONTAINER_EVAL_IMAGE=mlrb-envtask:e2e", "MLRB_EVAL_ATTEMPTS=1", "MLRB_CHECKPOINT_INTERVAL=2s")
 	e.addTask("e2e_eval", "mini_baby_lm", map[string]string{"trials: 24": "trials: 6"})
@@ -419,6 +426,7 @@ func TestRetryEvaluationInPlace(t *testing.T) {
 // retry-eval over the benchmark with the fixed image scores them without
 // starting their agents again, and the final leaderboard holds them.
 func TestRetryEvaluationForABenchmark(t *testing.T) {
+	parallel(t)
 	buildEnvImage(t) // has no evaluator in it: a broken evaluator image
 	e := dockerEnv(t, "MLRB_EVAL_ATTEMPTS=1")
 	e.addTask("e2e_good", "mini_baby_lm", map[string]string{"trials: 24": "trials: 4"})

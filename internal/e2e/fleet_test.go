@@ -13,6 +13,7 @@ import (
 // on the other two from their last checkpoints, each losing at most the
 // checkpoint interval and the heartbeat timeout, and all six are scored.
 func TestHostLostForGood(t *testing.T) {
+	parallel(t)
 	e := crashEnv(t, hbTimeout)
 	e.vars = append(e.vars, "MLRB_HOST_MAX_AGENTS=2", "MLRB_HOST_LEASE_TTL=10s")
 	e.startAs("server", nil, "worker", "--dev", "--server-only")

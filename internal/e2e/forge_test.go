@@ -20,6 +20,7 @@ import (
 // container with /results writable, and the worker scored the
 // alphabetically last results*.json: results_9999.json.
 func TestForgedScoreNeverCounts(t *testing.T) {
+	parallel(t)
 	testtaskImage(t, "mlrb-forger:e2e", "forger")
 	testtaskImage(t, "mlrb-pickler:e2e", "pickler")
 	buildImage(t, "mlrb-forge-eval:e2e", "forgeeval", staticBinary(t, "internal/e2e/testdata/forgeeval"),
@@ -76,6 +77,7 @@ func TestForgedScoreNeverCounts(t *testing.T) {
 // counted in the agent's success rate, never evaluation_failed (which a
 // benchmark re-runs and never counts).
 func TestModelThatBreaksItsEvaluator(t *testing.T) {
+	parallel(t)
 	testtaskImage(t, "mlrb-breaker:e2e", "breaker")
 	e := containerAgentEnv(t)
 	var res result

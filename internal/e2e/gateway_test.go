@@ -36,6 +36,7 @@ const (
 // lists and prints the calls; and the provider keys are in no history
 // (as the official CLI exports it), log, checkpoint or blob.
 func TestAgentCallsThroughTheGateway(t *testing.T) {
+	parallel(t)
 	fake := &llmfake.Fake{OpenAIKey: gwOpenAIKey, AnthropicKey: gwAnthropicKey, Words: 25, Keep: true}
 	up, err := fake.Start()
 	if err != nil {

@@ -41,6 +41,7 @@ func rss(pid int) int64 {
 // as usual. The body timeout is the worker's gateway.body_timeout, 10 s
 // here (a minute by default): the calls it cuts say so.
 func TestGatewayBodyAttack(t *testing.T) {
+	parallel(t)
 	testtaskImage(t, "mlrb-gwdos:e2e", "gwdos", "60")
 	e := containerAgentEnv(t, "MLRB_GATEWAY_BODY_TIMEOUT=10s")
 	w := e.worker
@@ -91,6 +92,7 @@ func TestGatewayBodyAttack(t *testing.T) {
 // keys the price table's), its calls and cost stay readable, and it ends
 // as its agent did, scored, never infra_failed.
 func TestRefusedCallFlood(t *testing.T) {
+	parallel(t)
 	secs := 20
 	if s, err := strconv.Atoi(os.Getenv("MLRB_E2E_FLOOD_SECONDS")); err == nil && s > 0 {
 		secs = s

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -46,10 +47,27 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", defaultParallel)
+	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
+
+// parallel runs a test beside the others that share no state with it:
+// each has its own server, worker, state dir, port and host id, and
+// most of their time is waiting on agents and deadlines. Tests that
+// assert on wall time, share the one Slurm cluster, or load the
+// machine (the production cluster, a real-size workspace) stay serial.
+func parallel(t *testing.T) { t.Parallel() }
+
+// defaultParallel is how many tests run at once unless -test.parallel
+// says otherwise: the machine's cores would leave most of them idle.
+const defaultParallel = "4"
 
 // freePort holds a port for the whole test: a worker killed and started
 // again binds it again, and nothing else may take it meanwhile.

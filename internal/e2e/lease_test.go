@@ -119,6 +119,7 @@ func TestTerminatedRunFreesItsSlot(t *testing.T) {
 // polls refuses to start and says why (exit 2); so does one whose work
 // dir another worker holds.
 func TestSecondWorkerOnAHostRefused(t *testing.T) {
+	parallel(t)
 	e := newEnv(t)
 	e.start("worker", "--dev")
 	e.waitServer()

@@ -11,6 +11,7 @@ import (
 // model is evaluated by a non-root evaluator, and an agent image sees the
 // uid it was given.
 func TestDockerNonRootUser(t *testing.T) {
+	parallel(t)
 	buildEnvImage(t)
 	e := containerAgentEnv(t)
 	var res result
@@ -48,6 +49,7 @@ func TestDockerWorkspaceLimit(t *testing.T) {
 // manifest: a hard-link bomb made a million) is killed, and its run ends
 // agent_failed naming the limit.
 func TestWorkspaceEntriesLimit(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "MLRB_AGENT_WORKSPACE_MAX_ENTRIES=8")
 	e.start("worker", "--dev")
 	e.waitServer()

@@ -155,6 +155,7 @@ type metricsStatus struct {
 // Once the holder is canceled the waiter gets the slot: its lease wait
 // and the canceled outcome reach Prometheus.
 func TestPrometheusScrapesTheWorker(t *testing.T) {
+	parallel(t)
 	metricsPort := freePort(t)
 	target := "127.0.0.1:" + strconv.Itoa(metricsPort)
 	e := newEnv(t, "MLRB_CHECKPOINT_INTERVAL=5s", "MLRB_HOST_MAX_AGENTS=1", "MLRB_METRICS_LISTEN="+target)

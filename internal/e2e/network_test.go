@@ -25,6 +25,7 @@ import (
 // is first run on that default bridge, which is what agents had before:
 // it must reach all four, or this test proves nothing.
 func TestAgentNetworkReachesNothingOfOurs(t *testing.T) {
+	parallel(t)
 	e := dockerEnv(t)
 	gw := bridgeGateway(t)
 	metrics := freePort(t)

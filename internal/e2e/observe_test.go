@@ -50,6 +50,7 @@ esac
 // report's run page, opened in headless Chromium; the run's history holds
 // none of what was observed.
 func TestExperimentsObserved(t *testing.T) {
+	parallel(t)
 	if _, err := os.Stat("/dev/nvidia0"); err != nil {
 		testenv.Missing(t, "/dev/nvidia0, the fake GPU device .ci/slurm makes")
 	}

@@ -70,6 +70,7 @@ func shoot(t *testing.T, bctx context.Context, name, sel string) {
 // curves, a run page kept as screenshots); starter plan sizes the next
 // benchmark from this one's spread.
 func TestResearchReport(t *testing.T) {
+	parallel(t)
 	bctx := browser(t)
 	e := newEnv(t, "MLRB_CHECKPOINT_INTERVAL=2s", "MLRB_EVAL_CURVE=[]")
 	e.start("worker", "--dev")

@@ -34,6 +34,7 @@ func s3Env(t *testing.T, srv *s3test.Server) *env {
 // back the final checkpoint commits and the run is scored in one attempt.
 // Then the user's tools: list, restore and GC over the same store.
 func TestS3OutageDuringRun(t *testing.T) {
+	parallel(t)
 	srv := s3test.Start(t)
 	e := s3Env(t, srv)
 	e.start("worker", "--dev")

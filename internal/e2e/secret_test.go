@@ -25,6 +25,7 @@ const (
 // Face as huggingface-cli does; the token files it leaves in the cache
 // are not checkpointed, the rest of the cache is.
 func TestSecretsStayOnTheWorker(t *testing.T) {
+	parallel(t)
 	e := dockerEnv(t)
 	envFile := filepath.Join(t.TempDir(), "agent.env")
 	if err := os.WriteFile(envFile, []byte("OPENAI_API_KEY="+fakeOpenAI+"\nHUGGINGFACE_TOKEN="+fakeHF+"\n"), 0o600); err != nil {

@@ -14,6 +14,7 @@ import (
 // with no server to ask, they name the store they read and how to point
 // them at the right one.
 func TestStarterFindsTheRunsStore(t *testing.T) {
+	parallel(t)
 	e := newEnv(t)
 	w := e.start("worker", "--dev")
 	e.waitServer()
