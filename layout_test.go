@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
@@ -15,26 +16,22 @@ import (
 	"testing"
 )
 
-// TestLayoutNamesEveryPackage: the README's Layout table, where a
-// newcomer looks first, names every package `go list ./...` finds: in a
-// row of its own, or by its name in its parent's row.
+// TestLayoutNamesEveryPackage: the layout page (docs/develop/layout.md),
+// where a newcomer looks first, names every package `go list ./...`
+// finds (in a row of its own, or by its name in its parent's row), and
+// every row it has is a package or a folder of them.
 func TestLayoutNamesEveryPackage(t *testing.T) {
 	out, err := exec.Command("go", "list", "./...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	readme, err := os.ReadFile("README.md")
+	layout, err := os.ReadFile(filepath.Join("docs", "develop", "layout.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, table, ok := strings.Cut(string(readme), "\n## Layout\n")
-	if !ok {
-		t.Fatal("README.md has no Layout section")
-	}
-	table, _, _ = strings.Cut(table, "\n## ")
 	rows := map[string]string{} // a row's package, without its slash, to the row
 	name := regexp.MustCompile("`([^`]+)`")
-	for _, line := range strings.Split(table, "\n") {
+	for _, line := range strings.Split(string(layout), "\n") {
 		cells := strings.Split(line, "|")
 		if len(cells) < 3 {
 			continue
@@ -42,6 +39,17 @@ func TestLayoutNamesEveryPackage(t *testing.T) {
 		for _, m := range name.FindAllStringSubmatch(cells[1], -1) {
 			rows[strings.TrimSuffix(m[1], "/")] = line
 		}
+	}
+	packages := map[string]bool{}
+	for _, pkg := range strings.Fields(string(out)) {
+		packages[strings.TrimPrefix(strings.TrimPrefix(pkg, "github.com/mlrb/mlrb"), "/")] = true
+	}
+	// Every row is a package, or a folder of them.
+	for row := range rows {
+		if packages[row] || slices.ContainsFunc(slices.Collect(maps.Keys(packages)), func(p string) bool { return strings.HasPrefix(p, row+"/") }) {
+			continue
+		}
+		t.Errorf("the layout names %s, which is no package: remove its row", row)
 	}
 	for _, pkg := range strings.Fields(string(out)) {
 		rel := strings.TrimPrefix(strings.TrimPrefix(pkg, "github.com/mlrb/mlrb"), "/")
@@ -54,7 +62,7 @@ func TestLayoutNamesEveryPackage(t *testing.T) {
 		if row, ok := rows[path.Dir(rel)]; ok && strings.Contains(row, "`"+path.Base(rel)+"`") {
 			continue
 		}
-		t.Errorf("the README's Layout names no %s: add a row (or name it in its parent's)", rel)
+		t.Errorf("docs/develop/layout.md names no %s: add a row (or name it in its parent's)", rel)
 	}
 }
 

@@ -10,11 +10,11 @@ import (
 
 // Key is one configuration key, everything about it in one row: the
 // defaults, the environment binding, the command-line flags, `config
-// show` and the README's table are all derived from Table.
+// show` and the configuration page's table are all derived from Table.
 type Key struct {
 	Name    string // dotted, as in mlrb.yaml
 	Default any    // its type is the key's: a time.Duration default makes a duration key
-	// ShownAs replaces the default in the README when it depends on the
+	// ShownAs replaces the default on the configuration page when it depends on the
 	// machine (a hostname, a home directory).
 	ShownAs string
 	Flag    string // the command-line flag that sets it, if any
@@ -164,7 +164,7 @@ func FlagKeys() map[string]string {
 	return m
 }
 
-// Shown is how the README writes the key's default.
+// Shown is how the configuration page writes the key's default.
 func (k Key) Shown() string {
 	if k.ShownAs != "" {
 		return k.ShownAs
@@ -189,7 +189,7 @@ func (k Key) Shown() string {
 	return "`" + fmt.Sprint(k.Default) + "`"
 }
 
-// Markdown is the README's configuration table.
+// Markdown is the configuration page's table (docs/operate/configuration.md).
 func Markdown() string {
 	var b strings.Builder
 	b.WriteString("| key | default | env | flag | meaning |\n|---|---|---|---|---|\n")

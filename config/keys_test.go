@@ -133,10 +133,10 @@ func reads(code, parent, field string) bool {
 
 var alias = regexp.MustCompile(`(\w+) := \w+(?:\.\w+)*\.(\w+)\n`)
 
-// TestReadmeTableIsTheKeyTable: the README documents exactly the keys
+// TestReadmeTableIsTheKeyTable: the configuration page documents exactly the keys
 // accepted, as `starter config keys` prints them.
 func TestReadmeTableIsTheKeyTable(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "docs", "operate", "configuration.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,10 +144,10 @@ func TestReadmeTableIsTheKeyTable(t *testing.T) {
 	start := strings.Index(readme, "-->\n| key |")
 	end := strings.Index(readme, "<!-- /config-table -->")
 	if start < 0 || end < start {
-		t.Fatal("README.md has no generated config table (<!-- config-table --> … <!-- /config-table -->)")
+		t.Fatal("docs/operate/configuration.md has no generated config table (<!-- config-table --> … <!-- /config-table -->)")
 	}
 	if got := readme[start+4 : end]; got != Markdown() {
-		t.Fatalf("README.md's config table is not the key table; regenerate it with `go run ./starter config keys`.\nREADME:\n%s\ntable:\n%s", got, Markdown())
+		t.Fatalf("docs/operate/configuration.md's config table is not the key table; regenerate it with `go run ./starter config keys`.\nthe page:\n%s\ntable:\n%s", got, Markdown())
 	}
 	documented := map[string]bool{}
 	for _, line := range strings.Split(readme, "\n") {
@@ -160,17 +160,17 @@ func TestReadmeTableIsTheKeyTable(t *testing.T) {
 	for _, k := range Keys() {
 		accepted[k] = true
 		if !documented[k] {
-			t.Errorf("key %s is accepted but not documented in README.md", k)
+			t.Errorf("key %s is accepted but not documented in docs/operate/configuration.md", k)
 		}
 	}
 	for name := range documented {
 		if strings.Contains(name, ".") && !strings.Contains(name, " ") && strings.ToLower(name) == name && !accepted[name] && looksLikeKey(name) {
-			t.Errorf("README.md documents %s, which is not accepted", name)
+			t.Errorf("docs/operate/configuration.md documents %s, which is not accepted", name)
 		}
 	}
 }
 
-// looksLikeKey tells a config key from other dotted names in README
+// looksLikeKey tells a config key from other dotted names in the configuration page
 // tables (files such as submission.json).
 func looksLikeKey(name string) bool {
 	sections := map[string]bool{}

@@ -92,7 +92,7 @@ func configCmd() *cobra.Command {
 		}),
 	}
 	keys := &cobra.Command{
-		Use: "keys", Short: "print every config key with its default, env variable, flag and meaning (the README's table)", Args: cobra.NoArgs,
+		Use: "keys", Short: "print every config key with its default, env variable, flag and meaning (docs/operate/configuration.md)", Args: cobra.NoArgs,
 		RunE: run(func(g *globals, _ []string) error {
 			fmt.Fprint(g.out, config.Markdown())
 			return nil

@@ -131,7 +131,7 @@ func runExport(g *globals, o exportOptions, ids []string) error {
 	return nil
 }
 
-// writeSchema prints the export's tables as the README documents them.
+// writeSchema prints the export's tables as docs/use/results.md documents them.
 func writeSchema(w io.Writer) {
 	fmt.Fprintf(w, "Schema version %d.\n\n| table | column | type | meaning |\n|---|---|---|---|\n", export.SchemaVersion)
 	for _, t := range export.Schema() {

@@ -12,7 +12,7 @@ import (
 	"github.com/mlrb/mlrb/internal/cli"
 )
 
-// TestReadmeFlagsExist: every flag the README's config table lists exists
+// TestReadmeFlagsExist: every flag the configuration page's table lists exists
 // on the starter or the worker as that key's flag (four of them once
 // exited 2 as unknown), and no command's own flag takes a key's name.
 func TestReadmeFlagsExist(t *testing.T) {
@@ -25,17 +25,17 @@ func TestReadmeFlagsExist(t *testing.T) {
 	var fs pflag.FlagSet
 	config.AddFlags(&fs, cli.WorkerKeys...)
 	fs.VisitAll(func(f *pflag.Flag) { exposed[f.Name] = true })
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "docs", "operate", "configuration.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rows := regexp.MustCompile("(?m)^\\| `([a-z_.0-9]+)` \\|[^|]*\\|[^|]*\\| `--([a-z-]+)` \\|").FindAllStringSubmatch(string(b), -1)
 	if len(rows) < 10 {
-		t.Fatalf("found %d flags in the README's table; is it still there?", len(rows))
+		t.Fatalf("found %d flags in the configuration page's table; is it still there?", len(rows))
 	}
 	for _, r := range rows {
 		if !exposed[r[2]] {
-			t.Errorf("README documents --%s (%s), which no command has", r[2], r[1])
+			t.Errorf("the configuration page documents --%s (%s), which no command has", r[2], r[1])
 		}
 	}
 	for _, k := range config.Table {

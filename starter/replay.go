@@ -56,7 +56,7 @@ func runReplay(g *globals, o replayOptions, files []string) error {
 		fmt.Fprintf(g.out, "ok    %s\n", h.File)
 	}
 	if failed > 0 {
-		return fmt.Errorf("%d of %d histories would not replay on this build: gate the change with workflow.GetVersion (README: Changing workflow code under live runs)", failed, len(files))
+		return fmt.Errorf("%d of %d histories would not replay on this build: gate the change with workflow.GetVersion (docs/develop/versioning.md)", failed, len(files))
 	}
 	return nil
 }

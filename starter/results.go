@@ -23,7 +23,7 @@ import (
 
 // resultsOptions are `starter results`'s flags.
 type resultsOptions struct {
-	format, prices   string
+	format, prices    string
 	mixed, provenance bool
 }
 

@@ -38,8 +38,7 @@ var corpus = []string{
 // TestReplayRecordedHistories replays histories recorded from real runs
 // on the embedded server, one per path a run or benchmark takes: a change
 // that breaks determinism for running workflows fails here. Record them
-// with `task record-histories` (README: Changing workflow code under
-// live runs).
+// with `task record-histories` (docs/develop/versioning.md).
 func TestReplayRecordedHistories(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
 	if err != nil {

@@ -100,10 +100,10 @@ func TestCSV(t *testing.T) {
 	}
 }
 
-// TestSchemaDocumented: every column of every table is in the README's
+// TestSchemaDocumented: every column of every table is in the results page's
 // table of the export schema, with its type.
 func TestSchemaDocumented(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "use", "results.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestSchemaDocumented(t *testing.T) {
 				t.Errorf("%s.%s has no doc or type", tab.Name, c.Name)
 			}
 			if !strings.Contains(string(b), "| "+tab.Name+" | `"+c.Name+"` | "+c.Type+" |") {
-				t.Errorf("README documents no %s.%s (%s): run `go run ./starter export --schema`", tab.Name, c.Name, c.Type)
+				t.Errorf("docs/use/results.md documents no %s.%s (%s): run `go run ./starter export --schema`", tab.Name, c.Name, c.Type)
 			}
 		}
 	}

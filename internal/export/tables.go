@@ -2,8 +2,8 @@
 // attempts, checkpoints, curve marks, LLM calls and connections, and
 // metric scores, in Parquet or CSV. The row types below are the schema:
 // a column is added at the end of its table and never renamed or
-// removed within a SchemaVersion; its doc tag documents it (README:
-// Exports, printed by `starter export --schema`).
+// removed within a SchemaVersion; its doc tag documents it
+// (docs/use/results.md, printed by `starter export --schema`).
 package export
 
 import "time"
