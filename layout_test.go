@@ -87,7 +87,7 @@ func TestSizes(t *testing.T) {
 		if n := strings.Count(string(b), "\n"); n > 400 {
 			t.Errorf("%s: %d lines, over 400", p, n)
 		}
-		if !slices.Contains([]string{"workflows", "activities", "internal/app", "starter"}, filepath.Dir(p)) {
+		if !slices.Contains([]string{"workflows", "activities", "internal/process/app", "starter"}, filepath.Dir(p)) {
 			return nil
 		}
 		f, err := parser.ParseFile(fset, p, b, 0)
@@ -118,7 +118,7 @@ func TestAgentBinaryStaysSmall(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	modules := []string{"go.temporal.io/", "github.com/aws/", "github.com/prometheus/", "github.com/klauspost/", "go.uber.org/zap"}
-	packages := []string{"internal/blob", "internal/runs", "internal/gateway", "internal/observe", "internal/checkpoint", "internal/transcript"}
+	packages := []string{"internal/store/blob", "internal/run/runs", "internal/sandbox/gateway", "internal/research/observe", "internal/store/checkpoint", "internal/sandbox/transcript"}
 	for _, dep := range strings.Fields(string(out)) {
 		pkg := strings.TrimPrefix(dep, "github.com/mlrb/mlrb/")
 		if slices.ContainsFunc(modules, func(m string) bool { return strings.HasPrefix(dep, m) }) || slices.Contains(packages, pkg) {
@@ -134,7 +134,7 @@ func TestAgentBinaryStaysSmall(t *testing.T) {
 // Temporal or Docker may reach them, so that reading a result or a task
 // pulls nothing else in.
 func TestVocabularyHasNoEngines(t *testing.T) {
-	vocabulary := []string{"internal/runs", "internal/budget", "internal/gpucost", "internal/llm", "internal/contract", "tasks", "agents"}
+	vocabulary := []string{"internal/run/runs", "internal/run/budget", "internal/run/gpucost", "internal/run/llm", "internal/run/contract", "tasks", "agents"}
 	modules := []string{"go.temporal.io/", "github.com/aws/", "github.com/moby/", "github.com/prometheus/", "go.uber.org/"}
 	for _, pkg := range vocabulary {
 		out, err := exec.Command("go", "list", "-deps", "./"+pkg).Output()
@@ -150,14 +150,58 @@ func TestVocabularyHasNoEngines(t *testing.T) {
 	}
 }
 
+// wingImports are what each wing of internal/ may import of the others
+// (its doc.go says the same); process's leaf helpers and the top-level
+// vocabulary (tasks, agents, config, deploy) anyone may.
+var wingImports = map[string][]string{
+	"run":      {},
+	"store":    {"run"},
+	"sandbox":  {"run", "store"},
+	"scoring":  {"run", "store", "sandbox", "research"},
+	"research": {"run", "store", "sandbox", "scoring"},
+	"fleet":    {"run", "store", "research"},
+}
+
+// TestWingsImportAsTheySay: a package of a wing imports only what its
+// wing may: the house's floors stay in order as it grows.
+func TestWingsImportAsTheySay(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./internal/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const mod = "github.com/mlrb/mlrb/"
+	anyone := []string{"internal/process/every", "internal/process/ports", "tasks", "agents", "config", "deploy"}
+	wing := func(p string) string {
+		if parts := strings.Split(p, "/"); len(parts) > 1 && parts[0] == "internal" {
+			return parts[1]
+		}
+		return ""
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		src := strings.TrimPrefix(fields[0], mod)
+		allowed, ruled := wingImports[wing(src)]
+		if !ruled {
+			continue // process and testkit may import anything
+		}
+		for _, imp := range fields[1:] {
+			dst, ours := strings.CutPrefix(imp, mod)
+			if !ours || wing(dst) == wing(src) || slices.Contains(anyone, dst) || slices.Contains(allowed, wing(dst)) {
+				continue
+			}
+			t.Errorf("%s imports %s: the %s wing may import only %v", src, dst, wing(src), allowed)
+		}
+	}
+}
+
 // TestFixturesStayOutOfTheBinaries: the made-up observations of
-// internal/observe/observetest serve tests and benchmarks only.
+// internal/research/observe/observetest serve tests and benchmarks only.
 func TestFixturesStayOutOfTheBinaries(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "./worker", "./starter", "./deploy/agent").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	if slices.Contains(strings.Fields(string(out)), "github.com/mlrb/mlrb/internal/observe/observetest") {
-		t.Error("a binary imports internal/observe/observetest")
+	if slices.Contains(strings.Fields(string(out)), "github.com/mlrb/mlrb/internal/research/observe/observetest") {
+		t.Error("a binary imports internal/research/observe/observetest")
 	}
 }

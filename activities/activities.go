@@ -25,11 +25,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
-	"github.com/mlrb/mlrb/internal/checkpoint"
-	"github.com/mlrb/mlrb/internal/contract"
-	"github.com/mlrb/mlrb/internal/gateway"
-	"github.com/mlrb/mlrb/internal/gpu"
-	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/fleet/gpu"
+	"github.com/mlrb/mlrb/internal/run/contract"
+	"github.com/mlrb/mlrb/internal/run/runs"
+	"github.com/mlrb/mlrb/internal/sandbox/gateway"
+	"github.com/mlrb/mlrb/internal/store/checkpoint"
 )
 
 // Sandbox is how agents and evaluators run, and what bounds them.

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"net/url"
 
-	"github.com/mlrb/mlrb/internal/anchors"
-	"github.com/mlrb/mlrb/internal/leaderboard"
+	"github.com/mlrb/mlrb/internal/scoring/anchors"
+	"github.com/mlrb/mlrb/internal/scoring/leaderboard"
 )
 
 // AggregateName is the leaderboard activity.

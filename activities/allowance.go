@@ -3,7 +3,7 @@ package activities
 import (
 	"sync"
 
-	"github.com/mlrb/mlrb/internal/gateway"
+	"github.com/mlrb/mlrb/internal/sandbox/gateway"
 )
 
 // allowance is one attempt's share of its worker. Everything the agent

@@ -5,7 +5,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
-	"github.com/mlrb/mlrb/internal/anchors"
+	"github.com/mlrb/mlrb/internal/scoring/anchors"
 	"github.com/mlrb/mlrb/tasks"
 )
 

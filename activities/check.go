@@ -15,9 +15,9 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/mlrb/mlrb/internal/lmeval"
-	"github.com/mlrb/mlrb/internal/runtime"
-	"github.com/mlrb/mlrb/internal/safefs"
+	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/scoring/lmeval"
+	"github.com/mlrb/mlrb/internal/store/safefs"
 	"github.com/mlrb/mlrb/tasks"
 )
 

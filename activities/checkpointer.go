@@ -9,8 +9,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/mlrb/mlrb/internal/checkpoint"
-	"github.com/mlrb/mlrb/internal/metrics"
+	"github.com/mlrb/mlrb/internal/fleet/metrics"
+	"github.com/mlrb/mlrb/internal/store/checkpoint"
 )
 
 // checkpointer takes an attempt's checkpoints: periodic ones off the

@@ -17,14 +17,14 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
-	"github.com/mlrb/mlrb/internal/blob"
-	"github.com/mlrb/mlrb/internal/checkpoint"
-	"github.com/mlrb/mlrb/internal/lmeval"
-	"github.com/mlrb/mlrb/internal/model"
-	"github.com/mlrb/mlrb/internal/reference"
-	"github.com/mlrb/mlrb/internal/runresults"
-	"github.com/mlrb/mlrb/internal/runs"
-	"github.com/mlrb/mlrb/internal/safefs"
+	"github.com/mlrb/mlrb/internal/run/runs"
+	"github.com/mlrb/mlrb/internal/scoring/lmeval"
+	"github.com/mlrb/mlrb/internal/scoring/model"
+	"github.com/mlrb/mlrb/internal/scoring/reference"
+	"github.com/mlrb/mlrb/internal/scoring/runresults"
+	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/checkpoint"
+	"github.com/mlrb/mlrb/internal/store/safefs"
 	"github.com/mlrb/mlrb/tasks"
 )
 

@@ -13,11 +13,11 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.uber.org/zap"
 
-	"github.com/mlrb/mlrb/internal/blob"
-	"github.com/mlrb/mlrb/internal/checkpoint"
-	"github.com/mlrb/mlrb/internal/runresults"
-	"github.com/mlrb/mlrb/internal/runs"
-	"github.com/mlrb/mlrb/internal/runtime"
+	"github.com/mlrb/mlrb/internal/run/runs"
+	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/scoring/runresults"
+	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"github.com/mlrb/mlrb/tasks"
 )
 

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mlrb/mlrb/internal/blob"
-	"github.com/mlrb/mlrb/internal/checkpoint"
-	"github.com/mlrb/mlrb/internal/gpu"
+	"github.com/mlrb/mlrb/internal/fleet/gpu"
+	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"github.com/mlrb/mlrb/tasks"
 )
 

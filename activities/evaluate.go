@@ -17,12 +17,12 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
-	"github.com/mlrb/mlrb/internal/blob"
-	"github.com/mlrb/mlrb/internal/contract"
-	"github.com/mlrb/mlrb/internal/lmeval"
-	"github.com/mlrb/mlrb/internal/model"
-	"github.com/mlrb/mlrb/internal/runtime"
-	"github.com/mlrb/mlrb/internal/safefs"
+	"github.com/mlrb/mlrb/internal/run/contract"
+	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/scoring/lmeval"
+	"github.com/mlrb/mlrb/internal/scoring/model"
+	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/safefs"
 )
 
 // Evaluate restores the final checkpoint into a fresh directory (never the

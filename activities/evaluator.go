@@ -11,8 +11,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/mlrb/mlrb/internal/reference"
-	"github.com/mlrb/mlrb/internal/runtime"
+	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/scoring/reference"
 )
 
 // evaluator names the evaluator that ran spec (the task's command

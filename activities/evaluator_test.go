@@ -9,8 +9,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/mlrb/mlrb/internal/reference"
-	"github.com/mlrb/mlrb/internal/runtime"
+	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/scoring/reference"
 )
 
 // TestReferenceEvaluatorNamedByItsScoringCode: the reference evaluator

@@ -13,9 +13,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/config"
-	"github.com/mlrb/mlrb/internal/gateway"
-	"github.com/mlrb/mlrb/internal/llm"
-	"github.com/mlrb/mlrb/internal/transcript"
+	"github.com/mlrb/mlrb/internal/run/llm"
+	"github.com/mlrb/mlrb/internal/sandbox/gateway"
+	"github.com/mlrb/mlrb/internal/sandbox/transcript"
 )
 
 // LLMGateway is how agents' LLM calls leave this worker: priced by

@@ -7,8 +7,8 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
 
-	"github.com/mlrb/mlrb/internal/contract"
-	"github.com/mlrb/mlrb/internal/logstore"
+	"github.com/mlrb/mlrb/internal/run/contract"
+	"github.com/mlrb/mlrb/internal/store/logstore"
 )
 
 // attemptHooks are what a supervised attempt does beyond its agent.
@@ -30,7 +30,7 @@ type attemptHooks struct {
 	// run's signals its ledger goes by.
 	llm   *attemptLLM
 	notes *notifier
-	// ob observes the attempt's research (internal/observe).
+	// ob observes the attempt's research (internal/research/observe).
 	ob *observer
 	// closeDoor shuts the agent's door before its observation and ledger
 	// are settled: a call or connection still open then is recorded (and

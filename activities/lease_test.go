@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/mocks"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/mlrb/mlrb/internal/gpu"
+	"github.com/mlrb/mlrb/internal/fleet/gpu"
 )
 
 // TestLeaseAtOnceAsksNobody: a full host answers a lease asked at once

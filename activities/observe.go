@@ -8,10 +8,10 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/mlrb/mlrb/internal/checkpoint"
-	"github.com/mlrb/mlrb/internal/observe"
-	"github.com/mlrb/mlrb/internal/runtime"
-	"github.com/mlrb/mlrb/internal/transcript"
+	"github.com/mlrb/mlrb/internal/research/observe"
+	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/sandbox/transcript"
+	"github.com/mlrb/mlrb/internal/store/checkpoint"
 )
 
 // observer watches one attempt's research from the host (internal/

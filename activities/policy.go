@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/mlrb/mlrb/internal/blob"
-	"github.com/mlrb/mlrb/internal/llm"
-	"github.com/mlrb/mlrb/internal/runtime"
+	"github.com/mlrb/mlrb/internal/run/llm"
+	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/store/blob"
 )
 
 // AttemptPolicy is the sandbox an attempt's agent ran in, kept with the

@@ -8,8 +8,8 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/mlrb/mlrb/internal/provision"
-	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/fleet/provision"
+	"github.com/mlrb/mlrb/internal/run/runs"
 )
 
 // Provision kinds beyond static.

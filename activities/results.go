@@ -13,11 +13,11 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 
-	"github.com/mlrb/mlrb/internal/blob"
-	"github.com/mlrb/mlrb/internal/leaderboard"
-	"github.com/mlrb/mlrb/internal/resume"
-	"github.com/mlrb/mlrb/internal/runresults"
-	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/run/runs"
+	"github.com/mlrb/mlrb/internal/scoring/leaderboard"
+	"github.com/mlrb/mlrb/internal/scoring/resume"
+	"github.com/mlrb/mlrb/internal/scoring/runresults"
+	"github.com/mlrb/mlrb/internal/store/blob"
 )
 
 // Names of the activities that keep a benchmark's results out of its

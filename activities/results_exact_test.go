@@ -12,8 +12,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/mlrb/mlrb/internal/lmeval"
-	"github.com/mlrb/mlrb/internal/runtime"
+	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/scoring/lmeval"
 	"github.com/mlrb/mlrb/tasks"
 )
 

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mlrb/mlrb/internal/gateway"
-	"github.com/mlrb/mlrb/internal/runtime"
+	"github.com/mlrb/mlrb/internal/sandbox/gateway"
+	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 	"github.com/mlrb/mlrb/tasks"
 	"go.uber.org/zap"
 )

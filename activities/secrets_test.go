@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mlrb/mlrb/internal/gateway"
+	"github.com/mlrb/mlrb/internal/sandbox/gateway"
 	"github.com/mlrb/mlrb/tasks"
 	"go.uber.org/zap"
 )

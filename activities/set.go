@@ -7,13 +7,13 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
-	"github.com/mlrb/mlrb/internal/blob"
-	"github.com/mlrb/mlrb/internal/checkpoint"
-	"github.com/mlrb/mlrb/internal/gpu"
-	"github.com/mlrb/mlrb/internal/gpucost"
-	"github.com/mlrb/mlrb/internal/metrics"
-	"github.com/mlrb/mlrb/internal/observe"
-	"github.com/mlrb/mlrb/internal/provision"
+	"github.com/mlrb/mlrb/internal/fleet/gpu"
+	"github.com/mlrb/mlrb/internal/fleet/metrics"
+	"github.com/mlrb/mlrb/internal/fleet/provision"
+	"github.com/mlrb/mlrb/internal/research/observe"
+	"github.com/mlrb/mlrb/internal/run/gpucost"
+	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"github.com/mlrb/mlrb/tasks"
 )
 

@@ -9,8 +9,8 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
-	"github.com/mlrb/mlrb/internal/every"
-	"github.com/mlrb/mlrb/internal/safefs"
+	"github.com/mlrb/mlrb/internal/process/every"
+	"github.com/mlrb/mlrb/internal/store/safefs"
 )
 
 // sizeEvery paces the workspace measurement: a walk costs a stat per

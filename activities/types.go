@@ -9,11 +9,11 @@ import (
 
 	"github.com/mlrb/mlrb/agents"
 
-	"github.com/mlrb/mlrb/internal/llm"
+	"github.com/mlrb/mlrb/internal/run/llm"
 
-	"github.com/mlrb/mlrb/internal/budget"
-	"github.com/mlrb/mlrb/internal/checkpoint"
-	"github.com/mlrb/mlrb/internal/contract"
+	"github.com/mlrb/mlrb/internal/run/budget"
+	"github.com/mlrb/mlrb/internal/run/contract"
+	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"github.com/mlrb/mlrb/tasks"
 )
 

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mlrb/mlrb/internal/contract"
-	"github.com/mlrb/mlrb/internal/model"
-	"github.com/mlrb/mlrb/internal/runtime"
-	"github.com/mlrb/mlrb/internal/safefs"
+	"github.com/mlrb/mlrb/internal/run/contract"
+	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/scoring/model"
+	"github.com/mlrb/mlrb/internal/store/safefs"
 	"github.com/mlrb/mlrb/tasks"
 )
 

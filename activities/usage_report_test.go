@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mlrb/mlrb/internal/gateway"
-	"github.com/mlrb/mlrb/internal/llm"
+	"github.com/mlrb/mlrb/internal/run/llm"
+	"github.com/mlrb/mlrb/internal/sandbox/gateway"
 )
 
 // An attempt reports its ledger when it changed and its interval

@@ -9,10 +9,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/mlrb/mlrb/internal/checkpoint"
-	"github.com/mlrb/mlrb/internal/contract"
-	"github.com/mlrb/mlrb/internal/runtime"
-	"github.com/mlrb/mlrb/internal/safefs"
+	"github.com/mlrb/mlrb/internal/run/contract"
+	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/store/checkpoint"
+	"github.com/mlrb/mlrb/internal/store/safefs"
 )
 
 // Paths inside the containers.

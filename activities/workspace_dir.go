@@ -11,10 +11,10 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/mlrb/mlrb/internal/checkpoint"
-	"github.com/mlrb/mlrb/internal/contract"
-	"github.com/mlrb/mlrb/internal/runtime"
-	"github.com/mlrb/mlrb/internal/safefs"
+	"github.com/mlrb/mlrb/internal/run/contract"
+	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/store/checkpoint"
+	"github.com/mlrb/mlrb/internal/store/safefs"
 )
 
 // DirWorkspace runs agents and evaluators as local processes; the agent

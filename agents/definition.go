@@ -23,9 +23,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/mlrb/mlrb/internal/contract"
-	"github.com/mlrb/mlrb/internal/llm"
-	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/run/contract"
+	"github.com/mlrb/mlrb/internal/run/llm"
+	"github.com/mlrb/mlrb/internal/run/runs"
 )
 
 // Definition is one agent.

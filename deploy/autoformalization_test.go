@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mlrb/mlrb/internal/testenv"
+	"github.com/mlrb/mlrb/internal/testkit/testenv"
 	"github.com/mlrb/mlrb/tasks"
 )
 

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/mlrb/mlrb/internal/testenv"
+	"github.com/mlrb/mlrb/internal/testkit/testenv"
 )
 
 // fakeLMEval writes one results file under --output_path, as lm-eval

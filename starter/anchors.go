@@ -13,8 +13,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"gopkg.in/yaml.v3"
 
-	"github.com/mlrb/mlrb/internal/anchors"
-	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/scoring/anchors"
 	"github.com/mlrb/mlrb/tasks"
 	"github.com/mlrb/mlrb/workflows"
 )

@@ -12,9 +12,9 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/config"
-	"github.com/mlrb/mlrb/internal/app"
-	"github.com/mlrb/mlrb/internal/cli"
-	"github.com/mlrb/mlrb/internal/llm"
+	"github.com/mlrb/mlrb/internal/process/app"
+	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/run/llm"
 	"github.com/mlrb/mlrb/workflows"
 )
 

@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
 
-	"github.com/mlrb/mlrb/internal/blob"
-	"github.com/mlrb/mlrb/internal/cli"
-	"github.com/mlrb/mlrb/internal/transcript"
+	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/sandbox/transcript"
+	"github.com/mlrb/mlrb/internal/store/blob"
 )
 
 // callsOptions are `starter calls`'s flags.

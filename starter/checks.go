@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/mlrb/mlrb/agents"
-	"github.com/mlrb/mlrb/internal/cli"
-	"github.com/mlrb/mlrb/internal/contract"
+	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/tasks"
 	"github.com/mlrb/mlrb/workflows"
 )

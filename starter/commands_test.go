@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/process/cli"
 )
 
 // execute runs the starter in process with args, against a config of

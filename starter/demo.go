@@ -12,8 +12,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/config"
-	"github.com/mlrb/mlrb/internal/app"
-	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/process/app"
+	"github.com/mlrb/mlrb/internal/process/cli"
 	"github.com/mlrb/mlrb/workflows"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/mlrb/mlrb/config"
-	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/process/cli"
 )
 
 // TestReadmeFlagsExist: every flag the configuration page's table lists exists

@@ -12,9 +12,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/config"
-	"github.com/mlrb/mlrb/internal/app"
-	"github.com/mlrb/mlrb/internal/blob"
-	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/process/app"
+	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/tasks"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/mlrb/mlrb/internal/hosts"
+	"github.com/mlrb/mlrb/internal/fleet/hosts"
 )
 
 // hostView is one row of `starter hosts --json`.

@@ -6,8 +6,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mlrb/mlrb/config"
-	"github.com/mlrb/mlrb/internal/agentcmd"
-	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/process/agentcmd"
+	"github.com/mlrb/mlrb/internal/process/cli"
 )
 
 func main() { cli.Execute(newRoot()) }

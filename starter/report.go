@@ -9,11 +9,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/mlrb/mlrb/internal/app"
-	"github.com/mlrb/mlrb/internal/cli"
-	"github.com/mlrb/mlrb/internal/leaderboard"
-	"github.com/mlrb/mlrb/internal/report"
-	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/process/app"
+	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/research/report"
+	"github.com/mlrb/mlrb/internal/run/runs"
+	"github.com/mlrb/mlrb/internal/scoring/leaderboard"
 	"github.com/mlrb/mlrb/workflows"
 )
 

@@ -7,18 +7,18 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/mlrb/mlrb/internal/llm"
+	"github.com/mlrb/mlrb/internal/run/llm"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
 
-	"github.com/mlrb/mlrb/internal/anchors"
-	"github.com/mlrb/mlrb/internal/campaign"
-	"github.com/mlrb/mlrb/internal/cli"
-	"github.com/mlrb/mlrb/internal/leaderboard"
-	"github.com/mlrb/mlrb/internal/results"
-	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/run/runs"
+	"github.com/mlrb/mlrb/internal/scoring/anchors"
+	"github.com/mlrb/mlrb/internal/scoring/campaign"
+	"github.com/mlrb/mlrb/internal/scoring/leaderboard"
+	"github.com/mlrb/mlrb/internal/scoring/results"
 )
 
 // resultsOptions are `starter results`'s flags.

@@ -17,10 +17,10 @@ import (
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/agents"
-	"github.com/mlrb/mlrb/internal/app"
-	"github.com/mlrb/mlrb/internal/blob"
-	"github.com/mlrb/mlrb/internal/cli"
-	"github.com/mlrb/mlrb/internal/resume"
+	"github.com/mlrb/mlrb/internal/process/app"
+	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/scoring/resume"
+	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -53,7 +53,7 @@ an agent that had finished is only evaluated again, never re-run.`,
 	return cmd
 }
 
-// runResume plans the resume of an ended benchmark (internal/resume),
+// runResume plans the resume of an ended benchmark (internal/scoring/resume),
 // stores the plan and starts the benchmark again under its id.
 func runResume(g *globals, o resumeOptions, id string) error {
 	return restart(g, o, id, "resumed", nil)

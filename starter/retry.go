@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
 
-	"github.com/mlrb/mlrb/internal/cli"
-	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/workflows"
 )
 

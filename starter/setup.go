@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/mlrb/mlrb/internal/app"
-	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/process/app"
+	"github.com/mlrb/mlrb/internal/process/cli"
 )
 
 // setupOptions are `starter setup`'s flags.

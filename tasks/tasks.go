@@ -14,7 +14,7 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/mlrb/mlrb/internal/llm"
+	"github.com/mlrb/mlrb/internal/run/llm"
 	"gopkg.in/yaml.v3"
 )
 
@@ -226,9 +226,11 @@ func (s *Spec) Hash() string {
 	// The curve's marks and the checkpoint interval say when the research
 	// is sampled, not how the model is scored: runs with other marks stay
 	// comparable.
-	// Nor does the tolerance a rescore is held to.
+	// Nor does the tolerance a rescore is held to, nor the anchors (what
+	// a score is measured against, not how it is made: measuring them
+	// again, or naming their evaluator anew, leaves runs comparable).
 	c := *s
-	c.Evaluation.Curve, c.CheckpointInterval, c.Evaluation.Tolerance = nil, 0, 0
+	c.Evaluation.Curve, c.CheckpointInterval, c.Evaluation.Tolerance, c.Anchors = nil, 0, 0, nil
 	b, err := json.Marshal(&c)
 	if err != nil {
 		panic(fmt.Sprintf("tasks: spec %s does not marshal: %v", s.ID, err))

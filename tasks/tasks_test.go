@@ -191,3 +191,26 @@ func TestDevArgsBesideACheck(t *testing.T) {
 		t.Fatalf("evaluation %+v", s.Evaluation)
 	}
 }
+
+// What a score is measured against (the anchors), when the research is
+// sampled (marks, interval) and a rescore's tolerance leave a spec's
+// hash alone; how a model is scored does not.
+func TestHashCoversOnlyHowAModelIsScored(t *testing.T) {
+	cat, err := Load("catalog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := cat.Get("mini_baby_lm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := *spec
+	c.Anchors, c.Evaluation.Tolerance = nil, 0.5
+	if c.Hash() != spec.Hash() {
+		t.Fatal("the anchors or the tolerance changed the hash")
+	}
+	c.Evaluation.Timeout = Duration(c.Evaluation.Timeout.D() + 1)
+	if c.Hash() == spec.Hash() {
+		t.Fatal("the evaluation timeout did not change the hash")
+	}
+}

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/mlrb/mlrb/config"
-	"github.com/mlrb/mlrb/internal/cli"
+	"github.com/mlrb/mlrb/internal/process/cli"
 )
 
 // TestWorkerFlagsAreKeys: the worker's key flags come from the table

@@ -14,10 +14,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/config"
-	"github.com/mlrb/mlrb/internal/agentcmd"
-	"github.com/mlrb/mlrb/internal/app"
-	"github.com/mlrb/mlrb/internal/cli"
-	"github.com/mlrb/mlrb/internal/preempt"
+	"github.com/mlrb/mlrb/internal/fleet/preempt"
+	"github.com/mlrb/mlrb/internal/process/agentcmd"
+	"github.com/mlrb/mlrb/internal/process/app"
+	"github.com/mlrb/mlrb/internal/process/cli"
 )
 
 // preemptPoll paces the metadata reads: a spot notice comes two minutes

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/mlrb/mlrb/agents"
-	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/run/runs"
 )
 
 // interval is the run's checkpoint interval: its task's, when shorter

@@ -16,7 +16,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/mlrb/mlrb/activities"
-	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/run/runs"
 )
 
 // TestCrashRefundsLostTime: the first attempt commits a checkpoint at 4 s,

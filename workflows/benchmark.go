@@ -11,9 +11,9 @@ import (
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/agents"
-	"github.com/mlrb/mlrb/internal/resume"
-	"github.com/mlrb/mlrb/internal/runresults"
-	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/run/runs"
+	"github.com/mlrb/mlrb/internal/scoring/resume"
+	"github.com/mlrb/mlrb/internal/scoring/runresults"
 )
 
 // planWindow is how many runs' resume-plan entries one ReadPlan fetches.

@@ -15,12 +15,12 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
-	"github.com/mlrb/mlrb/internal/budget"
-	"github.com/mlrb/mlrb/internal/checkpoint"
-	"github.com/mlrb/mlrb/internal/leaderboard"
-	"github.com/mlrb/mlrb/internal/resume"
-	"github.com/mlrb/mlrb/internal/runresults"
-	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/run/budget"
+	"github.com/mlrb/mlrb/internal/run/runs"
+	"github.com/mlrb/mlrb/internal/scoring/leaderboard"
+	"github.com/mlrb/mlrb/internal/scoring/resume"
+	"github.com/mlrb/mlrb/internal/scoring/runresults"
+	"github.com/mlrb/mlrb/internal/store/checkpoint"
 )
 
 func TestBenchmarkFansOut(t *testing.T) {

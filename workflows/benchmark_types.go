@@ -2,10 +2,10 @@ package workflows
 
 import (
 	"github.com/mlrb/mlrb/agents"
-	"github.com/mlrb/mlrb/internal/budget"
-	"github.com/mlrb/mlrb/internal/leaderboard"
-	"github.com/mlrb/mlrb/internal/runresults"
-	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/run/budget"
+	"github.com/mlrb/mlrb/internal/run/runs"
+	"github.com/mlrb/mlrb/internal/scoring/leaderboard"
+	"github.com/mlrb/mlrb/internal/scoring/runresults"
 )
 
 // The benchmark's payloads: its input, carried state, result and progress.

@@ -9,9 +9,9 @@ import (
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/agents"
-	"github.com/mlrb/mlrb/internal/budget"
-	"github.com/mlrb/mlrb/internal/resume"
-	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/run/budget"
+	"github.com/mlrb/mlrb/internal/run/runs"
+	"github.com/mlrb/mlrb/internal/scoring/resume"
 )
 
 // The activity catalogue: every activity the workflows call, each with

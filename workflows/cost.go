@@ -2,7 +2,7 @@ package workflows
 
 import (
 	"github.com/mlrb/mlrb/activities"
-	"github.com/mlrb/mlrb/internal/budget"
+	"github.com/mlrb/mlrb/internal/run/budget"
 )
 
 // costOf is what a run consumed, from its ledger and the usage its agent

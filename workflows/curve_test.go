@@ -15,8 +15,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/mlrb/mlrb/activities"
-	"github.com/mlrb/mlrb/internal/contract"
-	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/run/contract"
+	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/tasks"
 )
 

@@ -7,7 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
-	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/run/runs"
 )
 
 // evaluation is the final model's: its tries, each an EvalAttempt of the

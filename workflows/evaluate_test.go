@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/mlrb/mlrb/activities"
-	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/run/runs"
 )
 
 func TestEvaluationRetried(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
-	"github.com/mlrb/mlrb/internal/budget"
+	"github.com/mlrb/mlrb/internal/run/budget"
 )
 
 // Activity options, one builder per kind of activity, each with the

@@ -6,7 +6,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
-	"github.com/mlrb/mlrb/internal/budget"
+	"github.com/mlrb/mlrb/internal/run/budget"
 )
 
 // slots is the run's hold on hosts and their GPU slots: the provisioned

@@ -11,10 +11,10 @@ import (
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/agents"
-	"github.com/mlrb/mlrb/internal/budget"
-	"github.com/mlrb/mlrb/internal/leaderboard"
-	"github.com/mlrb/mlrb/internal/llm"
-	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/run/budget"
+	"github.com/mlrb/mlrb/internal/run/llm"
+	"github.com/mlrb/mlrb/internal/run/runs"
+	"github.com/mlrb/mlrb/internal/scoring/leaderboard"
 	"github.com/mlrb/mlrb/tasks"
 )
 

@@ -23,9 +23,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mlrb/mlrb/internal/blob"
-	"github.com/mlrb/mlrb/internal/checkpoint"
-	"github.com/mlrb/mlrb/internal/runresults"
+	"github.com/mlrb/mlrb/internal/scoring/runresults"
+	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"github.com/mlrb/mlrb/tasks"
 )
 

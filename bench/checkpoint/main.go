@@ -25,9 +25,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mlrb/mlrb/internal/checkpoint"
-	"github.com/mlrb/mlrb/internal/model"
-	"github.com/mlrb/mlrb/internal/s3test"
+	"github.com/mlrb/mlrb/internal/scoring/model"
+	"github.com/mlrb/mlrb/internal/store/checkpoint"
+	"github.com/mlrb/mlrb/internal/testkit/s3test"
 	"github.com/mlrb/mlrb/tasks"
 )
 

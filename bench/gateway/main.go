@@ -1,7 +1,7 @@
 // Command gateway measures the run gateway: the latency it adds to an LLM
 // call (p50, p99) against calling the provider directly, the calls per
 // second it carries, and the streams it holds at once with the memory
-// that takes. The provider is internal/llmfake on loopback; the gateway
+// that takes. The provider is internal/testkit/llmfake on loopback; the gateway
 // runs in a child process (this binary again) with its meter, price table
 // and transcript (to a blob store on disk) as an attempt's is, so that its
 // own resident memory can be read.
@@ -25,11 +25,11 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/mlrb/mlrb/internal/blob"
-	"github.com/mlrb/mlrb/internal/gateway"
-	"github.com/mlrb/mlrb/internal/llm"
-	"github.com/mlrb/mlrb/internal/llmfake"
-	"github.com/mlrb/mlrb/internal/transcript"
+	"github.com/mlrb/mlrb/internal/run/llm"
+	"github.com/mlrb/mlrb/internal/sandbox/gateway"
+	"github.com/mlrb/mlrb/internal/sandbox/transcript"
+	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/testkit/llmfake"
 )
 
 const token, key = "mlrb-bench-token", "sk-bench"

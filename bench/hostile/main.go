@@ -28,8 +28,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/mlrb/mlrb/internal/ports"
-	"github.com/mlrb/mlrb/internal/runtime"
+	"github.com/mlrb/mlrb/internal/process/ports"
+	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 )
 
 // modes are the attacks, as testtask's adversary names them.
@@ -150,7 +150,7 @@ func run(n int, limit time.Duration) error {
 // build compiles the worker, the starter, the hostile subject and the
 // reference agent, and builds the images from them.
 func (b *bench) build() error {
-	for name, pkg := range map[string]string{"worker": "./worker", "starter": "./starter", "testtask": "./internal/runtime/testdata/testtask", "mlrb": "./deploy/agent"} {
+	for name, pkg := range map[string]string{"worker": "./worker", "starter": "./starter", "testtask": "./internal/sandbox/runtime/testdata/testtask", "mlrb": "./deploy/agent"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(b.bin, name), pkg)
 		if name == "testtask" || name == "mlrb" {
 			// Static, for FROM scratch images; the worker and the starter

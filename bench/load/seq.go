@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/config"
-	"github.com/mlrb/mlrb/internal/runs"
+	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/workflows"
 )
 

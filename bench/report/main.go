@@ -18,16 +18,16 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/mlrb/mlrb/internal/blob"
-	"github.com/mlrb/mlrb/internal/budget"
-	"github.com/mlrb/mlrb/internal/contract"
-	"github.com/mlrb/mlrb/internal/leaderboard"
-	"github.com/mlrb/mlrb/internal/llm"
-	"github.com/mlrb/mlrb/internal/observe"
-	"github.com/mlrb/mlrb/internal/observe/observetest"
-	"github.com/mlrb/mlrb/internal/report"
-	"github.com/mlrb/mlrb/internal/runs"
-	"github.com/mlrb/mlrb/internal/transcript"
+	"github.com/mlrb/mlrb/internal/research/observe"
+	"github.com/mlrb/mlrb/internal/research/observe/observetest"
+	"github.com/mlrb/mlrb/internal/research/report"
+	"github.com/mlrb/mlrb/internal/run/budget"
+	"github.com/mlrb/mlrb/internal/run/contract"
+	"github.com/mlrb/mlrb/internal/run/llm"
+	"github.com/mlrb/mlrb/internal/run/runs"
+	"github.com/mlrb/mlrb/internal/sandbox/transcript"
+	"github.com/mlrb/mlrb/internal/scoring/leaderboard"
+	"github.com/mlrb/mlrb/internal/store/blob"
 )
 
 func main() {

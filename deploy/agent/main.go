@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/mlrb/mlrb/internal/agentcmd"
+	"github.com/mlrb/mlrb/internal/process/agentcmd"
 )
 
 func main() {

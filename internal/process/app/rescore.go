@@ -1,0 +1,45 @@
+package app
+
+import (
+	"context"
+	"path/filepath"
+
+	"go.uber.org/zap"
+
+	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/config"
+	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/checkpoint"
+)
+
+// StandaloneEvaluations are a worker's evaluations run outside any worker
+// and server (a rescore): checkpoints are read from src, which never
+// changes (what the evaluation keeps goes to a store in scratch), and
+// the evaluator runs under this host's runtime as cfg configures it, in
+// scratch. Close releases the runtime.
+func StandaloneEvaluations(ctx context.Context, cfg *config.Config, src blob.Store, scratch string, logger *zap.Logger) (*activities.Evaluations, func(), error) {
+	upper, err := blob.NewFS(filepath.Join(scratch, "store"))
+	if err != nil {
+		return nil, nil, err
+	}
+	engine := checkpoint.New(&blob.Overlay{Upper: upper, Lower: src}, checkpoint.Options{ChunkSize: cfg.Checkpoint.ChunkSize, Parallel: cfg.Storage.Parallel})
+	local := *cfg
+	// Its own work dir: a worker on this host reaps what it finds in its own.
+	local.Host.WorkDir = filepath.Join(scratch, "work")
+	// Its own host id: a worker on this host reaps only its own containers.
+	ws, docker, err := openWorkspace(ctx, &local, engine, "rescore")
+	if err != nil {
+		return nil, nil, err
+	}
+	closeWS := func() {}
+	if docker != nil {
+		closeWS = func() { _ = docker.Close() }
+	}
+	runner := &activities.Runner{
+		Runs:    activities.Runs{Engine: engine},
+		Host:    activities.Host{HostID: "rescore", WorkDir: local.WorkDir()},
+		Sandbox: activities.Sandbox{Workspace: ws, LogLimit: local.Agent.LogLimitMB << 20},
+		Logger:  logger,
+	}
+	return &activities.Evaluations{Runner: runner}, closeWS, nil
+}

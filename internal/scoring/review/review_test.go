@@ -1,0 +1,109 @@
+package review
+
+import (
+	"context"
+	"io/fs"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mlrb/mlrb/internal/research/observe"
+	"github.com/mlrb/mlrb/internal/run/runs"
+	"github.com/mlrb/mlrb/internal/sandbox/transcript"
+	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/checkpoint"
+	"github.com/mlrb/mlrb/tasks"
+)
+
+func f(v float64) *float64 { return &v }
+
+var t0 = time.Unix(1_800_000_000, 0)
+
+func kinds(fs []Flag) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Kind)
+	}
+	return out
+}
+
+// TestFlags: a run that trains (its model changes, its processes work)
+// has no flag; a run that puts a copied model in place at once, runs the
+// evaluator itself, meets refusals, sits at a limit, scores far above
+// the top anchor and jumps with no experiment has each flag.
+func TestFlags(t *testing.T) {
+	spec := &tasks.Spec{ID: "t", Constraints: tasks.Constraints{MaxParams: 1000},
+		Evaluation: tasks.Evaluation{Command: []string{"{self}", "reference-eval"}},
+		Anchors:    &tasks.Anchors{Baseline: &tasks.Anchor{Score: 0.5}, Top: &tasks.Anchor{Score: 0.9}}}
+	trained := Input{Spec: spec,
+		Result: &runs.Result{RunID: "b/ref/t/s0", Score: f(0.85), ModelPath: "output/model", Metrics: map[string]float64{"constraints/params": 500},
+			Curve: []runs.Mark{{AtS: 10, AgentS: 10, Seq: 1, Score: f(0.6)}, {AtS: 20, AgentS: 20, Seq: 2, Score: f(0.8)}}},
+		Observations: []*observe.Observation{{Attempt: 1, Start: t0, End: t0.Add(30 * time.Second),
+			Procs:       []observe.Proc{{PID: 1, Root: true, Command: "/mlrb reference-agent", Start: t0, CPUS: 25}},
+			Checkpoints: []observe.CheckpointAdds{{Seq: 1, AgentS: 10, Models: []string{"output/model"}}, {Seq: 2, AgentS: 20, Models: []string{"output/model"}}}}},
+		Final: &checkpoint.Manifest{Seq: 2, Files: []checkpoint.File{{Path: "output/model/w.safetensors", Mode: 0o644, Size: 1 << 20, Chunks: []string{"aa"}}}}}
+	if fl := Flags(trained); len(fl) != 0 {
+		t.Fatalf("a trained model is flagged: %+v", fl)
+	}
+	copied := Input{Spec: spec,
+		Result: &runs.Result{RunID: "b/copy/t/s0", Score: f(0.99), ModelPath: "output/model", Metrics: map[string]float64{"constraints/params": 995},
+			Curve: []runs.Mark{{AtS: 10, AgentS: 10, Seq: 1, Score: f(0.5)}, {AtS: 20, AgentS: 20, Seq: 2, Score: f(0.99)}}},
+		Observations: []*observe.Observation{{Attempt: 1, Start: t0, End: t0.Add(30 * time.Second),
+			Procs: []observe.Proc{{PID: 1, Root: true, Command: "/copy", Start: t0, CPUS: 0.05},
+				{PID: 2, PPID: 1, Command: "/mlrb reference-eval --model output/model", Start: t0.Add(15 * time.Second), End: t0.Add(16 * time.Second), CPUS: 0.2}},
+			Checkpoints: []observe.CheckpointAdds{{Seq: 2, AgentS: 20, Models: []string{"output/model"}}}}},
+		Final: &checkpoint.Manifest{Seq: 2, Workdir: "app", Files: []checkpoint.File{
+			{Path: "prebuilt/w.safetensors", Mode: 0o644, Size: 1 << 20, Chunks: []string{"aa", "bb"}},
+			{Path: "output/model", Mode: fs.ModeDir | 0o755},
+			{Path: "output/model/w.safetensors", Mode: 0o644, Size: 1 << 20, Chunks: []string{"aa", "bb"}}}},
+		Calls: []transcript.Call{{Kind: transcript.KindConnect, Host: "huggingface.co:443", Error: "not in gateway.allow"}}}
+	got := kinds(Flags(copied))
+	for _, want := range []string{ModelWithoutWork, WeightsCopied, EvaluatesItself, RefusedCalls, NearLimit, AboveTop, JumpWithoutExperiment} {
+		if !slices.Contains(got, want) {
+			t.Errorf("no %s flag: %v", want, got)
+		}
+	}
+	for _, fl := range Flags(copied) {
+		if fl.What == "" || len(fl.Evidence) == 0 {
+			t.Errorf("flag %+v names no evidence", fl)
+		}
+	}
+}
+
+// TestVerdicts: the latest verdict counts; hacked takes the score away
+// (kept in the verdict) and a later ok gives it back.
+func TestVerdicts(t *testing.T) {
+	ctx := context.Background()
+	store, err := blob.NewFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "b/a/t/s0"
+	if v, err := Latest(ctx, store, id); err != nil || v != nil {
+		t.Fatalf("no verdict yet: %v %v", v, err)
+	}
+	r := runs.Result{RunID: id, Outcome: runs.OutcomeScored, Score: f(0.9)}
+	hacked := &runs.Verdict{Verdict: runs.VerdictHacked, By: "alice", At: t0, Note: "copied weights"}
+	if err := Put(ctx, store, id, hacked); err != nil {
+		t.Fatal(err)
+	}
+	v, err := Latest(ctx, store, id)
+	if err != nil || v == nil || v.Verdict != runs.VerdictHacked {
+		t.Fatalf("latest %+v %v", v, err)
+	}
+	runs.Apply(&r, v)
+	if r.Outcome != runs.OutcomeHacked || r.Score != nil || r.Review == nil || *r.Review.Score != 0.9 || r.Reason == "" {
+		t.Fatalf("hacked: %+v", r)
+	}
+	ok := &runs.Verdict{Verdict: runs.VerdictOK, By: "bob", At: t0.Add(time.Hour), Note: "the weights were the task's base model"}
+	if err := Put(ctx, store, id, ok); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ = Latest(ctx, store, id); v.By != "bob" {
+		t.Fatalf("latest is %+v", v)
+	}
+	runs.Apply(&r, v)
+	if r.Outcome != runs.OutcomeScored || r.Score == nil || *r.Score != 0.9 || r.Reason != "" || r.Review.Verdict != runs.VerdictOK {
+		t.Fatalf("ok after hacked: %+v", r)
+	}
+}

@@ -1,0 +1,148 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/zeebo/blake3"
+
+	"github.com/mlrb/mlrb/internal/store/blob"
+)
+
+var (
+	encoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	// A chunk never decodes past the largest chunk size (config allows
+	// 256 MiB): a crafted chunk cannot make a restore allocate more.
+	decoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(MaxChunkSize), zstd.WithDecoderMaxWindow(MaxChunkSize))
+)
+
+// MaxChunkSize bounds checkpoint.chunk_size, and so what one chunk may
+// decode to.
+const MaxChunkSize = 256 << 20
+
+// maxStoredChunk bounds a stored (compressed) chunk: zstd adds a little to
+// what it cannot compress.
+const maxStoredChunk = MaxChunkSize + MaxChunkSize/64
+
+func (e *Engine) getBuf() *[]byte {
+	if bp, ok := e.bufs.Get().(*[]byte); ok && cap(*bp) >= e.ChunkSize {
+		*bp = (*bp)[:e.ChunkSize]
+		return bp
+	}
+	b := make([]byte, e.ChunkSize)
+	return &b
+}
+
+// chunkHash names a chunk by the BLAKE3 hash of its content (about nine
+// times faster than SHA-256 on machines without SHA extensions).
+func chunkHash(b []byte) string {
+	sum := blake3.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// putChunk stores a chunk unless the store already has it.
+func (e *Engine) putChunk(ctx context.Context, h string, data []byte) (bool, error) {
+	ok, err := e.Store.Exists(ctx, chunkKey(h))
+	if err != nil {
+		return false, fmt.Errorf("chunk %s: %w", h[:12], err)
+	}
+	if !ok {
+		if err := e.Store.Put(ctx, chunkKey(h), bytes.NewReader(encoder.EncodeAll(data, nil))); err != nil {
+			return false, fmt.Errorf("chunk %s: %w", h[:12], err)
+		}
+	}
+	e.known.Store(h, struct{}{})
+	return !ok, nil
+}
+
+// CorruptChunkError names a chunk that is missing or fails its hash.
+type CorruptChunkError struct {
+	Hash   string
+	Reason string
+}
+
+func (e *CorruptChunkError) Error() string {
+	return fmt.Sprintf("chunk %s is %s", e.Hash, e.Reason)
+}
+
+func (e *Engine) readChunk(ctx context.Context, h string) ([]byte, error) {
+	rc, err := e.Store.Get(ctx, chunkKey(h))
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, &CorruptChunkError{Hash: h, Reason: "missing"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rc.Close() }()
+	comp, err := io.ReadAll(io.LimitReader(rc, maxStoredChunk+1))
+	if err != nil {
+		return nil, fmt.Errorf("chunk %s: %w", h, err)
+	}
+	if len(comp) > maxStoredChunk {
+		return nil, &CorruptChunkError{Hash: h, Reason: "larger than any chunk"}
+	}
+	data, err := decoder.DecodeAll(comp, nil)
+	if err != nil {
+		return nil, &CorruptChunkError{Hash: h, Reason: "not valid zstd: " + err.Error()}
+	}
+	if chunkHash(data) != h {
+		return nil, &CorruptChunkError{Hash: h, Reason: "corrupt (hash mismatch)"}
+	}
+	return data, nil
+}
+
+// ChunkChecker checks stored chunks as a stream: one decoder, reused, so
+// that a chunk is never held whole in memory.
+type ChunkChecker struct{ dec *zstd.Decoder }
+
+// NewChunkChecker makes a checker; Close releases it.
+func NewChunkChecker() (*ChunkChecker, error) {
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+		zstd.WithDecoderMaxMemory(MaxChunkSize), zstd.WithDecoderMaxWindow(MaxChunkSize))
+	if err != nil {
+		return nil, fmt.Errorf("zstd decoder: %w", err)
+	}
+	return &ChunkChecker{dec: dec}, nil
+}
+
+// Close releases the decoder.
+func (c *ChunkChecker) Close() { c.dec.Close() }
+
+// Check reads a stored chunk from r to its end and tells whether it
+// decodes to content of the given hash; it returns the stored size.
+func (c *ChunkChecker) Check(r io.Reader, hash string) (int64, error) {
+	cr := &countingReader{r: io.LimitReader(r, maxStoredChunk+1)}
+	if err := c.dec.Reset(cr); err != nil {
+		return cr.n, &CorruptChunkError{Hash: hash, Reason: "not valid zstd: " + err.Error()}
+	}
+	h := blake3.New()
+	if _, err := io.Copy(h, io.LimitReader(c.dec, MaxChunkSize+1)); err != nil {
+		return cr.n, &CorruptChunkError{Hash: hash, Reason: "not valid zstd: " + err.Error()}
+	}
+	if _, err := io.Copy(io.Discard, cr); err != nil {
+		return cr.n, err
+	}
+	switch {
+	case cr.n > maxStoredChunk:
+		return cr.n, &CorruptChunkError{Hash: hash, Reason: "larger than any chunk"}
+	case hex.EncodeToString(h.Sum(nil)) != hash:
+		return cr.n, &CorruptChunkError{Hash: hash, Reason: "corrupt (hash mismatch)"}
+	}
+	return cr.n, nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}

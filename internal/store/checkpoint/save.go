@@ -1,0 +1,385 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
+
+	"github.com/mlrb/mlrb/internal/store/safefs"
+)
+
+// ErrTorn means a file kept changing while it was read.
+var ErrTorn = errors.New("file changed while it was read")
+
+// saving is one checkpoint being taken, whatever its source: the manifest
+// so far, the unchanged files of the previous checkpoint, and the chunk
+// uploads in flight.
+type saving struct {
+	e         *Engine
+	m         *Manifest
+	old       map[string]File // previous files quiet enough to reuse unread
+	prev      map[string]File // every previous file, for unsettled ones
+	g         *errgroup.Group
+	ctx       context.Context // the group's: cancelled at its first error
+	inflight  sync.Map        // chunks queued by this save
+	newBytes  atomic.Int64
+	newChunks atomic.Int64
+	// foreign: prev is another run's checkpoint (a fork's).
+	foreign bool
+	// bytes is about what the entries so far cost the manifest.
+	bytes int64
+}
+
+// save runs one checkpoint: it takes the save lock, lets walk add the
+// files, waits for the uploads and commits the manifest.
+func (e *Engine) save(ctx context.Context, meta Meta, prev *Manifest, what string, walk func(s *saving) error) (*Manifest, error) {
+	s := &saving{e: e, old: map[string]File{}, prev: map[string]File{}, m: &Manifest{Version: 2, Hash: "blake3", ChunkSize: e.ChunkSize, RunID: meta.RunID, Seq: meta.Seq,
+		Attempt: meta.Attempt, AgentSeconds: meta.AgentSeconds, Final: meta.Final, Ending: meta.Ending, Workdir: meta.Workdir, CreatedAt: time.Now().UTC()}}
+	l, err := e.acquire(ctx, saveLockPrefix, gcLockPrefix, meta.RunID, false)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s #%d: %w", meta.RunID, meta.Seq, err)
+	}
+	defer l.release(ctx)
+	if err := e.syncKnown(ctx); err != nil {
+		return nil, fmt.Errorf("checkpoint %s #%d: %w", meta.RunID, meta.Seq, err)
+	}
+	// A file may skip re-reading when size, mtime and mode match the
+	// previous checkpoint, but only if it was already quiet then: a change
+	// within the same mtime tick would otherwise go unseen.
+	// Chunk lists are only reusable at the chunk size they were cut at:
+	// restore writes each chunk at its index times the manifest's size.
+	if prev != nil && prev.ChunkSize == e.ChunkSize {
+		s.foreign = prev.RunID != meta.RunID
+		for _, f := range prev.Files {
+			s.prev[f.Path] = f
+			if !e.racy(time.Unix(0, f.MTime), prev.CreatedAt) {
+				s.old[f.Path] = f
+			}
+		}
+	}
+	s.g, s.ctx = errgroup.WithContext(ctx)
+	s.g.SetLimit(e.parallel())
+	err = walk(s)
+	if gerr := s.g.Wait(); err == nil {
+		err = gerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s #%d of %s: %w", meta.RunID, meta.Seq, what, err)
+	}
+	s.m.NewBytes, s.m.NewChunks = s.newBytes.Load(), int(s.newChunks.Load())
+	if err := e.commit(ctx, s.m); err != nil {
+		return nil, err
+	}
+	return s.m, nil
+}
+
+// unchanged returns the previous checkpoint's chunks of f if they still
+// describe it, and are still stored: a fork's previous checkpoint is
+// another run's, whose retention may have dropped it and a GC its chunks,
+// so its chunks are checked once per GC generation (the run's own latest
+// checkpoint is never dropped while it runs).
+func (s *saving) unchanged(f File) ([]string, bool) {
+	o, ok := s.old[f.Path]
+	if !ok || o.Size != f.Size || o.MTime != f.MTime || o.Mode != f.Mode {
+		return nil, false
+	}
+	if s.foreign {
+		for _, h := range o.Chunks {
+			if _, known := s.e.known.Load(h); known {
+				continue
+			}
+			if ok, err := s.e.Store.Exists(s.ctx, chunkKey(h)); err != nil || !ok {
+				return nil, false // read the file again
+			}
+			s.e.known.Store(h, struct{}{})
+		}
+	}
+	return o.Chunks, true
+}
+
+func (s *saving) add(f File) {
+	s.m.Files = append(s.m.Files, f)
+	s.m.Bytes += f.Size
+}
+
+// store hashes a chunk read into the pooled buffer bp, records its hash at
+// chunks[i] (then calls done, if any) and stores the chunk unless the store
+// or this save already has it. The buffer goes back to the pool.
+func (s *saving) store(bp *[]byte, buf []byte, chunks []string, i int, done func()) error {
+	defer s.e.bufs.Put(bp)
+	h := chunkHash(buf)
+	chunks[i] = h
+	if done != nil {
+		done()
+	}
+	_, stored := s.e.known.Load(h)
+	if _, queued := s.inflight.LoadOrStore(h, struct{}{}); stored || queued {
+		return nil
+	}
+	put, err := s.e.putChunk(s.ctx, h, buf)
+	if err == nil && put {
+		s.newBytes.Add(int64(len(buf)))
+		s.newChunks.Add(1)
+	}
+	return err
+}
+
+// Save snapshots dir. prev, if given, lets files whose size and mtime did
+// not change reuse their chunks without being read again.
+//
+// The agent may be running and racing the walk: every entry is stat'd
+// from its directory's descriptor and every file read through the
+// descriptor of the inode listed, so a directory swapped for a symlink
+// after it was listed is never followed (safefs.Dir.Walk).
+func (e *Engine) Save(ctx context.Context, dir string, meta Meta, prev *Manifest) (*Manifest, error) {
+	return e.save(ctx, meta, prev, dir, func(s *saving) error {
+		root, err := safefs.OpenDir(dir)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = root.Close() }()
+		inodes := map[[2]uint64]string{} // files with more than one link, by device and inode
+		err = root.Walk(func(en safefs.Entry) error {
+			if s.ctx.Err() != nil {
+				return s.ctx.Err()
+			}
+			if e.MaxEntries > 0 && int64(len(s.m.Files)) >= e.MaxEntries {
+				s.incomplete(fmt.Sprintf("the workspace holds more entries than agent.workspace_max_entries = %d (each is a line of every checkpoint's manifest)", e.MaxEntries))
+				return fs.SkipAll
+			}
+			if e.excluded(en.Rel) {
+				return fs.SkipDir
+			}
+			if why := unrestorable(en); why != "" {
+				if len(s.m.Omitted) < maxOmitted {
+					s.m.Omitted = append(s.m.Omitted, en.Rel[:min(len(en.Rel), 256)])
+				}
+				s.incomplete(why)
+				return fs.SkipDir
+			}
+			if s.bytes += entryBytes(en); s.bytes > MaxManifestBytes {
+				s.incomplete(fmt.Sprintf("the workspace's paths add up to more than a manifest holds (%d MiB)", MaxManifestBytes>>20))
+				return fs.SkipAll
+			}
+			return s.addEntry(ctx, en, inodes)
+		})
+		if errors.Is(err, fs.SkipAll) {
+			return nil
+		}
+		return err
+	})
+}
+
+// addEntry adds one walked entry to the manifest: a directory, a link, or
+// a regular file read unless its previous chunks still describe it.
+// Sockets, FIFOs and devices are not workspace content.
+func (s *saving) addEntry(ctx context.Context, en safefs.Entry, inodes map[[2]uint64]string) error {
+	st := en.Stat
+	f := File{Path: en.Rel, Mode: safefs.Mode(st)}
+	var err error
+	switch {
+	case f.Mode&fs.ModeSymlink != 0:
+		if f.Link, err = en.Readlink(); err != nil {
+			return gone(err)
+		}
+		s.bytes += int64(len(f.Link))
+	case f.Mode.IsDir():
+	case f.Mode.IsRegular():
+		id := [2]uint64{st.Dev, st.Ino}
+		if st.Nlink > 1 {
+			if first, seen := inodes[id]; seen {
+				f.HardLink = first
+				s.m.Files = append(s.m.Files, f)
+				return nil
+			}
+		}
+		f.Size, f.MTime = st.Size, st.Mtim.Nano()
+		var ok bool
+		if f.Chunks, ok = s.unchanged(f); ok {
+			report(ctx, f.Size)
+		} else if f, err = s.readEntry(en, f); err != nil || f.Path == "" {
+			return err
+		}
+		if st.Nlink > 1 {
+			inodes[id] = f.Path
+		}
+	default:
+		return nil
+	}
+	s.add(f)
+	return nil
+}
+
+// readEntry reads a regular file's content into f through one descriptor
+// (the inode listed); f comes back with no path when the file is left
+// out (gone, replaced, or torn with no previous version).
+func (s *saving) readEntry(en safefs.Entry, f File) (File, error) {
+	fh, st, err := en.Open()
+	if err != nil {
+		return File{}, gone(err)
+	}
+	defer func() { _ = fh.Close() }()
+	f.Size, f.MTime = st.Size, st.Mtim.Nano()
+	f.Chunks, f.Size, f.MTime, err = s.saveFile(fh, f.Size, f.MTime)
+	if errors.Is(err, ErrTorn) {
+		s.m.Unsettled = append(s.m.Unsettled, f.Path)
+		old, had := s.prev[f.Path]
+		if !had {
+			return File{}, nil
+		}
+		return old, nil
+	}
+	if err != nil {
+		return File{}, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	return f, nil
+}
+
+// saveFile reads an open file in chunks and queues hashing and
+// uploading of each; if the file changed meanwhile (its size or mtime on
+// the descriptor moved) it is read again, and after three tries it is
+// ErrTorn: a committed checkpoint never holds a torn file. It returns the
+// chunks with the size and mtime they were read at.
+func (s *saving) saveFile(fh *os.File, size, mtime int64) ([]string, int64, int64, error) {
+	e := s.e
+	for try := 0; try < 3; try++ {
+		// File times tick coarsely (a few ms): a file written within the
+		// last moment can change without its mtime moving, so it is read
+		// once more and must match chunk for chunk.
+		check := e.racy(time.Unix(0, mtime), time.Now())
+		chunks, sums, err := s.readChunks(fh, size, check)
+		if err != nil && !errors.Is(err, errChanged) {
+			return nil, 0, 0, err
+		}
+		same := err == nil
+		if same && check {
+			again, err := e.quickSums(fh, size)
+			if err != nil {
+				return nil, 0, 0, err
+			}
+			same = slices.Equal(sums, again)
+		}
+		var after unix.Stat_t
+		if err := unix.Fstat(int(fh.Fd()), &after); err != nil {
+			return nil, 0, 0, err
+		}
+		if same && after.Size == size && after.Mtim.Nano() == mtime {
+			return chunks, size, mtime, nil
+		}
+		size, mtime = after.Size, after.Mtim.Nano()
+	}
+	return nil, 0, 0, ErrTorn
+}
+
+// A file's mtime comes from the kernel's coarse clock, which advances
+// once per tick (at most 10 ms): a write in the same tick as the last one
+// leaves the mtime unchanged. A file modified less than RacyWindow ago may
+// therefore hide a change from its mtime; where the file system truncates
+// mtimes to whole seconds, coarseRacyWindow applies instead.
+const (
+	DefaultRacyWindow = 25 * time.Millisecond
+	coarseRacyWindow  = 2 * time.Second
+)
+
+func (e *Engine) racy(mtime, now time.Time) bool {
+	window := e.RacyWindow
+	if window == 0 {
+		window = DefaultRacyWindow
+	}
+	if mtime.Nanosecond() == 0 {
+		window = max(window, coarseRacyWindow)
+	}
+	return now.Sub(mtime) < window
+}
+
+// quickSums is a fast non-cryptographic checksum per chunk, read in
+// parallel, only to tell whether a file changed between two reads.
+func (e *Engine) quickSums(f *os.File, size int64) ([]uint64, error) {
+	cs := int64(e.ChunkSize)
+	sums := make([]uint64, (size+cs-1)/cs)
+	var g errgroup.Group
+	g.SetLimit(e.parallel())
+	for i := range sums {
+		g.Go(func() error {
+			bp := e.getBuf()
+			defer e.bufs.Put(bp)
+			off := int64(i) * cs
+			buf := (*bp)[:min(cs, size-off)]
+			if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+				return err
+			}
+			sums[i] = xxhash.Sum64(buf)
+			return nil
+		})
+	}
+	return sums, g.Wait()
+}
+
+// readChunks reads a file's chunks in parallel (pread), hashes them
+// (BLAKE3) and queues their compression and upload in the group. It
+// returns once every chunk is read, with the chunk hashes and, if asked, a
+// quick checksum per chunk; the uploads go on.
+func (s *saving) readChunks(f *os.File, size int64, withSums bool) ([]string, []uint64, error) {
+	e := s.e
+	cs := int64(e.ChunkSize)
+	n := int((size + cs - 1) / cs)
+	chunks := make([]string, n)
+	var sums []uint64
+	if withSums {
+		sums = make([]uint64, n)
+	}
+	var read sync.WaitGroup
+	var short atomic.Bool
+	var readErr atomic.Value
+	for i := 0; i < n && s.ctx.Err() == nil; i++ {
+		read.Add(1)
+		bp := e.getBuf()
+		off := int64(i) * cs
+		buf := (*bp)[:min(cs, size-off)]
+		// The read runs in the group too: chunks of a big file are read and
+		// hashed on every core.
+		s.g.Go(func() error {
+			k, err := f.ReadAt(buf, off)
+			if k < len(buf) {
+				if err != nil && !errors.Is(err, io.EOF) {
+					readErr.CompareAndSwap(nil, err)
+				}
+				short.Store(true)
+				e.bufs.Put(bp)
+				read.Done()
+				return nil
+			}
+			report(s.ctx, int64(k))
+			if withSums {
+				sums[i] = xxhash.Sum64(buf)
+			}
+			if e.readHook != nil {
+				e.readHook(f.Name(), i)
+			}
+			return s.store(bp, buf, chunks, i, read.Done)
+		})
+	}
+	read.Wait()
+	if err := s.ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	if err, ok := readErr.Load().(error); ok {
+		return nil, nil, err
+	}
+	var extra [1]byte
+	if k, _ := f.ReadAt(extra[:], size); short.Load() || k > 0 {
+		return nil, nil, errChanged
+	}
+	return chunks, sums, nil
+}
