@@ -170,8 +170,9 @@ func evaluationName(in EvalInput, try int32) string {
 	return fmt.Sprintf("try-%d", try)
 }
 
-// restoreModel restores checkpoint ref of runID under dir/workspace and
-// seals the model dir found in it as dir/model. A checkpoint without a
+// restoreModel restores what an evaluation reads of checkpoint ref of
+// runID under dir/workspace (model.Restore) and seals the model dir
+// found in it as dir/model. A checkpoint without a
 // model the evaluator may load is ErrNoModel.
 func (a *Evaluations) restoreModel(ctx context.Context, runID string, ref CheckpointRef, dir string, lv *liveness) (snapshot, error) {
 	root := snapshot{dir: filepath.Join(dir, "workspace")}
@@ -188,8 +189,9 @@ func (a *Evaluations) restoreModel(ctx context.Context, runID string, ref Checkp
 		why := fmt.Errorf("checkpoint #%d is incomplete: %s", m.Seq, incompleteWhy(m))
 		return root, temporal.NewNonRetryableApplicationError(why.Error(), ErrNoModel, why)
 	}
-	lv.step(stepRestoring, m.Bytes)
-	if err := a.Engine.Restore(lv.counting(ctx), m, root.dir); err != nil {
+	// Only what the evaluation reads: the agent's reports, then its
+	// model's directory when they name one (else the whole workspace).
+	if _, err := model.Restore(lv.counting(ctx), a.Engine, m, root.dir, func(n int64) { lv.step(stepRestoring, n) }); err != nil {
 		_ = os.RemoveAll(dir)
 		return root, fmt.Errorf("restore checkpoint #%d: %w", m.Seq, err)
 	}

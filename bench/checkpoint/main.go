@@ -241,12 +241,14 @@ func run(h *harness, gib, small int, scratch string) error {
 	fmt.Printf("restore into a new container workspace (every chunk verified): %s (%.0f MiB/s), rclone copy down of the same store content: %s; ratio %.2fx; peak RSS %.0f MiB\n",
 		tRestore.Round(time.Millisecond), mib(total)/tRestore.Seconds(), tRDown.Round(time.Millisecond), tRDown.Seconds()/tRestore.Seconds(), mib(peakRestore))
 
-	// What Evaluate does before its evaluator starts: restore the final
-	// checkpoint into a directory of its own, find the model, read it.
+	// What Evaluate does before its evaluator starts: restore what it
+	// reads of the final checkpoint (the agent's reports, then its model's
+	// directory) into a directory of its own, find the model, read it.
 	evalDir := filepath.Join(scratch, "eval")
 	resetPeak()
 	start = time.Now()
-	if err := e.Restore(ctx, m2, evalDir); err != nil {
+	var evalBytes int64
+	if _, err := model.Restore(ctx, e, m2, evalDir, func(n int64) { evalBytes = n }); err != nil {
 		return err
 	}
 	modelDir, err := model.FindModel(evalDir, filepath.Join(evalDir, "app", "work"))
@@ -259,7 +261,7 @@ func run(h *harness, gib, small int, scratch string) error {
 	}
 	tEval := time.Since(start)
 	_ = os.RemoveAll(evalDir)
-	fmt.Printf("evaluation start latency (restore the final checkpoint, find the model, read its headers: %d parameters): %s; peak RSS %.0f MiB\n",
-		check.Params, tEval.Round(time.Millisecond), mib(peakRSS()))
+	fmt.Printf("evaluation start latency (restore what the evaluation reads of the final checkpoint, %.0f MiB of %.0f MiB, find the model, read its headers: %d parameters): %s; peak RSS %.0f MiB\n",
+		mib(evalBytes), mib(m2.Bytes), check.Params, tEval.Round(time.Millisecond), mib(peakRSS()))
 	return nil
 }

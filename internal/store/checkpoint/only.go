@@ -2,21 +2,32 @@ package checkpoint
 
 import (
 	"path"
+	"slices"
 	"strings"
 )
 
-// Only is m narrowed to the entry rel (a directory: with everything
-// below it) and the directories above it: what a restore needs to lay
-// out rel alone, its bytes recounted. A hard link in rel to a file in
+// Only is m narrowed to the entries rels (a directory: with everything
+// below it) and the directories above them: what a restore needs to lay
+// out those alone, its bytes recounted. A hard link in rel to a file in
 // rel stays a link; one to a file outside becomes a copy of that file
-// (its chunks), which is not restored. Nil when rel is not in m.
-func (m *Manifest) Only(rel string) *Manifest {
-	rel = path.Clean(rel)
+// (its chunks), which is not restored. Nil when no rel is in m.
+func (m *Manifest) Only(rels ...string) *Manifest {
+	rels = slices.Clone(rels)
 	above := map[string]bool{}
-	for p := path.Dir(rel); p != "." && p != "/"; p = path.Dir(p) {
-		above[p] = true
+	for i, rel := range rels {
+		rels[i] = path.Clean(rel)
+		for p := path.Dir(rels[i]); p != "." && p != "/"; p = path.Dir(p) {
+			above[p] = true
+		}
 	}
-	inside := func(p string) bool { return p == rel || strings.HasPrefix(p, rel+"/") }
+	inside := func(p string) bool {
+		for _, rel := range rels {
+			if p == rel || strings.HasPrefix(p, rel+"/") {
+				return true
+			}
+		}
+		return false
+	}
 	out := *m
 	out.Files, out.Bytes, out.RawNames = nil, 0, nil
 	files := map[string]File{}
