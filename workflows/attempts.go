@@ -176,7 +176,7 @@ func (al *attemptLoop) leaseFor(ctx workflow.Context, attempt int) (lease activi
 		// A provisioned host that never served its lease (it did not
 		// boot, its worker died) is an infra loss: another is
 		// provisioned, up to the attempt limit.
-		if provisioned && al.r.version(ctx, versionReprovision) == 1 {
+		if provisioned && al.r.env.version(ctx, versionReprovision) == 1 {
 			al.r.st.LeasingSince = time.Time{}
 			al.r.st.Budget.Wait(workflow.Now(ctx).Sub(leaseStart).Seconds())
 			workflow.GetLogger(ctx).Warn("the provisioned host never served its lease; provisioning another", "attempt", attempt, "error", errText(err))
@@ -233,7 +233,7 @@ func (al *attemptLoop) runAgent(ctx workflow.Context, attempt int, lease activit
 		RunID: al.r.st.RunID, Attempt: attempt, Task: al.r.spec.Spec, Agent: al.r.in.Agent, Seed: al.r.in.Seed,
 		LLMProvider: al.r.in.LLMProvider, Image: al.r.image(), Secrets: al.r.in.Secrets, AgentDef: al.r.in.AgentDef, Lease: lease, Budget: al.r.st.Budget,
 		Resume: al.r.last, NextSeq: al.r.nextSeq(), Interval: al.r.interval(), Grace: p.Grace, LLMBudget: al.r.usage.llmBudget(), Marks: al.r.curve.curveMarks(),
-		KeepLease: al.r.lean && al.r.st.Host == nil, LastInResult: true,
+		KeepLease: al.r.env.isLean() && al.r.st.Host == nil, LastInResult: true,
 	}
 	var bytes int64
 	if al.r.last != nil {
@@ -249,7 +249,7 @@ func (al *attemptLoop) runAgent(ctx workflow.Context, attempt int, lease activit
 	}()
 	// A lean run's evaluations run on the slot of an attempt that ended.
 	if kept := err == nil && !out.Released && al.r.slots.keepForScoring(lease, leased); !kept {
-		if !(hostSilent(err) || released(err, out)) || al.r.version(ctx, versionLeaseExpires) == workflow.DefaultVersion {
+		if !(hostSilent(err) || released(err, out)) || al.r.env.version(ctx, versionLeaseExpires) == workflow.DefaultVersion {
 			al.r.slots.release(ctx, lease)
 		}
 		al.r.slots.held(ctx, leased)

@@ -95,7 +95,7 @@ func (cv *curveState) scoreOverTime(ctx workflow.Context, final *activities.Eval
 		return nil
 	}
 	cv.final = final
-	if cv.r.fold && cv.picked {
+	if cv.r.env.foldsFinalMark() && cv.picked {
 		// The final evaluation may have scored every mark: then the run
 		// never enters the curve's phase.
 		cv.takeFinal()
@@ -128,7 +128,7 @@ func (cv *curveState) pick(ctx workflow.Context) bool {
 	in := activities.MarksInput{RunID: cv.r.st.RunID, Marks: at, Final: *cv.r.last, SlackS: cv.r.interval().Seconds()}
 	var picked []runs.Mark
 	var err error
-	if cv.r.lean {
+	if cv.r.env.isLean() {
 		picked, err = pickMarks.callLocal(ctx, localQuick, in)
 	} else {
 		picked, err = pickMarks.call(ctx, callArgs{}, in)

@@ -30,7 +30,7 @@ type evaluation struct {
 func (e *evaluation) evaluate(ctx workflow.Context, outcome runs.Outcome, why string) (*runs.Result, error) {
 	r := e.r
 	r.setPhase(ctx, runs.PhaseEvaluating)
-	if r.fold && r.curve.begin() {
+	if r.env.foldsFinalMark() && r.curve.begin() {
 		// Picked first, so that the final evaluation scores the final
 		// checkpoint's mark too.
 		r.curve.pick(ctx)
@@ -63,7 +63,7 @@ func (e *evaluation) evaluate(ctx workflow.Context, outcome runs.Outcome, why st
 // scoredOverTime finishes a run whose final model is scored (ev), after
 // its curve.
 func (e *evaluation) scoredOverTime(ctx workflow.Context, outcome runs.Outcome, why string, ev *activities.EvalResult) (*runs.Result, error) {
-	if e.r.version(ctx, versionCurve) == 1 {
+	if e.r.env.version(ctx, versionCurve) == 1 {
 		if err := e.r.curve.scoreOverTime(ctx, ev); err != nil {
 			return nil, err
 		}
@@ -106,13 +106,13 @@ func (e *evaluation) setRetryHandler(ctx workflow.Context) error {
 func (e *evaluation) run(ctx workflow.Context, image string) (*activities.EvalResult, error) {
 	r := e.r
 	in := activities.EvalInput{RunID: r.st.RunID, Task: r.spec.Spec, Seed: r.in.Seed, Final: *r.last, Image: image, N: len(e.tries) + 1}
-	in.AlsoMark = r.fold && r.curve.foldable()
+	in.AlsoMark = r.env.foldsFinalMark() && r.curve.foldable()
 	args := callArgs{pol: r.pol, evalWork: evalWork(in), bytes: r.last.Bytes}
 	started := workflow.Now(ctx)
 	var err error
 	if lease := r.slots.scoringLease(); lease != nil {
 		in.Lease, args.hostQueue = lease, lease.HostQueue
-	} else if r.version(ctx, versionEvalOnLease) == 1 {
+	} else if r.env.version(ctx, versionEvalOnLease) == 1 {
 		// The evaluator gets the task's GPUs from a host's pool, like an
 		// agent: the slot bounds evaluations per host and names the
 		// devices it may see.
@@ -129,7 +129,7 @@ func (e *evaluation) run(ctx workflow.Context, image string) (*activities.EvalRe
 		defer done()
 	}
 	// The run's last use of its slot gives it back itself.
-	in.Release = r.fold && r.slots.scoring != nil && r.curve.finalOnly(in.AlsoMark)
+	in.Release = r.env.foldsFinalMark() && r.slots.scoring != nil && r.curve.finalOnly(in.AlsoMark)
 	var ev *activities.EvalResult
 	if err == nil {
 		ev, err = evaluate.call(ctx, args, in)

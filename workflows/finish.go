@@ -15,14 +15,14 @@ import (
 // finish ends the run with outcome: its result, assembled from each
 // part's share (budget, evaluations, curve, attempts, cost).
 func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason string, ev *activities.EvalResult) *runs.Result {
-	disqualified := ev != nil && len(ev.Violations) > 0 && r.version(ctx, versionDisqualify) == 1
+	disqualified := ev != nil && len(ev.Violations) > 0 && r.env.version(ctx, versionDisqualify) == 1
 	if disqualified {
 		outcome, reason = runs.OutcomeDisqualified, "the model breaks the task's rules: "+strings.Join(ev.Violations, "; ")
 	}
 	r.slots.releaseScoring(ctx)
 	r.st.Outcome = outcome
 	sas := []temporal.SearchAttributeUpdate{SAOutcome.ValueSet(string(outcome))}
-	if r.lean {
+	if r.env.isLean() {
 		// One upsert: the phase and the outcome together.
 		r.st.Phase = runs.PhaseDone
 		sas = append(sas, SAPhase.ValueSet(string(runs.PhaseDone)))
@@ -73,7 +73,7 @@ func (r *runState) storeResult(ctx workflow.Context, res *runs.Result) {
 		return
 	}
 	in := activities.StoreResultInput{RunID: res.RunID, Result: b}
-	if r.lean {
+	if r.env.isLean() {
 		err = storeResult.callLocal(ctx, localStore, in)
 	} else {
 		err = storeResult.call(ctx, callArgs{}, in)

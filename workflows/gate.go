@@ -69,7 +69,7 @@ func handleRetry[Res any](ctx workflow.Context, g *gate, name string, phase runs
 func (g *gate) park(ctx workflow.Context) {
 	r := g.r
 	parent := workflow.GetInfo(ctx).ParentWorkflowExecution
-	if parent == nil || g.parked || r.version(ctx, versionParkAwaiting) == workflow.DefaultVersion {
+	if parent == nil || g.parked || r.env.version(ctx, versionParkAwaiting) == workflow.DefaultVersion {
 		return
 	}
 	g.parked = true

@@ -31,23 +31,10 @@ type runState struct {
 	// timeline, for its result.
 	loop        attemptLoop
 	checkpoints []runs.CheckpointInfo
-	// lean: the run takes versionLeanRun's path (and every change before);
-	// fold: its version 2 (the final evaluation scores the final
-	// checkpoint's mark too and gives the slot back itself); leaseHere:
-	// its version 3 (a slot free on the worker running the run is taken
-	// at once, slots.acquire).
-	lean, fold, leaseHere bool
+	// env is which code paths the run takes (versions.go).
+	env runEnv
 	// slots are the hosts and GPU slots the run holds.
 	slots slots
-}
-
-// version is workflow.GetVersion of a change listed in versions.go: a lean
-// run takes every change, without recording a marker for each.
-func (r *runState) version(ctx workflow.Context, changeID string) workflow.Version {
-	if r.lean {
-		return 1
-	}
-	return workflow.GetVersion(ctx, changeID, workflow.DefaultVersion, 1)
 }
 
 // newRunState is a run's state with its parts, each of which reads the
@@ -63,13 +50,12 @@ func newRunState(in RunInput) *runState {
 // then evaluation of the final checkpoint in a fresh workspace.
 func RunWorkflow(ctx workflow.Context, in RunInput) (*runs.Result, error) {
 	r := newRunState(in)
-	v := workflow.GetVersion(ctx, versionLeanRun, workflow.DefaultVersion, 3)
-	r.lean, r.fold, r.leaseHere = v >= 1, v >= 2, v >= 3
+	r.env = newRunEnv(ctx)
 	res, err := r.drive(ctx)
 	if err != nil || res == nil {
 		return res, err
 	}
-	if r.version(ctx, versionResultStored) == 1 {
+	if r.env.version(ctx, versionResultStored) == 1 {
 		r.storeResult(ctx, res)
 	}
 	return res, nil
@@ -84,7 +70,7 @@ func (r *runState) drive(ctx workflow.Context) (*runs.Result, error) {
 	resolve := activities.ResolveInput{Task: in.Task, Agent: in.Agent, Image: in.Image, AgentDef: in.AgentDef}
 	var spec *activities.ResolvedTask
 	var err error
-	if r.lean {
+	if r.env.isLean() {
 		spec, err = resolveTask.callLocal(ctx, localQuick, resolve)
 	} else {
 		spec, err = resolveTask.call(ctx, callArgs{}, resolve)

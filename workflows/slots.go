@@ -113,7 +113,7 @@ func (s *slots) leaseSlot(ctx workflow.Context, role string, n int, work time.Du
 // asksHere tells whether the run first asks the worker running it for a
 // slot (versionLeanRun's path 3, static hosts: a provisioned host's slot
 // is leased on its own queue).
-func (s *slots) asksHere() bool { return s.r.leaseHere && s.r.pol.Provision == "" }
+func (s *slots) asksHere() bool { return s.r.env.leasesHereFirst() && s.r.pol.Provision == "" }
 
 // acquire leases a slot for req on queue ("": the shared one, where any
 // static host may answer). When the run asksHere, the worker running it
@@ -141,7 +141,7 @@ func (s *slots) acquire(ctx workflow.Context, req activities.LeaseRequest, queue
 // evaluations; false when the run does not share slots (not lean, or a
 // provisioned host).
 func (s *slots) keepForScoring(lease activities.Lease, leased time.Time) bool {
-	if !s.r.lean || s.r.st.Host != nil {
+	if !s.r.env.isLean() || s.r.st.Host != nil {
 		return false
 	}
 	s.scoring = &heldLease{lease: lease, leased: leased}

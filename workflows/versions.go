@@ -1,5 +1,7 @@
 package workflows
 
+import "go.temporal.io/sdk/workflow"
+
 // Changes to workflow code that live runs replay are gated, so that a
 // run started before a deployment replays the way it ran (a 24 h run,
 // plus up to eval.wait_limit waiting for an evaluation retry, spans
@@ -8,7 +10,7 @@ package workflows
 // workflow.GetVersion with a change id listed here, keeps the old path
 // for DefaultVersion, and the recorded histories in testdata replay in
 // CI. A change id is never reused. A new change id is read through
-// runState.version, which answers for a lean run without a marker.
+// runEnv.version, which answers for a lean run without a marker.
 const (
 	// versionEvalOnLease: evaluation leases a GPU slot on a host and runs
 	// on that host's queue (before: the shared queue, no lease).
@@ -47,7 +49,7 @@ const (
 	// slot to the next run; before, it held the slot while it waited.
 	versionParkAwaiting = "park-runs-awaiting-retry"
 	// versionLeanRun: a run that takes this path takes every change above
-	// (r.version answers 1 for each without a marker of its own, so a new
+	// (runEnv.version answers 1 for each without a marker of its own, so a new
 	// run records one marker, not seven, each with a search attribute
 	// upsert), holds one GPU slot from its agent's end (a static host's)
 	// or its final evaluation through its curve, resolves its task, picks
@@ -64,3 +66,34 @@ const (
 	// workflow task that resolved its task.
 	versionLeanRun = "lean-run"
 )
+
+// runEnv is what a run decided once, at its start, of which code paths
+// it takes: read-only for every part, and the one place a version is
+// asked (the predicates below name what each version changed).
+type runEnv struct{ lean int }
+
+// newRunEnv reads versionLeanRun once, as the run's first command.
+func newRunEnv(ctx workflow.Context) runEnv {
+	return runEnv{lean: int(workflow.GetVersion(ctx, versionLeanRun, workflow.DefaultVersion, 3))}
+}
+
+// isLean: the run takes versionLeanRun's path, and every change before
+// it without a marker of its own.
+func (e runEnv) isLean() bool { return e.lean >= 1 }
+
+// foldsFinalMark: the final evaluation scores the final checkpoint's
+// mark too and gives the slot back itself (version 2).
+func (e runEnv) foldsFinalMark() bool { return e.lean >= 2 }
+
+// leasesHereFirst: a static host's slot is first asked of the worker
+// running the run (version 3).
+func (e runEnv) leasesHereFirst() bool { return e.lean >= 3 }
+
+// version is workflow.GetVersion of a change listed above: a lean run
+// takes every change, without recording a marker for each.
+func (e runEnv) version(ctx workflow.Context, changeID string) workflow.Version {
+	if e.isLean() {
+		return 1
+	}
+	return workflow.GetVersion(ctx, changeID, workflow.DefaultVersion, 1)
+}
