@@ -205,3 +205,34 @@ func TestFixturesStayOutOfTheBinaries(t *testing.T) {
 		t.Error("a binary imports internal/research/observe/observetest")
 	}
 }
+
+// TestManualLinksResolve: every relative link of the README and the
+// manual names a file that exists, so a page moved or renamed is found
+// here, not by a reader.
+func TestManualLinksResolve(t *testing.T) {
+	pages := []string{"README.md"}
+	err := filepath.WalkDir("docs", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".md") {
+			pages = append(pages, p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := regexp.MustCompile(`\]\(([^)#\s]+)(#[^)]*)?\)`)
+	for _, page := range pages {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(b), -1) {
+			if strings.Contains(m[1], "://") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(page), m[1])); err != nil {
+				t.Errorf("%s links to %s: %v", page, m[1], err)
+			}
+		}
+	}
+}
