@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/internal/run/runs"
+	"github.com/mlrb/mlrb/internal/scoring/anchors"
 	"github.com/mlrb/mlrb/internal/scoring/lmeval"
 	"github.com/mlrb/mlrb/internal/scoring/model"
 	"github.com/mlrb/mlrb/internal/scoring/reference"
@@ -129,7 +130,10 @@ func SetControl(ctx context.Context, e *checkpoint.Engine, task *tasks.Spec, run
 
 // GetControl reads the control of task's evaluator (nil: none).
 func GetControl(ctx context.Context, s blob.Store, taskID, evaluator string) (*Control, error) {
-	key := ControlKey(taskID, evaluator)
+	return readControl(ctx, s, ControlKey(taskID, evaluator))
+}
+
+func readControl(ctx context.Context, s blob.Store, key string) (*Control, error) {
 	rc, err := s.Get(ctx, key)
 	if errors.Is(err, blob.ErrNotFound) {
 		return nil, nil
@@ -147,6 +151,44 @@ func GetControl(ctx context.Context, s blob.Store, taskID, evaluator string) (*C
 		return nil, fmt.Errorf("control %s: %w", key, err)
 	}
 	return &c, nil
+}
+
+// candidateControl is the task's own model for an evaluator that has no
+// control yet, chosen once already and never by an agent: the model of
+// the task's baseline anchor measured here, else the control of another
+// of its evaluators (a retry's image). The evaluator scores it where a
+// model first failed it, and it is kept as that evaluator's control if
+// it scores (control). Nil: the task has none.
+func (a *Evaluations) candidateControl(ctx context.Context, in EvalInput) *Control {
+	if an, err := anchors.Get(ctx, a.Engine.Store, in.Task.ID, anchors.Baseline); err == nil && an != nil && an.RunID != "" && an.RunID != in.RunID {
+		var r runs.Result
+		if runresults.Get(ctx, a.Engine.Store, an.RunID, &r) == nil && r.Task == in.Task.ID && r.ModelPath != "" && r.FinalSeq() > 0 && len(r.Violations) == 0 {
+			return &Control{RunID: an.RunID, Seq: r.FinalSeq(), ModelPath: r.ModelPath, Source: "the baseline anchor"}
+		}
+	}
+	objs, err := a.Engine.Store.List(ctx, "controls/"+in.Task.ID+"/")
+	if err != nil {
+		return nil
+	}
+	for _, o := range objs {
+		if c, err := readControl(ctx, a.Engine.Store, o.Key); err == nil && c != nil && c.RunID != in.RunID {
+			return &Control{RunID: c.RunID, Seq: c.Seq, ModelPath: c.ModelPath, Source: c.Source + ", another evaluator's control"}
+		}
+	}
+	return nil
+}
+
+// keepControl keeps a candidate the evaluator has just scored as its
+// control.
+func (a *Evaluations) keepControl(ctx context.Context, in EvalInput, c *Control, evaluator string, score float64) {
+	c.Evaluator, c.Score, c.Recorded = evaluator, score, time.Now().UTC()
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err == nil {
+		err = a.Engine.Store.Put(ctx, ControlKey(in.Task.ID, evaluator), bytes.NewReader(b))
+	}
+	if err != nil {
+		a.Logger.Warn("keep the control", zap.String("task", in.Task.ID), zap.Error(err))
+	}
 }
 
 // blame tells who broke an evaluation that failed (failure): the run's
@@ -177,7 +219,7 @@ func (a *Evaluations) control(ctx context.Context, in EvalInput, image, evaluato
 	dir := filepath.Join(a.WorkDir, "eval", runKey(in.RunID), name)
 	_ = os.RemoveAll(dir)
 	defer func() { _ = os.RemoveAll(dir) }()
-	source, err := a.controlModel(ctx, in, evaluator, dir, lv)
+	source, candidate, err := a.controlModel(ctx, in, evaluator, dir, lv)
 	if err != nil {
 		return "", 0, err
 	}
@@ -191,51 +233,71 @@ func (a *Evaluations) control(ctx context.Context, in EvalInput, image, evaluato
 		return "", 0, err
 	}
 	score, _, err := lmeval.Score(r, in.Task.Metric)
+	if err == nil && candidate != nil {
+		a.keepControl(ctx, in, candidate, evaluator, score)
+	}
 	return source, score, err
 }
 
 // controlModel lays the control model out as dir/model and says what it
 // is: a mini task's untrained reference model, else the task's control
-// for this evaluator, its model directory alone restored (never the
+// for this evaluator, else a candidate (candidateControl, returned to be
+// kept once it scores), its model directory alone restored (never the
 // run's own model, never its whole workspace).
-func (a *Evaluations) controlModel(ctx context.Context, in EvalInput, evaluator, dir string, lv *liveness) (string, error) {
+func (a *Evaluations) controlModel(ctx context.Context, in EvalInput, evaluator, dir string, lv *liveness) (string, *Control, error) {
 	if in.Task.Reference != nil {
 		if err := reference.Untrained(&in.Task, filepath.Join(dir, "model")); err != nil {
-			return "", fmt.Errorf("the untrained reference model: %w", err)
+			return "", nil, fmt.Errorf("the untrained reference model: %w", err)
 		}
-		return "the task's untrained reference model", nil
+		return "the task's untrained reference model", nil, nil
 	}
 	c, err := GetControl(ctx, a.Engine.Store, in.Task.ID, evaluator)
+	var candidate *Control
 	switch {
 	case err != nil:
-		return "", err
+		return "", nil, err
 	case c == nil:
-		return "", fmt.Errorf("%s has no control model for this evaluator: measure its baseline anchor (`starter anchors measure %s --role baseline --agent …`) or choose a scored run (`starter anchors control %s --run RUN_ID`), then `starter retry-eval %s`",
-			in.Task.ID, in.Task.ID, in.Task.ID, in.RunID)
+		if candidate = a.candidateControl(ctx, in); candidate == nil {
+			return "", nil, fmt.Errorf("%s has no control model for this evaluator: measure its baseline anchor (`starter anchors measure %s --role baseline --agent …`) or choose a scored run (`starter anchors control %s --run RUN_ID`), then `starter retry-eval %s`",
+				in.Task.ID, in.Task.ID, in.Task.ID, in.RunID)
+		}
+		c = candidate
 	case c.RunID == in.RunID:
-		return "", errors.New("the control is this run's own model")
-	case c.Bytes > MaxControlBytes:
-		return "", fmt.Errorf("the control (run %s) is %d bytes, over MaxControlBytes", c.RunID, c.Bytes)
+		return "", nil, errors.New("the control is this run's own model")
 	}
+	bytes, err := a.restoreControl(ctx, c, dir, lv)
+	if err != nil {
+		return "", nil, err
+	}
+	c.Bytes = bytes
+	if candidate != nil {
+		return fmt.Sprintf("run %s's model (checkpoint #%d, %s, scored by this evaluator for the first time)", c.RunID, c.Seq, c.Source), candidate, nil
+	}
+	return fmt.Sprintf("run %s's model (checkpoint #%d, scored %.4g, the control chosen by %s on %s)", c.RunID, c.Seq, c.Score, c.Source, c.Recorded.Format("2006-01-02")), nil, nil
+}
+
+// restoreControl restores the control's model directory alone under
+// dir/workspace and seals it as dir/model; it returns its bytes.
+func (a *Evaluations) restoreControl(ctx context.Context, c *Control, dir string, lv *liveness) (int64, error) {
 	m, err := a.Engine.Load(ctx, c.RunID, c.Seq)
 	if err != nil {
-		return "", fmt.Errorf("control: run %s's checkpoint #%d: %w", c.RunID, c.Seq, err)
+		return 0, fmt.Errorf("control: run %s's checkpoint #%d: %w", c.RunID, c.Seq, err)
 	}
 	sub := m.Only(c.ModelPath)
 	if sub == nil || sub.Bytes > MaxControlBytes {
-		return "", fmt.Errorf("control: run %s's checkpoint #%d no longer holds its model as recorded", c.RunID, c.Seq)
+		return 0, fmt.Errorf("control: run %s's checkpoint #%d holds no model at %s of at most %d GiB", c.RunID, c.Seq, c.ModelPath, MaxControlBytes>>30)
 	}
 	root := filepath.Join(dir, "workspace")
 	lv.step(stepRestoring, sub.Bytes)
 	if err := a.Engine.Restore(lv.counting(ctx), sub, root); err != nil {
-		return "", fmt.Errorf("control: restore run %s's model: %w", c.RunID, err)
+		return 0, fmt.Errorf("control: restore run %s's model: %w", c.RunID, err)
 	}
 	modelDir := filepath.Join(root, filepath.FromSlash(c.ModelPath))
 	if err := safefs.CheckLinks(root, modelDir); err != nil {
-		return "", fmt.Errorf("control: %w", err)
+		return 0, fmt.Errorf("control: %w", err)
 	}
 	if err := model.Seal(modelDir, filepath.Join(dir, "model")); err != nil {
-		return "", fmt.Errorf("control: %w", err)
+		return 0, fmt.Errorf("control: %w", err)
 	}
-	return fmt.Sprintf("run %s's model (checkpoint #%d, scored %.4g, the control chosen by %s on %s)", c.RunID, c.Seq, c.Score, c.Source, c.Recorded.Format("2006-01-02")), nil
+	return sub.Bytes, nil
 }

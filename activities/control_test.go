@@ -15,6 +15,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/scoring/anchors"
 	"github.com/mlrb/mlrb/internal/scoring/runresults"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
@@ -139,6 +140,18 @@ func TestAModelThatBreaksItsEvaluatorIsBlamed(t *testing.T) {
 		t.Fatalf("before any control: %v; want the evaluator's failure, saying how to give the task a control", err)
 	}
 	r.keepResult(t, "good", res, good)
+	// A baseline anchor measured here: its model is the task's own, and
+	// the evaluator scores it where a model first fails it, then keeps it.
+	if err := anchors.Put(ctx, r.a.Engine.Store, r.task.ID, anchors.Baseline, tasks.Anchor{Score: 0.75, RunID: "good", Evaluator: res.Image}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.evaluate("crasher2", r.checkpointModel(t, "crasher2", "crash"))
+	if !isBroke(err) || !strings.Contains(err.Error(), "the baseline anchor") || !strings.Contains(err.Error(), "for the first time") {
+		t.Fatalf("a crash with the baseline anchor's model as the candidate: %v", err)
+	}
+	if c, err := GetControl(ctx, r.a.Engine.Store, r.task.ID, evaluatorOf(res.Image, &r.task)); err != nil || c == nil || c.RunID != "good" || c.Score != 0.75 {
+		t.Fatalf("the candidate scored is not kept as the control: %+v, %v", c, err)
+	}
 	r.keepResult(t, "cheat", res, good, "max_params: 9 > 8")
 	if _, err := SetControl(ctx, r.a.Engine, &r.task, "cheat", "operator"); err == nil || !strings.Contains(err.Error(), "broke the task's rules") {
 		t.Fatalf("a run that broke the rules as a control: %v", err)
