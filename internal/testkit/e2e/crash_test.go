@@ -35,6 +35,7 @@ func crashEnv(t *testing.T, hb time.Duration) *env {
 // server) after the second checkpoint; a restarted worker on the same state
 // dir resumes the run from its last checkpoint.
 func TestWorkerKilledMidRun(t *testing.T) {
+	parallel(t)
 	e := crashEnv(t, hbTimeout)
 	w := e.start("worker", "--dev")
 	e.waitServer()
@@ -101,6 +102,7 @@ func TestWorkerKilledMidRun(t *testing.T) {
 // TestServerKilledMidRun: the embedded server runs alone and the worker
 // apart; killing and restarting the server costs the agent nothing.
 func TestServerKilledMidRun(t *testing.T) {
+	parallel(t)
 	e := crashEnv(t, 15*time.Second)
 	srv := e.start("worker", "--dev", "--server-only")
 	e.waitServer()
@@ -134,6 +136,7 @@ func TestServerKilledMidRun(t *testing.T) {
 // restart the run resumes with nothing lost, where a SIGKILL loses the work
 // since the last checkpoint.
 func TestWorkerStoppedGracefully(t *testing.T) {
+	parallel(t)
 	e := crashEnv(t, hbTimeout)
 	e.start("worker", "--dev", "--server-only")
 	e.waitServer()
@@ -290,6 +293,7 @@ func TestExtendAndCancel(t *testing.T) {
 // and finishes its search on its own; in a container too, where the file
 // comes through a read-only mount of its directory.
 func TestExtensionReachesTheAgent(t *testing.T) {
+	parallel(t)
 	vars := []string{"MLRB_CHECKPOINT_INTERVAL=2s", "MLRB_AGENT_GRACE=2s"}
 	for _, runtime := range []string{"process", "docker"} {
 		t.Run(runtime, func(t *testing.T) {

@@ -239,6 +239,7 @@ func containerAgentEnv(t *testing.T, vars ...string) *env {
 // TestDockerAgentIgnoringSIGTERM: killed at the deadline, its latest model
 // is still evaluated: limit_reached with a score.
 func TestDockerAgentIgnoringSIGTERM(t *testing.T) {
+	parallel(t)
 	testtaskImage(t, "mlrb-stubborn:e2e", "model-ignore-term")
 	e := containerAgentEnv(t, "MLRB_CHECKPOINT_INTERVAL=2s", "MLRB_AGENT_GRACE=2s")
 	var res result

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -61,9 +62,13 @@ func TestMain(m *testing.M) {
 // parallel runs a test beside the others that share no state with it:
 // each has its own server, worker, state dir, port and host id, and
 // most of their time is waiting on agents and deadlines. Tests that
-// assert on wall time, share the one Slurm cluster, or load the
-// machine (the production cluster, a real-size workspace) stay serial.
+// bound wall time from above (a ledger within a second, a lease freed
+// within a minute) or load the whole machine (the production cluster)
+// stay serial; the two Slurm tests share the one cluster (slurm).
 func parallel(t *testing.T) { t.Parallel() }
+
+// slurm is held by a test that runs jobs on the one Slurm cluster.
+var slurm sync.Mutex
 
 // defaultParallel is how many tests run at once unless -test.parallel
 // says otherwise: the machine's cores would leave most of them idle.

@@ -32,6 +32,7 @@ func TestDockerNonRootUser(t *testing.T) {
 // TestDockerWorkspaceLimit: an agent that outgrows agent.workspace_limit_gb
 // is killed and its run ends agent_failed with a reason naming the limit.
 func TestDockerWorkspaceLimit(t *testing.T) {
+	parallel(t)
 	testtaskImage(t, "mlrb-bulk64:e2e", "bulk", "64")
 	e := containerAgentEnv(t, "MLRB_AGENT_WORKSPACE_LIMIT_GB=0.03")
 	var res result

@@ -19,6 +19,7 @@ import (
 // attempts, none lost to a heartbeat timeout, the hardlink intact, and no
 // workspace or evaluation dir left on the worker.
 func TestRealSizeContainerWorkspace(t *testing.T) {
+	parallel(t)
 	testtaskImage(t, "bulk:e2e", "bulk", "2048")
 	e := containerAgentEnv(t, "MLRB_AGENT_HEARTBEAT_TIMEOUT=3s", "MLRB_STORAGE_PARALLEL=1", "MLRB_CHECKPOINT_INTERVAL=10s", "MLRB_AGENT_GRACE=5s")
 	host := "e2e-" + strings.ToLower(t.Name())

@@ -48,6 +48,9 @@ func waitNoJobs(t *testing.T, e *env, within time.Duration, why string) {
 // job; the run is scored and no job is left. A run terminated while its
 // job runs leaves a job the reaper cancels.
 func TestSlurmRuns(t *testing.T) {
+	parallel(t)
+	slurm.Lock() // one Slurm cluster, two GPUs: one test at a time
+	defer slurm.Unlock()
 	testenv.Tool(t, "sbatch", "bash .ci/slurm (Debian's slurm-wlm and munge, a one-node cluster)")
 	if jobs := slurmJobs(t); len(jobs) > 0 {
 		t.Fatalf("mlrb jobs already queued: %v", jobs)
@@ -121,6 +124,9 @@ func TestSlurmRuns(t *testing.T) {
 // by a stand-in of the tasks' evaluator images (built here: no PyPI, hub
 // or GPU), which writes lm-eval's results shape. No job is left after.
 func TestFullSuiteOnSlurmGPUs(t *testing.T) {
+	parallel(t)
+	slurm.Lock() // one Slurm cluster, two GPUs: one test at a time
+	defer slurm.Unlock()
 	testenv.Tool(t, "sbatch", "bash .ci/slurm (Debian's slurm-wlm and munge, a one-node cluster)")
 	if jobs := slurmJobs(t); len(jobs) > 0 {
 		t.Fatalf("mlrb jobs already queued: %v", jobs)
