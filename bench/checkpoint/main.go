@@ -36,9 +36,10 @@ func main() {
 	size := flag.Int("gib", 2, "tree size in GiB")
 	small := flag.Int("small", 10000, "small files holding 35 % of the bytes")
 	dir := flag.String("dir", "", "scratch dir (default: a temp dir)")
+	parallel := flag.Int("parallel", 8, "chunks moved at once (storage.parallel)")
 	flag.Parse()
 	h := &harness{}
-	err := run(h, *size, *small, *dir)
+	err := run(h, *size, *small, *dir, *parallel)
 	h.cleanup()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -184,7 +185,7 @@ func (w *writer) finish() (time.Duration, int) {
 	return w.worst, w.n
 }
 
-func run(h *harness, gib, small int, scratch string) error {
+func run(h *harness, gib, small int, scratch string, parallel int) error {
 	if scratch == "" {
 		d, err := os.MkdirTemp("", "mlrb-ckbench-")
 		if err != nil {
@@ -209,7 +210,7 @@ func run(h *harness, gib, small int, scratch string) error {
 	}
 	fmt.Printf("the scratch disk writes %.0f MiB/s (sequential, 4 MiB writes, fdatasync at the end: dd's conv=fdatasync)\n", disk)
 	ctx := context.Background()
-	e := checkpoint.New(srv.Store("mlrb"), checkpoint.Options{ChunkSize: 4 << 20, Parallel: 8})
+	e := checkpoint.New(srv.Store("mlrb"), checkpoint.Options{ChunkSize: 4 << 20, Parallel: parallel})
 	meta := func(seq int) checkpoint.Meta {
 		return checkpoint.Meta{RunID: "bench", Seq: seq, Attempt: 1, Workdir: "app/work", Final: seq == 2}
 	}

@@ -16,9 +16,12 @@ const (
 // refuse. Connections past MaxConns wait in the kernel's backlog, never
 // in the worker; a call or connection refused is answered at once, and
 // past MaxRefused of them Exceeded is told, once: the attempt is
-// stopped as the agent's failure, naming the limit. A well-behaved
-// agent that meets a 429 now and then stays far below it; a flood
-// (audit H3) reaches it in seconds.
+// stopped as the agent's failure, naming the limit. A 429 (too many
+// calls or connections at once) is the door's backpressure, not a
+// refusal: an agent whose SDK retries it is well-behaved, however many
+// it meets in a day. A flood of calls the door refuses (a wrong token,
+// an unpriced model, the allow-list: audit H3) reaches the limit in
+// seconds.
 type Allowance struct {
 	MaxRefused int64
 	MaxConns   int

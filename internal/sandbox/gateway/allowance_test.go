@@ -76,3 +76,33 @@ func TestDoorAllowance(t *testing.T) {
 	}
 	_ = held[1].Close()
 }
+
+// TestBackpressureIsNoRefusal: a 429 (a call past those in flight) is
+// the door's backpressure, not a refusal: an SDK that retries it is
+// well-behaved, however often it does.
+func TestBackpressureIsNoRefusal(t *testing.T) {
+	allow := &Allowance{MaxRefused: 3}
+	gate := make(chan struct{})
+	rig := newRigOut(t, llm.Budget{USD: 1}, &llmfake.Fake{Words: 3, Gate: gate}, rigOut{pol: &Policy{}, allow: allow})
+	rig.gw.LLM.Bounds = Bounds{InFlight: 1}
+	first := make(chan int, 1)
+	go func() {
+		status, _ := rig.post(t, "/v1/chat/completions", `{"model":"gpt-4o","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`)
+		first <- status
+	}()
+	for rig.fake.InFlight() == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for range 5 {
+		if status, _ := rig.post(t, "/v1/chat/completions", `{"model":"gpt-4o","max_tokens":10,"messages":[]}`); status != http.StatusTooManyRequests {
+			t.Fatalf("a call past the one in flight answered %d", status)
+		}
+	}
+	if n := allow.Refused(); n != 0 {
+		t.Fatalf("429s counted as refusals: %d", n)
+	}
+	close(gate)
+	if status := <-first; status != http.StatusOK {
+		t.Fatalf("the call held: %d", status)
+	}
+}

@@ -148,7 +148,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tunnels := g.tunnels
 	g.mu.Unlock()
 	if !tunnels.TryAcquire(1) {
-		g.Allowance.refusal()
 		g.record(transcript.Call{Host: host, Status: http.StatusTooManyRequests, Error: fmt.Sprintf("%d connections of this attempt are open already", MaxTunnels)}, start)
 		http.Error(w, fmt.Sprintf("mlrb gateway: %d connections of this attempt are open already", MaxTunnels), http.StatusTooManyRequests)
 		return

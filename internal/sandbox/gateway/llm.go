@@ -93,7 +93,9 @@ type call struct {
 // refuse answers a call the gateway will not send, in its API's error
 // shape so that the agent's SDK shows the message.
 func (l *LLM) refuse(w http.ResponseWriter, c *call, status int, kind, msg string) {
-	l.Allowance.refusal()
+	if status != http.StatusTooManyRequests {
+		l.Allowance.refusal()
+	}
 	writeAPIError(w, c.spec, status, kind, "mlrb gateway: "+msg)
 	c.rec.Status, c.rec.Error = status, msg
 	u := llm.Usage{Refused: 1}
