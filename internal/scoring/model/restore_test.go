@@ -25,12 +25,14 @@ func TestRestoreOnlyWhatTheEvaluationReads(t *testing.T) {
 		submission string
 		link       bool
 		whole      bool
+		readOnly   bool
 	}{
-		"named":            {`{"model_path":"output/model"}`, false, false},
-		"a link in it":     {`{"model_path":"output/model"}`, true, true},
-		"none named":       {"", false, true},
-		"named outside":    {`{"model_path":"../../etc"}`, false, true},
-		"named, not there": {`{"model_path":"output/gone"}`, false, true},
+		"named":            {`{"model_path":"output/model"}`, false, false, false},
+		"named, read-only": {`{"model_path":"output/model"}`, false, false, true},
+		"a link in it":     {`{"model_path":"output/model"}`, true, true, false},
+		"none named":       {"", false, true, false},
+		"named outside":    {`{"model_path":"../../etc"}`, false, true, false},
+		"named, not there": {`{"model_path":"output/gone"}`, false, true, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ws := t.TempDir()
@@ -56,6 +58,14 @@ func TestRestoreOnlyWhatTheEvaluationReads(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			if c.readOnly {
+				// The agent's output dir, read-only: a restore sets it so
+				// only once what is below is written.
+				if err := os.Chmod(filepath.Join(ws, "app/work/output"), 0o555); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = os.Chmod(filepath.Join(ws, "app/work/output"), 0o755) })
+			}
 			m, err := e.Save(context.Background(), ws, checkpoint.Meta{RunID: "r/" + name, Seq: 1, Attempt: 1, Workdir: "app/work"}, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -72,6 +82,12 @@ func TestRestoreOnlyWhatTheEvaluationReads(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(root, "app/work/output/usage.json")); err != nil {
 				t.Fatalf("the agent's usage report: %v", err)
+			}
+			if c.readOnly {
+				if st, err := os.Stat(filepath.Join(root, "app/work/output")); err != nil || st.Mode().Perm() != 0o555 {
+					t.Fatalf("the output dir restored: %v, %v", st, err)
+				}
+				t.Cleanup(func() { _ = os.Chmod(filepath.Join(root, "app/work/output"), 0o755) })
 			}
 			dir, err := FindModel(root, filepath.Join(root, "app", "work"))
 			if err != nil || filepath.Base(dir) != "model" {

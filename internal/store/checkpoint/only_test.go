@@ -70,3 +70,35 @@ func TestOnlyRestoresOneDirectory(t *testing.T) {
 		t.Error("the linked weights are not the file they linked to")
 	}
 }
+
+// ReadFile reads a small file of a checkpoint from its verified chunks,
+// through a hard link too, and refuses one over its limit or not there.
+func TestReadFileFromChunks(t *testing.T) {
+	ctx := context.Background()
+	store, err := blob.NewFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	writeTree(t, src)
+	if err := os.Link(filepath.Join(src, "run.sh"), filepath.Join(src, "zz-link")); err != nil {
+		t.Fatal(err)
+	}
+	e := New(store, Options{ChunkSize: 1 << 20})
+	m, err := e.Save(ctx, src, Meta{RunID: "run/read", Seq: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.ReadFile(filepath.Join(src, "run.sh"))
+	for _, rel := range []string{"run.sh", "zz-link"} {
+		if got, err := e.ReadFile(ctx, m, rel, 1<<10); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: %q, %v", rel, got, err)
+		}
+	}
+	if _, err := e.ReadFile(ctx, m, "a/weights.bin", 1<<10); err == nil {
+		t.Fatal("a file over the limit was read")
+	}
+	if _, err := e.ReadFile(ctx, m, "nowhere", 1<<10); err == nil {
+		t.Fatal("a file not in the checkpoint was read")
+	}
+}
