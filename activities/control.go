@@ -71,8 +71,11 @@ const MaxControlBytes = 32 << 30
 // and final command) is kept.
 func ControlKey(taskID, evaluator string) string {
 	sum := sha256.Sum256([]byte(evaluator))
-	return "controls/" + taskID + "/" + hex.EncodeToString(sum[:8]) + ".json"
+	return controlPrefix(taskID) + hex.EncodeToString(sum[:8]) + ".json"
 }
+
+// controlPrefix holds a task's controls, one per evaluator.
+func controlPrefix(taskID string) string { return "controls/" + taskID + "/" }
 
 // evaluatorID names an evaluator for its control: the digest of the image
 // that ran (the task's, a retry's, or the deployment's default) and the
@@ -166,7 +169,7 @@ func (a *Evaluations) candidateControl(ctx context.Context, in EvalInput) *Contr
 			return &Control{RunID: an.RunID, Seq: r.FinalSeq(), ModelPath: r.ModelPath, Source: "the baseline anchor"}
 		}
 	}
-	objs, err := a.Engine.Store.List(ctx, "controls/"+in.Task.ID+"/")
+	objs, err := a.Engine.Store.List(ctx, controlPrefix(in.Task.ID))
 	if err != nil {
 		return nil
 	}

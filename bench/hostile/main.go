@@ -11,7 +11,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,9 +22,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/prometheus/procfs"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mlrb/mlrb/internal/process/ports"
@@ -100,7 +99,6 @@ func run(n int, limit time.Duration) error {
 	}
 	fmt.Printf("alone: the well-behaved run %s, score %s, agent time %.1f s\n", alone.Outcome, score(alone), alone.Budget.UsedS)
 
-	peak := watchRSS(worker.Process.Pid)
 	t1 := time.Now()
 	ids := make([]string, n)
 	for i := range n {
@@ -119,11 +117,11 @@ func run(n int, limit time.Duration) error {
 	}
 	werr := g.Wait()
 	wall := time.Since(t1)
-	p := peak()
+	p := peakRSS(worker.Process.Pid)
 	if werr != nil {
 		return werr
 	}
-	fmt.Printf("%d hostile attempts and one well-behaved run at once: %.0f s; the worker's peak RSS %d MiB\n", n, wall.Seconds(), p>>20)
+	fmt.Printf("%d hostile attempts and one well-behaved run at once: %.0f s; the worker's peak RSS %d MiB (VmHWM, over its life)\n", n, wall.Seconds(), p>>20)
 	byMode := map[string]map[string]int{}
 	for i, r := range results[:n] {
 		m := modes[i%len(modes)]
@@ -303,48 +301,16 @@ func waitPort(port int, within time.Duration) error {
 	return fmt.Errorf("the server did not listen on %d within %s", port, within)
 }
 
-// watchRSS samples a process's resident memory until the returned
-// function is called, which gives the peak.
-func watchRSS(pid int) func() int64 {
-	var mu sync.Mutex
-	var peak int64
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			if r := rss(pid); r > 0 {
-				mu.Lock()
-				peak = max(peak, r)
-				mu.Unlock()
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	}()
-	return func() int64 {
-		close(stop)
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		return peak
-	}
-}
-
-func rss(pid int) int64 {
-	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+// peakRSS is a live process's peak resident memory since it started
+// (VmHWM, the kernel's high-water mark; 0 when it cannot be read).
+func peakRSS(pid int) int64 {
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0
 	}
-	defer func() { _ = f.Close() }()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
+	st, err := p.NewStatus()
+	if err != nil {
+		return 0
 	}
-	return 0
+	return int64(st.VmHWM)
 }

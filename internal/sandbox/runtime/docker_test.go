@@ -312,3 +312,16 @@ func TestDockerVolumesAndLayerAreBounded(t *testing.T) {
 		t.Fatalf("an image of %d volumes: %v", MaxVolumes+1, err)
 	}
 }
+
+// Under the containerd image store the daemon names no UpperDir: the
+// container's root overlay in its mountinfo does.
+func TestUpperDirFromMountinfo(t *testing.T) {
+	info := "22 1 0:21 / / rw,relatime - overlay overlay rw,lowerdir=/var/lib/c/l1:/var/lib/c/l2,upperdir=/var/lib/c/snapshots/9/fs,workdir=/var/lib/c/snapshots/9/work\n" +
+		"23 22 0:22 / /proc rw - proc proc rw\n"
+	if got := upperDir(info); got != "/var/lib/c/snapshots/9/fs" {
+		t.Fatalf("upperDir = %q", got)
+	}
+	if got := upperDir("23 22 0:22 / / rw - fuse.fuse-overlayfs fuse-overlayfs rw\n"); got != "" {
+		t.Fatalf("a root with no overlay upperdir: %q", got)
+	}
+}

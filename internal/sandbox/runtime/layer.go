@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
@@ -49,14 +50,39 @@ func (d *Docker) LayerDir(ctx context.Context, task string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("layer of %s: %w", task, err)
 	}
+	dir := ""
 	if g := in.Container.GraphDriver; g != nil {
-		if dir := g.Data["UpperDir"]; dir != "" {
-			if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
-				return dir, nil
+		dir = g.Data["UpperDir"]
+	}
+	if dir == "" && in.Container.State != nil && in.Container.State.Pid > 0 {
+		// The containerd image store names no UpperDir: the container's
+		// root mount does, to the host that runs it.
+		if info, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", in.Container.State.Pid)); err == nil {
+			dir = upperDir(string(info))
+		}
+	}
+	if fi, err := os.Stat(dir); dir != "" && err == nil && fi.IsDir() {
+		return dir, nil
+	}
+	return "", nil
+}
+
+// upperDir is the upperdir of the overlay mounted at / in a mountinfo
+// ("": none).
+func upperDir(mountinfo string) string {
+	for _, line := range strings.Split(mountinfo, "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || f[4] != "/" || len(g) < 3 || g[0] != "overlay" {
+			continue
+		}
+		for _, o := range strings.Split(g[2], ",") {
+			if dir, ok := strings.CutPrefix(o, "upperdir="); ok {
+				return strings.ReplaceAll(dir, "\\040", " ")
 			}
 		}
 	}
-	return "", nil
+	return ""
 }
 
 // LayerSize is the size of a task's container's writable layer (the

@@ -6,9 +6,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/procfs"
 
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 )
@@ -50,7 +51,6 @@ func TestAdversaries(t *testing.T) {
 	e := containerAgentEnv(t, "MLRB_AGENTS_DIR="+agentDefs(t, defs), "MLRB_HOST_MAX_AGENTS=6",
 		"MLRB_AGENT_WORKSPACE_MAX_ENTRIES=20000", "MLRB_GATEWAY_MAX_REFUSED=500")
 	volumesBefore := dockerVolumes(t)
-	peak := watchRSS(e.worker.cmd.Process.Pid)
 	t.Run("attacks", func(t *testing.T) {
 		for _, a := range adversaries {
 			t.Run(a.mode, func(t *testing.T) {
@@ -72,7 +72,7 @@ func TestAdversaries(t *testing.T) {
 			})
 		}
 	})
-	if p := peak(); p > 1<<30 {
+	if p := peakRSS(t, e.worker.cmd.Process.Pid); p > 1<<30 {
 		t.Fatalf("the worker's resident memory peaked at %d MiB under the attacks", p>>20)
 	} else {
 		t.Logf("worker peak RSS %d MiB", p>>20)
@@ -109,34 +109,19 @@ func buildAdversaries(t *testing.T) {
 	built[adversaryImage] = ""
 }
 
-// watchRSS samples a process's resident memory until the returned
-// function is called, which gives the peak.
-func watchRSS(pid int) func() int64 {
-	var mu sync.Mutex
-	var peak int64
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			if r := rss(pid); r > 0 {
-				mu.Lock()
-				peak = max(peak, r)
-				mu.Unlock()
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	}()
-	return func() int64 {
-		close(stop)
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		return peak
+// peakRSS is a live process's peak resident memory since it started
+// (VmHWM): the kernel's own high-water mark, no sample missed.
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		t.Fatalf("process %d: %v", pid, err)
 	}
+	st, err := p.NewStatus()
+	if err != nil {
+		t.Fatalf("process %d: %v", pid, err)
+	}
+	return int64(st.VmHWM)
 }
 
 func dockerVolumes(t *testing.T) []string {

@@ -3,9 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -106,22 +104,4 @@ func walkthroughCommands(t *testing.T, path string) []string {
 		t.Fatalf("%s has no walkthrough block", path)
 	}
 	return cmds
-}
-
-// starterIn runs the starter in dir, as a reader would from there.
-func (e *env) starterIn(dir string, args ...string) (string, string, int) {
-	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, "starter"), args...)
-	cmd.Env, cmd.Dir = append(os.Environ(), e.vars...), dir
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return out.String(), errb.String(), ee.ExitCode()
-	} else if err != nil {
-		e.t.Fatal(err)
-	}
-	return out.String(), errb.String(), 0
 }

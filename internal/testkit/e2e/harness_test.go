@@ -205,6 +205,18 @@ func (e *env) starter(args ...string) (string, string, int) {
 // starterWith runs the starter with vars in place of the env's.
 func (e *env) starterWith(vars []string, args ...string) (string, string, int) {
 	e.t.Helper()
+	return e.starterAt("", vars, args...)
+}
+
+// starterIn runs the starter in dir, as a reader would from there.
+func (e *env) starterIn(dir string, args ...string) (string, string, int) {
+	e.t.Helper()
+	return e.starterAt(dir, e.vars, args...)
+}
+
+// starterAt runs the starter in dir ("": the test's) with vars.
+func (e *env) starterAt(dir string, vars []string, args ...string) (string, string, int) {
+	e.t.Helper()
 	timeout := e.timeout
 	if timeout == 0 {
 		timeout = 3 * time.Minute
@@ -212,7 +224,7 @@ func (e *env) starterWith(vars []string, args ...string) (string, string, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "starter"), args...)
-	cmd.Env = append(os.Environ(), vars...)
+	cmd.Env, cmd.Dir = append(os.Environ(), vars...), dir
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
