@@ -53,7 +53,8 @@ type Sandbox struct {
 	// never anything of ours).
 	Egress *gateway.Policy
 	// LLM is how agents' LLM calls go out (no Prices: not served).
-	LLM LLMGateway
+	LLM    LLMGateway
+	Logger *zap.Logger
 }
 
 // ResolveTask loads the spec from this worker's catalog and hashes it.
@@ -191,9 +192,9 @@ func (a *Leases) ReleaseLease(_ context.Context, l Lease) error {
 // this host left (a worker killed mid-attempt cannot clean up): once its
 // tasks are reaped, none of it belongs to anything live, and the runs
 // resume from their checkpoints.
-func (a *Runner) Sweep() error {
+func (h *Host) Sweep() error {
 	for _, d := range []string{"runs", "eval", "doors"} {
-		if err := os.RemoveAll(filepath.Join(a.WorkDir, d)); err != nil {
+		if err := os.RemoveAll(filepath.Join(h.WorkDir, d)); err != nil {
 			return fmt.Errorf("sweep %s: %w", d, err)
 		}
 	}
@@ -203,16 +204,16 @@ func (a *Runner) Sweep() error {
 func runKey(runID string) string { return url.PathEscape(runID) }
 
 func (a *Attempts) attempt(runID string, n int) *attempt {
-	return &attempt{runID: runID, n: n, dir: filepath.Join(a.WorkDir, "runs", runKey(runID), fmt.Sprintf("attempt-%d", n)),
-		door: a.doorDir(runs.Holder{RunID: runID, N: n}.Token()), allow: newAllowance(a.LLM)}
+	return &attempt{runID: runID, n: n, dir: filepath.Join(a.Host.WorkDir, "runs", runKey(runID), fmt.Sprintf("attempt-%d", n)),
+		door: a.Host.doorDir(runs.Holder{RunID: runID, N: n}.Token()), allow: newAllowance(a.Sandbox.LLM)}
 }
 
 // doorDir holds the gateway socket of one task (an attempt, an
 // evaluation), mounted into its door container: <work>/doors/<hash>,
 // short for a unix socket's 107-byte path limit whatever the run id.
-func (a *Runner) doorDir(task string) string {
+func (h *Host) doorDir(task string) string {
 	sum := sha256.Sum256([]byte(task))
-	return filepath.Join(a.WorkDir, "doors", hex.EncodeToString(sum[:8]))
+	return filepath.Join(h.WorkDir, "doors", hex.EncodeToString(sum[:8]))
 }
 
 func writeJSONFile(path string, v any) error {
@@ -228,7 +229,7 @@ func writeJSONFile(path string, v any) error {
 // restored.
 func (a *Attempts) restoreLatest(ctx context.Context, runID string, ref *CheckpointRef, restore func(*checkpoint.Manifest) error) (*checkpoint.Manifest, error) {
 	for seq := ref.Seq; seq >= 1; seq-- {
-		m, err := a.Engine.Load(ctx, runID, seq)
+		m, err := a.Runs.Engine.Load(ctx, runID, seq)
 		if err == nil && seq == ref.Seq && ref.Attempt != 0 && m.Attempt != ref.Attempt {
 			// Not the checkpoint the run accepted: another attempt's
 			// under the same number (a store without conditional writes).
@@ -262,10 +263,10 @@ func (a *Attempts) signaller(ctx context.Context) func(context.Context, string, 
 
 // digest records which image really ran: the digest, not the tag ("" for
 // processes; the tag when the digest cannot be read).
-func (a *Runner) digest(ctx context.Context, image string) string {
-	d, err := a.Workspace.Digest(ctx, image)
+func (s *Sandbox) digest(ctx context.Context, image string) string {
+	d, err := s.Workspace.Digest(ctx, image)
 	if err != nil {
-		a.Logger.Warn("image digest", zap.String("image", image), zap.Error(err))
+		s.Logger.Warn("image digest", zap.String("image", image), zap.Error(err))
 		return image
 	}
 	return d
@@ -285,31 +286,31 @@ func (a *Attempts) secretValues(names []string) (map[string]string, error) {
 			return nil, refuse("secret %v", err)
 		}
 		// The provider keys stay on the worker, whatever they are called.
-		if strings.EqualFold(n, a.LLM.OpenAI.KeyName) || strings.EqualFold(n, a.LLM.Anthropic.KeyName) {
+		if strings.EqualFold(n, a.Sandbox.LLM.OpenAI.KeyName) || strings.EqualFold(n, a.Sandbox.LLM.Anthropic.KeyName) {
 			return nil, refuse("secret %s names a provider key (gateway.openai_key, gateway.anthropic_key): it stays on the worker; the gateway gives the agent a token", n)
 		}
-		if len(a.SecretNames) > 0 && !slices.Contains(a.SecretNames, n) {
-			return nil, refuse("secret %s is not in this worker's agent.secret_names (%s)", n, strings.Join(a.SecretNames, ", "))
+		if len(a.Sandbox.SecretNames) > 0 && !slices.Contains(a.Sandbox.SecretNames, n) {
+			return nil, refuse("secret %s is not in this worker's agent.secret_names (%s)", n, strings.Join(a.Sandbox.SecretNames, ", "))
 		}
 	}
 	if len(names) == 0 {
 		return nil, nil
 	}
-	if a.EnvFile == "" {
+	if a.Sandbox.EnvFile == "" {
 		return nil, refuse("secret %s: this worker has no agent.env_file; secrets come only from there, never from the worker's environment", names[0])
 	}
-	if err := config.PrivateFile("agent.env_file", a.EnvFile); err != nil {
+	if err := config.PrivateFile("agent.env_file", a.Sandbox.EnvFile); err != nil {
 		return nil, refuse("%v", err)
 	}
-	file, err := gotenv.Read(a.EnvFile)
+	file, err := gotenv.Read(a.Sandbox.EnvFile)
 	if err != nil {
-		return nil, refuse("agent.env_file %s: %s", a.EnvFile, envFileProblem(a.EnvFile))
+		return nil, refuse("agent.env_file %s: %s", a.Sandbox.EnvFile, envFileProblem(a.Sandbox.EnvFile))
 	}
 	out := map[string]string{}
 	for _, n := range names {
 		v, ok := file[n]
 		if !ok || v == "" {
-			return nil, refuse("secret %s is not in agent.env_file %s (secrets come only from there, never from the worker's environment)", n, a.EnvFile)
+			return nil, refuse("secret %s is not in agent.env_file %s (secrets come only from there, never from the worker's environment)", n, a.Sandbox.EnvFile)
 		}
 		out[n] = v
 	}
@@ -345,12 +346,12 @@ const spaceMargin = 1 << 30
 
 // checkSpace refuses a restore of bytes the work dir's disk cannot hold.
 func (a *Attempts) checkSpace(bytes int64) error {
-	free, err := freeBytes(a.WorkDir)
+	free, err := freeBytes(a.Host.WorkDir)
 	if err != nil {
 		return nil // unknown: the restore itself will say
 	}
 	if need := bytes + spaceMargin; free < need {
-		return temporal.NewApplicationError(fmt.Sprintf("host %s: %s has %.1f GiB free, the restore needs %.1f GiB", a.HostID, a.WorkDir, gib(free), gib(need)), ErrNoSpace)
+		return temporal.NewApplicationError(fmt.Sprintf("host %s: %s has %.1f GiB free, the restore needs %.1f GiB", a.Host.HostID, a.Host.WorkDir, gib(free), gib(need)), ErrNoSpace)
 	}
 	return nil
 }

@@ -60,7 +60,7 @@ func (a *Attempts) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, e
 	ob := a.newObserver(&in, log)
 	ai.observed(ob)
 	lv.step(stepStarting, 0)
-	h, closeDoor, err := a.start(ctx, spec, at.door, ai, at.allow.door, log)
+	h, closeDoor, err := a.Sandbox.start(ctx, spec, at.door, ai, at.allow.door, log)
 	if err != nil {
 		return nil, fmt.Errorf("start agent: %w", err)
 	}
@@ -93,13 +93,13 @@ func (a *Attempts) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, e
 // watch that measures it.
 func (a *Attempts) hooks(ctx context.Context, in *AgentInput, at *attempt, prev *checkpoint.Manifest, spec runtime.TaskSpec, lv *liveness,
 	ai *attemptLLM, notes *notifier, live *metrics.Attempt, log *zap.Logger) *attemptHooks {
-	ck := &checkpointer{ws: a.Workspace, engine: a.Engine, at: at, seq: in.NextSeq, prev: prev, keep: a.Keep, marks: in.Marks, notes: notes, holdFinal: in.LastInResult,
+	ck := &checkpointer{ws: a.Sandbox.Workspace, engine: a.Runs.Engine, at: at, seq: in.NextSeq, prev: prev, keep: a.Runs.Keep, marks: in.Marks, notes: notes, holdFinal: in.LastInResult,
 		log: log, fenced: lv.fence, live: live}
 	hk := &attemptHooks{a: a, ctx: ctx, at: at, ck: ck, lv: lv, log: log, lease: in.Lease.Token, keepLease: in.KeepLease, llm: ai, notes: notes,
-		logs: &logstore.Shipper{Store: a.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Path: spec.LogPath}}
+		logs: &logstore.Shipper{Store: a.Runs.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Path: spec.LogPath}}
 	ck.truncated = at.allow.exceed
-	if a.WorkspaceLimit > 0 || a.WorkspaceEntries > 0 {
-		watchSize(ctx, at.dir, limits{bytes: a.WorkspaceLimit, entries: a.WorkspaceEntries}, a.Workspace.Outside(spec), at.allow, log)
+	if a.Sandbox.WorkspaceLimit > 0 || a.Sandbox.WorkspaceEntries > 0 {
+		watchSize(ctx, at.dir, limits{bytes: a.Sandbox.WorkspaceLimit, entries: a.Sandbox.WorkspaceEntries}, a.Sandbox.Workspace.Outside(spec), at.allow, log)
 	}
 	return hk
 }
@@ -115,7 +115,7 @@ func (a *Attempts) conclude(ctx context.Context, sv *supervisor, end ending, hk 
 		cause := context.Cause(ctx)
 		// The run is done with this attempt: its slot is free now rather
 		// than one lease TTL later.
-		a.releaseOwn(hk.lease)
+		a.Host.releaseOwn(hk.lease)
 		hk.ob.finish(ctx, "")
 		return nil, fmt.Errorf("attempt %d: %w", hk.at.n, cause)
 	}
@@ -133,7 +133,7 @@ func (a *Attempts) conclude(ctx context.Context, sv *supervisor, end ending, hk 
 			return nil, err
 		}
 		what := fmt.Sprintf("attempt %d: %s", hk.at.n, end.reason)
-		return nil, temporal.NewApplicationError(what, ErrAgentKilled, Heartbeat{AgentSeconds: end.used, Released: a.releaseOwn(hk.lease)})
+		return nil, temporal.NewApplicationError(what, ErrAgentKilled, Heartbeat{AgentSeconds: end.used, Released: a.Host.releaseOwn(hk.lease)})
 	}
 	res := &AgentResult{StoppedBy: sv.stopped, ExitCode: end.exit.ExitCode, Signal: end.exit.Signal, OOMKilled: end.exit.OOMKilled, AgentSeconds: end.used}
 	if (!end.exit.Successful() || sv.failure != "") && sv.stopped == StopExited {
@@ -160,9 +160,9 @@ func (a *Attempts) conclude(ctx context.Context, sv *supervisor, end ending, hk 
 	if hk.ck.holdFinal {
 		res.Final, res.Usage = final, usage
 	}
-	res.Image = a.digest(ctx, image)
+	res.Image = a.Sandbox.digest(ctx, image)
 	if !hk.keepLease {
-		res.Released = a.releaseOwn(hk.lease)
+		res.Released = a.Host.releaseOwn(hk.lease)
 	}
 	hk.log.Info("agent ended", zap.String("stopped_by", string(sv.stopped)), zap.String("exit", end.exit.String()), zap.Float64("agent_s", end.used))
 	return res, nil
@@ -203,19 +203,19 @@ func (a *Attempts) prepare(ctx context.Context, in *AgentInput, at *attempt, lv 
 	}
 	// From here on this attempt owns the run's checkpoints: an earlier
 	// one still running somewhere commits nothing more.
-	if err := a.Engine.Fence(ctx, in.RunID, in.Attempt, in.NextSeq-1); err != nil {
+	if err := a.Runs.Engine.Fence(ctx, in.RunID, in.Attempt, in.NextSeq-1); err != nil {
 		return nil, nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrFencedAttempt, err)
 	}
 	// Its numbers come after every manifest in the store: a superseded
 	// attempt's are never the run's, and their numbers are taken.
-	last, err := a.Engine.LastSeq(ctx, in.RunID)
+	last, err := a.Runs.Engine.LastSeq(ctx, in.RunID)
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint numbers: %w", err)
 	}
 	in.NextSeq = max(in.NextSeq, last+1)
 	image := agentImage(*in)
 	if in.Resume == nil {
-		return nil, nil, a.Workspace.Prepare(ctx, at, image, nil)
+		return nil, nil, a.Sandbox.Workspace.Prepare(ctx, at, image, nil)
 	}
 	src := in.RunID
 	if in.Resume.RunID != "" {
@@ -226,7 +226,7 @@ func (a *Attempts) prepare(ctx context.Context, in *AgentInput, at *attempt, lv 
 			return err
 		}
 		lv.step(stepRestoring, m.Bytes)
-		return a.Workspace.Prepare(ctx, at, image, m)
+		return a.Sandbox.Workspace.Prepare(ctx, at, image, m)
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("restore: %w", err)
@@ -238,7 +238,7 @@ func (a *Attempts) prepare(ctx context.Context, in *AgentInput, at *attempt, lv 
 // unheardOf is this run's latest committed checkpoint when the run has
 // not heard of it (its sequence number is next or later), else nil.
 func (a *Attempts) unheardOf(ctx context.Context, runID string, next int) (*CheckpointRef, error) {
-	m, err := a.Engine.Latest(ctx, runID)
+	m, err := a.Runs.Engine.Latest(ctx, runID)
 	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
 		return nil, nil
 	}
@@ -254,11 +254,11 @@ func (a *Attempts) unheardOf(ctx context.Context, runID string, next int) (*Chec
 
 // releaseOwn gives an ended attempt's lease back on this host, so that the
 // run does not have to reach the host again (it may be stopping).
-func (a *Runner) releaseOwn(token string) bool {
-	if a.GPUs == nil || token == "" {
+func (h *Host) releaseOwn(token string) bool {
+	if h.GPUs == nil || token == "" {
 		return false
 	}
-	a.GPUs.Release(token)
+	h.GPUs.Release(token)
 	return true
 }
 
@@ -295,7 +295,7 @@ func (a *Attempts) agentTask(ctx context.Context, in AgentInput, at *attempt, dl
 	}
 	env := contract.Env{Task: in.Task.ID, Seed: in.Seed, Deadline: dl.Hard, TimeRemaining: time.Until(dl.Hard), Attempt: in.Attempt,
 		Resumed: resumed, Suite: in.Task.Suite, Provider: provider, Model: def.Model}
-	spec := a.Workspace.AgentTask(at, def.Command(), agentImage(in), &env)
+	spec := a.Sandbox.Workspace.AgentTask(at, def.Command(), agentImage(in), &env)
 	names := slices.Clone(in.Secrets)
 	for _, n := range def.Secrets {
 		if !slices.Contains(names, n) {
@@ -322,6 +322,6 @@ func (a *Attempts) agentTask(ctx context.Context, in AgentInput, at *attempt, dl
 		spec.Redact = append(spec.Redact, v)
 	}
 	spec.Labels, spec.Devices = at.Labels(in.Lease.Token, in.Task.ID), in.Lease.Devices
-	a.bound(&spec, &in.Task)
+	a.Sandbox.bound(&spec, &in.Task)
 	return spec, a.keepPolicy(ctx, &in, spec, names)
 }

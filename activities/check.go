@@ -113,10 +113,10 @@ func (st *checkStage) item(i int, name string) error {
 		a.Logger.Info("output not checked: it fails", zap.String("output", name), zap.Error(err))
 		return nil
 	}
-	spec := a.Workspace.CheckTask(st.ev, item, name, c.Command, st.image)
+	spec := a.Sandbox.Workspace.CheckTask(st.ev, item, name, c.Command, st.image)
 	spec.Name = fmt.Sprintf("%s-check-%d", st.ev.name, i)
 	spec.Labels = map[string]string{runtime.LabelRole: "check"}
-	a.bound(&spec, st.task)
+	a.Sandbox.bound(&spec, st.task)
 	ok, err := a.check(st.sctx, spec, c.Timeout.D())
 	switch {
 	case ok:
@@ -132,7 +132,7 @@ func (st *checkStage) item(i int, name string) error {
 // (failed); only a check that cannot start, or the activity's end, is an
 // error.
 func (a *Evaluations) check(ctx context.Context, spec runtime.TaskSpec, timeout time.Duration) (bool, error) {
-	res, timedOut, err := a.runToEnd(ctx, spec, "", timeout, a.Logger)
+	res, timedOut, err := a.Sandbox.runToEnd(ctx, spec, "", timeout, a.Logger)
 	switch {
 	case ctx.Err() != nil:
 		return false, ctx.Err()

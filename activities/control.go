@@ -163,18 +163,18 @@ func readControl(ctx context.Context, s blob.Store, key string) (*Control, error
 // model first failed it, and it is kept as that evaluator's control if
 // it scores (control). Nil: the task has none.
 func (a *Evaluations) candidateControl(ctx context.Context, in EvalInput) *Control {
-	if an, err := anchors.Get(ctx, a.Engine.Store, in.Task.ID, anchors.Baseline); err == nil && an != nil && an.RunID != "" && an.RunID != in.RunID {
+	if an, err := anchors.Get(ctx, a.Runs.Engine.Store, in.Task.ID, anchors.Baseline); err == nil && an != nil && an.RunID != "" && an.RunID != in.RunID {
 		var r runs.Result
-		if runresults.Get(ctx, a.Engine.Store, an.RunID, &r) == nil && r.Task == in.Task.ID && r.ModelPath != "" && r.FinalSeq() > 0 && len(r.Violations) == 0 {
+		if runresults.Get(ctx, a.Runs.Engine.Store, an.RunID, &r) == nil && r.Task == in.Task.ID && r.ModelPath != "" && r.FinalSeq() > 0 && len(r.Violations) == 0 {
 			return &Control{RunID: an.RunID, Seq: r.FinalSeq(), ModelPath: r.ModelPath, Source: "the baseline anchor"}
 		}
 	}
-	objs, err := a.Engine.Store.List(ctx, controlPrefix(in.Task.ID))
+	objs, err := a.Runs.Engine.Store.List(ctx, controlPrefix(in.Task.ID))
 	if err != nil {
 		return nil
 	}
 	for _, o := range objs {
-		if c, err := readControl(ctx, a.Engine.Store, o.Key); err == nil && c != nil && c.RunID != in.RunID {
+		if c, err := readControl(ctx, a.Runs.Engine.Store, o.Key); err == nil && c != nil && c.RunID != in.RunID {
 			return &Control{RunID: c.RunID, Seq: c.Seq, ModelPath: c.ModelPath, Source: c.Source + ", another evaluator's control"}
 		}
 	}
@@ -187,7 +187,7 @@ func (a *Evaluations) keepControl(ctx context.Context, in EvalInput, c *Control,
 	c.Evaluator, c.Score, c.Recorded = evaluator, score, time.Now().UTC()
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err == nil {
-		err = a.Engine.Store.Put(ctx, ControlKey(in.Task.ID, evaluator), bytes.NewReader(b))
+		err = a.Runs.Engine.Store.Put(ctx, ControlKey(in.Task.ID, evaluator), bytes.NewReader(b))
 	}
 	if err != nil {
 		a.Logger.Warn("keep the control", zap.String("task", in.Task.ID), zap.Error(err))
@@ -219,7 +219,7 @@ func (a *Evaluations) blame(ctx context.Context, in EvalInput, image, evaluator 
 // says which model it was and its score.
 func (a *Evaluations) control(ctx context.Context, in EvalInput, image, evaluator string, lv *liveness) (string, float64, error) {
 	name := evaluationName(in, tryOf(ctx)) + "-control"
-	dir := filepath.Join(a.WorkDir, "eval", runKey(in.RunID), name)
+	dir := filepath.Join(a.Host.WorkDir, "eval", runKey(in.RunID), name)
 	_ = os.RemoveAll(dir)
 	defer func() { _ = os.RemoveAll(dir) }()
 	source, candidate, err := a.controlModel(ctx, in, evaluator, dir, lv)
@@ -227,7 +227,7 @@ func (a *Evaluations) control(ctx context.Context, in EvalInput, image, evaluato
 		return "", 0, err
 	}
 	task := "eval-" + runKey(in.RunID) + "-" + name
-	ev, err := layEvaluation(dir, task, a.doorDir(task), in)
+	ev, err := layEvaluation(dir, task, a.Host.doorDir(task), in)
 	if err != nil {
 		return "", 0, err
 	}
@@ -254,7 +254,7 @@ func (a *Evaluations) controlModel(ctx context.Context, in EvalInput, evaluator,
 		}
 		return "the task's untrained reference model", nil, nil
 	}
-	c, err := GetControl(ctx, a.Engine.Store, in.Task.ID, evaluator)
+	c, err := GetControl(ctx, a.Runs.Engine.Store, in.Task.ID, evaluator)
 	var candidate *Control
 	switch {
 	case err != nil:
@@ -282,7 +282,7 @@ func (a *Evaluations) controlModel(ctx context.Context, in EvalInput, evaluator,
 // restoreControl restores the control's model directory alone under
 // dir/workspace and seals it as dir/model; it returns its bytes.
 func (a *Evaluations) restoreControl(ctx context.Context, c *Control, dir string, lv *liveness) (int64, error) {
-	m, err := a.Engine.Load(ctx, c.RunID, c.Seq)
+	m, err := a.Runs.Engine.Load(ctx, c.RunID, c.Seq)
 	if err != nil {
 		return 0, fmt.Errorf("control: run %s's checkpoint #%d: %w", c.RunID, c.Seq, err)
 	}
@@ -292,7 +292,7 @@ func (a *Evaluations) restoreControl(ctx context.Context, c *Control, dir string
 	}
 	root := filepath.Join(dir, "workspace")
 	lv.step(stepRestoring, sub.Bytes)
-	if err := a.Engine.Restore(lv.counting(ctx), sub, root); err != nil {
+	if err := a.Runs.Engine.Restore(lv.counting(ctx), sub, root); err != nil {
 		return 0, fmt.Errorf("control: restore run %s's model: %w", c.RunID, err)
 	}
 	modelDir := filepath.Join(root, filepath.FromSlash(c.ModelPath))

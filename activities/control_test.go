@@ -60,8 +60,8 @@ func newControlRig(t *testing.T) *controlRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Evaluations{&Runner{Runs: Runs{Engine: engine}, Host: Host{WorkDir: filepath.Join(dir, "work")}, Logger: zap.NewNop()}}
-	a.Workspace = &DirWorkspace{Process: proc, Engine: engine, Self: "/bin/false"}
+	a := &Evaluations{Runs: Runs{Engine: engine}, Host: &Host{WorkDir: filepath.Join(dir, "work")}, Logger: zap.NewNop(),
+		Sandbox: &Sandbox{Workspace: &DirWorkspace{Process: proc, Engine: engine, Self: "/bin/false"}, Logger: zap.NewNop()}}
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
 	env.RegisterActivity(a)
@@ -87,7 +87,7 @@ func (r *controlRig) checkpointModel(t *testing.T, runID, weights string) Checkp
 			t.Fatal(err)
 		}
 	}
-	m, err := r.a.Engine.Save(context.Background(), ws, checkpoint.Meta{RunID: runID, Seq: 1, Attempt: 1, Final: true}, nil)
+	m, err := r.a.Runs.Engine.Save(context.Background(), ws, checkpoint.Meta{RunID: runID, Seq: 1, Attempt: 1, Final: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func (r *controlRig) keepResult(t *testing.T, runID string, res *EvalResult, ref
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := runresults.Put(context.Background(), r.a.Engine.Store, runID, b); err != nil {
+	if err := runresults.Put(context.Background(), r.a.Runs.Engine.Store, runID, b); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -142,26 +142,26 @@ func TestAModelThatBreaksItsEvaluatorIsBlamed(t *testing.T) {
 	r.keepResult(t, "good", res, good)
 	// A baseline anchor measured here: its model is the task's own, and
 	// the evaluator scores it where a model first fails it, then keeps it.
-	if err := anchors.Put(ctx, r.a.Engine.Store, r.task.ID, anchors.Baseline, tasks.Anchor{Score: 0.75, RunID: "good", Evaluator: res.Image}); err != nil {
+	if err := anchors.Put(ctx, r.a.Runs.Engine.Store, r.task.ID, anchors.Baseline, tasks.Anchor{Score: 0.75, RunID: "good", Evaluator: res.Image}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = r.evaluate("crasher2", r.checkpointModel(t, "crasher2", "crash"))
 	if !isBroke(err) || !strings.Contains(err.Error(), "the baseline anchor") || !strings.Contains(err.Error(), "for the first time") {
 		t.Fatalf("a crash with the baseline anchor's model as the candidate: %v", err)
 	}
-	if c, err := GetControl(ctx, r.a.Engine.Store, r.task.ID, evaluatorOf(res.Image, &r.task)); err != nil || c == nil || c.RunID != "good" || c.Score != 0.75 {
+	if c, err := GetControl(ctx, r.a.Runs.Engine.Store, r.task.ID, evaluatorOf(res.Image, &r.task)); err != nil || c == nil || c.RunID != "good" || c.Score != 0.75 {
 		t.Fatalf("the candidate scored is not kept as the control: %+v, %v", c, err)
 	}
 	r.keepResult(t, "cheat", res, good, "max_params: 9 > 8")
-	if _, err := SetControl(ctx, r.a.Engine, &r.task, "cheat", "operator"); err == nil || !strings.Contains(err.Error(), "broke the task's rules") {
+	if _, err := SetControl(ctx, r.a.Runs.Engine, &r.task, "cheat", "operator"); err == nil || !strings.Contains(err.Error(), "broke the task's rules") {
 		t.Fatalf("a run that broke the rules as a control: %v", err)
 	}
 	other := r.task
 	other.ID = "another_task"
-	if _, err := SetControl(ctx, r.a.Engine, &other, "good", "operator"); err == nil || !strings.Contains(err.Error(), "not another_task") {
+	if _, err := SetControl(ctx, r.a.Runs.Engine, &other, "good", "operator"); err == nil || !strings.Contains(err.Error(), "not another_task") {
 		t.Fatalf("another task's run as a control: %v", err)
 	}
-	c, err := SetControl(ctx, r.a.Engine, &r.task, "good", "the baseline anchor")
+	c, err := SetControl(ctx, r.a.Runs.Engine, &r.task, "good", "the baseline anchor")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func isBroke(err error) bool {
 // naming the limit.
 func TestATruncatedCheckpointIsNeverEvaluated(t *testing.T) {
 	r := newControlRig(t)
-	r.a.Engine.MaxEntries = 3
+	r.a.Runs.Engine.MaxEntries = 3
 	_, err := r.evaluate("bomb", r.checkpointModel(t, "bomb", "fine"))
 	var ae *temporal.ApplicationError
 	if !errors.As(err, &ae) || ae.Type() != ErrNoModel || !strings.Contains(err.Error(), "agent.workspace_max_entries") {

@@ -35,7 +35,7 @@ type MarksInput struct {
 // slack), from the store's own manifests: a superseded attempt's are not
 // the run's.
 func (a *Evaluations) PickMarks(ctx context.Context, in MarksInput) ([]runs.Mark, error) {
-	ms, err := a.Engine.List(ctx, in.RunID)
+	ms, err := a.Runs.Engine.List(ctx, in.RunID)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoints of %s: %w", in.RunID, err)
 	}
@@ -89,7 +89,7 @@ func (a *Evaluations) afterFinal(ctx context.Context, in EvalInput, ev *evalDirs
 		res.Mark = a.alsoMark(ctx, in, ev, image, lv)
 	}
 	if in.Release && in.Lease != nil && (res.Mark == nil || res.Mark.Error == "") {
-		res.Released = a.releaseOwn(in.Lease.Token)
+		res.Released = a.Host.releaseOwn(in.Lease.Token)
 	}
 }
 
@@ -114,7 +114,7 @@ func (a *Evaluations) alsoMark(ctx context.Context, in EvalInput, ev *evalDirs, 
 	dir := filepath.Join(filepath.Dir(ev.dir), name)
 	_ = os.RemoveAll(dir)
 	task := "eval-" + runKey(in.RunID) + "-" + name
-	mev, err := layEvaluation(dir, task, a.doorDir(task), mark)
+	mev, err := layEvaluation(dir, task, a.Host.doorDir(task), mark)
 	if err != nil {
 		return &MarkScore{Error: err.Error()}
 	}

@@ -67,7 +67,7 @@ func TestFinalEvaluationAlsoScoresItsMark(t *testing.T) {
 			if _, err := pool.Acquire("run#eval", "run/1", 0); err != nil {
 				t.Fatal(err)
 			}
-			r.a.GPUs = pool
+			r.a.Host.GPUs = pool
 			ref := r.checkpointModel(t, "run", "fine")
 			v, err := r.env.ExecuteActivity(r.a.Evaluate, EvalInput{RunID: "run", Task: r.task, Final: ref, N: 1, AlsoMark: true, Release: true,
 				Lease: &Lease{Token: "run#eval"}})
@@ -90,7 +90,7 @@ func TestFinalEvaluationAlsoScoresItsMark(t *testing.T) {
 			if res.Mark.Score != 0.5 {
 				t.Fatalf("mark score %v, want the dev split's 0.5", res.Mark.Score)
 			}
-			keys, err := r.a.Engine.Store.List(context.Background(), blob.RunPrefix("run")+"evaluations/mark-1-try-1/")
+			keys, err := r.a.Runs.Engine.Store.List(context.Background(), blob.RunPrefix("run")+"evaluations/mark-1-try-1/")
 			if err != nil || len(keys) != 2 {
 				t.Fatalf("the mark's evaluation keeps %v (%v), want its log and results", keys, err)
 			}
@@ -98,7 +98,7 @@ func TestFinalEvaluationAlsoScoresItsMark(t *testing.T) {
 				if !strings.HasSuffix(o.Key, ".json") {
 					continue
 				}
-				rc, err := r.a.Engine.Store.Get(context.Background(), o.Key)
+				rc, err := r.a.Runs.Engine.Store.Get(context.Background(), o.Key)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -158,7 +158,7 @@ func TestBothSplitsInOneRun(t *testing.T) {
 			if len(c.wantRuns) > in.EvaluatorRuns() {
 				t.Fatalf("%d evaluator runs, but EvaluatorRuns says at most %d", len(c.wantRuns), in.EvaluatorRuns())
 			}
-			keys, err := r.a.Engine.Store.List(context.Background(), blob.RunPrefix("run")+"evaluations/mark-1-try-1/")
+			keys, err := r.a.Runs.Engine.Store.List(context.Background(), blob.RunPrefix("run")+"evaluations/mark-1-try-1/")
 			if err != nil || len(keys) != c.wantStore {
 				t.Fatalf("the mark's evaluation keeps %v (%v), want %d objects", keys, err, c.wantStore)
 			}

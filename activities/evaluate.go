@@ -53,7 +53,7 @@ func (a *Evaluations) Evaluate(ctx context.Context, in EvalInput) (res *EvalResu
 		image = in.Image
 	}
 	spec, r, name, body, err := a.evaluateFinal(ctx, in, ev, image, lv)
-	digest := a.evaluator(ctx, spec, in.Task.Evaluation.Command)
+	digest := a.Sandbox.evaluator(ctx, spec, in.Task.Evaluation.Command)
 	var score float64
 	var metrics map[string]float64
 	if err == nil {
@@ -97,8 +97,8 @@ func (a *Evaluations) evaluate(ctx context.Context, in EvalInput, ev *evalDirs, 
 			command = append(slices.Clone(command), c.DevArgs...)
 		}
 	}
-	spec := a.Workspace.EvalTask(ev, command, image)
-	a.bound(&spec, &in.Task)
+	spec := a.Sandbox.Workspace.EvalTask(ev, command, image)
+	a.Sandbox.bound(&spec, &in.Task)
 	spec.Labels = map[string]string{runtime.LabelRun: in.RunID, runtime.LabelRole: "evaluator"}
 	if in.Lease != nil {
 		spec.Devices = in.Lease.Devices
@@ -147,14 +147,14 @@ type snapshot struct{ dir, workdir, model string }
 func (a *Evaluations) prepareEvaluation(ctx context.Context, in EvalInput, lv *liveness) (*evalDirs, snapshot, error) {
 	lv.step(stepPreparing, 0)
 	name := evaluationName(in, tryOf(ctx))
-	dir := filepath.Join(a.WorkDir, "eval", runKey(in.RunID), name)
+	dir := filepath.Join(a.Host.WorkDir, "eval", runKey(in.RunID), name)
 	_ = os.RemoveAll(dir)
 	root, err := a.restoreModel(ctx, in.RunID, in.Final, dir, lv)
 	if err != nil {
 		return nil, root, err
 	}
 	task := "eval-" + runKey(in.RunID) + "-" + name
-	ev, err := layEvaluation(dir, task, a.doorDir(task), in)
+	ev, err := layEvaluation(dir, task, a.Host.doorDir(task), in)
 	return ev, root, err
 }
 
@@ -176,7 +176,7 @@ func evaluationName(in EvalInput, try int32) string {
 // model the evaluator may load is ErrNoModel.
 func (a *Evaluations) restoreModel(ctx context.Context, runID string, ref CheckpointRef, dir string, lv *liveness) (snapshot, error) {
 	root := snapshot{dir: filepath.Join(dir, "workspace")}
-	m, err := a.Engine.Load(ctx, runID, ref.Seq)
+	m, err := a.Runs.Engine.Load(ctx, runID, ref.Seq)
 	if err == nil && ref.Attempt != 0 && m.Attempt != ref.Attempt {
 		err = fmt.Errorf("#%d is attempt %d's, the run accepted attempt %d's", m.Seq, m.Attempt, ref.Attempt)
 	}
@@ -191,7 +191,7 @@ func (a *Evaluations) restoreModel(ctx context.Context, runID string, ref Checkp
 	}
 	// Only what the evaluation reads: the agent's reports, then its
 	// model's directory when they name one (else the whole workspace).
-	if _, err := model.Restore(lv.counting(ctx), a.Engine, m, root.dir, func(n int64) { lv.step(stepRestoring, n) }); err != nil {
+	if _, err := model.Restore(lv.counting(ctx), a.Runs.Engine, m, root.dir, func(n int64) { lv.step(stepRestoring, n) }); err != nil {
 		_ = os.RemoveAll(dir)
 		return root, fmt.Errorf("restore checkpoint #%d: %w", m.Seq, err)
 	}
@@ -233,7 +233,7 @@ func layEvaluation(dir, task, door string, in EvalInput) (*evalDirs, error) {
 // runEvaluator runs the evaluator to its end, its timeout, or the
 // activity's cancellation; anything but a clean exit is an error.
 func (a *Evaluations) runEvaluator(ctx context.Context, spec runtime.TaskSpec, doorDir string, timeout time.Duration, log *zap.Logger) error {
-	res, timedOut, err := a.runToEnd(ctx, spec, doorDir, timeout, log)
+	res, timedOut, err := a.Sandbox.runToEnd(ctx, spec, doorDir, timeout, log)
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
@@ -285,7 +285,7 @@ func (a *Evaluations) keepLog(ctx context.Context, runID string, ev *evalDirs, l
 	if st, err := f.Stat(); err == nil && st.Size() > EvaluatorLogKeep {
 		_, _ = f.Seek(st.Size()-EvaluatorLogKeep, io.SeekStart)
 	}
-	if err := a.Engine.Store.Put(ctx, EvaluatorLogKey(runID, filepath.Base(ev.dir)), io.LimitReader(f, EvaluatorLogKeep)); err != nil {
+	if err := a.Runs.Engine.Store.Put(ctx, EvaluatorLogKey(runID, filepath.Base(ev.dir)), io.LimitReader(f, EvaluatorLogKeep)); err != nil {
 		a.Logger.Warn("keep the evaluator's log", zap.String("run", runID), zap.Error(err))
 		return false
 	}
@@ -297,7 +297,7 @@ func (a *Evaluations) keepLog(ctx context.Context, runID string, ev *evalDirs, l
 // its key.
 func (a *Evaluations) keepResults(ctx context.Context, runID, evaluation, name string, body []byte) (string, error) {
 	key := blob.RunPrefix(runID) + path.Join("evaluations", evaluation, path.Base(name))
-	if err := a.Engine.Store.Put(ctx, key, bytes.NewReader(body)); err != nil {
+	if err := a.Runs.Engine.Store.Put(ctx, key, bytes.NewReader(body)); err != nil {
 		return "", fmt.Errorf("keep results: %w", err)
 	}
 	return key, nil

@@ -23,23 +23,23 @@ import (
 // evaluator: the mini suite's shipped anchors hold for its runs, and a
 // campaign outlives a rebuilt worker or image. A build too old to answer
 // is named by its digest.
-func (a *Runner) evaluator(ctx context.Context, spec runtime.TaskSpec, command []string) string {
-	digest := a.digest(ctx, spec.Image)
+func (s *Sandbox) evaluator(ctx context.Context, spec runtime.TaskSpec, command []string) string {
+	digest := s.digest(ctx, spec.Image)
 	if len(command) < 2 || command[0] != "{self}" || command[1] != reference.EvalCommand || len(spec.Command) == 0 {
 		return digest
 	}
 	if n, ok := evaluatorNames.Load(digest); ok {
 		return n.(string)
 	}
-	name, err := a.askName(ctx, spec)
+	name, err := s.askName(ctx, spec)
 	var old *notAName
 	switch {
 	case errors.As(err, &old):
-		a.Logger.Info("the reference evaluator does not name its scoring code: named by its build", zap.String("build", digest), zap.Error(err))
+		s.Logger.Info("the reference evaluator does not name its scoring code: named by its build", zap.String("build", digest), zap.Error(err))
 		name = digest
 	case err != nil:
 		// Not kept: the next evaluation asks again.
-		a.Logger.Warn("ask the reference evaluator its name", zap.String("build", digest), zap.Error(err))
+		s.Logger.Warn("ask the reference evaluator its name", zap.String("build", digest), zap.Error(err))
 		return digest
 	}
 	evaluatorNames.Store(digest, name)
@@ -59,12 +59,12 @@ func (e *notAName) Error() string { return e.why }
 // askName runs spec's binary, in spec's image when it has one, as
 // `reference-eval --name`, with no network, no mounts and no environment
 // of the run's, and reads the name it prints.
-func (a *Runner) askName(ctx context.Context, spec runtime.TaskSpec) (string, error) {
+func (s *Sandbox) askName(ctx context.Context, spec runtime.TaskSpec) (string, error) {
 	ask := runtime.TaskSpec{Name: spec.Name + "-name", Image: spec.Image, User: spec.User, Dir: spec.Dir, Labels: spec.Labels,
 		Network: runtime.NetworkNone, MemoryBytes: spec.MemoryBytes, CPUs: spec.CPUs, PidsLimit: spec.PidsLimit,
 		LogPath: spec.LogPath + ".name", LogLimit: 4 << 10, Command: []string{spec.Command[0], reference.EvalCommand, "--name"}}
 	defer func() { _ = os.Remove(ask.LogPath) }()
-	res, timedOut, err := a.runToEnd(ctx, ask, "", 30*time.Second, a.Logger)
+	res, timedOut, err := s.runToEnd(ctx, ask, "", 30*time.Second, s.Logger)
 	switch {
 	case err != nil:
 		return "", err

@@ -33,8 +33,7 @@ func TestReferenceEvaluatorNamedByItsScoringCode(t *testing.T) {
 		if err := os.WriteFile(self, []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		a := &Runner{Logger: zap.NewNop()}
-		a.Workspace = &DirWorkspace{Process: proc, Self: self}
+		a := &Sandbox{Workspace: &DirWorkspace{Process: proc, Self: self}, Logger: zap.NewNop()}
 		spec := runtime.TaskSpec{Name: "eval-" + filepath.Base(dir), Dir: dir, LogPath: filepath.Join(dir, "eval.log"),
 			Command: expand(template, map[string]string{"self": self})}
 		return a.evaluator(ctx, spec, template)

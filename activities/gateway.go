@@ -75,7 +75,7 @@ func (g LLMGateway) every() time.Duration {
 // transcripts: a crashed attempt's calls count), and its recorder, which
 // scrubs the token, the keys and the run's secrets from what it stores.
 func (a *Attempts) llmFor(ctx context.Context, in AgentInput, secrets []string, door *gateway.Allowance, live func() error, log *zap.Logger) (*attemptLLM, error) {
-	if a.LLM.Prices == nil {
+	if a.Sandbox.LLM.Prices == nil {
 		return nil, nil
 	}
 	b := make([]byte, 24)
@@ -83,21 +83,21 @@ func (a *Attempts) llmFor(ctx context.Context, in AgentInput, secrets []string, 
 		return nil, fmt.Errorf("attempt token: %w", err)
 	}
 	token := "mlrb-" + hex.EncodeToString(b)
-	oa, an := a.LLM.OpenAI, a.LLM.Anthropic
-	if a.EnvFile != "" {
+	oa, an := a.Sandbox.LLM.OpenAI, a.Sandbox.LLM.Anthropic
+	if a.Sandbox.EnvFile != "" {
 		// Without the file, or a key, the gateway refuses those calls
 		// naming the key; the agent still runs.
-		if err := config.PrivateFile("agent.env_file", a.EnvFile); err != nil {
+		if err := config.PrivateFile("agent.env_file", a.Sandbox.EnvFile); err != nil {
 			log.Warn("LLM calls are refused", zap.Error(err))
 		} else {
-			file, err := gotenv.Read(a.EnvFile)
+			file, err := gotenv.Read(a.Sandbox.EnvFile)
 			if err != nil {
-				log.Warn("agent.env_file unreadable: LLM calls are refused", zap.String("problem", envFileProblem(a.EnvFile)))
+				log.Warn("agent.env_file unreadable: LLM calls are refused", zap.String("problem", envFileProblem(a.Sandbox.EnvFile)))
 			}
 			oa.Key, an.Key = file[oa.KeyName], file[an.KeyName]
 		}
 	}
-	prior, err := transcript.Totals(ctx, a.Engine.Store, in.RunID, in.Attempt)
+	prior, err := transcript.Totals(ctx, a.Runs.Engine.Store, in.RunID, in.Attempt)
 	if err != nil {
 		return nil, fmt.Errorf("the run's earlier LLM calls: %w", err)
 	}
@@ -107,9 +107,9 @@ func (a *Attempts) llmFor(ctx context.Context, in AgentInput, secrets []string, 
 	}
 	meter := llm.NewMeter(in.LLMBudget, spent.Usage)
 	redact := append([]string{token, oa.Key, an.Key}, secrets...)
-	rec := &transcript.Recorder{Store: a.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Redact: redact, Ledger: meter.Ledger, Log: log}
-	return &attemptLLM{prices: a.LLM.Prices.Ref(), prior: prior, every: a.LLM.every(),
-		serve: &gateway.LLM{Token: token, OpenAI: oa, Anthropic: an, Prices: a.LLM.Prices, Meter: meter, Record: rec, Live: live, Log: log, ServerTools: a.LLM.ServerTools, AnthropicBeta: a.LLM.AnthropicBeta, Bounds: a.LLM.Bounds, Allowance: door}}, nil
+	rec := &transcript.Recorder{Store: a.Runs.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Redact: redact, Ledger: meter.Ledger, Log: log}
+	return &attemptLLM{prices: a.Sandbox.LLM.Prices.Ref(), prior: prior, every: a.Sandbox.LLM.every(),
+		serve: &gateway.LLM{Token: token, OpenAI: oa, Anthropic: an, Prices: a.Sandbox.LLM.Prices, Meter: meter, Record: rec, Live: live, Log: log, ServerTools: a.Sandbox.LLM.ServerTools, AnthropicBeta: a.Sandbox.LLM.AnthropicBeta, Bounds: a.Sandbox.LLM.Bounds, Allowance: door}}, nil
 }
 
 // report sends the attempt's ledger to the run when it changed since the

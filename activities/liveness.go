@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
@@ -42,6 +43,16 @@ type liveness struct {
 // ErrFenced: this attempt may no longer act for its run.
 var ErrFenced = errors.New("attempt fenced")
 
+// pulse is where an activity's liveness reports: the host it runs on,
+// the client its heartbeats go through (nil: the SDK's), where progress
+// goes outside any activity, and its log.
+type pulse struct {
+	host     *Host
+	client   client.Client
+	progress func(Heartbeat)
+	logger   *zap.Logger
+}
+
 // beat sends one heartbeat; its error is the server's answer.
 type beat func(ctx context.Context, p Heartbeat) error
 
@@ -51,25 +62,26 @@ type beat func(ctx context.Context, p Heartbeat) error
 // A lease the activity holds (token, "" for none) is claimed on this
 // host's pool, and renewed by each heartbeat that reaches the server: it
 // lapses one TTL after the run stops hearing from the activity.
-func (a *Runner) live(ctx context.Context, lease *Lease) (context.Context, *liveness, error) {
+func (p pulse) live(ctx context.Context, lease *Lease) (context.Context, *liveness, error) {
+	h := p.host
 	ctx, cancel := context.WithCancelCause(ctx)
-	l := &liveness{stop: make(chan struct{}), stopped: make(chan struct{}), dir: a.WorkDir, cancel: cancel}
-	if lease != nil && lease.Token != "" && a.GPUs != nil {
-		if err := a.GPUs.Claim(lease.Token, lease.Devices); err != nil {
+	l := &liveness{stop: make(chan struct{}), stopped: make(chan struct{}), dir: h.WorkDir, cancel: cancel}
+	if lease != nil && lease.Token != "" && h.GPUs != nil {
+		if err := h.GPUs.Claim(lease.Token, lease.Devices); err != nil {
 			cancel(err)
-			return nil, nil, fmt.Errorf("lease on %s: %w", a.HostID, err)
+			return nil, nil, fmt.Errorf("lease on %s: %w", h.HostID, err)
 		}
-		pool, token := a.GPUs, lease.Token
+		pool, token := h.GPUs, lease.Token
 		l.renew = func() { pool.Renew(token) }
 	}
-	l.p.Host = a.HostID
+	l.p.Host = h.HostID
 	var info activity.Info
-	send := a.outside
+	send := p.outside
 	if activity.IsActivity(ctx) {
 		info = activity.GetInfo(ctx)
-		send = a.heartbeat(info)
+		send = p.heartbeat(info)
 	}
-	l.log = a.Logger.With(zap.String("run", info.WorkflowExecution.ID), zap.String("activity", info.ActivityType.Name), zap.Int32("try", info.Attempt))
+	l.log = p.logger.With(zap.String("run", info.WorkflowExecution.ID), zap.String("activity", info.ActivityType.Name), zap.Int32("try", info.Attempt))
 	go func() {
 		defer close(l.stopped)
 		l.run(ctx, send, info.HeartbeatTimeout, beatEvery(info.HeartbeatTimeout), time.Now)
@@ -80,26 +92,27 @@ func (a *Runner) live(ctx context.Context, lease *Lease) (context.Context, *live
 // heartbeat is how this worker reaches the server: through its client,
 // so that it knows each heartbeat's fate, or the SDK's throttled
 // heartbeats where there is no client (tests of single activities).
-func (a *Runner) heartbeat(info activity.Info) beat {
-	if a.Client == nil {
-		return func(ctx context.Context, p Heartbeat) error {
-			activity.RecordHeartbeat(ctx, p)
+func (p pulse) heartbeat(info activity.Info) beat {
+	if p.client == nil {
+		return func(ctx context.Context, hb Heartbeat) error {
+			activity.RecordHeartbeat(ctx, hb)
 			return nil
 		}
 	}
 	timeout := beatEvery(info.HeartbeatTimeout)
-	return func(ctx context.Context, p Heartbeat) error {
+	return func(ctx context.Context, hb Heartbeat) error {
 		hctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		return a.Client.RecordActivityHeartbeat(hctx, info.TaskToken, p)
+		return p.client.RecordActivityHeartbeat(hctx, info.TaskToken, hb)
 	}
 }
 
 // outside is where the progress of an activity's code run outside any
-// activity goes (a rescore, in the starter): to Runner.Progress, if set.
-func (a *Runner) outside(_ context.Context, p Heartbeat) error {
-	if a.Progress != nil {
-		a.Progress(p)
+// activity goes (a rescore, in the starter): to Evaluations.Progress, if
+// set.
+func (p pulse) outside(_ context.Context, hb Heartbeat) error {
+	if p.progress != nil {
+		p.progress(hb)
 	}
 	return nil
 }

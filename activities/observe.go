@@ -61,7 +61,7 @@ func (o *observer) begin(h runtime.Handle, redact []string, started time.Time) {
 		scope = &observe.Tree{Root: oh.HostPID()}
 	}
 	if err == nil {
-		opts := o.a.Observe
+		opts := o.a.Host.Observe
 		opts.Redact, opts.Logger = redactor(redact), o.log
 		var s *observe.Sampler
 		s, err = observe.Start(scope, opts, observe.Observation{RunID: o.in.RunID, Attempt: o.in.Attempt, Start: started, StartAgentS: o.in.Budget.UsedS, Devices: o.in.Lease.Devices})
@@ -135,7 +135,7 @@ func (o *observer) finish(ctx context.Context, ended string) {
 }
 
 func (o *observer) store(ctx context.Context, obs *observe.Observation) {
-	if err := observe.Put(ctx, o.a.Engine.Store, obs); err != nil {
+	if err := observe.Put(ctx, o.a.Runs.Engine.Store, obs); err != nil {
 		o.log.Warn("the attempt's observation is not stored", zap.Error(err))
 	}
 }

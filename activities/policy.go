@@ -32,16 +32,16 @@ func PolicyKey(runID string, attempt int) string {
 
 // keepPolicy stores the policy the agent's task is about to start under.
 func (a *Attempts) keepPolicy(ctx context.Context, in *AgentInput, spec runtime.TaskSpec, secrets []string) error {
-	p := AttemptPolicy{Attempt: in.Attempt, Sandbox: a.Workspace.Policy(spec), EgressAllow: []string{}, LLMBudget: in.LLMBudget,
-		WorkspaceLimit: a.WorkspaceLimit, WorkspaceEntries: a.WorkspaceEntries, Secrets: secrets}
-	if a.Egress != nil && a.Egress.Allow != nil {
-		p.EgressAllow = a.Egress.Allow
+	p := AttemptPolicy{Attempt: in.Attempt, Sandbox: a.Sandbox.Workspace.Policy(spec), EgressAllow: []string{}, LLMBudget: in.LLMBudget,
+		WorkspaceLimit: a.Sandbox.WorkspaceLimit, WorkspaceEntries: a.Sandbox.WorkspaceEntries, Secrets: secrets}
+	if a.Sandbox.Egress != nil && a.Sandbox.Egress.Allow != nil {
+		p.EgressAllow = a.Sandbox.Egress.Allow
 	}
 	b, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode the sandbox policy: %w", err)
 	}
-	if err := a.Engine.Store.Put(ctx, PolicyKey(in.RunID, in.Attempt), bytes.NewReader(b)); err != nil {
+	if err := a.Runs.Engine.Store.Put(ctx, PolicyKey(in.RunID, in.Attempt), bytes.NewReader(b)); err != nil {
 		return fmt.Errorf("keep the sandbox policy: %w", err)
 	}
 	return nil

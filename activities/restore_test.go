@@ -40,7 +40,7 @@ func TestRestoreFallsBackPastADamagedCheckpoint(t *testing.T) {
 	}
 	h := m2.Files[0].Chunks[0]
 	chunk := filepath.Join(root, "chunks", h[:2], h)
-	a := &Attempts{&Runner{Runs: Runs{Engine: checkpoint.New(store, checkpoint.Options{ChunkSize: 1 << 20})}, Logger: zap.NewNop()}}
+	a := &Attempts{Runs: Runs{Engine: checkpoint.New(store, checkpoint.Options{ChunkSize: 1 << 20})}, Logger: zap.NewNop()}
 	for _, damage := range []string{"missing", "corrupt"} {
 		if damage == "missing" {
 			err = os.Remove(chunk)
@@ -51,7 +51,7 @@ func TestRestoreFallsBackPastADamagedCheckpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		dst := t.TempDir()
-		m, err := a.restoreLatest(ctx, "r", &CheckpointRef{Seq: 2}, func(m *checkpoint.Manifest) error { return a.Engine.Restore(ctx, m, dst) })
+		m, err := a.restoreLatest(ctx, "r", &CheckpointRef{Seq: 2}, func(m *checkpoint.Manifest) error { return a.Runs.Engine.Restore(ctx, m, dst) })
 		if err != nil {
 			t.Fatalf("%s chunk: %v", damage, err)
 		}

@@ -92,7 +92,7 @@ func TestChecksScoreByExitStatusOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Evaluations{&Runner{Sandbox: Sandbox{Workspace: &DirWorkspace{Process: proc}}, Logger: zap.NewNop()}}
+	a := &Evaluations{Sandbox: &Sandbox{Workspace: &DirWorkspace{Process: proc}, Logger: zap.NewNop()}, Logger: zap.NewNop()}
 	c := &tasks.Check{Command: []string{"sh", "-c", `grep -q QED "$0" && ! grep -q sorry "$0"`, "{item}"}, Timeout: tasks.Duration(30e9),
 		Task: "t", Field: "compile_rate,none"}
 	rate, sem, err := a.runChecks(context.Background(), ev, &tasks.Spec{Evaluation: tasks.Evaluation{Check: c}}, "", time.Minute)
@@ -116,7 +116,7 @@ func TestChecksScoreByExitStatusOnly(t *testing.T) {
 // runs under its spec's memory and CPUs (never more CPUs than the host
 // has); the runtime's own limits stand.
 func TestBoundFollowsTheTask(t *testing.T) {
-	a := &Runner{Sandbox: Sandbox{LogLimit: 7}}
+	a := &Sandbox{LogLimit: 7}
 	task := &tasks.Spec{Resources: tasks.Resources{CPUs: 1 << 20, MemoryGB: 3}}
 	var spec runtime.TaskSpec
 	a.bound(&spec, task)
@@ -144,7 +144,7 @@ func TestChecksThatOverrunFailTheirItems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Evaluations{&Runner{Sandbox: Sandbox{Workspace: &DirWorkspace{Process: proc}}, Logger: zap.NewNop()}}
+	a := &Evaluations{Sandbox: &Sandbox{Workspace: &DirWorkspace{Process: proc}, Logger: zap.NewNop()}, Logger: zap.NewNop()}
 	c := &tasks.Check{Command: []string{"sh", "-c", `grep -q QED "$0" || exec sleep 600`, "{item}"}, Timeout: tasks.Duration(10 * time.Minute),
 		Task: "t", Field: "compile_rate,none", Parallel: 2}
 	rate, _, err := a.runChecks(context.Background(), ev, &tasks.Spec{Evaluation: tasks.Evaluation{Check: c}}, "", 3*time.Second)

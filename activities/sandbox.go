@@ -26,7 +26,7 @@ import (
 // to carry the task's connections to, or, for a task with no door (the
 // process runtime), on a loopback port. It returns the base URL the task
 // reaches it at; close shuts it and every connection through it.
-func (a *Runner) openDoor(dir string, container bool, ai *attemptLLM, allow *gateway.Allowance, log *zap.Logger) (base string, close func(), err error) {
+func (s *Sandbox) openDoor(dir string, container bool, ai *attemptLLM, allow *gateway.Allowance, log *zap.Logger) (base string, close func(), err error) {
 	_ = os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", nil, fmt.Errorf("the agent's door: %w", err)
@@ -52,7 +52,7 @@ func (a *Runner) openDoor(dir string, container bool, ai *attemptLLM, allow *gat
 		}
 		base = "http://" + l.Addr().String()
 	}
-	policy := a.Egress
+	policy := s.Egress
 	if policy == nil {
 		policy = &gateway.Policy{}
 	}
@@ -81,8 +81,8 @@ func (a *Runner) openDoor(dir string, container bool, ai *attemptLLM, allow *gat
 // its own limit (its failure), never the host's OOM killer taking the
 // worker and every other attempt down with it, and one agent's CPUs are
 // not its neighbours'.
-func (a *Runner) bound(spec *runtime.TaskSpec, task *tasks.Spec) {
-	spec.LogLimit = a.LogLimit
+func (s *Sandbox) bound(spec *runtime.TaskSpec, task *tasks.Spec) {
+	spec.LogLimit = s.LogLimit
 	if spec.MemoryBytes == 0 && task.Resources.MemoryGB > 0 {
 		spec.MemoryBytes = int64(task.Resources.MemoryGB) << 30
 	}
@@ -98,11 +98,11 @@ func (a *Runner) bound(spec *runtime.TaskSpec, task *tasks.Spec) {
 // loopback port when it has no door, and is told where it is and its
 // token. closeDoor shuts the door (once, however often it is called);
 // call it once the task is gone.
-func (a *Runner) start(ctx context.Context, spec runtime.TaskSpec, doorDir string, ai *attemptLLM, allow *gateway.Allowance, log *zap.Logger) (h runtime.Handle, closeDoor func(), err error) {
+func (s *Sandbox) start(ctx context.Context, spec runtime.TaskSpec, doorDir string, ai *attemptLLM, allow *gateway.Allowance, log *zap.Logger) (h runtime.Handle, closeDoor func(), err error) {
 	closeDoor = func() {}
 	if spec.Door != nil || ai != nil {
 		var base string
-		if base, closeDoor, err = a.openDoor(doorDir, spec.Door != nil, ai, allow, log); err != nil {
+		if base, closeDoor, err = s.openDoor(doorDir, spec.Door != nil, ai, allow, log); err != nil {
 			return nil, nil, err
 		}
 		if ai != nil {
@@ -118,7 +118,7 @@ func (a *Runner) start(ctx context.Context, spec runtime.TaskSpec, doorDir strin
 			spec.Redact = append(spec.Redact, ai.serve.Token)
 		}
 	}
-	if h, err = a.Workspace.Start(ctx, spec); err != nil {
+	if h, err = s.Workspace.Start(ctx, spec); err != nil {
 		closeDoor()
 		return nil, nil, err
 	}
@@ -127,8 +127,8 @@ func (a *Runner) start(ctx context.Context, spec runtime.TaskSpec, doorDir strin
 
 // runToEnd runs a task until it exits, its timeout passes (it is killed:
 // timedOut), or ctx ends (it is killed: err is ctx's).
-func (a *Runner) runToEnd(ctx context.Context, spec runtime.TaskSpec, doorDir string, timeout time.Duration, log *zap.Logger) (res runtime.ExitResult, timedOut bool, err error) {
-	h, closeDoor, err := a.start(ctx, spec, doorDir, nil, nil, log)
+func (s *Sandbox) runToEnd(ctx context.Context, spec runtime.TaskSpec, doorDir string, timeout time.Duration, log *zap.Logger) (res runtime.ExitResult, timedOut bool, err error) {
+	h, closeDoor, err := s.start(ctx, spec, doorDir, nil, nil, log)
 	if err != nil {
 		return res, false, err
 	}

@@ -21,7 +21,7 @@ import (
 // what its activities use: Tasks resolve tasks and agents, Records keep
 // what runs leave in the store, Leases hand out this host's GPU slots,
 // Fleet obtains hosts, and Attempts and Evaluations run agents and
-// evaluators through the Runner they share. The catalogue in workflows
+// evaluators in the host's Sandbox they share. The catalogue in workflows
 // names each activity by its receiver's method.
 type Set struct {
 	Tasks       *Tasks
@@ -76,28 +76,44 @@ type Fleet struct {
 	QueueOf func(hostID string) string
 }
 
-// Runner runs agents and evaluators on this host, in its sandbox, with
-// the run's checkpoints: what attempts and evaluations share.
-type Runner struct {
-	Runs
-	Host
-	Sandbox
-	// Client signals checkpoint commits to the run's workflow.
+// Attempts runs agents: one attempt of a run per RunAgent.
+type Attempts struct {
+	Sandbox *Sandbox
+	Host    *Host
+	Runs    Runs
+	// Client signals checkpoint commits to the run's workflow and
+	// carries heartbeats.
 	Client client.Client
 	Logger *zap.Logger
-	// Metrics records checkpoints, evaluations and running attempts
-	// (nil: nothing is recorded).
+	// Metrics records checkpoints and running attempts (nil: nothing is
+	// recorded).
+	Metrics *metrics.Metrics
+}
+
+// live heartbeats an attempt (liveness).
+func (a *Attempts) live(ctx context.Context, lease *Lease) (context.Context, *liveness, error) {
+	return pulse{host: a.Host, client: a.Client, logger: a.Logger}.live(ctx, lease)
+}
+
+// Evaluations scores models: a run's final one and its curve's marks.
+type Evaluations struct {
+	Sandbox *Sandbox
+	Host    *Host
+	Runs    Runs
+	// Client carries heartbeats (nil: the SDK's).
+	Client client.Client
+	Logger *zap.Logger
+	// Metrics records evaluations (nil: nothing is recorded).
 	Metrics *metrics.Metrics
 	// Progress is told an evaluation's progress where it runs outside a
 	// worker (a rescore), in place of heartbeats (nil: not told).
 	Progress func(Heartbeat)
 }
 
-// Attempts runs agents: one attempt of a run per RunAgent.
-type Attempts struct{ *Runner }
-
-// Evaluations scores models: a run's final one and its curve's marks.
-type Evaluations struct{ *Runner }
+// live heartbeats an evaluation (liveness).
+func (a *Evaluations) live(ctx context.Context, lease *Lease) (context.Context, *liveness, error) {
+	return pulse{host: a.Host, client: a.Client, progress: a.Progress, logger: a.Logger}.live(ctx, lease)
+}
 
 // Runs is where runs' checkpoints live.
 type Runs struct {

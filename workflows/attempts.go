@@ -14,15 +14,6 @@ import (
 	"github.com/mlrb/mlrb/internal/run/runs"
 )
 
-// timeLimit is the run's budget before extensions: the task's, unless the
-// run overrides it (zero until the task is resolved).
-func (r *runState) timeLimit() time.Duration {
-	if r.in.TimeLimit > 0 {
-		return r.in.TimeLimit
-	}
-	return r.spec.Spec.TimeLimit.D()
-}
-
 // ranTo is how far a lost attempt got, in agent seconds: exact when the
 // activity saw its agent stopped and handed the attempt back, else
 // estimated from its last heartbeat and the time it took to be noticed.
@@ -112,8 +103,15 @@ func timeoutName(t enumspb.TimeoutType) string {
 // until the agent ends or the infra-attempt limit is hit, and each
 // attempt's record for the result.
 type attemptLoop struct {
-	r        *runState
+	c      *runCore
+	slots  *slots
+	usage  *usageState
+	curve  *curveState
+	intake *intake
+	// attempts are the attempts' records; image is the image the last
+	// completed attempt ran, by digest.
 	attempts []runs.AttemptRecord
+	image    string
 	// ranTo is how far each lost attempt was reckoned to have run (from
 	// its last heartbeat heard), and resumedFrom the agent time the
 	// current attempt took over from a checkpoint the run had not heard
@@ -124,12 +122,12 @@ type attemptLoop struct {
 
 // runAttempts runs the agent, re-leasing and resuming after infra losses.
 func (al *attemptLoop) runAttempts(ctx workflow.Context) (*activities.AgentResult, error) {
-	p := al.r.pol
-	first := al.r.st.Attempt // attempts of an earlier execution, on a continued run
+	p := al.c.pol
+	first := al.c.st.Attempt // attempts of an earlier execution, on a continued run
 	for attempt := first + 1; attempt <= first+p.MaxInfraAttempts; attempt++ {
-		al.r.st.Attempt = attempt
+		al.c.st.Attempt = attempt
 		if attempt > 1 {
-			al.r.setPhase(ctx, runs.PhaseRecovering)
+			al.c.setPhase(ctx, runs.PhaseRecovering)
 		}
 		lease, again, err := al.leaseFor(ctx, attempt)
 		if err != nil {
@@ -139,10 +137,10 @@ func (al *attemptLoop) runAttempts(ctx workflow.Context) (*activities.AgentResul
 			continue
 		}
 		leased := workflow.Now(ctx)
-		if al.r.st.CancelRequested {
-			al.r.slots.release(ctx, lease)
-			al.r.slots.held(ctx, leased)
-			al.r.slots.releaseHost(ctx)
+		if al.c.st.CancelRequested {
+			al.slots.release(ctx, lease)
+			al.slots.held(ctx, leased)
+			al.slots.releaseHost(ctx)
 			return &activities.AgentResult{StoppedBy: activities.StopCanceled}, nil
 		}
 		res, lost, err := al.runAgent(ctx, attempt, lease, leased)
@@ -158,39 +156,39 @@ func (al *attemptLoop) runAttempts(ctx workflow.Context) (*activities.AgentResul
 // provisioned host never served its lease and was given back, and the
 // next attempt provisions another.
 func (al *attemptLoop) leaseFor(ctx workflow.Context, attempt int) (lease activities.Lease, again bool, err error) {
-	leasing := func() { al.r.setPhase(ctx, runs.PhaseLeasing) }
-	if !al.r.slots.asksHere() {
+	leasing := func() { al.c.setPhase(ctx, runs.PhaseLeasing) }
+	if !al.slots.asksHere() {
 		leasing()
 	}
 	leaseStart := workflow.Now(ctx)
-	al.r.st.LeasingSince = leaseStart
-	queue, err := al.r.slots.provision(ctx, "", attempt, 0)
+	al.c.st.LeasingSince = leaseStart
+	queue, err := al.slots.provision(ctx, "", attempt, 0)
 	if err != nil {
 		return lease, false, fmt.Errorf("no host for attempt %d: %s", attempt, errText(err))
 	}
-	req := activities.LeaseRequest{RunID: al.r.st.RunID, Attempt: attempt, GPUCount: al.r.spec.Spec.Resources.GPUCount, GPUType: al.r.spec.Spec.Resources.GPUType}
-	got, err := al.r.slots.acquire(ctx, req, queue, leasing)
+	req := activities.LeaseRequest{RunID: al.c.st.RunID, Attempt: attempt, GPUCount: al.c.spec.Spec.Resources.GPUCount, GPUType: al.c.spec.Spec.Resources.GPUType}
+	got, err := al.slots.acquire(ctx, req, queue, leasing)
 	if err != nil {
-		provisioned := al.r.st.Host != nil
-		al.r.slots.releaseHost(ctx)
+		provisioned := al.c.st.Host != nil
+		al.slots.releaseHost(ctx)
 		// A provisioned host that never served its lease (it did not
 		// boot, its worker died) is an infra loss: another is
 		// provisioned, up to the attempt limit.
-		if provisioned && al.r.env.version(ctx, versionReprovision) == 1 {
-			al.r.st.LeasingSince = time.Time{}
-			al.r.st.Budget.Wait(workflow.Now(ctx).Sub(leaseStart).Seconds())
+		if provisioned && al.c.env.version(ctx, versionReprovision) == 1 {
+			al.c.st.LeasingSince = time.Time{}
+			al.c.st.Budget.Wait(workflow.Now(ctx).Sub(leaseStart).Seconds())
 			workflow.GetLogger(ctx).Warn("the provisioned host never served its lease; provisioning another", "attempt", attempt, "error", errText(err))
 			return lease, true, nil
 		}
 		return lease, false, fmt.Errorf("no GPU lease for attempt %d: %s", attempt, errText(err))
 	}
 	lease = *got
-	al.r.st.LeasingSince = time.Time{}
+	al.c.st.LeasingSince = time.Time{}
 	wait := workflow.Now(ctx).Sub(leaseStart)
-	al.r.slots.leaseWaitS = wait.Seconds()
-	al.r.st.Budget.Wait(wait.Seconds())
-	al.r.metrics(ctx).Timer(MetricLeaseWait).Record(wait)
-	al.r.metrics(ctx).Timer(MetricInfraWait).Record(wait)
+	al.slots.leaseWaitS = wait.Seconds()
+	al.c.st.Budget.Wait(wait.Seconds())
+	al.c.metrics(ctx).Timer(MetricLeaseWait).Record(wait)
+	al.c.metrics(ctx).Timer(MetricInfraWait).Record(wait)
 	return lease, false, nil
 }
 
@@ -201,7 +199,7 @@ func (al *attemptLoop) leaseFor(ctx workflow.Context, attempt int) (lease activi
 // estimate's last checkpoint, and as infra wait, was partly the agent's
 // kept work, and the current attempt starts from there.
 func (al *attemptLoop) tookOver(c activities.CheckpointRef, usedBefore float64) {
-	if c.Attempt >= al.r.st.Attempt || c.AgentSeconds <= usedBefore {
+	if c.Attempt >= al.c.st.Attempt || c.AgentSeconds <= usedBefore {
 		return
 	}
 	al.resumedFrom = c.AgentSeconds
@@ -212,7 +210,7 @@ func (al *attemptLoop) tookOver(c activities.CheckpointRef, usedBefore float64) 
 			continue
 		}
 		kept := max(0, reached-c.AgentSeconds)
-		b := &al.r.st.Budget
+		b := &al.c.st.Budget
 		b.LostS = max(0, b.LostS-(rec.LostS-kept))
 		b.InfraWaitS = max(0, b.InfraWaitS-max(0, c.AgentSeconds-reached))
 		rec.LostS, rec.ToS = kept, c.AgentSeconds
@@ -224,41 +222,41 @@ func (al *attemptLoop) tookOver(c activities.CheckpointRef, usedBefore float64) 
 // (refunding what ran past the last checkpoint) and says so (lost): the
 // next attempt resumes; any error ends the run.
 func (al *attemptLoop) runAgent(ctx workflow.Context, attempt int, lease activities.Lease, leased time.Time) (res *activities.AgentResult, lost bool, err error) {
-	p := al.r.pol
-	al.r.setPhase(ctx, runs.PhaseRunning)
+	p := al.c.pol
+	al.c.setPhase(ctx, runs.PhaseRunning)
 	started := workflow.Now(ctx)
-	al.r.st.AttemptStartedAt = started
-	base := al.r.st.Budget.UsedS
+	al.c.st.AttemptStartedAt = started
+	base := al.c.st.Budget.UsedS
 	in := activities.AgentInput{
-		RunID: al.r.st.RunID, Attempt: attempt, Task: al.r.spec.Spec, Agent: al.r.in.Agent, Seed: al.r.in.Seed,
-		LLMProvider: al.r.in.LLMProvider, Image: al.r.image(), Secrets: al.r.in.Secrets, AgentDef: al.r.in.AgentDef, Lease: lease, Budget: al.r.st.Budget,
-		Resume: al.r.last, NextSeq: al.r.nextSeq(), Interval: al.r.interval(), Grace: p.Grace, LLMBudget: al.r.usage.llmBudget(), Marks: al.r.curve.curveMarks(),
-		KeepLease: al.r.env.isLean() && al.r.st.Host == nil, LastInResult: true,
+		RunID: al.c.st.RunID, Attempt: attempt, Task: al.c.spec.Spec, Agent: al.c.in.Agent, Seed: al.c.in.Seed,
+		LLMProvider: al.c.in.LLMProvider, Image: al.c.image(), Secrets: al.c.in.Secrets, AgentDef: al.c.in.AgentDef, Lease: lease, Budget: al.c.st.Budget,
+		Resume: al.c.last, NextSeq: al.c.nextSeq(), Interval: al.c.interval(), Grace: p.Grace, LLMBudget: al.usage.llmBudget(), Marks: al.curve.curveMarks(),
+		KeepLease: al.c.env.isLean() && al.c.st.Host == nil, LastInResult: true,
 	}
 	var bytes int64
-	if al.r.last != nil {
-		bytes = al.r.last.Bytes // to restore, and about as much to save
+	if al.c.last != nil {
+		bytes = al.c.last.Bytes // to restore, and about as much to save
 	}
-	out, err := runAgent.call(ctx, callArgs{pol: p, lease: lease, ledger: al.r.st.Budget, bytes: bytes}, in)
-	al.r.drainCheckpoints(ctx, out)
-	rec := runs.AttemptRecord{N: attempt, Host: lease.HostID, LeaseWaitS: al.r.slots.leaseWaitS, LeasedAt: leased, FromS: max(base, al.resumedFrom)}
+	out, err := runAgent.call(ctx, callArgs{pol: p, lease: lease, ledger: al.c.st.Budget, bytes: bytes}, in)
+	al.intake.drain(ctx, out)
+	rec := runs.AttemptRecord{N: attempt, Host: lease.HostID, LeaseWaitS: al.slots.leaseWaitS, LeasedAt: leased, FromS: max(base, al.resumedFrom)}
 	al.resumedFrom = 0
 	defer func() {
-		rec.EndedAt, rec.ToS = workflow.Now(ctx), al.r.st.Budget.UsedS
+		rec.EndedAt, rec.ToS = workflow.Now(ctx), al.c.st.Budget.UsedS
 		al.attempts = append(al.attempts, rec)
 	}()
 	// A lean run's evaluations run on the slot of an attempt that ended.
-	if kept := err == nil && !out.Released && al.r.slots.keepForScoring(lease, leased); !kept {
-		if !(hostSilent(err) || released(err, out)) || al.r.env.version(ctx, versionLeaseExpires) == workflow.DefaultVersion {
-			al.r.slots.release(ctx, lease)
+	if kept := err == nil && !out.Released && al.slots.keepForScoring(lease, leased); !kept {
+		if !(hostSilent(err) || released(err, out)) || al.c.env.version(ctx, versionLeaseExpires) == workflow.DefaultVersion {
+			al.slots.release(ctx, lease)
 		}
-		al.r.slots.held(ctx, leased)
-		al.r.slots.releaseHost(ctx)
+		al.slots.held(ctx, leased)
+		al.slots.releaseHost(ctx)
 	}
 	if err == nil {
 		// A completed attempt ends on its final checkpoint: all its time counts.
-		al.r.st.Budget.Preserve(out.AgentSeconds)
-		al.r.agentImage = out.Image
+		al.c.st.Budget.Preserve(out.AgentSeconds)
+		al.image = out.Image
 		rec.End, rec.Detail = string(out.StoppedBy), exitText(out)
 		return out, false, nil
 	}
@@ -278,17 +276,17 @@ func (al *attemptLoop) runAgent(ctx workflow.Context, attempt int, lease activit
 // ran wall: what it ran past the last checkpoint is lost, the rest infra
 // wait. It returns the time lost.
 func (al *attemptLoop) bookLoss(ctx workflow.Context, attempt int, err error, base float64, wall time.Duration) float64 {
-	before := al.r.st.Budget
-	reached := ranTo(err, base, wall, al.r.pol.HeartbeatTimeout)
-	al.r.st.Budget.Crash(reached, wall.Seconds(), base)
+	before := al.c.st.Budget
+	reached := ranTo(err, base, wall, al.c.pol.HeartbeatTimeout)
+	al.c.st.Budget.Crash(reached, wall.Seconds(), base)
 	if al.ranTo == nil {
 		al.ranTo = map[int]float64{}
 	}
 	al.ranTo[attempt] = reached
-	lost := al.r.st.Budget.LostS - before.LostS
-	al.r.metrics(ctx).Timer(MetricLost).Record(seconds(lost))
-	al.r.metrics(ctx).Timer(MetricInfraWait).Record(seconds(al.r.st.Budget.InfraWaitS - before.InfraWaitS))
+	lost := al.c.st.Budget.LostS - before.LostS
+	al.c.metrics(ctx).Timer(MetricLost).Record(seconds(lost))
+	al.c.metrics(ctx).Timer(MetricInfraWait).Record(seconds(al.c.st.Budget.InfraWaitS - before.InfraWaitS))
 	workflow.GetLogger(ctx).Warn("agent attempt lost; resuming from the last checkpoint",
-		"attempt", attempt, "error", errText(err), "lost_s", al.r.st.Budget.LostS)
+		"attempt", attempt, "error", errText(err), "lost_s", al.c.st.Budget.LostS)
 	return lost
 }

@@ -18,7 +18,9 @@ import (
 // scored, the evaluator image the final model was scored with (the
 // marks' too), and the retry-curve update's.
 type curveState struct {
-	r      *runState
+	c      *runCore
+	slots  *slots
+	gate   *gate
 	marks  []runs.Mark
 	picked bool
 	image  string
@@ -36,14 +38,14 @@ const UpdateRetryCurve = "retry-curve"
 // setRetryHandler registers the retry-curve update at the run's gate:
 // admitted only while the run waits for one.
 func (cv *curveState) setRetryHandler(ctx workflow.Context) error {
-	return handleRetry(ctx, &cv.r.gate, UpdateRetryCurve, runs.PhaseAwaitingCurveRetry,
+	return handleRetry(ctx, cv.gate, UpdateRetryCurve, runs.PhaseAwaitingCurveRetry,
 		func(ctx workflow.Context, req RetryEvaluation) ([]runs.Mark, error) {
 			if req.Image != "" {
 				cv.image = req.Image
 			}
-			cv.r.setPhase(ctx, runs.PhaseScoringCurve)
+			cv.c.setPhase(ctx, runs.PhaseScoringCurve)
 			if !cv.scoreMarks(ctx) {
-				cv.r.setPhase(ctx, runs.PhaseAwaitingCurveRetry)
+				cv.c.setPhase(ctx, runs.PhaseAwaitingCurveRetry)
 			}
 			return slices.Clone(cv.marks), nil
 		})
@@ -52,19 +54,19 @@ func (cv *curveState) setRetryHandler(ctx workflow.Context) error {
 // curveMarks are the run's marks in agent seconds: the policy's, else
 // the task's; none when the policy turns the curve off.
 func (cv *curveState) curveMarks() []float64 {
-	if cv.r.pol.NoCurve {
+	if cv.c.pol.NoCurve {
 		return nil
 	}
-	marks := cv.r.pol.Curve
-	if c := cv.r.spec.Spec.Evaluation.Curve; len(marks) == 0 && c != nil {
+	marks := cv.c.pol.Curve
+	if c := cv.c.spec.Spec.Evaluation.Curve; len(marks) == 0 && c != nil {
 		marks = c.At
 	}
-	return tasks.MarkSeconds(marks, cv.r.timeLimit())
+	return tasks.MarkSeconds(marks, cv.c.timeLimit())
 }
 
 // curveSplit is what the marks are scored on.
 func (cv *curveState) curveSplit() string {
-	if c := cv.r.spec.Spec.Evaluation.Curve; c != nil && len(c.Command) > 0 {
+	if c := cv.c.spec.Spec.Evaluation.Curve; c != nil && len(c.Command) > 0 {
 		return contract.SplitDev
 	}
 	return contract.SplitTest
@@ -76,7 +78,7 @@ func (cv *curveState) begin() bool {
 		return true
 	}
 	marks := cv.curveMarks()
-	if len(marks) == 0 || cv.r.last == nil {
+	if len(marks) == 0 || cv.c.last == nil {
 		return false
 	}
 	cv.marks = make([]runs.Mark, len(marks))
@@ -95,7 +97,7 @@ func (cv *curveState) scoreOverTime(ctx workflow.Context, final *activities.Eval
 		return nil
 	}
 	cv.final = final
-	if cv.r.env.foldsFinalMark() && cv.picked {
+	if cv.c.env.foldsFinalMark() && cv.picked {
 		// The final evaluation may have scored every mark: then the run
 		// never enters the curve's phase.
 		cv.takeFinal()
@@ -104,13 +106,13 @@ func (cv *curveState) scoreOverTime(ctx workflow.Context, final *activities.Eval
 			return nil
 		}
 	}
-	cv.r.setPhase(ctx, runs.PhaseScoringCurve)
+	cv.c.setPhase(ctx, runs.PhaseScoringCurve)
 	if cv.scoreMarks(ctx) {
 		return nil
 	}
-	cv.r.slots.releaseScoring(ctx)
-	cv.r.gate.open(ctx, runs.PhaseAwaitingCurveRetry)
-	_, err := cv.r.gate.wait(ctx, cv.curveDone)
+	cv.slots.releaseScoring(ctx)
+	cv.gate.open(ctx, runs.PhaseAwaitingCurveRetry)
+	_, err := cv.gate.wait(ctx, cv.curveDone)
 	return err
 }
 
@@ -125,10 +127,10 @@ func (cv *curveState) pick(ctx workflow.Context) bool {
 	for i, m := range cv.marks {
 		at[i] = m.AtS
 	}
-	in := activities.MarksInput{RunID: cv.r.st.RunID, Marks: at, Final: *cv.r.last, SlackS: cv.r.interval().Seconds()}
+	in := activities.MarksInput{RunID: cv.c.st.RunID, Marks: at, Final: *cv.c.last, SlackS: cv.c.interval().Seconds()}
 	var picked []runs.Mark
 	var err error
-	if cv.r.env.isLean() {
+	if cv.c.env.isLean() {
 		picked, err = pickMarks.callLocal(ctx, localQuick, in)
 	} else {
 		picked, err = pickMarks.call(ctx, callArgs{}, in)
@@ -156,7 +158,7 @@ func (cv *curveState) takeFinal() {
 	}
 	for i := range cv.marks {
 		m := &cv.marks[i]
-		if m.Seq != cv.r.last.Seq || m.Done() {
+		if m.Seq != cv.c.last.Seq || m.Done() {
 			continue
 		}
 		switch {
@@ -175,7 +177,7 @@ func (cv *curveState) takeFinal() {
 // checkpoint and is scored on the dev split.
 func (cv *curveState) foldable() bool {
 	return cv.picked && cv.curveSplit() == contract.SplitDev && slices.ContainsFunc(cv.marks, func(m runs.Mark) bool {
-		return m.Seq == cv.r.last.Seq && !m.Done()
+		return m.Seq == cv.c.last.Seq && !m.Done()
 	})
 }
 
@@ -190,7 +192,7 @@ func (cv *curveState) finalOnly(alsoMark bool) bool {
 		return false
 	}
 	return !slices.ContainsFunc(cv.marks, func(m runs.Mark) bool {
-		return !m.Done() && (m.Seq != cv.r.last.Seq || m.Split != contract.SplitTest && !alsoMark)
+		return !m.Done() && (m.Seq != cv.c.last.Seq || m.Split != contract.SplitTest && !alsoMark)
 	})
 }
 
@@ -211,10 +213,10 @@ func (cv *curveState) scoreMarks(ctx workflow.Context) bool {
 	}
 	if len(seqs) > 0 {
 		c.rounds++
-		lease, done, err := cv.r.slots.scoringLease(), func() {}, error(nil)
+		lease, done, err := cv.slots.scoringLease(), func() {}, error(nil)
 		if lease == nil {
 			// A mark's evaluation runs its evaluator and, if that fails, a control's.
-			lease, done, err = cv.r.slots.leaseSlot(ctx, runs.RoleCurve, c.rounds, time.Duration(len(seqs))*evalWork(activities.EvalInput{Task: cv.r.spec.Spec, Mark: true}))
+			lease, done, err = cv.slots.leaseSlot(ctx, runs.RoleCurve, c.rounds, time.Duration(len(seqs))*evalWork(activities.EvalInput{Task: cv.c.spec.Spec, Mark: true}))
 		}
 		if err != nil {
 			cv.markFailed(seqs, "no slot to evaluate on: "+errText(err))
@@ -232,8 +234,8 @@ func (cv *curveState) scoreMarks(ctx workflow.Context) bool {
 // scoreMark evaluates checkpoint seq and gives its answer to the marks
 // it stands for.
 func (cv *curveState) scoreMark(ctx workflow.Context, seq int, lease *activities.Lease) {
-	in := activities.EvalInput{RunID: cv.r.st.RunID, Task: cv.r.spec.Spec, Seed: cv.r.in.Seed, Final: activities.CheckpointRef{Seq: seq}, Image: cv.image, Lease: lease, Mark: true}
-	args := callArgs{pol: cv.r.pol, evalWork: evalWork(in), bytes: cv.r.last.Bytes}
+	in := activities.EvalInput{RunID: cv.c.st.RunID, Task: cv.c.spec.Spec, Seed: cv.c.in.Seed, Final: activities.CheckpointRef{Seq: seq}, Image: cv.image, Lease: lease, Mark: true}
+	args := callArgs{pol: cv.c.pol, evalWork: evalWork(in), bytes: cv.c.last.Bytes}
 	if lease != nil {
 		args.hostQueue = lease.HostQueue
 	}
@@ -268,4 +270,15 @@ func (cv *curveState) markFailed(seqs []int, why string) {
 			cv.marks[i].Error = why
 		}
 	}
+}
+
+// lastError is why a mark's last evaluation failed ("" if none did).
+func (cv *curveState) lastError() string {
+	why := ""
+	for _, m := range cv.marks {
+		if m.Error != "" {
+			why = m.Error
+		}
+	}
+	return why
 }

@@ -9,12 +9,23 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/agents"
 	"github.com/mlrb/mlrb/internal/run/runs"
 )
 
-// finish ends the run with outcome: its result, assembled from each
+// verdict is how a run ends, as the part that decided says: its outcome,
+// why (when the outcome's name does not say), and its final model's
+// evaluation, when it was scored.
+type verdict struct {
+	outcome runs.Outcome
+	reason  string
+	ev      *activities.EvalResult
+}
+
+// finish ends the run on its verdict: its result, assembled from each
 // part's share (budget, evaluations, curve, attempts, cost).
-func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason string, ev *activities.EvalResult) *runs.Result {
+func (r *runState) finish(ctx workflow.Context, v verdict) *runs.Result {
+	outcome, reason, ev := v.outcome, v.reason, v.ev
 	disqualified := ev != nil && len(ev.Violations) > 0 && r.env.version(ctx, versionDisqualify) == 1
 	if disqualified {
 		outcome, reason = runs.OutcomeDisqualified, "the model breaks the task's rules: "+strings.Join(ev.Violations, "; ")
@@ -35,8 +46,8 @@ func (r *runState) finish(ctx workflow.Context, outcome runs.Outcome, reason str
 	res := &runs.Result{
 		RunID: r.st.RunID, Task: r.in.Task, Agent: r.in.Agent, Seed: r.in.Seed, Outcome: outcome,
 		Attempts: r.st.Attempt, Checkpoints: r.st.Checkpoints, SpecHash: r.spec.Hash, Budget: r.st.Budget, Reason: reason,
-		Metrics: map[string]float64{}, AgentImage: r.agentImage, Evaluations: r.eval.tries, EvalTries: len(r.eval.tries),
-		Curve: r.curve.marks, AttemptLog: r.loop.attempts, CheckpointLog: r.checkpoints, AgentDef: r.agentRef(), Benchmark: r.in.Benchmark,
+		Metrics: map[string]float64{}, AgentImage: r.loop.image, Evaluations: r.eval.tries, EvalTries: len(r.eval.tries),
+		Curve: r.curve.marks, AttemptLog: r.loop.attempts, CheckpointLog: r.intake.checkpoints, AgentDef: r.agentRef(), Benchmark: r.in.Benchmark,
 	}
 	if r.spec.Hash != "" { // resolved
 		res.TimeLimitS, res.Hardware = r.timeLimit().Seconds(), runs.HardwareClass(r.spec.Spec.Resources.GPUCount, r.spec.Spec.Resources.GPUType)
@@ -81,4 +92,14 @@ func (r *runState) storeResult(ctx workflow.Context, res *runs.Result) {
 	if err != nil {
 		workflow.GetLogger(ctx).Error("result not stored", "error", err)
 	}
+}
+
+// agentRef is what the result records of the run's agent.
+func (r *runState) agentRef() *runs.AgentRef {
+	digest := r.loop.image
+	if digest == "" {
+		digest = r.spec.AgentImage
+	}
+	ref := agents.Of(r.in.AgentDef, r.in.Agent, r.in.Image, r.in.LLMProvider).Ref(digest)
+	return &ref
 }

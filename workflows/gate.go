@@ -15,7 +15,7 @@ import (
 // (retry-evaluation, retry-curve), admitting one at a time and only
 // while it waits.
 type gate struct {
-	r *runState
+	c *runCore
 	// busy: a retry is under way.
 	busy bool
 	// parked: the run told its benchmark it waits; waitUntil is when the
@@ -27,15 +27,15 @@ type gate struct {
 // open makes the run wait at phase for a retry, until the wait limit,
 // its benchmark told.
 func (g *gate) open(ctx workflow.Context, phase runs.Phase) {
-	g.r.setPhase(ctx, phase)
-	g.waitUntil = workflow.Now(ctx).Add(g.r.pol.EvalWaitLimit)
+	g.c.setPhase(ctx, phase)
+	g.waitUntil = workflow.Now(ctx).Add(g.c.pol.EvalWaitLimit)
 	g.park(ctx)
 }
 
 // wait waits for done up to the wait limit, then for a retry under way to
 // end; it tells whether done came in time.
 func (g *gate) wait(ctx workflow.Context, done func() bool) (bool, error) {
-	ok, err := workflow.AwaitWithTimeout(ctx, g.r.pol.EvalWaitLimit, done)
+	ok, err := workflow.AwaitWithTimeout(ctx, g.c.pol.EvalWaitLimit, done)
 	if err != nil {
 		return false, err
 	}
@@ -53,8 +53,8 @@ func handleRetry[Res any](ctx workflow.Context, g *gate, name string, phase runs
 			return serve(ctx, req)
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req RetryEvaluation) error {
-			if g.r.st.Phase != phase || g.busy {
-				return fmt.Errorf("run is %s, not %s", g.r.st.Phase, phase)
+			if g.c.st.Phase != phase || g.busy {
+				return fmt.Errorf("run is %s, not %s", g.c.st.Phase, phase)
 			}
 			return nil
 		}},
@@ -67,14 +67,13 @@ func handleRetry[Res any](ctx workflow.Context, g *gate, name string, phase runs
 // whose benchmark is gone (terminated) loses nothing by the signal's
 // failure.
 func (g *gate) park(ctx workflow.Context) {
-	r := g.r
 	parent := workflow.GetInfo(ctx).ParentWorkflowExecution
-	if parent == nil || g.parked || r.env.version(ctx, versionParkAwaiting) == workflow.DefaultVersion {
+	if parent == nil || g.parked || g.c.env.version(ctx, versionParkAwaiting) == workflow.DefaultVersion {
 		return
 	}
 	g.parked = true
 	// To the benchmark's current execution (it may have continued as new).
-	f := workflow.SignalExternalWorkflow(ctx, parent.ID, "", SignalRunParked, r.st.RunID)
+	f := workflow.SignalExternalWorkflow(ctx, parent.ID, "", SignalRunParked, g.c.st.RunID)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		if err := f.Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("benchmark not told the run waits", "benchmark", parent.ID, "error", err)
@@ -82,24 +81,15 @@ func (g *gate) park(ctx workflow.Context) {
 	})
 }
 
-// waiting is why the run waits for an operator and the commands that
-// help, while it does.
-func (g *gate) waiting() *Waiting {
-	r := g.r
-	id := r.st.RunID
-	w := &Waiting{Log: "starter logs " + id + " --evaluator", Until: g.waitUntil}
-	switch r.st.Phase {
+// waiting is why the run waits for an operator (lastError, the failure
+// of what it waits to retry) and the commands that help, while it does.
+func (g *gate) waiting(lastError string) *Waiting {
+	id := g.c.st.RunID
+	w := &Waiting{Log: "starter logs " + id + " --evaluator", Until: g.waitUntil, Error: lastError}
+	switch g.c.st.Phase {
 	case runs.PhaseAwaitingEvalRetry:
-		if t := r.eval.tries; len(t) > 0 {
-			w.Error = t[len(t)-1].Error
-		}
 		w.Retry = "starter retry-eval " + id + " [--image IMAGE]"
 	case runs.PhaseAwaitingCurveRetry:
-		for _, m := range r.curve.marks {
-			if m.Error != "" {
-				w.Error = m.Error
-			}
-		}
 		w.Retry = "starter retry-eval " + id + " --curve [--image IMAGE]"
 	default:
 		return nil

@@ -12,36 +12,34 @@ import (
 	"github.com/mlrb/mlrb/internal/run/runs"
 )
 
-// runState is RunWorkflow's state: everything the status query shows.
+// runState is RunWorkflow's state: its core (what every part sees) and
+// its parts, each built in newRunState with the neighbours it uses.
 type runState struct {
-	in         RunInput
-	pol        Policy
-	st         Status
-	spec       activities.ResolvedTask
-	last       *activities.CheckpointRef
-	ckCh       workflow.ReceiveChannel
-	agentImage string
+	runCore
+	// intake takes the attempts' signals in; loop runs the agent's
+	// attempts; slots are the hosts and GPU slots the run holds.
+	intake intake
+	loop   attemptLoop
+	slots  slots
 	// eval is the final evaluation's; gate the operator's retries'.
-	eval evaluation
-	gate gate
+	eval  evaluation
+	gate  gate
+	curve curveState
 	// usage is the run's LLM ledger, per attempt.
 	usage usageState
-	curve curveState
-	// loop runs the agent's attempts; checkpoints are the run's
-	// timeline, for its result.
-	loop        attemptLoop
-	checkpoints []runs.CheckpointInfo
-	// env is which code paths the run takes (versions.go).
-	env runEnv
-	// slots are the hosts and GPU slots the run holds.
-	slots slots
 }
 
-// newRunState is a run's state with its parts, each of which reads the
-// run's input, policy, task and status through it.
+// newRunState is a run's state with its parts wired, in one place.
 func newRunState(in RunInput) *runState {
-	r := &runState{in: in, pol: in.Policy.withDefaults()}
-	r.loop.r, r.slots.r, r.eval.r, r.curve.r, r.gate.r, r.usage.r = r, r, r, r, r, r
+	r := &runState{runCore: runCore{in: in, pol: in.Policy.withDefaults()}}
+	c := &r.runCore
+	r.usage = usageState{c: c}
+	r.gate = gate{c: c}
+	r.slots = slots{c: c}
+	r.curve = curveState{c: c, slots: &r.slots, gate: &r.gate}
+	r.eval = evaluation{c: c, slots: &r.slots, gate: &r.gate, curve: &r.curve}
+	r.intake = intake{c: c, usage: &r.usage, tookOver: r.loop.tookOver}
+	r.loop = attemptLoop{c: c, slots: &r.slots, usage: &r.usage, curve: &r.curve, intake: &r.intake}
 	return r
 }
 
@@ -61,12 +59,23 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (*runs.Result, error) {
 	return res, nil
 }
 
-// drive is the run: resolve, attempts, evaluation.
+// drive is the run's one sequencer: set up, decide how the run ends
+// (resolve, attempts, evaluation), finish.
 func (r *runState) drive(ctx workflow.Context) (*runs.Result, error) {
-	in := r.in
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
+	v, err := r.decide(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.finish(ctx, v), nil
+}
+
+// decide resolves the task, runs the agent's attempts and evaluates what
+// they left: the run's verdict.
+func (r *runState) decide(ctx workflow.Context) (verdict, error) {
+	in := r.in
 	resolve := activities.ResolveInput{Task: in.Task, Agent: in.Agent, Image: in.Image, AgentDef: in.AgentDef}
 	var spec *activities.ResolvedTask
 	var err error
@@ -76,27 +85,27 @@ func (r *runState) drive(ctx workflow.Context) (*runs.Result, error) {
 		spec, err = resolveTask.call(ctx, callArgs{}, resolve)
 	}
 	if err != nil {
-		return r.finish(ctx, runs.OutcomeInfraFailed, "resolve task: "+errText(err), nil), nil
+		return verdict{outcome: runs.OutcomeInfraFailed, reason: "resolve task: " + errText(err)}, nil
 	}
 	r.spec = *spec
 	r.st.Store = r.spec.Store
 	agent, err := r.startingPoint(ctx)
 	if err != nil {
-		return r.finish(ctx, runs.OutcomeInfraFailed, err.Error(), nil), nil
+		return verdict{outcome: runs.OutcomeInfraFailed, reason: err.Error()}, nil
 	}
 	r.st.Budget.LimitS = r.timeLimit().Seconds()
 	if agent == nil {
 		if agent, err = r.loop.runAttempts(ctx); err != nil {
-			return r.finish(ctx, runs.OutcomeInfraFailed, err.Error(), nil), nil
+			return verdict{outcome: runs.OutcomeInfraFailed, reason: err.Error()}, nil
 		}
 	}
 	switch {
 	case agent.StoppedBy == activities.StopCanceled:
-		return r.finish(ctx, runs.OutcomeCanceled, "canceled by an operator; the final checkpoint keeps the work", nil), nil
+		return verdict{outcome: runs.OutcomeCanceled, reason: "canceled by an operator; the final checkpoint keeps the work"}, nil
 	case agent.StoppedBy == activities.StopExited && agent.ExitCode != 0:
-		return r.finish(ctx, runs.OutcomeAgentFailed, "agent "+exitText(agent), nil), nil
+		return verdict{outcome: runs.OutcomeAgentFailed, reason: "agent " + exitText(agent)}, nil
 	case r.last == nil:
-		return r.finish(ctx, runs.OutcomeAgentFailed, "the agent left no checkpoint", nil), nil
+		return verdict{outcome: runs.OutcomeAgentFailed, reason: "the agent left no checkpoint"}, nil
 	case agent.StoppedBy == activities.StopDeadline:
 		return r.eval.evaluate(ctx, runs.OutcomeLimitReached, "")
 	case agent.StoppedBy == activities.StopLLMBudget:
@@ -122,7 +131,7 @@ func (r *runState) setup(ctx workflow.Context) error {
 			return fmt.Errorf("search attributes: %w", err)
 		}
 	}
-	r.receiveCheckpoints(ctx)
+	r.intake.receive(ctx)
 	return r.setUpdates(ctx)
 }
 
@@ -151,38 +160,6 @@ func (r *runState) setQueries(ctx workflow.Context) error {
 		return fmt.Errorf("steering query: %w", err)
 	}
 	return nil
-}
-
-// receiveCheckpoints takes in, for the run's whole life, the checkpoint
-// commits and failures and the LLM ledgers its attempts signal.
-func (r *runState) receiveCheckpoints(ctx workflow.Context) {
-	r.ckCh = workflow.GetSignalChannel(ctx, activities.SignalCheckpoint)
-	failCh := workflow.GetSignalChannel(ctx, activities.SignalCheckpointFailed)
-	r.usage.ch = workflow.GetSignalChannel(ctx, activities.SignalUsage)
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(r.ckCh, func(c workflow.ReceiveChannel, _ bool) {
-			var ref activities.CheckpointRef
-			c.Receive(ctx, &ref)
-			r.accept(ctx, ref)
-		})
-		sel.AddReceive(failCh, func(c workflow.ReceiveChannel, _ bool) {
-			var f activities.CheckpointFailure
-			c.Receive(ctx, &f)
-			if r.superseded(ctx, f.From) {
-				return
-			}
-			r.st.CheckpointFailures, r.st.CheckpointError = f.Consecutive, f.Error
-		})
-		sel.AddReceive(r.usage.ch, func(c workflow.ReceiveChannel, _ bool) {
-			var rep activities.UsageReport
-			c.Receive(ctx, &rep)
-			r.usage.take(rep)
-		})
-		for {
-			sel.Select(ctx)
-		}
-	})
 }
 
 // setUpdates registers the operator's controls, as updates so that each
@@ -245,78 +222,12 @@ func (r *runState) startingPoint(ctx workflow.Context) (*activities.AgentResult,
 		return nil, nil
 	}
 	ref.RunID = "" // its own, not a fork's
-	r.accept(ctx, *ref)
+	r.intake.accept(ctx, *ref)
 	r.st.Attempt = max(ref.Attempt, ref.LastAttempt)
 	if e := ref.Ending; ref.Final && e != nil {
 		return &activities.AgentResult{StoppedBy: activities.StopReason(e.StoppedBy), ExitCode: e.ExitCode, Reason: e.Reason, AgentSeconds: ref.AgentSeconds}, nil
 	}
 	return nil, nil
-}
-
-// accept takes a committed checkpoint in. Checkpoints come in commit
-// order; one seen again (a signal retried after a lost answer) is
-// ignored, and so is one from a superseded attempt.
-func (r *runState) accept(ctx workflow.Context, c activities.CheckpointRef) {
-	if r.last != nil && c.Seq <= r.last.Seq || r.superseded(ctx, c.From) {
-		return
-	}
-	r.st.Checkpoints++
-	r.st.CheckpointFailures, r.st.CheckpointError = 0, ""
-	if c.RunID == "" { // a fork's inherited checkpoint is not its own
-		r.checkpoints = append(r.checkpoints, runs.CheckpointInfo{Seq: c.Seq, Attempt: c.Attempt, At: c.At, AgentS: c.AgentSeconds,
-			Files: c.Files, Bytes: c.Bytes, NewBytes: c.NewBytes, Final: c.Final})
-	}
-	cp := c
-	r.last = &cp
-	r.loop.tookOver(c, r.st.Budget.UsedS)
-	r.st.Budget.Preserve(c.AgentSeconds)
-}
-
-// superseded tells whether a signal comes from an attempt other than the
-// current one (a zombie: its worker lost, its agent still running); such
-// signals never move the run. From 0 is a signal sent before attempts
-// said who they were.
-func (r *runState) superseded(ctx workflow.Context, from int) bool {
-	if from == 0 || from == r.st.Attempt {
-		return false
-	}
-	workflow.GetLogger(ctx).Warn("ignored a signal from a superseded attempt", "from", from, "attempt", r.st.Attempt)
-	return true
-}
-
-// drainCheckpoints takes in the checkpoint signals already received, then
-// what the attempt's result carries (its final checkpoint and ledger,
-// AgentInput.LastInResult; nil when it failed): an attempt delivers all
-// of its own before it ends, so after it ended the run knows its last
-// checkpoint. Taking them from the result adds no command, so runs
-// recorded when they came as signals replay the same.
-//
-// Signals that came in the same workflow task as the attempt's end may
-// already be handed to the signal goroutine's selector, whose callback
-// runs only when this coroutine yields: it yields once first (no
-// command), so they are taken in while the attempt is still current.
-func (r *runState) drainCheckpoints(ctx workflow.Context, out *activities.AgentResult) {
-	yielded := false
-	_ = workflow.Await(ctx, func() bool {
-		done := yielded
-		yielded = true
-		return done
-	})
-	var ref activities.CheckpointRef
-	for r.ckCh.ReceiveAsync(&ref) {
-		r.accept(ctx, ref)
-		ref = activities.CheckpointRef{}
-	}
-	r.usage.drain()
-	if out == nil {
-		return
-	}
-	if out.Usage != nil {
-		r.usage.take(*out.Usage)
-	}
-	if out.Final != nil {
-		r.accept(ctx, *out.Final)
-	}
 }
 
 // steerable tells whether operator controls still apply.
@@ -337,23 +248,9 @@ func (r *runState) status() Status {
 	st.CheckpointStale = st.CheckpointFailures >= r.pol.CheckpointAlertAfter
 	st.LLM = r.usage.llm()
 	st.Curve = slices.Clone(r.curve.marks)
-	st.Waiting = r.gate.waiting()
+	st.Waiting = r.gate.waiting(map[runs.Phase]string{
+		runs.PhaseAwaitingEvalRetry:  r.eval.lastError(),
+		runs.PhaseAwaitingCurveRetry: r.curve.lastError(),
+	}[st.Phase])
 	return st
-}
-
-func (r *runState) nextSeq() int {
-	if r.last == nil {
-		return 1
-	}
-	return r.last.Seq + 1
-}
-
-func (r *runState) setPhase(ctx workflow.Context, phase runs.Phase) {
-	if r.st.Phase == phase {
-		return
-	}
-	r.st.Phase = phase
-	if err := workflow.UpsertTypedSearchAttributes(ctx, SAPhase.ValueSet(string(phase))); err != nil {
-		workflow.GetLogger(ctx).Warn("upsert phase", "error", err)
-	}
 }

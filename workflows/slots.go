@@ -15,7 +15,7 @@ import (
 // mark, on static hosts: a provisioned host's lifetime is sized for the
 // step it was provisioned for), and the time hosts were held for it.
 type slots struct {
-	r *runState
+	c *runCore
 	// heldS is the wall time GPU hosts were held for the run: from a
 	// provisioned host's start (boot and idle included), or a static
 	// host's lease, to its release.
@@ -40,35 +40,35 @@ type heldLease struct {
 // host may answer. The host is in the run's state from the moment it
 // exists, so that it is given back whatever happens next.
 func (s *slots) provision(ctx workflow.Context, role string, n int, work time.Duration) (string, error) {
-	if s.r.pol.Provision == "" {
+	if s.c.pol.Provision == "" {
 		return "", nil
 	}
-	res := s.r.spec.Spec.Resources
-	left := time.Duration(s.r.st.Budget.Left() * float64(time.Second))
+	res := s.c.spec.Spec.Resources
+	left := time.Duration(s.c.st.Budget.Left() * float64(time.Second))
 	if role != "" {
 		left = work
 	}
-	if s.r.last != nil {
-		left += 2 * budget.Transfer(s.r.last.Bytes) // its restore and final save, at a slow pace
+	if s.c.last != nil {
+		left += 2 * budget.Transfer(s.c.last.Bytes) // its restore and final save, at a slow pace
 	}
-	req := activities.HostRequest{Kind: s.r.pol.Provision, RunID: s.r.st.RunID, Attempt: n, Role: role, GPUType: res.GPUType, GPUCount: res.GPUCount, TimeLimit: left + s.r.pol.ProvisionMargin}
-	h, err := provisionHost.call(ctx, callArgs{pol: s.r.pol}, req)
+	req := activities.HostRequest{Kind: s.c.pol.Provision, RunID: s.c.st.RunID, Attempt: n, Role: role, GPUType: res.GPUType, GPUCount: res.GPUCount, TimeLimit: left + s.c.pol.ProvisionMargin}
+	h, err := provisionHost.call(ctx, callArgs{pol: s.c.pol}, req)
 	if err != nil {
 		return "", err
 	}
-	s.r.st.Host, s.hostAt = h, workflow.Now(ctx)
+	s.c.st.Host, s.hostAt = h, workflow.Now(ctx)
 	return h.HostQueue, nil
 }
 
 // releaseHost gives the provisioned host back (cancels its job), if any.
 func (s *slots) releaseHost(ctx workflow.Context) {
-	if s.r.st.Host == nil {
+	if s.c.st.Host == nil {
 		return
 	}
 	dctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
-	_ = releaseHost.call(dctx, callArgs{}, *s.r.st.Host)
-	s.r.st.Host = nil
+	_ = releaseHost.call(dctx, callArgs{}, *s.c.st.Host)
+	s.c.st.Host = nil
 }
 
 // release gives the lease back, best effort: a lease on a dead host died
@@ -82,7 +82,7 @@ func (s *slots) release(ctx workflow.Context, lease activities.Lease) {
 // held counts the time a host was held for the run, from since (a
 // static lease's start) or from when the provisioned host was obtained.
 func (s *slots) held(ctx workflow.Context, since time.Time) {
-	if s.r.st.Host != nil && !s.hostAt.IsZero() {
+	if s.c.st.Host != nil && !s.hostAt.IsZero() {
 		since = s.hostAt
 	}
 	s.heldS += workflow.Now(ctx).Sub(since).Seconds()
@@ -91,10 +91,10 @@ func (s *slots) held(ctx workflow.Context, since time.Time) {
 // leaseSlot leases a slot for role's nth use (provisioning its host
 // first); done gives back what was obtained and counts the host's time.
 func (s *slots) leaseSlot(ctx workflow.Context, role string, n int, work time.Duration) (*activities.Lease, func(), error) {
-	req := activities.LeaseRequest{RunID: s.r.st.RunID, Attempt: n, Role: role,
-		GPUCount: s.r.spec.Spec.Resources.GPUCount, GPUType: s.r.spec.Spec.Resources.GPUType}
-	s.r.st.LeasingSince = workflow.Now(ctx)
-	defer func() { s.r.st.LeasingSince = time.Time{} }()
+	req := activities.LeaseRequest{RunID: s.c.st.RunID, Attempt: n, Role: role,
+		GPUCount: s.c.spec.Spec.Resources.GPUCount, GPUType: s.c.spec.Spec.Resources.GPUType}
+	s.c.st.LeasingSince = workflow.Now(ctx)
+	defer func() { s.c.st.LeasingSince = time.Time{} }()
 	queue, err := s.provision(ctx, role, n, work)
 	if err != nil {
 		return nil, func() {}, err
@@ -113,7 +113,7 @@ func (s *slots) leaseSlot(ctx workflow.Context, role string, n int, work time.Du
 // asksHere tells whether the run first asks the worker running it for a
 // slot (versionLeanRun's path 3, static hosts: a provisioned host's slot
 // is leased on its own queue).
-func (s *slots) asksHere() bool { return s.r.env.leasesHereFirst() && s.r.pol.Provision == "" }
+func (s *slots) asksHere() bool { return s.c.env.leasesHereFirst() && s.c.pol.Provision == "" }
 
 // acquire leases a slot for req on queue ("": the shared one, where any
 // static host may answer). When the run asksHere, the worker running it
@@ -134,14 +134,14 @@ func (s *slots) acquire(ctx workflow.Context, req activities.LeaseRequest, queue
 		}
 	}
 	waiting()
-	return acquireLease.call(ctx, callArgs{pol: s.r.pol, hostQueue: queue}, req)
+	return acquireLease.call(ctx, callArgs{pol: s.c.pol, hostQueue: queue}, req)
 }
 
 // keepForScoring keeps lease, held since leased, for the run's
 // evaluations; false when the run does not share slots (not lean, or a
 // provisioned host).
 func (s *slots) keepForScoring(lease activities.Lease, leased time.Time) bool {
-	if !s.r.env.isLean() || s.r.st.Host != nil {
+	if !s.c.env.isLean() || s.c.st.Host != nil {
 		return false
 	}
 	s.scoring = &heldLease{lease: lease, leased: leased}

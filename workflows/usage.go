@@ -23,7 +23,7 @@ type RunLLM struct {
 
 // usageState keeps each attempt's latest ledger, as its reports come.
 type usageState struct {
-	r        *runState
+	c        *runCore
 	ch       workflow.ReceiveChannel
 	attempts map[int]llm.Ledger
 	prices   llm.PriceRef
@@ -64,10 +64,10 @@ func (u *usageState) total() llm.Ledger {
 
 // llmBudget is the run's LLM budget: its own, else its task's.
 func (u *usageState) llmBudget() llm.Budget {
-	if u.r.in.LLMBudget != nil {
-		return *u.r.in.LLMBudget
+	if u.c.in.LLMBudget != nil {
+		return *u.c.in.LLMBudget
 	}
-	if b := u.r.spec.Spec.LLMBudget; b != nil {
+	if b := u.c.spec.Spec.LLMBudget; b != nil {
 		return *b
 	}
 	return llm.Budget{}

@@ -35,11 +35,10 @@ func StandaloneEvaluations(ctx context.Context, cfg *config.Config, src blob.Sto
 	if docker != nil {
 		closeWS = func() { _ = docker.Close() }
 	}
-	runner := &activities.Runner{
+	return &activities.Evaluations{
 		Runs:    activities.Runs{Engine: engine},
-		Host:    activities.Host{HostID: "rescore", WorkDir: local.WorkDir()},
-		Sandbox: activities.Sandbox{Workspace: ws, LogLimit: local.Agent.LogLimitMB << 20},
+		Host:    &activities.Host{HostID: "rescore", WorkDir: local.WorkDir()},
+		Sandbox: &activities.Sandbox{Workspace: ws, LogLimit: local.Agent.LogLimitMB << 20, Logger: logger},
 		Logger:  logger,
-	}
-	return &activities.Evaluations{Runner: runner}, closeWS, nil
+	}, closeWS, nil
 }

@@ -104,8 +104,8 @@ type startup struct {
 	pool    *gpu.Pool
 	rec     *fleetRecord
 	acts    *activities.Set
-	// runner is what the set's attempts and evaluations share.
-	runner *activities.Runner
+	// host is this machine, as the set's activities see it.
+	host *activities.Host
 }
 
 func (s *startup) push(undo func()) { s.closers = append(s.closers, undo) }
@@ -205,32 +205,30 @@ func (s *startup) assemble() error {
 	if err := s.engine.Store.Put(s.ctx, gpuPrices.Key(), bytes.NewReader(gpuPrices.JSON())); err != nil {
 		return fmt.Errorf("store the GPU price table: %w", err)
 	}
-	host := activities.Host{HostID: cfg.Host.ID, HostQueue: s.hq, GPUType: cfg.Host.GPUType, GPUs: s.pool, WorkDir: cfg.WorkDir(), Observe: observeOptions(cfg)}
-	runner := &activities.Runner{
-		Runs: activities.Runs{Engine: s.engine, Keep: cfg.Checkpoint.Keep},
-		Host: host,
-		Sandbox: activities.Sandbox{Workspace: s.ws, EnvFile: cfg.Agent.EnvFile, SecretNames: cfg.Agent.SecretNames,
-			WorkspaceLimit: int64(cfg.Agent.WorkspaceLimitGB * (1 << 30)), WorkspaceEntries: cfg.Agent.WorkspaceMaxEntries, LogLimit: cfg.Agent.LogLimitMB << 20, Egress: egress,
-			LLM: activities.LLMGateway{Prices: prices, ServerTools: cfg.Gateway.ServerTools, AnthropicBeta: cfg.Gateway.AnthropicBeta, Bounds: gateway.Bounds{BodyTimeout: cfg.Gateway.BodyTimeout}, UsageEvery: cfg.Gateway.UsageEvery,
-				MaxRefused: cfg.Gateway.MaxRefused, MaxConns: cfg.Gateway.MaxConnections,
-				OpenAI:    gateway.Upstream{URL: cfg.Gateway.OpenAIURL, KeyName: cfg.Gateway.OpenAIKey},
-				Anthropic: gateway.Upstream{URL: cfg.Gateway.AnthropicURL, KeyName: cfg.Gateway.AnthropicKey}}},
-		Client: s.c, Logger: s.log.Named("activities"), Metrics: s.m,
-	}
-	s.runner = runner
+	host := &activities.Host{HostID: cfg.Host.ID, HostQueue: s.hq, GPUType: cfg.Host.GPUType, GPUs: s.pool, WorkDir: cfg.WorkDir(), Observe: observeOptions(cfg)}
+	log := s.log.Named("activities")
+	sandbox := &activities.Sandbox{Workspace: s.ws, EnvFile: cfg.Agent.EnvFile, SecretNames: cfg.Agent.SecretNames,
+		WorkspaceLimit: int64(cfg.Agent.WorkspaceLimitGB * (1 << 30)), WorkspaceEntries: cfg.Agent.WorkspaceMaxEntries, LogLimit: cfg.Agent.LogLimitMB << 20, Egress: egress,
+		LLM: activities.LLMGateway{Prices: prices, ServerTools: cfg.Gateway.ServerTools, AnthropicBeta: cfg.Gateway.AnthropicBeta, Bounds: gateway.Bounds{BodyTimeout: cfg.Gateway.BodyTimeout}, UsageEvery: cfg.Gateway.UsageEvery,
+			MaxRefused: cfg.Gateway.MaxRefused, MaxConns: cfg.Gateway.MaxConnections,
+			OpenAI:    gateway.Upstream{URL: cfg.Gateway.OpenAIURL, KeyName: cfg.Gateway.OpenAIKey},
+			Anthropic: gateway.Upstream{URL: cfg.Gateway.AnthropicURL, KeyName: cfg.Gateway.AnthropicKey}},
+		Logger: log}
+	runs := activities.Runs{Engine: s.engine, Keep: cfg.Checkpoint.Keep}
+	s.host = host
 	s.acts = &activities.Set{
 		Tasks:       &activities.Tasks{Catalog: s.catalog, Store: s.engine.Store, Images: s.ws},
 		Records:     &activities.Records{Catalog: s.catalog, Engine: s.engine, Client: s.c, MinExperiment: cfg.Observe.MinExperiment, GPUPrices: gpuPrices},
-		Leases:      &activities.Leases{Host: host, Client: s.c},
+		Leases:      &activities.Leases{Host: *host, Client: s.c},
 		Fleet:       &activities.Fleet{QueueOf: func(id string) string { return HostQueue(cfg.Temporal.TaskQueue, id) }},
-		Attempts:    &activities.Attempts{Runner: runner},
-		Evaluations: &activities.Evaluations{Runner: runner},
+		Attempts:    &activities.Attempts{Sandbox: sandbox, Host: host, Runs: runs, Client: s.c, Logger: log, Metrics: s.m},
+		Evaluations: &activities.Evaluations{Sandbox: sandbox, Host: host, Runs: runs, Client: s.c, Logger: log, Metrics: s.m},
 	}
 	return nil
 }
 
 func (s *startup) registerMetrics() error {
-	cs := []metrics.Collector{metrics.GPUs(s.pool.Occupancy), metrics.GPUSamples(s.runner.Observe.Latest.Fresh)}
+	cs := []metrics.Collector{metrics.GPUs(s.pool.Occupancy), metrics.GPUSamples(s.host.Observe.Latest.Fresh)}
 	if s.cfg.Metrics.Fleet {
 		cs = append(cs, fleetCounts(s.c, s.cfg.Temporal.Namespace))
 	}
@@ -251,7 +249,7 @@ func (s *startup) openProvider() (err error) {
 	return nil
 }
 
-func (s *startup) sweep() error { return s.runner.Sweep() }
+func (s *startup) sweep() error { return s.host.Sweep() }
 
 // startRecord publishes this host to the store, and reaps provisioned
 // hosts whose run ended; both stop after the SDK workers.
