@@ -48,10 +48,17 @@ type Definition struct {
 	Args []string `yaml:"args,omitempty" json:"args,omitempty"`
 	// LLMBudgetUSD bounds each run's LLM spend (0: the task's llm_budget).
 	LLMBudgetUSD float64 `yaml:"llm_budget_usd,omitempty" json:"llm_budget_usd,omitempty"`
+	// Human: a person does the task in Image (a shell image, such as
+	// deploy/human.Dockerfile's) on the agents' rails: the worker's clock,
+	// lease, checkpoints and evaluator. Provider and Model, when given,
+	// are AI help through the run's gateway, metered against
+	// llm_budget_usd; without them the person is unassisted and the
+	// container reaches no gateway.
+	Human bool `yaml:"human,omitempty" json:"human,omitempty"`
 }
 
 // Fields are a definition's YAML fields, for error messages.
-var Fields = []string{"name", "description", "image", "builtin", "provider", "model", "env", "secrets", "args", "llm_budget_usd"}
+var Fields = []string{"name", "description", "image", "builtin", "provider", "model", "env", "secrets", "args", "llm_budget_usd", "human"}
 
 // Providers an agent may name.
 var Providers = []string{"openai", "anthropic"}
@@ -105,7 +112,13 @@ func (d *Definition) Validate() error {
 		return fmt.Errorf("image %q: is not an image reference (name[:tag][@sha256:digest], lower case)", d.Image)
 	case d.Builtin != "" && (d.Provider != "" || d.Model != "" || len(d.Args) > 0):
 		return fmt.Errorf("builtin agent %s calls no LLM and runs a fixed command: remove provider, model and args", d.Builtin)
-	case d.Image != "" && !slices.Contains(Providers, d.Provider):
+	case d.Human && (d.Image == "" || len(d.Args) > 0):
+		return errors.New(`a human agent works in "image" (a shell image, e.g. mlrb-human built from deploy/human.Dockerfile), with no "builtin" or "args": the worker holds the container for the person`)
+	case d.Human && d.Provider != "" && !slices.Contains(Providers, d.Provider):
+		return fmt.Errorf("provider %q: a person's AI help is one of %s (or none: unassisted)", d.Provider, strings.Join(Providers, ", "))
+	case d.Human && (d.Provider == "") != (d.Model == ""):
+		return errors.New(`a human agent's AI help needs both "provider" and "model" (or neither: unassisted)`)
+	case !d.Human && d.Image != "" && !slices.Contains(Providers, d.Provider):
 		return fmt.Errorf("provider %q: an image agent needs one of %s (MLRB's PROVIDER)", d.Provider, strings.Join(Providers, ", "))
 	case len(d.Model) > maxModel || strings.IndexFunc(d.Model, notPrintable) >= 0:
 		return fmt.Errorf("model: at most %d printable characters without spaces", maxModel)
@@ -167,5 +180,19 @@ func (d Definition) Budget(given *llm.Budget) *llm.Budget {
 
 // Ref is the definition as a result records it, with the digest that ran.
 func (d Definition) Ref(digest string) runs.AgentRef {
-	return runs.AgentRef{Name: d.Name, Hash: d.Hash(), Image: digest, Builtin: d.Builtin, Provider: d.Provider, Model: d.Model}
+	return runs.AgentRef{Name: d.Name, Hash: d.Hash(), Image: digest, Builtin: d.Builtin, Provider: d.Provider, Model: d.Model, Human: d.Condition()}
+}
+
+// Condition is a human agent's: "unassisted", or the AI help it had
+// ("assisted: openai gpt-4o, $5.00"); "" for an agent.
+func (d Definition) Condition() string {
+	switch {
+	case !d.Human:
+		return ""
+	case d.Provider == "":
+		return runs.Unassisted
+	case d.LLMBudgetUSD > 0:
+		return fmt.Sprintf("assisted: %s %s, $%.2f", d.Provider, d.Model, d.LLMBudgetUSD)
+	}
+	return fmt.Sprintf("assisted: %s %s", d.Provider, d.Model)
 }

@@ -120,7 +120,7 @@ func Commands() []*cobra.Command {
 	door.Flags().StringVar(&listen, "listen", "127.0.0.1:3128", "address to accept on (in the agent's network)")
 	door.Flags().StringVar(&socket, "socket", "/door/door.sock", "the worker's gateway socket")
 	door.Flags().StringVar(&ready, "ready", "/door/ready", "file written once the door accepts")
-	return []*cobra.Command{agent, noop, idle, eval, door}
+	return []*cobra.Command{agent, noop, idle, eval, door, holdCommand()}
 }
 
 // evaluate scores the model on split and writes its results (to
@@ -173,6 +173,9 @@ func evaluate(spec *tasks.Spec, seed uint64, model, split, output, resultsFile, 
 // (a binary without a cobra root of its own, such as a bench command, is
 // still the `{self}` that runs agents); it returns false otherwise.
 func RunIfAgent() bool {
+	if filepath.Base(os.Args[0]) == "task" { // a person's `task`, linked to the binary
+		os.Exit(Task(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	if len(os.Args) < 2 {
 		return false
 	}

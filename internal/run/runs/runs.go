@@ -219,7 +219,13 @@ type AgentRef struct {
 	Builtin  string `json:"builtin,omitempty"`
 	Provider string `json:"provider,omitempty"`
 	Model    string `json:"model,omitempty"`
+	// Human is a person's condition (Unassisted, or the AI help they
+	// had); "" for an agent.
+	Human string `json:"human,omitempty"`
 }
+
+// Unassisted is the condition of a person who had no AI help.
+const Unassisted = "unassisted"
 
 // EvalAttempt is one evaluation of the final checkpoint, kept in the result.
 type EvalAttempt struct {
