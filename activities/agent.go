@@ -60,9 +60,9 @@ func (a *Attempts) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, e
 	ob := a.newObserver(&in, log)
 	ai.observed(ob)
 	lv.step(stepStarting, 0)
-	h, closeDoor, err := a.Sandbox.start(ctx, spec, at.door, ai, at.allow.door, log)
+	h, person, closeDoor, err := a.startTask(ctx, in, at, spec, ai, log)
 	if err != nil {
-		return nil, fmt.Errorf("start agent: %w", err)
+		return nil, err
 	}
 	defer closeDoor()
 	ob.begin(h, ai.redacting(spec.Redact), start)
@@ -75,15 +75,11 @@ func (a *Attempts) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, e
 	}()
 	lv.step(stepRunning, 0)
 	log.Info("agent started", zap.Time("deadline", dl.Hard), zap.Bool("resumed", prev != nil))
-	var last time.Time
-	if prev != nil {
-		last = prev.CreatedAt
-	}
-	live := a.Metrics.AttemptStarted(in.RunID, in.Task.ID, in.Agent, in.Attempt, last)
+	live := a.Metrics.AttemptStarted(in.RunID, in.Task.ID, in.Agent, in.Attempt, prev.Created())
 	defer live.Ended()
 	hk := a.hooks(ctx, &in, at, prev, spec, lv, ai, notes, live, log)
 	hk.ob, hk.ck.added, hk.closeDoor = ob, ob.checkpoint, closeDoor
-	sv := &supervisor{h: h, dl: dl, stopped: StopExited, started: start, base: in.Budget.UsedS, now: time.Now, hooks: hk, log: log}
+	sv := &supervisor{h: h, dl: dl, stopped: StopExited, started: start, base: in.Budget.UsedS, now: time.Now, hooks: hk, log: log, person: roomClock(person)}
 	end := sv.run(ctx, activity.GetWorkerStopChannel(ctx), activity.GetInfo(ctx).HeartbeatTimeout, in.Interval)
 	return a.conclude(ctx, sv, end, hk, notes, spec.Image)
 }
@@ -135,16 +131,10 @@ func (a *Attempts) conclude(ctx context.Context, sv *supervisor, end ending, hk 
 		what := fmt.Sprintf("attempt %d: %s", hk.at.n, end.reason)
 		return nil, temporal.NewApplicationError(what, ErrAgentKilled, Heartbeat{AgentSeconds: end.used, Released: a.Host.releaseOwn(hk.lease)})
 	}
-	res := &AgentResult{StoppedBy: sv.stopped, ExitCode: end.exit.ExitCode, Signal: end.exit.Signal, OOMKilled: end.exit.OOMKilled, AgentSeconds: end.used}
-	if (!end.exit.Successful() || sv.failure != "") && sv.stopped == StopExited {
-		res.Reason = end.exit.String()
-		if sv.failure != "" {
-			res.Reason = sv.failure
-		}
-		if res.ExitCode == 0 {
-			res.ExitCode = -1
-		}
+	if sv.stopped == StopReleased {
+		return a.released(ctx, sv, end, hk, notes, image)
 	}
+	res := agentEnding(sv, end)
 	ending := &checkpoint.Ending{StoppedBy: string(res.StoppedBy), ExitCode: res.ExitCode, Reason: res.Reason}
 	hk.lv.step(stepFinalSave, 0)
 	final, err := hk.ck.final(hk.lv.counting(ctx), end.used, ending)
@@ -166,6 +156,23 @@ func (a *Attempts) conclude(ctx context.Context, sv *supervisor, end ending, hk 
 	}
 	hk.log.Info("agent ended", zap.String("stopped_by", string(sv.stopped)), zap.String("exit", end.exit.String()), zap.Float64("agent_s", end.used))
 	return res, nil
+}
+
+// agentEnding is the result of an agent that ended: how it was stopped,
+// and why it failed when it stopped on its own (an exit, a limit).
+func agentEnding(sv *supervisor, end ending) *AgentResult {
+	res := &AgentResult{StoppedBy: sv.stopped, ExitCode: end.exit.ExitCode, Signal: end.exit.Signal, OOMKilled: end.exit.OOMKilled, AgentSeconds: end.used}
+	personal(sv, res)
+	if (!end.exit.Successful() || sv.failure != "") && sv.stopped == StopExited {
+		res.Reason = end.exit.String()
+		if sv.failure != "" {
+			res.Reason = sv.failure
+		}
+		if res.ExitCode == 0 {
+			res.ExitCode = -1
+		}
+	}
+	return res
 }
 
 // prepare makes the attempt's workspace: restored from the latest usable

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -26,7 +27,7 @@ import (
 // to carry the task's connections to, or, for a task with no door (the
 // process runtime), on a loopback port. It returns the base URL the task
 // reaches it at; close shuts it and every connection through it.
-func (s *Sandbox) openDoor(dir string, container bool, ai *attemptLLM, allow *gateway.Allowance, log *zap.Logger) (base string, close func(), err error) {
+func (s *Sandbox) openDoor(dir string, container bool, ai *attemptLLM, allow *gateway.Allowance, clock http.Handler, log *zap.Logger) (base string, close func(), err error) {
 	_ = os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", nil, fmt.Errorf("the agent's door: %w", err)
@@ -56,7 +57,7 @@ func (s *Sandbox) openDoor(dir string, container bool, ai *attemptLLM, allow *ga
 	if policy == nil {
 		policy = &gateway.Policy{}
 	}
-	g := &gateway.Gateway{Policy: policy, Log: log.Named("gateway"), Allowance: allow}
+	g := &gateway.Gateway{Policy: policy, Log: log.Named("gateway"), Allowance: allow, Clock: clock}
 	if ai != nil {
 		g.LLM, g.Record = ai.serve, ai.serve.Record
 	}
@@ -94,15 +95,15 @@ func (s *Sandbox) bound(spec *runtime.TaskSpec, task *tasks.Spec) {
 }
 
 // start starts a task, behind its door when it has one (the gateway served
-// from doorDir); an agent with an LLM side (ai) gets its gateway on a
-// loopback port when it has no door, and is told where it is and its
-// token. closeDoor shuts the door (once, however often it is called);
-// call it once the task is gone.
-func (s *Sandbox) start(ctx context.Context, spec runtime.TaskSpec, doorDir string, ai *attemptLLM, allow *gateway.Allowance, log *zap.Logger) (h runtime.Handle, closeDoor func(), err error) {
+// from doorDir, with a person's clock when it has one); an agent with an
+// LLM side (ai) gets its gateway on a loopback port when it has no door,
+// and is told where it is and its token. closeDoor shuts the door (once,
+// however often it is called); call it once the task is gone.
+func (s *Sandbox) start(ctx context.Context, spec runtime.TaskSpec, doorDir string, ai *attemptLLM, allow *gateway.Allowance, clock http.Handler, log *zap.Logger) (h runtime.Handle, closeDoor func(), err error) {
 	closeDoor = func() {}
 	if spec.Door != nil || ai != nil {
 		var base string
-		if base, closeDoor, err = s.openDoor(doorDir, spec.Door != nil, ai, allow, log); err != nil {
+		if base, closeDoor, err = s.openDoor(doorDir, spec.Door != nil, ai, allow, clock, log); err != nil {
 			return nil, nil, err
 		}
 		if ai != nil {
@@ -128,7 +129,7 @@ func (s *Sandbox) start(ctx context.Context, spec runtime.TaskSpec, doorDir stri
 // runToEnd runs a task until it exits, its timeout passes (it is killed:
 // timedOut), or ctx ends (it is killed: err is ctx's).
 func (s *Sandbox) runToEnd(ctx context.Context, spec runtime.TaskSpec, doorDir string, timeout time.Duration, log *zap.Logger) (res runtime.ExitResult, timedOut bool, err error) {
-	h, closeDoor, err := s.start(ctx, spec, doorDir, nil, nil, log)
+	h, closeDoor, err := s.start(ctx, spec, doorDir, nil, nil, nil, log)
 	if err != nil {
 		return res, false, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/mlrb/mlrb/internal/fleet/metrics"
 	"github.com/mlrb/mlrb/internal/fleet/provision"
 	"github.com/mlrb/mlrb/internal/research/observe"
+	"github.com/mlrb/mlrb/internal/sandbox/attach"
 	"github.com/mlrb/mlrb/internal/run/gpucost"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
@@ -88,6 +89,9 @@ type Attempts struct {
 	// Metrics records checkpoints and running attempts (nil: nothing is
 	// recorded).
 	Metrics *metrics.Metrics
+	// Rooms are people's attempts on this host, for the attach server
+	// (nil: people cannot attach here).
+	Rooms *attach.Rooms
 }
 
 // live heartbeats an attempt (liveness).

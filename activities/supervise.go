@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/internal/run/budget"
+	"github.com/mlrb/mlrb/internal/sandbox/attach"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 )
 
@@ -28,6 +29,10 @@ type supervisor struct {
 	now     func() time.Time
 	hooks   hooks
 	log     *zap.Logger
+	// person is a person's clock (nil: an agent's attempt): see
+	// followPerson.
+	person    *attach.Clock
+	submitted bool
 }
 
 // hooks are the supervisor's effects beyond the agent.
@@ -85,8 +90,61 @@ const (
 	PollEvery = 5 * time.Second
 )
 
-// agentSeconds is the agent time reached now.
-func (s *supervisor) agentSeconds() float64 { return s.base + s.now().Sub(s.started).Seconds() }
+// agentSeconds is the agent time reached now: a person's is the time
+// their clock ran.
+func (s *supervisor) agentSeconds() float64 {
+	if s.person != nil {
+		return s.base + s.person.Ran(s.now())
+	}
+	return s.base + s.now().Sub(s.started).Seconds()
+}
+
+// followPerson follows a person's clock: a submit ends the attempt as an
+// agent that exited (SIGTERM to the container's first process, which
+// exits 0), a pause past its ReleaseAfter ends it released (checkpointed,
+// its lease given back), and the deadlines are the agent time left from
+// now, so that they stand still in agent time while the clock is paused.
+func (s *supervisor) followPerson() {
+	if s.person == nil || s.stopped != StopExited || s.submitted {
+		return
+	}
+	now := s.now()
+	running, submitted, paused := s.person.State(now)
+	switch {
+	case submitted:
+		s.submitted = true
+		s.log.Info("the person submitted: SIGTERM, then the final checkpoint")
+		s.signal(syscall.SIGTERM)
+		return
+	case !running && s.person.ReleaseAfter > 0 && (paused >= s.person.ReleaseAfter || s.person.PausedS(now) >= MaxPausesPerAttempt*s.person.ReleaseAfter.Seconds()):
+		s.stopped = StopReleased
+		s.log.Info("the person paused past release_after: checkpointed, the lease given back", zap.Duration("paused", paused))
+		if err := s.person.Thaw(); err != nil {
+			s.log.Warn("thaw the person's container", zap.Error(err))
+		}
+		s.signal(syscall.SIGTERM)
+		return
+	}
+	hard := now.Add(time.Duration(max(0, s.dl.GrantedS-s.agentSeconds()) * float64(time.Second)))
+	if hard.After(s.dl.Hard) {
+		s.dl.Soft, s.dl.Hard = hard.Add(-s.dl.Grace), hard
+	}
+}
+
+// MaxPausesPerAttempt bounds the time a person's attempt may spend
+// paused, in release_afters, however short each pause: past it the next
+// pause releases the attempt, so that the activity's timeout stays
+// bounded (AgentInput.ReleaseAfter).
+const MaxPausesPerAttempt = 3
+
+// paused: a person's clock is paused (no deadline passes meanwhile).
+func (s *supervisor) paused() bool {
+	if s.person == nil {
+		return false
+	}
+	running, submitted, _ := s.person.State(s.now())
+	return !running && !submitted
+}
 
 // tick: the agent time reached, for the heartbeats.
 func (s *supervisor) tick() { s.hooks.reached(s.agentSeconds()) }
@@ -97,6 +155,7 @@ func (s *supervisor) checkpointDue() { s.hooks.checkpoint(s.agentSeconds()) }
 // poll ships logs and the LLM ledger, enforces the workspace limit and
 // the LLM budget, and applies the operator's controls.
 func (s *supervisor) poll() {
+	s.followPerson()
 	s.hooks.shipLogs()
 	s.hooks.reportUsage()
 	if s.stopped == StopExited && s.failure == "" && s.hooks.llmSpent() {
@@ -150,7 +209,7 @@ func (s *supervisor) llmBudgetSpent() {
 
 // softDeadline: SIGTERM, so the agent can save its best model.
 func (s *supervisor) softDeadline() {
-	if s.stopped != StopExited {
+	if s.stopped != StopExited || s.paused() {
 		return
 	}
 	s.stopped = StopDeadline
@@ -160,6 +219,9 @@ func (s *supervisor) softDeadline() {
 
 // hardDeadline: kill.
 func (s *supervisor) hardDeadline() {
+	if s.paused() && s.stopped == StopExited {
+		return
+	}
 	if s.stopped == StopExited {
 		s.stopped = StopDeadline
 	}
@@ -231,7 +293,13 @@ func (s *supervisor) run(ctx context.Context, stopping <-chan struct{}, heartbea
 	for {
 		dl := s.dl
 		var end *ending
+		var clock <-chan struct{}
+		if s.person != nil {
+			clock = s.person.Changed()
+		}
 		select {
+		case <-clock:
+			s.followPerson()
 		case <-stopping:
 			e := s.workerStop()
 			end = &e

@@ -232,6 +232,12 @@ type AgentInput struct {
 	// signalling them, which would cost the run a workflow task of its
 	// own. Earlier ones, and a handed-back attempt's, are signalled.
 	LastInResult bool `json:",omitempty"`
+	// ReleaseAfter: a person's pause longer than this ends the attempt
+	// with a checkpoint and gives its lease back (StopReleased); 0: never.
+	ReleaseAfter time.Duration `json:",omitempty"`
+	// ClockRunning: the person asked for this attempt (task start), so
+	// their clock runs from its start; else it starts paused.
+	ClockRunning bool `json:",omitempty"`
 }
 
 // Heartbeat is the heartbeat detail of the agent and evaluation
@@ -271,6 +277,9 @@ const (
 	StopExited   StopReason = "exited"   // the agent ended on its own
 	StopDeadline StopReason = "deadline" // SIGTERM at the soft deadline, or killed at the hard one
 	StopCanceled StopReason = "canceled" // an operator asked for a graceful stop
+	// StopReleased: a person paused past their release_after; the attempt
+	// checkpointed and gave its lease back until they start again.
+	StopReleased StopReason = "released"
 	// StopLLMBudget: the run's LLM budget was spent; the agent got the
 	// soft stop of a deadline (SIGTERM, then kill after the grace).
 	StopLLMBudget StopReason = "llm_budget"
@@ -294,6 +303,10 @@ type AgentResult struct {
 	// (nil: signalled, or no change since the last report).
 	Final *CheckpointRef `json:",omitempty"`
 	Usage *UsageReport   `json:",omitempty"`
+	// PausedS is the time a person's clock was paused in the attempt
+	// (never agent time); Notes what they wrote with `task note`.
+	PausedS float64         `json:",omitempty"`
+	Notes   []contract.Note `json:",omitempty"`
 }
 
 // EvalInput asks to score a run's final checkpoint.

@@ -108,6 +108,7 @@ type attemptLoop struct {
 	usage  *usageState
 	curve  *curveState
 	intake *intake
+	person *person
 	// attempts are the attempts' records; image is the image the last
 	// completed attempt ran, by digest.
 	attempts []runs.AttemptRecord
@@ -233,12 +234,18 @@ func (al *attemptLoop) runAgent(ctx workflow.Context, attempt int, lease activit
 		Resume: al.c.last, NextSeq: al.c.nextSeq(), Interval: al.c.interval(), Grace: p.Grace, LLMBudget: al.usage.llmBudget(), Marks: al.curve.curveMarks(),
 		KeepLease: al.c.env.isLean() && al.c.st.Host == nil, LastInResult: true,
 	}
+	al.person.input(&in)
+	al.c.st.AttemptHost = lease.HostID
+	defer func() { al.c.st.AttemptHost = "" }()
 	var bytes int64
 	if al.c.last != nil {
 		bytes = al.c.last.Bytes // to restore, and about as much to save
 	}
-	out, err := runAgent.call(ctx, callArgs{pol: p, lease: lease, ledger: al.c.st.Budget, bytes: bytes}, in)
+	// A person's attempt may also spend a few release_afters paused.
+	paused := time.Duration(activities.MaxPausesPerAttempt+1) * in.ReleaseAfter
+	out, err := runAgent.call(ctx, callArgs{pol: p, lease: lease, ledger: al.c.st.Budget, bytes: bytes, paused: paused}, in)
 	al.intake.drain(ctx, out)
+	al.person.took(out)
 	rec := runs.AttemptRecord{N: attempt, Host: lease.HostID, LeaseWaitS: al.slots.leaseWaitS, LeasedAt: leased, FromS: max(base, al.resumedFrom)}
 	al.resumedFrom = 0
 	defer func() {

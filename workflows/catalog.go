@@ -84,6 +84,8 @@ type callArgs struct {
 	bytes int64
 	// evalWork is how long an evaluation's evaluator runs may take in all.
 	evalWork time.Duration
+	// paused is how long a person's attempt may spend paused.
+	paused time.Duration
 }
 
 // entry is a catalogue entry as a worker registers it.

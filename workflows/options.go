@@ -105,7 +105,7 @@ func agentOptions(ctx workflow.Context, a callArgs) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              lease.HostQueue,
 		ScheduleToStartTimeout: 5*p.HeartbeatTimeout + time.Minute,
-		StartToCloseTimeout:    l.SafetyTimeout(p.Grace, bytes),
+		StartToCloseTimeout:    l.SafetyTimeout(p.Grace, bytes) + a.paused,
 		HeartbeatTimeout:       p.HeartbeatTimeout,
 		WaitForCancellation:    true,
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},

@@ -25,8 +25,10 @@ type runState struct {
 	eval  evaluation
 	gate  gate
 	curve curveState
-	// usage is the run's LLM ledger, per attempt.
-	usage usageState
+	// usage is the run's LLM ledger, per attempt; person a person's run's
+	// invitations and clock.
+	usage  usageState
+	person person
 }
 
 // newRunState is a run's state with its parts wired, in one place.
@@ -34,12 +36,13 @@ func newRunState(in RunInput) *runState {
 	r := &runState{runCore: runCore{in: in, pol: in.Policy.withDefaults()}}
 	c := &r.runCore
 	r.usage = usageState{c: c}
+	r.person = person{c: c}
 	r.gate = gate{c: c}
 	r.slots = slots{c: c}
 	r.curve = curveState{c: c, slots: &r.slots, gate: &r.gate}
 	r.eval = evaluation{c: c, slots: &r.slots, gate: &r.gate, curve: &r.curve}
 	r.intake = intake{c: c, usage: &r.usage, tookOver: r.loop.tookOver}
-	r.loop = attemptLoop{c: c, slots: &r.slots, usage: &r.usage, curve: &r.curve, intake: &r.intake}
+	r.loop = attemptLoop{c: c, slots: &r.slots, usage: &r.usage, curve: &r.curve, intake: &r.intake, person: &r.person}
 	return r
 }
 
@@ -95,7 +98,7 @@ func (r *runState) decide(ctx workflow.Context) (verdict, error) {
 	}
 	r.st.Budget.LimitS = r.timeLimit().Seconds()
 	if agent == nil {
-		if agent, err = r.loop.runAttempts(ctx); err != nil {
+		if agent, err = r.attempts(ctx); err != nil {
 			return verdict{outcome: runs.OutcomeInfraFailed, reason: err.Error()}, nil
 		}
 	}
@@ -112,6 +115,33 @@ func (r *runState) decide(ctx workflow.Context) (verdict, error) {
 		return r.eval.evaluate(ctx, runs.OutcomeLimitReached, r.usage.budgetSpentReason())
 	}
 	return r.eval.evaluate(ctx, runs.OutcomeScored, "")
+}
+
+// attempts runs the agent's attempts. A person's run waits for its person
+// before each lease, and again each time a long pause gave its GPU back.
+func (r *runState) attempts(ctx workflow.Context) (*activities.AgentResult, error) {
+	for {
+		if r.person.human() && !r.st.CancelRequested {
+			came, err := r.person.await(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if !came && !r.st.CancelRequested {
+				why := fmt.Sprintf("the person did not start their clock within human.wait_limit (%s)", r.pol.PersonWaitLimit)
+				if r.last != nil { // what they left is evaluated
+					return &activities.AgentResult{StoppedBy: activities.StopDeadline, Reason: why}, nil
+				}
+				return &activities.AgentResult{StoppedBy: activities.StopExited, ExitCode: -1, Reason: why}, nil
+			}
+		}
+		if r.st.CancelRequested && r.person.human() {
+			return &activities.AgentResult{StoppedBy: activities.StopCanceled}, nil
+		}
+		agent, err := r.loop.runAttempts(ctx)
+		if err != nil || agent.StoppedBy != activities.StopReleased {
+			return agent, err
+		}
+	}
 }
 
 // setup sets the run's state and its handlers up, in one place: the
@@ -185,6 +215,9 @@ func (r *runState) setUpdates(ctx workflow.Context) error {
 	}, workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context) error { return r.steerable() }}); err != nil {
 		return fmt.Errorf("cancel update: %w", err)
 	}
+	if err := r.person.setHandlers(ctx); err != nil {
+		return err
+	}
 	if err := r.eval.setRetryHandler(ctx); err != nil {
 		return fmt.Errorf("retry-evaluation update: %w", err)
 	}
@@ -233,7 +266,7 @@ func (r *runState) startingPoint(ctx workflow.Context) (*activities.AgentResult,
 // steerable tells whether operator controls still apply.
 func (r *runState) steerable() error {
 	switch r.st.Phase {
-	case runs.PhaseResolving, runs.PhaseLeasing, runs.PhaseRunning, runs.PhaseRecovering:
+	case runs.PhaseResolving, runs.PhaseLeasing, runs.PhaseRunning, runs.PhaseRecovering, runs.PhaseAwaitingPerson:
 		return nil
 	}
 	return fmt.Errorf("run is %s: the agent has finished", r.st.Phase)

@@ -90,6 +90,12 @@ type Policy struct {
 	// Curve replaces the task's curve marks; NoCurve scores none.
 	Curve   []tasks.MarkTime `json:",omitempty"`
 	NoCurve bool             `json:",omitempty"`
+	// ReleaseAfter: a person's pause longer than this gives their GPU
+	// back until they start again (human.release_after); PersonWaitLimit
+	// is how long a person's run waits for them, at its start or after a
+	// release, before it ends with what they left (human.wait_limit).
+	ReleaseAfter    time.Duration `json:",omitempty"`
+	PersonWaitLimit time.Duration `json:",omitempty"`
 }
 
 // MaxCheckpointsPerRun bounds the checkpoints a run's budget allows at
@@ -138,6 +144,9 @@ func (p Policy) withDefaults() Policy {
 	p.EvalAttempts = max(1, p.EvalAttempts)
 	p.EvalWaitLimit = max(time.Second, p.EvalWaitLimit)
 	p.CheckpointAlertAfter = max(1, p.CheckpointAlertAfter)
+	if p.PersonWaitLimit <= 0 {
+		p.PersonWaitLimit = 14 * 24 * time.Hour // human.wait_limit's default
+	}
 	return p
 }
 
@@ -235,6 +244,11 @@ type Status struct {
 	// Waiting says, while the run waits for an operator's retry, why and
 	// what to do.
 	Waiting *Waiting `json:"waiting,omitempty"`
+	// AttemptHost is the host the current attempt runs on, while it runs
+	// (where a person's shells open).
+	AttemptHost string `json:"attempt_host,omitempty"`
+	// Invited counts a person's run's invitations (starter invite).
+	Invited int `json:"invited,omitempty"`
 }
 
 // Waiting is what a run waiting for an operator shows: the error its

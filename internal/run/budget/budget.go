@@ -24,6 +24,10 @@ type Account struct {
 	UsedS      float64 `json:"used_s"`
 	LostS      float64 `json:"lost_s"`
 	InfraWaitS float64 `json:"infra_wait_s"`
+	// PausedS is the time a person's clock was paused (their container
+	// frozen, or no lease held until they started again): never agent
+	// time, never infra wait.
+	PausedS float64 `json:"paused_s,omitempty"`
 }
 
 // GrantedS is the time granted in all: the limit plus extensions.

@@ -67,6 +67,13 @@ func (c Clock) String() string {
 	return s
 }
 
+// Note is what a person wrote with `task note`, at their agent time.
+type Note struct {
+	At     time.Time `json:"at"`
+	AgentS float64   `json:"agent_s"`
+	Text   string    `json:"text"`
+}
+
 // Clockwise writes seconds as 1h02m03s.
 func Clockwise(s float64) string {
 	return time.Duration(max(0, s) * float64(time.Second)).Round(time.Second).String()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mlrb/mlrb/internal/run/budget"
+	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/internal/run/llm"
 )
 
@@ -65,12 +66,16 @@ const (
 	// PhaseAwaitingCurveRetry: a mark's evaluations ran out; the run waits
 	// for a retry-curve update, its final score kept.
 	PhaseAwaitingCurveRetry Phase = "awaiting_curve_retry"
-	PhaseDone               Phase = "done"
+	// PhaseAwaitingPerson: a person's run waits, holding no lease, for
+	// its person to start their clock (at its start, or after a pause
+	// gave its GPU back).
+	PhaseAwaitingPerson Phase = "awaiting_person"
+	PhaseDone           Phase = "done"
 )
 
 // Phases lists every phase, in a run's order.
 func Phases() []Phase {
-	return []Phase{PhaseResolving, PhaseLeasing, PhaseRunning, PhaseRecovering, PhaseEvaluating, PhaseAwaitingEvalRetry, PhaseScoringCurve, PhaseAwaitingCurveRetry, PhaseDone}
+	return []Phase{PhaseResolving, PhaseLeasing, PhaseRunning, PhaseRecovering, PhaseEvaluating, PhaseAwaitingEvalRetry, PhaseScoringCurve, PhaseAwaitingCurveRetry, PhaseAwaitingPerson, PhaseDone}
 }
 
 // ChildState is where a benchmark's run is: queued, running, or ended
@@ -150,6 +155,8 @@ type Result struct {
 	// AgentDef is the agent's definition as it ran (nil in results from
 	// before definitions).
 	AgentDef *AgentRef `json:"agent_definition,omitempty"`
+	// Notes are what a person wrote with `task note`, at their agent time.
+	Notes []contract.Note `json:"notes,omitempty"`
 	// Benchmark is the benchmark the run belongs to ("": a lone run).
 	Benchmark      string `json:"benchmark_id,omitempty"`
 	EvaluatorImage string `json:"evaluator_image,omitempty"`

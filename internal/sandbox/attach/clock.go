@@ -33,21 +33,14 @@ type Clock struct {
 	since     time.Time // when it last started or paused
 	ranS      float64   // run in this attempt before since
 	pausedS   float64   // paused in this attempt before since
-	notes     []Note
+	notes     []contract.Note
 	changed   chan struct{}
-}
-
-// Note is what a person wrote with `task note`, at their agent time.
-type Note struct {
-	At     time.Time `json:"at"`
-	AgentS float64   `json:"agent_s"`
-	Text   string    `json:"text"`
 }
 
 // MaxNote bounds a note, and MaxNotes their number, in an attempt.
 const (
-	MaxNote  = 4096
-	MaxNotes = 1000
+	MaxNote  = 1024
+	MaxNotes = 200
 )
 
 // ErrSubmitted: the person has submitted; the clock does nothing more.
@@ -98,7 +91,7 @@ func (c *Clock) Do(verb, text string) (contract.Clock, error) {
 			c.mu.Unlock()
 			return c.Read(), fmt.Errorf("a note is 1 to %d bytes, at most %d of them", MaxNote, MaxNotes)
 		}
-		c.notes = append(c.notes, Note{At: now, AgentS: c.agentS(now), Text: text})
+		c.notes = append(c.notes, contract.Note{At: now, AgentS: c.agentS(now), Text: text})
 		said = "noted"
 	case verb == contract.ClockSubmit:
 		if c.running {
@@ -189,8 +182,8 @@ func (c *Clock) Changed() <-chan struct{} {
 }
 
 // Notes are the person's notes so far.
-func (c *Clock) Notes() []Note {
+func (c *Clock) Notes() []contract.Note {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]Note(nil), c.notes...)
+	return append([]contract.Note(nil), c.notes...)
 }

@@ -2,8 +2,10 @@ package attach
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/mlrb/mlrb/internal/run/contract"
 )
@@ -123,4 +125,37 @@ func parseVerb(line string) (string, string) {
 		}
 	}
 	return "", ""
+}
+
+// redirect sends the person to the host their run went on at.
+func (ss *session) redirect(ctx context.Context, host string) string {
+	if ss.s.Peers == nil {
+		return "the run goes on at host " + host + ": attach again"
+	}
+	ep, ok := ss.s.Peers(ctx, host)
+	if !ok {
+		return "the run goes on at host " + host + ", which takes no attaches: ask the operator"
+	}
+	b, _ := json.Marshal(ep)
+	ss.wmu.Lock()
+	_ = writeFrame(ss.conn, frameRedirect, b)
+	ss.wmu.Unlock()
+	return "the run goes on at host " + host
+}
+
+// wait shows what the run does and waits a poll (Ctrl-D detaches).
+func (ss *session) wait(ctx context.Context, what string) string {
+	_ = ss.say("\r[mlrb] " + what + " ")
+	select {
+	case <-ss.gone:
+		return "the person's terminal went"
+	case p := <-ss.in:
+		if strings.ContainsRune(string(p), 4) {
+			return "detached"
+		}
+	case <-time.After(ss.s.poll()):
+	case <-ctx.Done():
+		return "the worker is stopping"
+	}
+	return ""
 }

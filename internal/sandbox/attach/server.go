@@ -269,39 +269,6 @@ func (ss *session) run(ctx context.Context) string {
 	}
 }
 
-// redirect sends the person to the host their run went on at.
-func (ss *session) redirect(ctx context.Context, host string) string {
-	if ss.s.Peers == nil {
-		return "the run goes on at host " + host + ": attach again"
-	}
-	ep, ok := ss.s.Peers(ctx, host)
-	if !ok {
-		return "the run goes on at host " + host + ", which takes no attaches: ask the operator"
-	}
-	b, _ := json.Marshal(ep)
-	ss.wmu.Lock()
-	_ = writeFrame(ss.conn, frameRedirect, b)
-	ss.wmu.Unlock()
-	return "the run goes on at host " + host
-}
-
-// wait shows what the run does and waits a poll (Ctrl-D detaches).
-func (ss *session) wait(ctx context.Context, what string) string {
-	_ = ss.say("\r[mlrb] " + what + " ")
-	select {
-	case <-ss.gone:
-		return "the person's terminal went"
-	case p := <-ss.in:
-		if strings.ContainsRune(string(p), 4) {
-			return "detached"
-		}
-	case <-time.After(ss.s.poll()):
-	case <-ctx.Done():
-		return "the worker is stopping"
-	}
-	return ""
-}
-
 // inRoom is the person in their run's container: a shell while the clock
 // runs, the clock's prompt while it is paused. "" means look again (the
 // clock changed, the attempt ended).

@@ -16,6 +16,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"golang.org/x/net/netutil"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/internal/run/llm"
 	"github.com/mlrb/mlrb/internal/sandbox/gateway/door"
 	"github.com/mlrb/mlrb/internal/sandbox/transcript"
@@ -36,6 +38,9 @@ type Gateway struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// LLM serves the LLM APIs (nil: CONNECT only).
 	LLM *LLM
+	// Clock serves a person's clock at contract.ClockPath (nil: an agent's
+	// attempt, which has none).
+	Clock http.Handler
 	// Record keeps each connection in the transcript (nil: none).
 	Record *transcript.Recorder
 	// Allowance bounds the connections open at once and the refusals
@@ -129,6 +134,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer g.handlers.Done()
 	if r.Method != http.MethodConnect {
+		if g.Clock != nil && r.URL.Host == "" && strings.HasPrefix(r.URL.Path, contract.ClockPath) {
+			g.Clock.ServeHTTP(w, r)
+			return
+		}
 		// A proxy-style request for another host is not ours to carry.
 		if g.LLM != nil && (r.URL.Host == "" || r.URL.Host == r.Host) {
 			g.LLM.ServeHTTP(w, r)

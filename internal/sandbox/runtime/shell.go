@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 
 	"github.com/moby/moby/client"
 )
@@ -55,7 +56,7 @@ func (h *dockerHandle) Shell(ctx context.Context, spec ShellSpec) (Shell, error)
 
 // Freeze pauses every process of the container (the cgroup freezer).
 func (h *dockerHandle) Freeze(ctx context.Context) error {
-	if _, err := h.d.c.ContainerPause(ctx, h.id, client.ContainerPauseOptions{}); err != nil {
+	if _, err := h.d.c.ContainerPause(ctx, h.id, client.ContainerPauseOptions{}); err != nil && !strings.Contains(err.Error(), "already paused") {
 		return fmt.Errorf("freeze %s: %w", h.name, err)
 	}
 	return nil
@@ -63,7 +64,7 @@ func (h *dockerHandle) Freeze(ctx context.Context) error {
 
 // Thaw lets a frozen container's processes run again.
 func (h *dockerHandle) Thaw(ctx context.Context) error {
-	if _, err := h.d.c.ContainerUnpause(ctx, h.id, client.ContainerUnpauseOptions{}); err != nil {
+	if _, err := h.d.c.ContainerUnpause(ctx, h.id, client.ContainerUnpauseOptions{}); err != nil && !strings.Contains(err.Error(), "not paused") {
 		return fmt.Errorf("thaw %s: %w", h.name, err)
 	}
 	return nil

@@ -318,3 +318,11 @@ func DecodeManifest(r io.Reader) (*Manifest, error) {
 	}
 	return &m, nil
 }
+
+// Created is when the checkpoint was made (zero for none).
+func (m *Manifest) Created() time.Time {
+	if m == nil {
+		return time.Time{}
+	}
+	return m.CreatedAt
+}
