@@ -142,7 +142,7 @@ func (a *Attempts) openRoom(ctx context.Context, in AgentInput, room *attach.Roo
 		if _, err := room.Clock.Do(contract.ClockStart, ""); err != nil {
 			return nil, fmt.Errorf("start the person's clock: %w", err)
 		}
-	} else if err := freeze(); err != nil {
+	} else if err := room.Clock.Settle(); err != nil {
 		return nil, err
 	}
 	if a.Rooms == nil {

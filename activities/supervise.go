@@ -119,15 +119,16 @@ func (s *supervisor) followPerson() {
 	case !running && s.person.ReleaseAfter > 0 && (paused >= s.person.ReleaseAfter || s.person.PausedS(now) >= MaxPausesPerAttempt*s.person.ReleaseAfter.Seconds()):
 		s.stopped = StopReleased
 		s.log.Info("the person paused past release_after: checkpointed, the lease given back", zap.Duration("paused", paused))
-		if err := s.person.Thaw(); err != nil {
+		if err := s.person.End(); err != nil {
 			s.log.Warn("thaw the person's container", zap.Error(err))
 		}
 		s.signal(syscall.SIGTERM)
 		return
 	}
 	hard := now.Add(time.Duration(max(0, s.dl.GrantedS-s.agentSeconds()) * float64(time.Second)))
-	if hard.After(s.dl.Hard) {
+	if hard.Sub(s.dl.Hard) >= time.Second {
 		s.dl.Soft, s.dl.Hard = hard.Add(-s.dl.Grace), hard
+		s.hooks.deadlineMoved(hard)
 	}
 }
 

@@ -64,6 +64,10 @@ func (c *Config) Validate() error {
 		return bad("checkpoint.chunk_size: %d is out of range (64 KiB to 256 MiB)", c.Checkpoint.ChunkSize)
 	case c.Agent.MaxInfraAttempts < 1:
 		return bad("agent.max_infra_attempts: %d must be at least 1", c.Agent.MaxInfraAttempts)
+	case c.Human.ReleaseAfter < time.Second:
+		return bad("human.release_after: %s must be 1s or more (e.g. 30m)", c.Human.ReleaseAfter)
+	case c.Human.WaitLimit < time.Minute:
+		return bad("human.wait_limit: %s must be 1m or more (e.g. 336h)", c.Human.WaitLimit)
 	case c.Eval.Attempts < 1:
 		return bad("eval.attempts: %d must be at least 1", c.Eval.Attempts)
 	case oneOf("host.runtime", c.Host.Runtime, Runtimes) != nil:

@@ -40,6 +40,15 @@ type Record struct {
 	SourceID string `json:"provider_id,omitempty"`
 	// IdleSince is when the host last had no lease (zero while busy).
 	IdleSince time.Time `json:"idle_since,omitempty"`
+	// Attach is where people reach their runs' shells through this host
+	// (nil: nowhere), and the SHA-256 of its certificate, which they pin.
+	Attach *Attach `json:"attach,omitempty"`
+}
+
+// Attach is a host's attach server.
+type Attach struct {
+	Addr string `json:"addr"`
+	Pin  string `json:"pin"`
 }
 
 // Free is the slots not leased.

@@ -107,6 +107,8 @@ func Policy(cfg *config.Config) workflows.Policy {
 		Provision:            provisionKind(cfg.Provision.Kind),
 		ProvisionMargin:      cfg.Provision.Margin,
 		BootTimeout:          cfg.Provision.BootTimeout,
+		ReleaseAfter:         cfg.Human.ReleaseAfter,
+		PersonWaitLimit:      cfg.Human.WaitLimit,
 	}
 	// Validated with the config.
 	p.Curve, p.NoCurve, _ = cfg.Eval.CurveMarks()

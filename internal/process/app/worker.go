@@ -19,6 +19,7 @@ import (
 	"github.com/mlrb/mlrb/internal/fleet/metrics"
 	"github.com/mlrb/mlrb/internal/run/gpucost"
 	"github.com/mlrb/mlrb/internal/run/llm"
+	"github.com/mlrb/mlrb/internal/sandbox/attach"
 	"github.com/mlrb/mlrb/internal/sandbox/gateway"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
@@ -69,7 +70,7 @@ type step struct {
 func (s *startup) steps() []step {
 	return []step{
 		{"namespace", s.checkNamespace}, {"catalog", s.loadCatalog}, {"engine", s.openEngine}, {"work dir", s.lockWorkDir}, {"host id", s.checkHostFree},
-		{"workspace", s.openWorkspace}, {"leases", s.openLeases}, {"activities", s.assemble}, {"metrics", s.registerMetrics},
+		{"workspace", s.openWorkspace}, {"leases", s.openLeases}, {"activities", s.assemble}, {"attach", s.startAttach}, {"metrics", s.registerMetrics},
 		{"provider", s.openProvider}, {"sweep", s.sweep}, {"fleet record", s.startRecord}, {"host worker", s.startHostWorker},
 		{"shared worker", s.startSharedWorker}, {"fence", s.startFence},
 	}
@@ -221,7 +222,7 @@ func (s *startup) assemble() error {
 		Records:     &activities.Records{Catalog: s.catalog, Engine: s.engine, Client: s.c, MinExperiment: cfg.Observe.MinExperiment, GPUPrices: gpuPrices},
 		Leases:      &activities.Leases{Host: *host, Client: s.c},
 		Fleet:       &activities.Fleet{QueueOf: func(id string) string { return HostQueue(cfg.Temporal.TaskQueue, id) }},
-		Attempts:    &activities.Attempts{Sandbox: sandbox, Host: host, Runs: runs, Client: s.c, Logger: log, Metrics: s.m},
+		Attempts:    &activities.Attempts{Sandbox: sandbox, Host: host, Runs: runs, Client: s.c, Logger: log, Metrics: s.m, Rooms: &attach.Rooms{}},
 		Evaluations: &activities.Evaluations{Sandbox: sandbox, Host: host, Runs: runs, Client: s.c, Logger: log, Metrics: s.m},
 	}
 	return nil

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"sync"
 	"time"
+
+	"github.com/mlrb/mlrb/internal/store/blob"
 )
 
 // Cast records a session as asciicast v2 (asciinema's format): a header
@@ -75,3 +77,9 @@ func fmtSize(s Size) string {
 	r, _ := json.Marshal(s.Rows)
 	return string(b) + "x" + string(r)
 }
+
+// SessionKey is where a run's session recording is kept in the store.
+func SessionKey(runID, name string) string { return blob.RunPrefix(runID) + "sessions/" + name }
+
+// SessionsPrefix is where a run's session recordings are.
+func SessionsPrefix(runID string) string { return blob.RunPrefix(runID) + "sessions/" }

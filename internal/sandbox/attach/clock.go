@@ -16,8 +16,10 @@ import (
 )
 
 // Clock is a person's clock for one attempt, kept by the worker: it starts
-// paused and runs only while started. Freeze and thaw are called as it
-// pauses and starts (the container frozen while paused), outside its lock.
+// paused and runs only while started. The container is frozen while the
+// clock is paused (Settle calls Freeze and Thaw, outside its lock): at
+// once when it starts, a moment after it stops, so that the `task stop`
+// that stopped it has printed its answer.
 type Clock struct {
 	// BaseS is the agent time of the run before this attempt; GrantedS
 	// its budget; ReleaseAfter how long a pause lasts before the GPU goes
@@ -28,6 +30,9 @@ type Clock struct {
 	Freeze, Thaw    func() error
 
 	mu        sync.Mutex
+	settle    sync.Mutex // held while the container is frozen or thawed
+	frozen    bool       // under settle
+	ended     bool       // the attempt ends: thawed for good
 	running   bool
 	submitted bool
 	since     time.Time // when it last started or paused
@@ -66,8 +71,8 @@ func (c *Clock) begin() {
 // Do does a `task` verb and returns the clock after it.
 func (c *Clock) Do(verb, text string) (contract.Clock, error) {
 	c.begin()
-	var hook func() error
 	var said string
+	settleIn := time.Duration(-1)
 	c.mu.Lock()
 	now := c.now()
 	switch {
@@ -77,12 +82,12 @@ func (c *Clock) Do(verb, text string) (contract.Clock, error) {
 		return c.Read(), ErrSubmitted
 	case verb == contract.ClockStart && !c.running:
 		c.pausedS += now.Sub(c.since).Seconds()
-		c.running, c.since, hook, said = true, now, c.Thaw, "the clock runs"
+		c.running, c.since, settleIn, said = true, now, 0, "the clock runs"
 	case verb == contract.ClockStart:
 		said = "the clock was running"
 	case verb == contract.ClockStop && c.running:
 		c.ranS += now.Sub(c.since).Seconds()
-		c.running, c.since, hook, said = false, now, c.Freeze, "the clock is paused: your container is frozen until you `task start`"
+		c.running, c.since, settleIn, said = false, now, FreezeAfter, "the clock is paused: your container is frozen until you `task start`"
 	case verb == contract.ClockStop:
 		said = "the clock was paused"
 	case verb == contract.ClockNote:
@@ -98,9 +103,8 @@ func (c *Clock) Do(verb, text string) (contract.Clock, error) {
 			c.ranS += now.Sub(c.since).Seconds()
 		} else {
 			c.pausedS += now.Sub(c.since).Seconds()
-			hook = c.Thaw // its first process is told to end
 		}
-		c.running, c.submitted, c.since, said = false, true, now, "submitted: output/ is checkpointed and evaluated; your shells end"
+		c.running, c.submitted, c.since, settleIn, said = false, true, now, 0, "submitted: output/ is checkpointed and evaluated; your shells end"
 	default:
 		c.mu.Unlock()
 		return c.Read(), fmt.Errorf("%q: not one of %s", verb, strings.Join(contract.ClockVerbs, ", "))
@@ -111,12 +115,51 @@ func (c *Clock) Do(verb, text string) (contract.Clock, error) {
 	}
 	c.mu.Unlock()
 	var err error
-	if hook != nil {
-		err = hook()
+	switch {
+	case settleIn == 0:
+		err = c.Settle()
+	case settleIn > 0:
+		time.AfterFunc(settleIn, func() { _ = c.Settle() })
 	}
 	out := c.Read()
 	out.Said = said
 	return out, err
+}
+
+// FreezeAfter is how long after the clock stops the container freezes.
+const FreezeAfter = 300 * time.Millisecond
+
+// Settle freezes the container if the clock is paused, thaws it if not;
+// calls in any order leave it as the clock is when the last one ends.
+func (c *Clock) Settle() error {
+	c.settle.Lock()
+	defer c.settle.Unlock()
+	c.mu.Lock()
+	want := !c.running && !c.submitted && !c.ended
+	c.mu.Unlock()
+	if want == c.frozen {
+		return nil
+	}
+	hook := c.Thaw
+	if want {
+		hook = c.Freeze
+	}
+	if hook != nil {
+		if err := hook(); err != nil {
+			return err
+		}
+	}
+	c.frozen = want
+	return nil
+}
+
+// End thaws the container for good: the attempt ends (a release), and
+// its processes must hear their SIGTERM.
+func (c *Clock) End() error {
+	c.mu.Lock()
+	c.ended = true
+	c.mu.Unlock()
+	return c.Settle()
 }
 
 // agentS is the run's agent time at now; c.mu held.

@@ -184,12 +184,13 @@ type session struct {
 	cast    *Cast
 	started time.Time
 
-	in   chan []byte   // keystrokes
-	gone chan struct{} // the client went
-	wmu  sync.Mutex
-	smu  sync.Mutex
-	size Size
-	sh   runtime.Shell // the shell open in the current room
+	in     chan []byte   // keystrokes
+	gone   chan struct{} // the client went
+	wmu    sync.Mutex
+	smu    sync.Mutex
+	size   Size
+	sh     runtime.Shell // the shell open in room shRoom
+	shRoom *Room
 	// shEnd yields once when sh's output ends (nil: it exited).
 	shEnd chan error
 }
@@ -280,6 +281,12 @@ func (ss *session) inRoom(ctx context.Context, room *Room) string {
 	case running:
 		return ss.shell(ctx, room)
 	}
+	ss.smu.Lock()
+	fromShell := ss.sh != nil && ss.shRoom == room
+	ss.smu.Unlock()
+	if fromShell { // the shell's last words (task stop's answer) first
+		time.Sleep(FreezeAfter + 200*time.Millisecond)
+	}
 	return ss.prompt(ctx, room.Clock.Changed(), room.Done(), func(verb, text string) (contract.Clock, error) {
 		return room.Clock.Do(verb, text)
 	}, room.Clock.Read(), room.Brief)
@@ -290,6 +297,10 @@ func (ss *session) inRoom(ctx context.Context, room *Room) string {
 func (ss *session) shell(ctx context.Context, room *Room) string {
 	changed := room.Clock.Changed()
 	ss.smu.Lock()
+	if ss.shRoom != room && ss.sh != nil { // the last attempt's, gone with it
+		_ = ss.sh.Close()
+		ss.sh = nil
+	}
 	sh, size, out := ss.sh, ss.size, ss.shEnd
 	ss.smu.Unlock()
 	if sh == nil {
@@ -301,7 +312,7 @@ func (ss *session) shell(ctx context.Context, room *Room) string {
 			return "no shell in the run's container: " + err.Error()
 		}
 		ss.smu.Lock()
-		ss.sh, ss.shEnd = sh, out
+		ss.sh, ss.shEnd, ss.shRoom = sh, out, room
 		ss.smu.Unlock()
 		go func() { out <- ss.pump(sh) }()
 		go func() {

@@ -5,6 +5,7 @@ package blob
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/url"
 	"time"
@@ -48,3 +49,21 @@ type Object struct {
 type StoreError struct{ Msg string }
 
 func (e *StoreError) Error() string { return e.Msg }
+
+// ReadAll reads a blob whole, up to limit bytes (a larger one is an
+// error, never a short read).
+func ReadAll(ctx context.Context, s Store, key string, limit int64) ([]byte, error) {
+	rc, err := s.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	defer func() { _ = rc.Close() }()
+	b, err := io.ReadAll(io.LimitReader(rc, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("read %s: over %d bytes", key, limit)
+	}
+	return b, nil
+}

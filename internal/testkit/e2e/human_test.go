@@ -1,0 +1,218 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mlrb/mlrb/internal/sandbox/attach"
+	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+)
+
+const humanImage = "mlrb-human:e2e"
+
+// buildHumanImage builds the person's shell image from
+// deploy/human.Dockerfile, as an operator would: Debian's static busybox
+// and mlrb's static helper, nothing pulled.
+func buildHumanImage(t *testing.T) {
+	t.Helper()
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("busybox (Debian's busybox-static) is needed for the human image")
+		}
+		t.Skip("no busybox: apt-get install busybox-static")
+	}
+	df, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "human.Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := staticBinary(t, "deploy/agent")
+	d := docker(t)
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if _, ok := built[humanImage]; ok {
+		return
+	}
+	if err := runtime.BuildImage(context.Background(), d, humanImage, map[string]string{"busybox": bb, "mlrb": agent}, string(df)); err != nil {
+		t.Fatal(err)
+	}
+	built[humanImage] = ""
+}
+
+// terminal is a person's terminal: a tmux session of its own, typed into
+// and read as a person would.
+type terminal struct {
+	t      *testing.T
+	e      *env
+	socket string
+}
+
+// attachIn opens `starter attach CREDENTIAL` in a new tmux terminal.
+func (e *env) attachIn(cred string) *terminal {
+	e.t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		if os.Getenv("CI") != "" {
+			e.t.Fatal("tmux is needed to drive a person's terminal")
+		}
+		e.t.Skip("no tmux")
+	}
+	tm := &terminal{t: e.t, e: e, socket: filepath.Join(e.t.TempDir(), "tmux")}
+	cmd := "env " + strings.Join(e.vars, " ") + " " + filepath.Join(bin, "starter") + " attach " + cred + "; echo '[the attach command ended]'; sleep 3600"
+	if out, err := exec.Command("tmux", "-S", tm.socket, "new-session", "-d", "-x", "150", "-y", "50", cmd).CombinedOutput(); err != nil {
+		e.t.Fatalf("tmux: %v %s", err, out)
+	}
+	e.t.Cleanup(func() { _ = exec.Command("tmux", "-S", tm.socket, "kill-server").Run() })
+	return tm
+}
+
+// screen is what the terminal shows, with its scrollback.
+func (tm *terminal) screen() string {
+	out, _ := exec.Command("tmux", "-S", tm.socket, "capture-pane", "-p", "-S", "-500").CombinedOutput()
+	return string(out)
+}
+
+// typeLine types a line and Enter.
+func (tm *terminal) typeLine(line string) {
+	tm.t.Helper()
+	if out, err := exec.Command("tmux", "-S", tm.socket, "send-keys", "-l", line).CombinedOutput(); err != nil {
+		tm.t.Fatalf("send-keys: %v %s", err, out)
+	}
+	if out, err := exec.Command("tmux", "-S", tm.socket, "send-keys", "Enter").CombinedOutput(); err != nil {
+		tm.t.Fatalf("send-keys: %v %s", err, out)
+	}
+}
+
+// waitFor waits until the terminal shows want (count times in all).
+func (tm *terminal) waitFor(want string, count int, within time.Duration) {
+	tm.t.Helper()
+	eventually(tm.t, tm.e, within, func() string {
+		if s := tm.screen(); strings.Count(s, want) < count {
+			return "the terminal does not show " + want + " (" + time.Now().Format(time.TimeOnly) + "):\n" + s
+		}
+		return ""
+	})
+}
+
+// runPhase is a run's phase as its status says it.
+func (e *env) runPhase(runID string) string {
+	var st struct {
+		Phase string `json:"phase"`
+	}
+	out, _, code := e.starter("status", runID, "--json")
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil {
+		return ""
+	}
+	return st.Phase
+}
+
+// TestHumanBaseline: a person, driven through tmux, attaches to a
+// mini_baby_lm run, starts the clock, trains a model with the image's
+// tools, pauses past human.release_after (the lease is released and
+// another run takes the one slot), starts again on a new lease from the
+// checkpoint, and submits; the run is scored, its ledger shows agent time
+// without the pauses, and the recording replays. Credentials open their
+// own run only, and nothing after it ended; an unassisted person's
+// container reaches no LLM API.
+func TestHumanBaseline(t *testing.T) {
+	parallel(t)
+	buildHumanImage(t)
+	dir := agentDefs(t, map[string]string{"person": "human: true\nimage: " + humanImage + "\n"})
+	e := dockerEnv(t, "MLRB_AGENTS_DIR="+dir, "MLRB_CHECKPOINT_INTERVAL=3s", "MLRB_HUMAN_RELEASE_AFTER=8s", "MLRB_HOST_MAX_AGENTS=1")
+	e.start("worker", "--dev")
+	e.waitServer()
+
+	began := time.Now()
+	runID := e.startRun("--task", "mini_baby_lm", "--agent", "person", "--seed", "1", "--time-limit", "10m")
+	other := e.startRun("--task", "mini_baby_lm", "--agent", "person", "--seed", "2", "--time-limit", "10m")
+	eventually(t, e, time.Minute, func() string {
+		if p := e.runPhase(runID); p != "awaiting_person" {
+			return "the person's run is " + p + ", not awaiting_person"
+		}
+		return ""
+	})
+	var inv, otherInv struct{ Credential string }
+	e.starterJSON(&inv, "invite", runID, "--label", "alice", "--json")
+	e.starterJSON(&otherInv, "invite", other, "--label", "bob", "--json")
+
+	// Bob's credential does not open Alice's run.
+	mine, _ := attach.ParseCredential(inv.Credential)
+	theirs, _ := attach.ParseCredential(otherInv.Credential)
+	forged := attach.Credential{Run: mine.Run, Token: theirs.Token, Via: mine.Via}
+	if out, errs, code := e.starter("attach", forged.String()); code != 0 || !strings.Contains(out, "refused") {
+		t.Fatalf("another run's credential (exit %d): %s %s", code, out, errs)
+	}
+
+	tm := e.attachIn(inv.Credential)
+	tm.waitFor("paused>", 1, time.Minute)
+	tm.typeLine("task start")
+	tm.waitFor("your clock runs", 1, 2*time.Minute)
+	// An unassisted person's door serves their clock, never an LLM API.
+	tm.typeLine("wget -q -O- --post-data '{}' http://127.0.0.1:3128/v1/chat/completions; echo llm-exit-$?")
+	tm.waitFor("llm-exit-", 1, 30*time.Second)
+	if s := tm.screen(); strings.Contains(s, "llm-exit-0") {
+		t.Fatalf("an unassisted person reached an LLM API:\n%s", s)
+	}
+	tm.typeLine("mlrb reference-agent > train.log 2>&1; echo trained-$? && ls output")
+	tm.waitFor("trained-0", 1, 2*time.Minute)
+	tm.typeLine("task note tried the n-gram grid")
+	tm.waitFor("noted", 1, 30*time.Second)
+	tm.typeLine("task stop")
+	tm.waitFor("paused>", 2, time.Minute)
+	// Past release_after the GPU goes back: the other run takes the slot.
+	eventually(t, e, 2*time.Minute, func() string {
+		if p := e.runPhase(runID); p != "awaiting_person" {
+			return "after the pause the run is " + p + ", not awaiting_person"
+		}
+		return ""
+	})
+	var otherTm = e.attachIn(otherInv.Credential)
+	otherTm.waitFor("paused>", 1, time.Minute)
+	otherTm.typeLine("task start")
+	otherTm.waitFor("your clock runs", 1, 2*time.Minute)
+	otherTm.typeLine("task submit")
+
+	tm.typeLine("task start")
+	tm.waitFor("your clock runs", 2, 3*time.Minute)
+	tm.typeLine("ls output/model && echo restored-ok")
+	tm.waitFor("restored-ok", 1, 30*time.Second)
+	tm.typeLine("task submit")
+	tm.waitFor("[the attach command ended]", 1, time.Minute)
+
+	var res struct {
+		result
+		Budget struct {
+			UsedS   float64 `json:"used_s"`
+			PausedS float64 `json:"paused_s"`
+		} `json:"budget"`
+		AgentDef struct {
+			Human string `json:"human"`
+		} `json:"agent_definition"`
+		Notes []struct{ Text string } `json:"notes"`
+	}
+	e.starterJSON(&res, "result", runID, "--wait", "--json")
+	if res.Outcome != "scored" || res.Score == nil || res.Attempts < 2 || res.AgentDef.Human != "unassisted" {
+		t.Fatalf("the person's result: %+v", res)
+	}
+	if wall := time.Since(began).Seconds(); res.Budget.PausedS < 8 || res.Budget.UsedS+res.Budget.PausedS > wall || len(res.Notes) != 1 || res.Notes[0].Text != "tried the n-gram grid" {
+		t.Fatalf("the person's ledger: used %.1fs, paused %.1fs, notes %+v", res.Budget.UsedS, res.Budget.PausedS, res.Notes)
+	}
+	// The recording replays.
+	out, errs, code := e.starter("sessions", runID)
+	if code != 0 || !strings.Contains(out, "alice") {
+		t.Fatalf("sessions (exit %d): %s %s", code, out, errs)
+	}
+	out, _, code = e.starter("sessions", runID, "--play", "1", "--speed", "1000", "--idle", "1ms")
+	if code != 0 || !strings.Contains(out, "trained-0") || !strings.Contains(out, "restored-ok") {
+		t.Fatalf("the replay (exit %d) misses the session:\n%s", code, out)
+	}
+	// The credential is useless once the run ended.
+	if out, errs, code := e.starter("attach", inv.Credential); code != 0 || !strings.Contains(out, "refused") {
+		t.Fatalf("attach after the end (exit %d): %s %s", code, out, errs)
+	}
+}
