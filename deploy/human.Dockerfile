@@ -10,6 +10,7 @@ COPY mlrb /mlrb
 RUN ["/bin/busybox", "--install", "-s", "/bin"]
 RUN ["/bin/busybox", "ln", "-s", "/mlrb", "/bin/task"]
 RUN ["/bin/busybox", "ln", "-s", "/mlrb", "/bin/mlrb"]
+RUN ["/bin/busybox", "mkdir", "-m", "1777", "/tmp"]
 ENV PATH=/bin
 WORKDIR /app
 ENTRYPOINT []

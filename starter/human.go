@@ -11,38 +11,51 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"golang.org/x/term"
 
 	"github.com/mlrb/mlrb/internal/fleet/hosts"
-	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/sandbox/attach"
+	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/workflows"
 )
 
 // inviteCmd lets a person into their run: an invitation the run keeps as
 // a hash, and a credential printed once for the operator to hand over.
 func inviteCmd() *cobra.Command {
-	var label, via string
+	var label, via, bench string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "invite RUN_ID --label NAME",
-		Short: "let a person into their run (a human agent's): prints the credential they attach with, once",
-		Args:  cobra.ExactArgs(1),
+		Use:   "invite RUN_ID | --benchmark ID  --label NAME",
+		Short: "let a person into their run (a human agent's), or into the next uninvited one of a benchmark: prints the credential they attach with, once",
+		Args:  cobra.MaximumNArgs(1),
+		PreRunE: func(_ *cobra.Command, args []string) error {
+			if (len(args) == 1) == (bench != "") {
+				return cli.Usagef("give a RUN_ID, or --benchmark ID (its next person's run nobody is invited to)")
+			}
+			return nil
+		},
 		RunE: run(func(g *globals, args []string) error {
-			cred, n, err := invite(g, args[0], label, via)
+			runID, err := nextUninvited(g, args, bench)
+			if err != nil {
+				return err
+			}
+			cred, n, err := invite(g, runID, label, via)
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				return printJSON(g.out, map[string]any{"run_id": args[0], "label": label, "credential": cred.String(), "via": cred.Via})
+				return printJSON(g.out, map[string]any{"run_id": runID, "label": label, "credential": cred.String(), "via": cred.Via})
 			}
-			fmt.Fprintf(g.out, "invited %s to run %s (invitation %d); the credential is shown this once, give it to them:\n\n  starter attach %s\n\n", label, args[0], n, cred)
+			fmt.Fprintf(g.out, "invited %s to run %s (invitation %d); the credential is shown this once, give it to them:\n\n  starter attach %s\n\n", label, runID, n, cred)
 			fmt.Fprintf(g.out, "It opens a shell in the run's container through %s until the run ends; the clock starts when they type `task start`.\n", cred.Via.Addr)
 			return nil
 		}),
 	}
 	cmd.Flags().StringVar(&label, "label", "", "the person's label, kept with the run and its recordings (no other personal data)")
+	cmd.Flags().StringVar(&bench, "benchmark", "", "invite to the next run of this benchmark that waits for its person and has no invitation yet")
 	cmd.Flags().StringVar(&via, "via", "", "host id of the worker to attach through (default: the run's, else the host seen last)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	_ = cmd.MarkFlagRequired("label")
@@ -75,6 +88,30 @@ func invite(g *globals, runID, label, via string) (attach.Credential, int, error
 		return cred, 0, err
 	}
 	return cred, n, nil
+}
+
+// nextUninvited is the run named, else the benchmark's person's run that
+// waits for its person with no invitation yet (the first by id).
+func nextUninvited(g *globals, args []string, bench string) (string, error) {
+	if len(args) == 1 {
+		return args[0], nil
+	}
+	c, err := g.client()
+	if err != nil {
+		return "", err
+	}
+	q := fmt.Sprintf("MlrbBenchmark = '%s' AND MlrbPhase = '%s' AND ExecutionStatus = 'Running'", bench, runs.PhaseAwaitingPerson)
+	var ids []string
+	if err := listAll(g.ctx, c, q, 0, func(e *workflowpb.WorkflowExecutionInfo) { ids = append(ids, e.Execution.WorkflowId) }); err != nil {
+		return "", fmt.Errorf("waiting runs of %s: %w", bench, err)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if st, err := queryStatus(g.ctx, c, id); err == nil && st.Invited == 0 {
+			return id, nil
+		}
+	}
+	return "", cli.Usagef("benchmark %s has no person's run waiting without an invitation (%d waiting)", bench, len(ids))
 }
 
 // attachVia is the attach server a credential names: the host asked for,

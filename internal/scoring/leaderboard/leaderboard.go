@@ -37,6 +37,8 @@ type Entry struct {
 	Curve []Mark `json:"curve,omitempty"`
 	// Research is the run's research measures (nil: not observed).
 	Research *runs.Measures `json:"research,omitempty"`
+	// Human is a person's condition (runs.AgentRef's): their rows say so.
+	Human string `json:"human,omitempty"`
 }
 
 // RunsOf is what the leaderboard needs of run results.
@@ -45,6 +47,9 @@ func RunsOf(results []runs.Result) []Entry {
 	for _, r := range results {
 		out = append(out, Entry{RunID: r.RunID, EvaluatorImage: r.EvaluatorImage, Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: r.Outcome, Score: r.Score,
 			Attempts: r.Attempts, EvalTries: r.EvalTries, TimeLimitS: r.TimeLimitS, Hardware: r.Hardware, Cost: r.Cost, Research: r.Research, Curve: r.Curve})
+		if r.AgentDef != nil {
+			out[len(out)-1].Human = r.AgentDef.Human
+		}
 	}
 	return out
 }

@@ -36,6 +36,8 @@ func ClassOf(o runs.Outcome, score *float64) Class {
 type Row struct {
 	Task  string `json:"task"`
 	Agent string `json:"agent"`
+	// Human is a person's condition ("": an agent's row).
+	Human string `json:"human,omitempty"`
 	Runs  int    `json:"runs"`
 	// Scored runs have a score (scored or limit_reached); AgentFailed are
 	// the agent's own failures (agent_failed, disqualified), counted at
@@ -129,6 +131,9 @@ func summariseGroup(task, agent string, rs []Entry, anchors map[string]Anchor) R
 	row.Floor, row.FloorFrom = FloorOf(task, anchors)
 	var xs, counted []float64
 	for _, r := range rs {
+		if r.Human != "" {
+			row.Human = r.Human
+		}
 		row.Cost.Add(r.Cost)
 		if r.Attempts > 1 || r.EvalTries > 1 {
 			row.Retried++

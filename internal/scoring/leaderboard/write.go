@@ -104,6 +104,9 @@ func jsonRows(rows []Row) []map[string]any {
 			m["baseline"], m["top"], m["near_zero_gap"] = *r.Baseline, *r.Top, r.NearZeroGap
 			m["gap_closed_pct"], m["gap_closed_ci95"] = finite(r.GapClosed), interval(r.GapLow, r.GapHigh)
 		}
+		if r.Human != "" {
+			m["human"] = r.Human
+		}
 		out = append(out, m)
 	}
 	return out
@@ -124,7 +127,7 @@ func WriteMarkdown(w io.Writer, rows []Row) {
 	fmt.Fprintln(w, "| task | agent | runs | scored / agent failed / apart | success [Wilson 95 %] | mean of scored (n) | 95 % CI | mean, failures at floor [95 % CI] | gap closed % [95 % CI] | std | min | max | retried | GPU h used / billed | $ GPU / LLM | experiments/h / GPU busy / first model | MDD (80 %) |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|")
 	for _, r := range rows {
-		fmt.Fprintf(w, "| %s | %s | %d | %d / %d / %d | %s | %s | %s | %s | %s | %s | %s | %s | %d | %s / %s | %.2f / %.2f | %s | %s |\n", r.Task, r.Agent, r.Runs, r.Scored, r.AgentFailed, r.Invalid,
+		fmt.Fprintf(w, "| %s | %s | %d | %d / %d / %d | %s | %s | %s | %s | %s | %s | %s | %s | %d | %s / %s | %.2f / %.2f | %s | %s |\n", r.Task, AgentCell(r), r.Runs, r.Scored, r.AgentFailed, r.Invalid,
 			SuccessCell(r.SuccessRate, r.SuccessLow, r.SuccessHigh), meanCell(r), CICell(r), floorCell(r), GapCell(r), num(r.Std), num(r.Min), num(r.Max), r.Retried,
 			num(r.Cost.GPUHours), num(r.Cost.BilledGPUHours), r.Cost.GPUUSD, r.Cost.LLMUSD, researchCell(r.Research), num(r.MDD))
 	}
@@ -237,6 +240,15 @@ func WriteAgents(w io.Writer, as []AgentSummary) {
 
 // countsCell is a row's scored/failed/apart, with the failures a
 // reviewer's verdict made said so: "1/2/0 (1 hacked)".
+// AgentCell is a row's agent as tables show it: a person's says so, with
+// their condition.
+func AgentCell(r Row) string {
+	if r.Human == "" {
+		return r.Agent
+	}
+	return r.Agent + " (person, " + r.Human + ")"
+}
+
 func countsCell(r Row) string {
 	c := fmt.Sprintf("%d/%d/%d", r.Scored, r.AgentFailed, r.Invalid)
 	if r.Hacked > 0 {
@@ -250,7 +262,7 @@ func WriteTable(w io.Writer, rows []Row) {
 	fmt.Fprintf(w, "%-26s %-14s %4s %-14s %-16s %-16s %-26s %-26s %-22s %s\n", "task", "agent", "runs", "ok/failed/apart", "success [95 %]", "mean (n scored)", "95% CI of mean", "mean, failures at floor", "gap closed % [95 %]", "MDD (80 %)")
 	fmt.Fprintln(w, strings.Repeat("-", 190))
 	for _, r := range rows {
-		fmt.Fprintf(w, "%-26s %-14s %4d %-14s %-16s %-16s %-26s %-26s %-22s %s\n", r.Task, r.Agent, r.Runs, countsCell(r),
+		fmt.Fprintf(w, "%-26s %-14s %4d %-14s %-16s %-16s %-26s %-26s %-22s %s\n", r.Task, AgentCell(r), r.Runs, countsCell(r),
 			SuccessCell(r.SuccessRate, r.SuccessLow, r.SuccessHigh), meanCell(r), CICell(r), floorCell(r), GapCell(r), num(r.MDD))
 	}
 }

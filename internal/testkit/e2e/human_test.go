@@ -12,6 +12,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/sandbox/attach"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/testkit/llmfake"
 )
 
 const humanImage = "mlrb-human:e2e"
@@ -214,5 +215,126 @@ func TestHumanBaseline(t *testing.T) {
 	// The credential is useless once the run ended.
 	if out, errs, code := e.starter("attach", inv.Credential); code != 0 || !strings.Contains(out, "refused") {
 		t.Fatalf("attach after the end (exit %d): %s %s", code, out, errs)
+	}
+}
+
+// personTrains is a person's whole session on a fresh terminal: attach,
+// start the clock, train with the image's tools, submit.
+func (e *env) personTrains(cred string, also ...string) *terminal {
+	e.t.Helper()
+	tm := e.attachIn(cred)
+	tm.waitFor("paused>", 1, 2*time.Minute)
+	tm.typeLine("task start")
+	tm.waitFor("your clock runs", 1, 3*time.Minute)
+	for _, line := range also {
+		tm.typeLine(line)
+	}
+	tm.typeLine("mlrb reference-agent > train.log 2>&1; echo trained-$?")
+	tm.waitFor("trained-0", 1, 2*time.Minute)
+	tm.typeLine("task submit")
+	tm.waitFor("[the attach command ended]", 1, time.Minute)
+	return tm
+}
+
+// TestHumansBesideAgents: people and an agent on one benchmark, one
+// leaderboard: each person's run waits for them (invited in turn with
+// `starter invite --benchmark`), the rows say which are people's, and the
+// paired comparison takes the shared seeds. An assisted person's LLM
+// calls go through the run's gateway, metered against their budget.
+func TestHumansBesideAgents(t *testing.T) {
+	parallel(t)
+	buildHumanImage(t)
+	fake := &llmfake.Fake{OpenAIKey: gwOpenAIKey, AnthropicKey: gwAnthropicKey, Words: 10}
+	up, err := fake.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fake.Close() })
+	envFile := filepath.Join(t.TempDir(), "agent.env")
+	if err := os.WriteFile(envFile, []byte("OPENAI_API_KEY="+gwOpenAIKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := agentDefs(t, map[string]string{
+		"person":   "human: true\nimage: " + humanImage + "\n",
+		"assisted": "human: true\nimage: " + humanImage + "\nprovider: openai\nmodel: gpt-4o\nllm_budget_usd: 1\n",
+	})
+	e := dockerEnv(t, "MLRB_AGENTS_DIR="+dir, "MLRB_CHECKPOINT_INTERVAL=3s", "MLRB_AGENT_ENV_FILE="+envFile, "MLRB_GATEWAY_OPENAI_URL="+up+"/v1")
+	e.start("worker", "--dev")
+	e.waitServer()
+
+	const bench = "people-and-agents"
+	if _, errs, code := e.starter("benchmark", "--agents", "person,reference", "--tasks", "mini_baby_lm", "--seeds", "2", "--time-limit", "5m",
+		"--concurrency", "4", "--id", bench); code != 0 {
+		t.Fatalf("benchmark: %s", errs)
+	}
+	for _, who := range []string{"alice", "bob"} {
+		var inv struct {
+			RunID      string `json:"run_id"`
+			Credential string
+		}
+		eventually(t, e, 2*time.Minute, func() string {
+			out, errs, code := e.starter("invite", "--benchmark", bench, "--label", who, "--json")
+			if code != 0 || json.Unmarshal([]byte(out), &inv) != nil {
+				return "invite --benchmark: " + errs
+			}
+			return ""
+		})
+		e.personTrains(inv.Credential)
+	}
+	e.awaitBenchmark(bench)
+	var board struct {
+		Rows []struct {
+			Agent, Human string
+			Scored       int
+		} `json:"rows"`
+		Paired []struct {
+			A, B string
+			N    int
+		} `json:"paired"`
+	}
+	e.starterJSON(&board, "results", bench, "--format", "json")
+	if len(board.Rows) != 2 || len(board.Paired) != 1 || board.Paired[0].N != 2 {
+		t.Fatalf("one leaderboard of a person and an agent: %+v", board)
+	}
+	for _, r := range board.Rows {
+		if r.Scored != 2 || (r.Agent == "person") != (r.Human == "unassisted") {
+			t.Fatalf("row %+v", r)
+		}
+	}
+	if out, _, _ := e.starter("results", bench); !strings.Contains(out, "person (person, unassisted)") {
+		t.Fatalf("the table does not say which row is a person's:\n%s", out)
+	}
+
+	// An assisted person's calls go through the gateway, metered.
+	runID := e.startRun("--task", "mini_baby_lm", "--agent", "assisted", "--seed", "1", "--time-limit", "5m")
+	var inv struct{ Credential string }
+	eventually(t, e, time.Minute, func() string {
+		if p := e.runPhase(runID); p != "awaiting_person" {
+			return "the assisted run is " + p
+		}
+		return ""
+	})
+	e.starterJSON(&inv, "invite", runID, "--label", "carol", "--json")
+	ask := `wget -Y off -q -O- --header "Authorization: Bearer $OPENAI_API_KEY" --header 'Content-Type: application/json' ` +
+		`--post-data '{"model":"gpt-4o","messages":[{"role":"user","content":"which n-gram order?"}]}' $OPENAI_BASE_URL/chat/completions > answer.json; echo asked-$?`
+	tm := e.personTrains(inv.Credential, ask)
+	if s := tm.screen(); !strings.Contains(s, "asked-0") {
+		t.Fatalf("the assisted person's call:\n%s", s)
+	}
+	var res struct {
+		result
+		Cost struct {
+			LLM *struct {
+				Calls int64   `json:"calls"`
+				USD   float64 `json:"usd"`
+			} `json:"llm"`
+		} `json:"cost"`
+		AgentDef struct {
+			Human string `json:"human"`
+		} `json:"agent_definition"`
+	}
+	e.starterJSON(&res, "result", runID, "--wait", "--json")
+	if res.Outcome != "scored" || res.Cost.LLM == nil || res.Cost.LLM.Calls != 1 || res.Cost.LLM.USD <= 0 || !strings.HasPrefix(res.AgentDef.Human, "assisted: openai gpt-4o") {
+		t.Fatalf("the assisted person's result: %+v, LLM %+v", res, res.Cost.LLM)
 	}
 }
