@@ -11,6 +11,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/internal/run/budget"
+	"github.com/mlrb/mlrb/internal/run/contract"
+	"github.com/mlrb/mlrb/internal/sandbox/attach"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 )
 
@@ -249,5 +251,50 @@ func TestWorkspaceOverLimit(t *testing.T) {
 	end := s.agentExit(killed)
 	if !slices.Equal(h.sent, []syscall.Signal{sigKILL}) || end.kind != agentEnded || s.failure != hooks.over {
 		t.Fatalf("signals %v, end %+v, failure %q", h.sent, end, s.failure)
+	}
+}
+
+// TestSupervisorFollowsAPerson: a person's agent time is their clock's;
+// while it is paused the deadlines move on in wall time and do not pass;
+// a pause past release_after ends the attempt released (thawed, SIGTERM),
+// and a submit ends it as an agent that exited.
+func TestSupervisorFollowsAPerson(t *testing.T) {
+	clock := time.Unix(1_800_000_000, 0)
+	now := func() time.Time { return clock }
+	newSupervisor := func() (*supervisor, *fakeHandle, *attach.Clock, *fakeHooks) {
+		h, k := newFakeHandle(), &fakeHooks{}
+		p := &attach.Clock{BaseS: 10, GrantedS: 100, ReleaseAfter: time.Minute, Now: now}
+		dl := budget.Account{LimitS: 100, UsedS: 10}.Attempt(clock, 5*time.Second)
+		return &supervisor{h: h, dl: dl, stopped: StopExited, started: clock, base: 10, now: now, hooks: k, log: zap.NewNop(), person: p}, h, p, k
+	}
+	s, h, p, k := newSupervisor()
+	_, _ = p.Do(contract.ClockStart, "")
+	clock = clock.Add(30 * time.Second)
+	_, _ = p.Do(contract.ClockStop, "")
+	clock = clock.Add(50 * time.Second) // paused, under release_after
+	s.followPerson()
+	if got := s.agentSeconds(); got != 40 {
+		t.Fatalf("agent seconds = %v, want 40 (10 before, 30 on the clock)", got)
+	}
+	if want := clock.Add(60 * time.Second); !s.dl.Hard.Equal(want) || len(k.moved) != 1 {
+		t.Fatalf("hard deadline %s, want %s (60 s of agent time left from now), moved %d", s.dl.Hard, want, len(k.moved))
+	}
+	s.hardDeadline()
+	if len(h.sent) != 0 || s.stopped != StopExited {
+		t.Fatalf("a deadline passed while paused: %v %s", h.sent, s.stopped)
+	}
+	clock = clock.Add(11 * time.Second) // past release_after
+	s.followPerson()
+	if s.stopped != StopReleased || !slices.Equal(h.sent, []syscall.Signal{syscall.SIGTERM}) {
+		t.Fatalf("after release_after: %s %v", s.stopped, h.sent)
+	}
+
+	s, h, p, _ = newSupervisor()
+	_, _ = p.Do(contract.ClockStart, "")
+	_, _ = p.Do(contract.ClockSubmit, "")
+	s.followPerson()
+	s.followPerson()
+	if s.stopped != StopExited || !slices.Equal(h.sent, []syscall.Signal{syscall.SIGTERM}) {
+		t.Fatalf("after a submit: %s %v", s.stopped, h.sent)
 	}
 }

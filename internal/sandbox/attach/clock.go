@@ -132,6 +132,7 @@ const FreezeAfter = 300 * time.Millisecond
 // Settle freezes the container if the clock is paused, thaws it if not;
 // calls in any order leave it as the clock is when the last one ends.
 func (c *Clock) Settle() error {
+	c.begin()
 	c.settle.Lock()
 	defer c.settle.Unlock()
 	c.mu.Lock()
