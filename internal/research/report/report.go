@@ -51,6 +51,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		return fmt.Sprintf("%.4f", *x)
 	},
 	"human": human,
+	"agentCell": leaderboard.AgentCell,
 	"sub":   func(a, b float64) float64 { return a - b },
 	"pct":   func(x *float64) float64 { return *x * 100 },
 	"deref": func(x *float64) float64 { return *x },
@@ -193,6 +194,9 @@ type runPage struct {
 	Pages       int
 	PerPage     int
 	CallsErr    string
+	// Sessions are a person's attach sessions, replayable on the page.
+	Sessions    []session
+	SessionsErr string
 }
 
 // writeRun writes a run's page and its pages of calls.
@@ -221,6 +225,9 @@ func writeRun(ctx context.Context, dir string, in Input, r *runs.Result) error {
 	p.Timeline = template.HTML(tl.String())
 	if err := research(ctx, in, r, &p); err != nil {
 		return err
+	}
+	if p.Sessions, err = writeSessions(ctx, dir, in, r); err != nil {
+		p.SessionsErr = err.Error()
 	}
 	p.Log, p.LogNote = logTail(ctx, in.Store, r.RunID)
 	n, err := writeCalls(ctx, filepath.Join(dir, "runs", p.Key), in, r.RunID)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mlrb/mlrb/internal/research/report"
 	"github.com/mlrb/mlrb/internal/sandbox/attach"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 	"github.com/mlrb/mlrb/internal/testkit/llmfake"
@@ -211,6 +212,19 @@ func TestHumanBaseline(t *testing.T) {
 	out, _, code = e.starter("sessions", runID, "--play", "1", "--speed", "1000", "--idle", "1ms")
 	if code != 0 || !strings.Contains(out, "trained-0") || !strings.Contains(out, "restored-ok") {
 		t.Fatalf("the replay (exit %d) misses the session:\n%s", code, out)
+	}
+	// The report replays it too.
+	rep := filepath.Join(t.TempDir(), "report")
+	if _, errs, code := e.starter("report", runID, "-o", rep); code != 0 {
+		t.Fatalf("report: %s", errs)
+	}
+	page, _ := os.ReadFile(filepath.Join(rep, "runs", report.Key(runID)+".html"))
+	script, _ := filepath.Glob(filepath.Join(rep, "runs", report.Key(runID), "session-*.js"))
+	if !strings.Contains(string(page), "a person, unassisted") || !strings.Contains(string(page), "replay") || len(script) == 0 {
+		t.Fatalf("the report's run page shows no replayable session (%d scripts)", len(script))
+	}
+	if b, _ := os.ReadFile(script[0]); !strings.Contains(string(b), "trained-0") {
+		t.Fatal("the report's session misses what the person did")
 	}
 	// The credential is useless once the run ended.
 	if out, errs, code := e.starter("attach", inv.Credential); code != 0 || !strings.Contains(out, "refused") {
