@@ -50,11 +50,11 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		}
 		return fmt.Sprintf("%.4f", *x)
 	},
-	"human": human,
+	"human":     human,
 	"agentCell": leaderboard.AgentCell,
-	"sub":   func(a, b float64) float64 { return a - b },
-	"pct":   func(x *float64) float64 { return *x * 100 },
-	"deref": func(x *float64) float64 { return *x },
+	"sub":       func(a, b float64) float64 { return a - b },
+	"pct":       func(x *float64) float64 { return *x * 100 },
+	"deref":     func(x *float64) float64 { return *x },
 	"bytes": func(n int64) string {
 		switch {
 		case n >= 1<<30:
