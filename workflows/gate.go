@@ -62,8 +62,9 @@ func handleRetry[Res any](ctx workflow.Context, g *gate, name string, phase runs
 }
 
 // park tells the run's benchmark, once, that it waits for an operator
-// (an evaluation or curve retry): its slot goes to the next run, so one
-// broken evaluator never idles a benchmark for the wait limit. A run
+// (an evaluation or curve retry) or for its person: its slot goes to the
+// next run, so one broken evaluator never idles a benchmark for the wait
+// limit, and a person's absence holds no run back. A run
 // whose benchmark is gone (terminated) loses nothing by the signal's
 // failure.
 func (g *gate) park(ctx workflow.Context) {

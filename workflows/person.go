@@ -43,6 +43,7 @@ var (
 // person, and what their clock kept.
 type person struct {
 	c       *runCore
+	gate    *gate
 	invites []Invite
 	// resumed: the person asked for the next lease (their clock runs
 	// from the attempt's start).
@@ -100,9 +101,13 @@ func (p *person) setHandlers(ctx workflow.Context) error {
 }
 
 // await waits for the person to start their clock, up to the policy's
-// wait limit; the wait is paused time. It tells whether they came.
+// wait limit; the wait is paused time. It tells whether they came. The
+// run's benchmark is told, once, that it waits (as for an operator's
+// retry): it holds no lease, so its benchmark slot goes to the next run,
+// and a benchmark's people are all invited at once.
 func (p *person) await(ctx workflow.Context) (bool, error) {
 	p.c.setPhase(ctx, runs.PhaseAwaitingPerson)
+	p.gate.park(ctx)
 	since := workflow.Now(ctx)
 	ok, err := workflow.AwaitWithTimeout(ctx, p.c.pol.PersonWaitLimit, func() bool { return p.resumed || p.c.st.CancelRequested })
 	p.c.st.Budget.PausedS += workflow.Now(ctx).Sub(since).Seconds()

@@ -36,7 +36,7 @@ func newRunState(in RunInput) *runState {
 	r := &runState{runCore: runCore{in: in, pol: in.Policy.withDefaults()}}
 	c := &r.runCore
 	r.usage = usageState{c: c}
-	r.person = person{c: c}
+	r.person = person{c: c, gate: &r.gate}
 	r.gate = gate{c: c}
 	r.slots = slots{c: c}
 	r.curve = curveState{c: c, slots: &r.slots, gate: &r.gate}

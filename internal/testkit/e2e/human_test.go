@@ -160,6 +160,13 @@ func TestHumanBaseline(t *testing.T) {
 	if s := tm.screen(); strings.Contains(s, "llm-exit-0") {
 		t.Fatalf("an unassisted person reached an LLM API:\n%s", s)
 	}
+	// A second terminal on the same run: its own shell, beside the first.
+	second := e.attachIn(inv.Credential)
+	second.waitFor("your clock runs", 1, time.Minute)
+	second.typeLine("echo second-$((6*7))")
+	second.waitFor("second-42", 1, 30*time.Second)
+	second.typeLine("exit")
+	second.waitFor("[the attach command ended]", 1, 30*time.Second)
 	tm.typeLine("mlrb reference-agent > train.log 2>&1; echo trained-$? && ls output")
 	tm.waitFor("trained-0", 1, 2*time.Minute)
 	tm.typeLine("task note tried the n-gram grid")
@@ -277,8 +284,9 @@ func TestHumansBesideAgents(t *testing.T) {
 	e.waitServer()
 
 	const bench = "people-and-agents"
+	// One run at a time: the people's runs wait for them holding no slot.
 	if _, errs, code := e.starter("benchmark", "--agents", "person,reference", "--tasks", "mini_baby_lm", "--seeds", "2", "--time-limit", "5m",
-		"--concurrency", "4", "--id", bench); code != 0 {
+		"--concurrency", "1", "--id", bench); code != 0 {
 		t.Fatalf("benchmark: %s", errs)
 	}
 	for _, who := range []string{"alice", "bob"} {
