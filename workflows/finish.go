@@ -47,7 +47,7 @@ func (r *runState) finish(ctx workflow.Context, v verdict) *runs.Result {
 		RunID: r.st.RunID, Task: r.in.Task, Agent: r.in.Agent, Seed: r.in.Seed, Outcome: outcome,
 		Attempts: r.st.Attempt, Checkpoints: r.st.Checkpoints, SpecHash: r.spec.Hash, Budget: r.st.Budget, Reason: reason,
 		Metrics: map[string]float64{}, AgentImage: r.loop.image, Evaluations: r.eval.tries, EvalTries: len(r.eval.tries),
-		Curve: r.curve.marks, AttemptLog: r.loop.attempts, CheckpointLog: r.intake.checkpoints, AgentDef: r.agentRef(), Benchmark: r.in.Benchmark, Notes: r.person.notes,
+		Curve: r.curve.marks, AttemptLog: r.loop.attempts, CheckpointLog: r.intake.checkpoints, AgentDef: r.agentRef(), Benchmark: r.in.Benchmark, People: r.person.labels(), Notes: r.person.notes,
 	}
 	if r.spec.Hash != "" { // resolved
 		res.TimeLimitS, res.Hardware = r.timeLimit().Seconds(), runs.HardwareClass(r.spec.Spec.Resources.GPUCount, r.spec.Spec.Resources.GPUType)

@@ -3,6 +3,7 @@ package workflows
 import (
 	"fmt"
 	"regexp"
+	"slices"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -122,6 +123,17 @@ func (p *person) input(in *activities.AgentInput) {
 	}
 	in.ReleaseAfter, in.ClockRunning = p.c.pol.ReleaseAfter, p.resumed
 	p.resumed = false
+}
+
+// labels are the invited people's labels, each once.
+func (p *person) labels() []string {
+	var out []string
+	for _, inv := range p.invites {
+		if !slices.Contains(out, inv.Label) {
+			out = append(out, inv.Label)
+		}
+	}
+	return out
 }
 
 // took books what a person's attempt's clock kept: its paused time and

@@ -155,8 +155,10 @@ type Result struct {
 	// AgentDef is the agent's definition as it ran (nil in results from
 	// before definitions).
 	AgentDef *AgentRef `json:"agent_definition,omitempty"`
-	// Notes are what a person wrote with `task note`, at their agent time.
-	Notes []contract.Note `json:"notes,omitempty"`
+	// People are the labels of a person's run's invitations; Notes what
+	// they wrote with `task note`, at their agent time.
+	People []string        `json:"people,omitempty"`
+	Notes  []contract.Note `json:"notes,omitempty"`
 	// Benchmark is the benchmark the run belongs to ("": a lone run).
 	Benchmark      string `json:"benchmark_id,omitempty"`
 	EvaluatorImage string `json:"evaluator_image,omitempty"`

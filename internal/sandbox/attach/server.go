@@ -6,12 +6,14 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/net/netutil"
 
 	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
@@ -59,10 +61,14 @@ type Server struct {
 	wg     sync.WaitGroup
 }
 
+// MaxSessions bounds the connections a worker's attach server holds; the
+// rest wait in the kernel's backlog.
+const MaxSessions = 256
+
 // Serve accepts sessions on l until Close.
 func (s *Server) Serve(l net.Listener) error {
 	s.mu.Lock()
-	s.l, s.conns = tls.NewListener(l, s.TLS), map[net.Conn]bool{}
+	s.l, s.conns = tls.NewListener(netutil.LimitListener(l, MaxSessions), s.TLS), map[net.Conn]bool{}
 	tl := s.l
 	s.mu.Unlock()
 	for {
@@ -122,12 +128,15 @@ func (s *Server) poll() time.Duration {
 func (s *Server) serve(c net.Conn) {
 	defer func() { _ = c.Close() }()
 	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
-	line, err := bufio.NewReaderSize(c, 4096).ReadSlice('\n')
+	// The reader that took the hello reads the frames after it: they may
+	// have come in the same segment.
+	br := bufio.NewReaderSize(c, 4096)
+	line, err := br.ReadSlice('\n')
 	var h Hello
 	if err == nil {
 		err = json.Unmarshal(line, &h)
 	}
-	if err != nil {
+	if err != nil || !h.Size.ok() {
 		return
 	}
 	_ = c.SetReadDeadline(time.Time{})
@@ -143,7 +152,7 @@ func (s *Server) serve(c net.Conn) {
 		_ = writeFrame(c, frameEnd, []byte("refused: this credential does not open this run (or the run has ended)"))
 		return
 	}
-	ss := &session{s: s, conn: c, hello: h, label: inv.Label, log: log.With(zap.String("person", inv.Label)),
+	ss := &session{s: s, conn: c, in0: br, hello: h, label: inv.Label, log: log.With(zap.String("person", inv.Label)),
 		in: make(chan []byte, 64), gone: make(chan struct{}), size: h.Size, started: time.Now()}
 	ss.cast = NewCast(h.Size, h.Run+" ("+inv.Label+")", h.Term, ss.started)
 	go ss.readClient()
@@ -178,6 +187,7 @@ func safeLabel(l string) string {
 type session struct {
 	s       *Server
 	conn    net.Conn
+	in0     io.Reader // the client's frames
 	hello   Hello
 	label   string
 	log     *zap.Logger
@@ -199,7 +209,7 @@ type session struct {
 func (ss *session) readClient() {
 	defer close(ss.gone)
 	for {
-		kind, p, err := readFrame(ss.conn)
+		kind, p, err := readFrame(ss.in0)
 		if err != nil {
 			return
 		}
@@ -212,7 +222,7 @@ func (ss *session) readClient() {
 			}
 		case frameResize:
 			var sz Size
-			if json.Unmarshal(p, &sz) == nil && sz.Cols > 0 && sz.Rows > 0 && sz.Cols < 10000 && sz.Rows < 10000 {
+			if json.Unmarshal(p, &sz) == nil && sz.ok() {
 				ss.smu.Lock()
 				ss.size = sz
 				sh := ss.sh

@@ -39,6 +39,9 @@ type Size struct {
 	Rows uint `json:"rows"`
 }
 
+// ok tells a terminal size a person's could be.
+func (s Size) ok() bool { return s.Cols > 0 && s.Rows > 0 && s.Cols < 10000 && s.Rows < 10000 }
+
 // Endpoint is where a worker's attach server answers: its address and
 // the SHA-256 of its certificate (hex), which clients pin.
 type Endpoint struct {

@@ -227,12 +227,13 @@ func TestHumanBaseline(t *testing.T) {
 	}
 	page, _ := os.ReadFile(filepath.Join(rep, "runs", report.Key(runID)+".html"))
 	script, _ := filepath.Glob(filepath.Join(rep, "runs", report.Key(runID), "session-*.js"))
-	if !strings.Contains(string(page), "a person, unassisted") || !strings.Contains(string(page), "replay") || len(script) == 0 {
+	if !strings.Contains(string(page), "a person (alice), unassisted") || !strings.Contains(string(page), "replay") || len(script) == 0 {
 		t.Fatalf("the report's run page shows no replayable session (%d scripts)", len(script))
 	}
 	if b, _ := os.ReadFile(script[0]); !strings.Contains(string(b), "trained-0") {
 		t.Fatal("the report's session misses what the person did")
 	}
+	replayHistory(t, e, runID, "human_released.json")
 	// The credential is useless once the run ended.
 	if out, errs, code := e.starter("attach", inv.Credential); code != 0 || !strings.Contains(out, "refused") {
 		t.Fatalf("attach after the end (exit %d): %s %s", code, out, errs)
