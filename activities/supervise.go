@@ -119,9 +119,6 @@ func (s *supervisor) followPerson() {
 	case !running && s.person.ReleaseAfter > 0 && (paused >= s.person.ReleaseAfter || s.person.PausedS(now) >= MaxPausesPerAttempt*s.person.ReleaseAfter.Seconds()):
 		s.stopped = StopReleased
 		s.log.Info("the person paused past release_after: checkpointed, the lease given back", zap.Duration("paused", paused))
-		if err := s.person.End(); err != nil {
-			s.log.Warn("thaw the person's container", zap.Error(err))
-		}
 		s.signal(syscall.SIGTERM)
 		return
 	}
@@ -129,6 +126,18 @@ func (s *supervisor) followPerson() {
 	if hard.Sub(s.dl.Hard) >= time.Second {
 		s.dl.Soft, s.dl.Hard = hard.Add(-s.dl.Grace), hard
 		s.hooks.deadlineMoved(hard)
+	}
+}
+
+// thawPerson lets a person's frozen container hear that it is stopped
+// (a frozen process takes no signal, and a paused container cannot be
+// killed): from here on it stays thawed.
+func (s *supervisor) thawPerson() {
+	if s.person == nil {
+		return
+	}
+	if err := s.person.End(); err != nil {
+		s.log.Warn("thaw the person's container", zap.Error(err))
 	}
 }
 
@@ -266,6 +275,7 @@ func (s *supervisor) agentExit(res runtime.ExitResult) ending {
 
 func (s *supervisor) signal(sig syscall.Signal) {
 	s.hooks.stopping()
+	s.thawPerson()
 	if err := s.h.Signal(sig); err != nil {
 		s.log.Warn("signal the agent", zap.Stringer("signal", sig), zap.Error(err))
 	}
@@ -273,6 +283,7 @@ func (s *supervisor) signal(sig syscall.Signal) {
 
 func (s *supervisor) kill() {
 	s.hooks.stopping()
+	s.thawPerson()
 	if err := s.h.Kill(); err != nil {
 		s.log.Warn("kill the agent", zap.Error(err))
 	}
