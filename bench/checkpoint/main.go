@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
@@ -37,6 +38,7 @@ func main() {
 	small := flag.Int("small", 10000, "small files holding 35 % of the bytes")
 	dir := flag.String("dir", "", "scratch dir (default: a temp dir)")
 	parallel := flag.Int("parallel", 8, "chunks moved at once (storage.parallel)")
+	flag.StringVar(&restoreProfile, "restore-cpuprofile", "", "write a CPU profile of the restore step here (go tool pprof)")
 	flag.Parse()
 	h := &harness{}
 	err := run(h, *size, *small, *dir, *parallel)
@@ -45,6 +47,25 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+// restoreProfile is where the restore step's CPU profile goes ("": none).
+var restoreProfile string
+
+// profile starts a CPU profile into path ("": none); stop ends it.
+func profile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
 }
 
 // harness stands in for *testing.T so the test S3 server runs here too.
@@ -262,11 +283,17 @@ func run(h *harness, gib, small int, scratch string, parallel int) error {
 	// against rclone copying the same store content down.
 	restored := filepath.Join(scratch, "attempt-2", "root")
 	resetPeak()
-	start = time.Now()
-	if err := e.Restore(ctx, m2, restored); err != nil {
+	stopProfile, err := profile(restoreProfile)
+	if err != nil {
 		return err
 	}
+	start = time.Now()
+	err = e.Restore(ctx, m2, restored)
 	tRestore := time.Since(start)
+	stopProfile()
+	if err != nil {
+		return err
+	}
 	peakRestore := peakRSS()
 	_ = os.RemoveAll(filepath.Dir(restored))
 	down := filepath.Join(scratch, "rclone-down")
