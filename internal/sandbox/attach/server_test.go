@@ -17,7 +17,7 @@ type fakeRuns struct {
 	where   Whereabouts
 }
 
-func (f *fakeRuns) Invites(context.Context, string) ([]Invite, error)   { return f.invites, nil }
+func (f *fakeRuns) Invites(context.Context, string) ([]Invite, error)  { return f.invites, nil }
 func (f *fakeRuns) Where(context.Context, string) (Whereabouts, error) { return f.where, nil }
 func (f *fakeRuns) Resume(context.Context, string) error               { return nil }
 
