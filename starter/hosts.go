@@ -85,7 +85,7 @@ func hostViews(recs []hosts.Record, now time.Time) []hostView {
 
 func writeHosts(w io.Writer, views []hostView, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "HOST\tPROVIDER\tSTATE\tGPU TYPE\tDEVICES\tIN USE\tFREE\tAGE\tIDLE\tSEEN\tLEASES (holder, devices, age, renewed)")
+	fmt.Fprintln(tw, "HOST\tPROVIDER\tSTATE\tGPU TYPE\tDEVICES\tIN USE\tFREE\tAGE\tIDLE\tSEEN\tATTACH\tLEASES (holder, devices, age, renewed)")
 	for _, v := range views {
 		var ls []string
 		for _, l := range v.Leases {
@@ -103,8 +103,12 @@ func writeHosts(w io.Writer, views []hostView, now time.Time) error {
 		if !v.IdleSince.IsZero() {
 			idle = now.Sub(v.IdleSince).Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%d\t%s\t%s\t%s ago\t%s\n", v.ID, provider, v.State, gpuType, v.Devices, v.InUse, v.Free,
-			now.Sub(v.StartedAt).Round(time.Second), idle, now.Sub(v.SeenAt).Round(time.Second), strings.Join(ls, "; "))
+		attach := "-" // where people reach their runs' shells (human.listen)
+		if v.Attach != nil {
+			attach = v.Attach.Addr
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%d\t%s\t%s\t%s ago\t%s\t%s\n", v.ID, provider, v.State, gpuType, v.Devices, v.InUse, v.Free,
+			now.Sub(v.StartedAt).Round(time.Second), idle, now.Sub(v.SeenAt).Round(time.Second), attach, strings.Join(ls, "; "))
 	}
 	return tw.Flush()
 }

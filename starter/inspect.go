@@ -151,6 +151,9 @@ func writeStatus(w io.Writer, v statusView) {
 	if v.LeaseWaitS != nil {
 		fmt.Fprintf(w, "waiting      %.0fs for a GPU slot\n", *v.LeaseWaitS)
 	}
+	if v.Phase == runs.PhaseAwaitingPerson {
+		fmt.Fprintf(w, "waiting      for its person (no GPU held; paused %.0fs so far): `starter invite %s --label NAME` lets them in\n", v.Budget.PausedS, v.RunID)
+	}
 	if v.Disk != "" {
 		fmt.Fprintf(w, "disk         %s\n", v.Disk)
 	}

@@ -138,6 +138,9 @@ func TestHumanBaseline(t *testing.T) {
 		}
 		return ""
 	})
+	if out, _, _ := e.starter("status", runID); !strings.Contains(out, "for its person (no GPU held") || !strings.Contains(out, "starter invite "+runID) {
+		t.Fatalf("the status of a run waiting for its person says nothing of it:\n%s", out)
+	}
 	var inv, otherInv struct{ Credential string }
 	e.starterJSON(&inv, "invite", runID, "--label", "alice", "--json")
 	e.starterJSON(&otherInv, "invite", other, "--label", "bob", "--json")
