@@ -131,11 +131,22 @@ func (a *Attempts) conclude(ctx context.Context, sv *supervisor, end ending, hk 
 		what := fmt.Sprintf("attempt %d: %s", hk.at.n, end.reason)
 		return nil, temporal.NewApplicationError(what, ErrAgentKilled, Heartbeat{AgentSeconds: end.used, Released: a.Host.releaseOwn(hk.lease)})
 	}
-	if sv.stopped == StopReleased {
-		return a.released(ctx, sv, end, hk, notes, image)
-	}
+	return a.ended(ctx, sv, end, hk, notes, image)
+}
+
+// ended ends an attempt whose agent ended with its last checkpoint: the
+// final one, or, for a person's attempt released after a long pause
+// (StopReleased), one the run resumes from when they come back. Its
+// lease is given back unless the run keeps it for its evaluations (never
+// on a release).
+func (a *Attempts) ended(ctx context.Context, sv *supervisor, end ending, hk *attemptHooks, notes *notifier, image string) (*AgentResult, error) {
 	res := agentEnding(sv, end)
-	ending := &checkpoint.Ending{StoppedBy: string(res.StoppedBy), ExitCode: res.ExitCode, Reason: res.Reason}
+	released := sv.stopped == StopReleased
+	var ending *checkpoint.Ending // a release's checkpoint is not the final one
+	if !released {
+		ending = &checkpoint.Ending{StoppedBy: string(res.StoppedBy), ExitCode: res.ExitCode, Reason: res.Reason}
+	}
+	hold := hk.ck.holdFinal && !released // a checkpoint that is not final is signalled
 	hk.lv.step(stepFinalSave, 0)
 	final, err := hk.ck.final(hk.lv.counting(ctx), end.used, ending)
 	if err != nil {
@@ -143,18 +154,18 @@ func (a *Attempts) conclude(ctx context.Context, sv *supervisor, end ending, hk 
 	}
 	hk.closeDoor()
 	hk.ob.finish(ctx, string(res.StoppedBy))
-	usage := hk.llm.finish(notes, hk.at.n, hk.ck.holdFinal)
+	usage := hk.llm.finish(notes, hk.at.n, hold)
 	if err := notes.flush(ctx); err != nil {
 		return nil, err
 	}
-	if hk.ck.holdFinal {
+	if hold {
 		res.Final, res.Usage = final, usage
 	}
 	res.Image = a.Sandbox.digest(ctx, image)
-	if !hk.keepLease {
+	if !hk.keepLease || released {
 		res.Released = a.Host.releaseOwn(hk.lease)
 	}
-	hk.log.Info("agent ended", zap.String("stopped_by", string(sv.stopped)), zap.String("exit", end.exit.String()), zap.Float64("agent_s", end.used))
+	hk.log.Info("agent ended", zap.String("stopped_by", string(sv.stopped)), zap.String("exit", end.exit.String()), zap.Float64("agent_s", end.used), zap.Float64("paused_s", res.PausedS))
 	return res, nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -137,21 +136,13 @@ func GetControl(ctx context.Context, s blob.Store, taskID, evaluator string) (*C
 }
 
 func readControl(ctx context.Context, s blob.Store, key string) (*Control, error) {
-	rc, err := s.Get(ctx, key)
+	var c Control
+	err := blob.ReadJSON(ctx, s, key, 1<<16, &c)
 	if errors.Is(err, blob.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("control %s: %w", key, err)
-	}
-	b, err := io.ReadAll(io.LimitReader(rc, 1<<16))
-	_ = rc.Close()
-	var c Control
-	if err == nil {
-		err = json.Unmarshal(b, &c)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("control %s: %w", key, err)
+		return nil, fmt.Errorf("control: %w", err)
 	}
 	return &c, nil
 }

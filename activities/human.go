@@ -71,26 +71,6 @@ func (a *Attempts) startTask(ctx context.Context, in AgentInput, at *attempt, sp
 	return h, person, func() { leave(); closeDoor() }, nil
 }
 
-// released ends a person's attempt that paused past its release_after:
-// a checkpoint the run resumes from (not a final one: the person goes
-// on), the lease given back, and the run told so.
-func (a *Attempts) released(ctx context.Context, sv *supervisor, end ending, hk *attemptHooks, notes *notifier, image string) (*AgentResult, error) {
-	hk.lv.step(stepFinalSave, 0)
-	if _, err := hk.ck.final(hk.lv.counting(ctx), end.used, nil); err != nil {
-		return nil, err
-	}
-	hk.closeDoor()
-	hk.ob.finish(ctx, string(StopReleased))
-	hk.llm.finish(notes, hk.at.n, false)
-	if err := notes.flush(ctx); err != nil {
-		return nil, err
-	}
-	res := &AgentResult{StoppedBy: StopReleased, AgentSeconds: end.used, Image: a.Sandbox.digest(ctx, image), Released: a.Host.releaseOwn(hk.lease)}
-	personal(sv, res)
-	hk.log.Info("the person's attempt released", zap.Float64("agent_s", end.used), zap.Float64("paused_s", res.PausedS))
-	return res, nil
-}
-
 // personal adds what a person's clock kept to their attempt's result.
 func personal(sv *supervisor, res *AgentResult) {
 	if sv.person != nil {
@@ -127,17 +107,15 @@ func (a *Attempts) openRoom(ctx context.Context, in AgentInput, room *attach.Roo
 		return nil, temporal.NewNonRetryableApplicationError("a person's run needs the container runtime (host.runtime docker)", ErrBadTask, nil)
 	}
 	room.Shells = shells
-	bg := context.WithoutCancel(ctx)
-	freeze := func() error {
-		fctx, cancel := context.WithTimeout(bg, 30*time.Second)
-		defer cancel()
-		return shells.Freeze(fctx)
+	// Outliving the activity's cancel: a container is thawed to be stopped.
+	bounded := func(f func(context.Context) error) func() error {
+		return func() error {
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			return f(fctx)
+		}
 	}
-	room.Clock.Freeze, room.Clock.Thaw = freeze, func() error {
-		fctx, cancel := context.WithTimeout(bg, 30*time.Second)
-		defer cancel()
-		return shells.Thaw(fctx)
-	}
+	room.Clock.Freeze, room.Clock.Thaw = bounded(shells.Freeze), bounded(shells.Thaw)
 	if in.ClockRunning {
 		if _, err := room.Clock.Do(contract.ClockStart, ""); err != nil {
 			return nil, fmt.Errorf("start the person's clock: %w", err)

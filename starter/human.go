@@ -115,13 +115,21 @@ func nextUninvited(g *globals, args []string, bench string) (string, error) {
 }
 
 // attachVia is the attach server a credential names: the host asked for,
-// else the run's current one, else the live host seen last.
+// else the run's current one, else a live host, a static one first: a
+// provisioned host (a Slurm job, an instance) goes with its attempt, and
+// the credential must outlive it (a static worker sends the person on to
+// wherever the run goes next).
 func attachVia(g *globals, store blob.Store, via, current string) (attach.Endpoint, error) {
 	recs, err := hosts.List(g.ctx, store)
 	if err != nil {
 		return attach.Endpoint{}, err
 	}
-	sort.Slice(recs, func(i, j int) bool { return recs[i].SeenAt.After(recs[j].SeenAt) })
+	sort.SliceStable(recs, func(i, j int) bool {
+		if si, sj := recs[i].Source == "static", recs[j].Source == "static"; si != sj {
+			return si
+		}
+		return recs[i].SeenAt.After(recs[j].SeenAt)
+	})
 	pick := func(id string) *hosts.Attach {
 		for _, r := range recs {
 			if r.Attach != nil && !r.Stopped && (id == "" || r.ID == id) {

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"path"
@@ -67,7 +64,7 @@ func listSessions(g *globals, store blob.Store, runID string, keys []blob.Object
 		if err != nil {
 			return err
 		}
-		h, last, err := castSpan(b)
+		h, _, last, err := attach.ReadCast(b)
 		if err != nil {
 			return fmt.Errorf("%s: %w", k.Key, err)
 		}
@@ -77,53 +74,27 @@ func listSessions(g *globals, store blob.Store, runID string, keys []blob.Object
 	return nil
 }
 
-// castSpan reads a cast's header and its last event's time.
-func castSpan(b []byte) (attach.CastHeader, float64, error) {
-	var h attach.CastHeader
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 1<<20), attach.MaxCast)
-	if !sc.Scan() || json.Unmarshal(sc.Bytes(), &h) != nil || h.Version != 2 {
-		return h, 0, fmt.Errorf("not an asciicast v2 recording")
-	}
-	last := 0.0
-	for sc.Scan() {
-		var ev []any
-		if json.Unmarshal(sc.Bytes(), &ev) == nil && len(ev) == 3 {
-			if t, ok := ev[0].(float64); ok {
-				last = t
-			}
-		}
-	}
-	return h, last, sc.Err()
-}
-
 // playCast writes a cast's output with its timing (idle stretches cut to
 // idle, all of it speed times faster).
 func playCast(out io.Writer, b []byte, speed float64, idle time.Duration) error {
 	if speed <= 0 {
 		return cli.Usagef("--speed %g: must be positive", speed)
 	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 1<<20), attach.MaxCast)
-	sc.Scan() // the header
+	_, events, _, err := attach.ReadCast(b)
+	if err != nil {
+		return err
+	}
 	prev := 0.0
-	for sc.Scan() {
-		var ev []any
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || len(ev) != 3 {
+	for _, ev := range events {
+		if ev.Kind != "o" {
 			continue
 		}
-		t, _ := ev[0].(float64)
-		kind, _ := ev[1].(string)
-		data, _ := ev[2].(string)
-		if kind != "o" {
-			continue
-		}
-		time.Sleep(min(time.Duration((t-prev)/speed*float64(time.Second)), idle))
-		prev = t
-		if _, err := io.WriteString(out, data); err != nil {
+		time.Sleep(min(time.Duration((ev.At-prev)/speed*float64(time.Second)), idle))
+		prev = ev.At
+		if _, err := io.WriteString(out, ev.Data); err != nil {
 			return err
 		}
 	}
-	_, err := io.WriteString(out, "\r\n"+strings.Repeat("-", 8)+" end of the recording\r\n")
+	_, err = io.WriteString(out, "\r\n"+strings.Repeat("-", 8)+" end of the recording\r\n")
 	return err
 }

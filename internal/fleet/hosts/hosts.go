@@ -56,6 +56,9 @@ func (r Record) Free() int { return max(0, r.Slots-len(r.Leases)) }
 
 const prefix = "hosts/"
 
+// maxRecord bounds a host record (its leases included) as read.
+const maxRecord = 1 << 20
+
 func key(id string) string { return prefix + url.PathEscape(id) + ".json" }
 
 // Put publishes a host's record.
@@ -81,15 +84,11 @@ func Delete(ctx context.Context, s blob.Store, id string) error {
 
 // Get reads one host's record; ok is false when it has none.
 func Get(ctx context.Context, s blob.Store, id string) (r Record, ok bool, err error) {
-	rc, err := s.Get(ctx, key(id))
+	err = blob.ReadJSON(ctx, s, key(id), maxRecord, &r)
 	if errors.Is(err, blob.ErrNotFound) {
 		return r, false, nil
 	}
 	if err != nil {
-		return r, false, fmt.Errorf("host %s: %w", id, err)
-	}
-	defer func() { _ = rc.Close() }()
-	if err := json.NewDecoder(rc).Decode(&r); err != nil {
 		return r, false, fmt.Errorf("host %s: %w", id, err)
 	}
 	return r, true, nil

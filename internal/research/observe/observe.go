@@ -11,9 +11,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"path"
 	"strconv"
 	"strings"
@@ -160,21 +158,9 @@ func Load(ctx context.Context, store blob.Store, runID string) ([]*Observation, 
 }
 
 func get(ctx context.Context, store blob.Store, key string) (*Observation, error) {
-	rc, err := store.Get(ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("observation %s: %w", key, err)
-	}
-	defer func() { _ = rc.Close() }()
-	b, err := io.ReadAll(io.LimitReader(rc, maxBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("observation %s: %w", key, err)
-	}
-	if len(b) > maxBytes {
-		return nil, errors.New("observation " + key + " is larger than any attempt stores")
-	}
 	var o Observation
-	if err := json.Unmarshal(b, &o); err != nil {
-		return nil, fmt.Errorf("observation %s: %w", key, err)
+	if err := blob.ReadJSON(ctx, store, key, maxBytes, &o); err != nil {
+		return nil, fmt.Errorf("observation: %w", err)
 	}
 	return &o, nil
 }

@@ -1,8 +1,6 @@
 package report
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -45,12 +43,18 @@ func writeSessions(ctx context.Context, dir string, in Input, r *runs.Result) ([
 			return out, err
 		}
 		s := session{N: i + 1, Name: path.Base(k.Key), Cast: fmt.Sprintf("%s/session-%d.cast", Key(r.RunID), i+1), Script: fmt.Sprintf("%s/session-%d.js", Key(r.RunID), i+1)}
-		events, h, last, err := castEvents(b)
+		h, events, last, err := attach.ReadCast(b)
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", k.Key, err)
 		}
 		s.Width, s.Height, s.Duration = h.Width, h.Height, human(last)
-		js, _ := json.Marshal(events) // strings and numbers: never fails
+		var output [][2]any // what the page's player shows: [seconds, text]
+		for _, ev := range events {
+			if ev.Kind == "o" {
+				output = append(output, [2]any{ev.At, ev.Data})
+			}
+		}
+		js, _ := json.Marshal(output) // strings and numbers: never fails
 		if err := os.MkdirAll(filepath.Join(dir, "runs", Key(r.RunID)), 0o755); err != nil {
 			return out, err
 		}
@@ -63,29 +67,4 @@ func writeSessions(ctx context.Context, dir string, in Input, r *runs.Result) ([
 		out = append(out, s)
 	}
 	return out, nil
-}
-
-// castEvents are a cast's output events as [seconds, text] pairs, its
-// header and its last event's time.
-func castEvents(b []byte) ([][2]any, attach.CastHeader, float64, error) {
-	var h attach.CastHeader
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 1<<20), attach.MaxCast)
-	if !sc.Scan() || json.Unmarshal(sc.Bytes(), &h) != nil || h.Version != 2 {
-		return nil, h, 0, fmt.Errorf("not an asciicast v2 recording")
-	}
-	var events [][2]any
-	last := 0.0
-	for sc.Scan() {
-		var ev []any
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || len(ev) != 3 {
-			continue
-		}
-		t, _ := ev[0].(float64)
-		last = t
-		if kind, _ := ev[1].(string); kind == "o" {
-			events = append(events, [2]any{t, ev[2]})
-		}
-	}
-	return events, h, last, sc.Err()
 }

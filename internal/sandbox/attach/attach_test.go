@@ -36,7 +36,14 @@ func TestClockCountsOnlyWhileStarted(t *testing.T) {
 	hook := func(s string) func() error {
 		return func() error { mu.Lock(); hooks = append(hooks, s); mu.Unlock(); return nil }
 	}
-	c := &Clock{BaseS: 100, GrantedS: 1000, ReleaseAfter: time.Minute, Now: ft.now, Freeze: hook("freeze"), Thaw: hook("thaw")}
+	var later []func() // the freezes a stop asks for, a moment later
+	c := &Clock{BaseS: 100, GrantedS: 1000, ReleaseAfter: time.Minute, Now: ft.now, Freeze: hook("freeze"), Thaw: hook("thaw"),
+		Later: func(d time.Duration, f func()) {
+			if d != FreezeAfter {
+				t.Errorf("a freeze asked for %s after a stop, want %s", d, FreezeAfter)
+			}
+			later = append(later, f)
+		}}
 	if err := c.Settle(); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +58,10 @@ func TestClockCountsOnlyWhileStarted(t *testing.T) {
 	if _, err := c.Do(contract.ClockStop, ""); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(FreezeAfter + 200*time.Millisecond)
+	if len(later) != 1 {
+		t.Fatalf("a stop asked for %d freezes, want 1", len(later))
+	}
+	later[0]()
 	ft.add(20 * time.Second)
 	got := c.Read()
 	if got.Running || got.AgentS != 140 || got.LeftS != 860 || got.PausedS != 50 || got.ReleaseAt != ft.now().Add(-20*time.Second+time.Minute) {
@@ -83,17 +93,22 @@ func TestClockCountsOnlyWhileStarted(t *testing.T) {
 // stop's late freeze.
 func TestStopThenStartStaysThawed(t *testing.T) {
 	frozen := false
-	var mu sync.Mutex
-	c := &Clock{GrantedS: 100, Freeze: func() error { mu.Lock(); frozen = true; mu.Unlock(); return nil },
-		Thaw: func() error { mu.Lock(); frozen = false; mu.Unlock(); return nil }}
+	var later []func()
+	c := &Clock{GrantedS: 100, Freeze: func() error { frozen = true; return nil }, Thaw: func() error { frozen = false; return nil },
+		Later: func(_ time.Duration, f func()) { later = append(later, f) }}
 	_, _ = c.Do(contract.ClockStart, "")
 	_, _ = c.Do(contract.ClockStop, "")
 	_, _ = c.Do(contract.ClockStart, "")
-	time.Sleep(FreezeAfter + 200*time.Millisecond)
-	mu.Lock()
-	defer mu.Unlock()
-	if frozen {
-		t.Fatal("the container froze while the clock runs")
+	for _, f := range later { // the stop's freeze comes after the start
+		f()
+	}
+	if len(later) != 1 || frozen {
+		t.Fatalf("the container froze while the clock runs (%d late freezes)", len(later))
+	}
+	_, _ = c.Do(contract.ClockStop, "")
+	later[len(later)-1]()
+	if !frozen {
+		t.Fatal("a stop's freeze did not freeze")
 	}
 }
 
@@ -137,6 +152,13 @@ func TestCastIsAsciicastV2(t *testing.T) {
 	}
 	if len(lines) != 2 || lines[0] != `[1.5,"o","$ ls\r\n"]` || lines[1] != `[2,"r","100x30"]` {
 		t.Fatalf("events: %q", lines)
+	}
+	h2, events, last, err := ReadCast(c.Bytes())
+	if err != nil || h2.Width != h.Width || h2.Timestamp != h.Timestamp || last != 2 || len(events) != 2 || events[0] != (CastEvent{At: 1.5, Kind: "o", Data: "$ ls\r\n"}) {
+		t.Fatalf("read back: %+v %+v %v %v", h2, events, last, err)
+	}
+	if _, _, _, err := ReadCast([]byte(`{"version":1}`)); err == nil {
+		t.Fatal("a version 1 cast was read")
 	}
 }
 

@@ -1,8 +1,10 @@
 package attach
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
@@ -83,3 +85,38 @@ func SessionKey(runID, name string) string { return blob.RunPrefix(runID) + "ses
 
 // SessionsPrefix is where a run's session recordings are.
 func SessionsPrefix(runID string) string { return blob.RunPrefix(runID) + "sessions/" }
+
+// CastEvent is one event of a recording: its time in seconds from the
+// start, its kind ("o" output, "r" resize) and its data.
+type CastEvent struct {
+	At   float64
+	Kind string
+	Data string
+}
+
+// ReadCast reads a recording: its header, its events and its length in
+// seconds (the last event's time).
+func ReadCast(b []byte) (CastHeader, []CastEvent, float64, error) {
+	var h CastHeader
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 1<<20), MaxCast)
+	if !sc.Scan() || json.Unmarshal(sc.Bytes(), &h) != nil || h.Version != 2 {
+		return h, nil, 0, errors.New("not an asciicast v2 recording")
+	}
+	var events []CastEvent
+	for sc.Scan() {
+		var ev []any
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || len(ev) != 3 {
+			continue
+		}
+		at, _ := ev[0].(float64)
+		kind, _ := ev[1].(string)
+		data, _ := ev[2].(string)
+		events = append(events, CastEvent{At: at, Kind: kind, Data: data})
+	}
+	last := 0.0
+	if len(events) > 0 {
+		last = events[len(events)-1].At
+	}
+	return h, events, last, sc.Err()
+}

@@ -28,6 +28,8 @@ type Clock struct {
 	ReleaseAfter    time.Duration
 	Now             func() time.Time
 	Freeze, Thaw    func() error
+	// Later runs f after d (nil: time.AfterFunc); tests run it by hand.
+	Later func(d time.Duration, f func())
 
 	mu        sync.Mutex
 	settle    sync.Mutex // held while the container is frozen or thawed
@@ -118,6 +120,8 @@ func (c *Clock) Do(verb, text string) (contract.Clock, error) {
 	switch {
 	case settleIn == 0:
 		err = c.Settle()
+	case settleIn > 0 && c.Later != nil:
+		c.Later(settleIn, func() { _ = c.Settle() })
 	case settleIn > 0:
 		time.AfterFunc(settleIn, func() { _ = c.Settle() })
 	}

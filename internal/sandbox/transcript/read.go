@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -59,11 +58,11 @@ func Read(ctx context.Context, store blob.Store, keys []string) ([]Call, error) 
 	g.SetLimit(16)
 	for i, k := range keys {
 		g.Go(func() error {
-			b, err := get(ctx, store, k, maxRecord)
+			b, err := blob.ReadAll(ctx, store, k, maxRecord)
 			if err == nil {
 				err = json.Unmarshal(b, &out[i])
 			}
-			var e *errTooLarge
+			var e *blob.TooLargeError
 			var se *json.SyntaxError
 			var te *json.UnmarshalTypeError
 			switch {
@@ -137,7 +136,7 @@ func ReadBody(ctx context.Context, store blob.Store, runID string, b *Body) ([]b
 		if len(h) != 64 {
 			return nil, fmt.Errorf("body chunk %q is not a hash", h)
 		}
-		comp, err := get(ctx, store, chunkKey(runID, h), 2*maxChunk)
+		comp, err := blob.ReadAll(ctx, store, chunkKey(runID, h), 2*maxChunk)
 		if err != nil {
 			return nil, err
 		}
@@ -153,24 +152,3 @@ func ReadBody(ctx context.Context, store blob.Store, runID string, b *Body) ([]b
 	}
 	return out, nil
 }
-
-func get(ctx context.Context, store blob.Store, key string, limit int64) ([]byte, error) {
-	rc, err := store.Get(ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
-	}
-	defer func() { _ = rc.Close() }()
-	b, err := io.ReadAll(io.LimitReader(rc, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
-	}
-	if int64(len(b)) > limit {
-		return nil, &errTooLarge{key}
-	}
-	return b, nil
-}
-
-// errTooLarge is a blob larger than any record or chunk.
-type errTooLarge struct{ key string }
-
-func (e *errTooLarge) Error() string { return e.key + " is larger than any record or chunk" }

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"slices"
 	"strings"
@@ -63,20 +62,12 @@ func Put(ctx context.Context, s blob.Store, task, role string, a tasks.Anchor) e
 
 // Get reads a task's stored anchor of role (nil when none is stored).
 func Get(ctx context.Context, s blob.Store, task, role string) (*tasks.Anchor, error) {
-	rc, err := s.Get(ctx, key(task, role))
+	var a tasks.Anchor
+	err := blob.ReadJSON(ctx, s, key(task, role), maxAnchor, &a)
 	if errors.Is(err, blob.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("the %s anchor of %s: %w", role, task, err)
-	}
-	defer func() { _ = rc.Close() }()
-	b, err := io.ReadAll(io.LimitReader(rc, maxAnchor))
-	if err != nil {
-		return nil, fmt.Errorf("read the %s anchor of %s: %w", role, task, err)
-	}
-	var a tasks.Anchor
-	if err := json.Unmarshal(b, &a); err != nil {
 		return nil, fmt.Errorf("the %s anchor of %s: %w", role, task, err)
 	}
 	return &a, nil

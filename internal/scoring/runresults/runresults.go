@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"strings"
 	"sync"
@@ -106,17 +105,9 @@ func Put(ctx context.Context, s blob.Store, runID string, result []byte) error {
 
 // Get reads a run's stored result into v; blob.ErrNotFound when it has none.
 func Get(ctx context.Context, s blob.Store, runID string, v any) error {
-	rc, err := s.Get(ctx, Key(runID))
+	b, err := blob.ReadAll(ctx, s, Key(runID), maxResult)
 	if err != nil {
 		return fmt.Errorf("result of %s: %w", runID, err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, maxResult+1))
-	if err != nil {
-		return fmt.Errorf("read result of %s: %w", runID, err)
-	}
-	if len(b) > maxResult {
-		return fmt.Errorf("result of %s is over %d bytes", runID, maxResult)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("decode result of %s: %w", runID, err)

@@ -4,6 +4,7 @@ package blob
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -63,7 +64,28 @@ func ReadAll(ctx context.Context, s Store, key string, limit int64) ([]byte, err
 		return nil, fmt.Errorf("read %s: %w", key, err)
 	}
 	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("read %s: over %d bytes", key, limit)
+		return nil, &TooLargeError{Key: key, Limit: limit}
 	}
 	return b, nil
+}
+
+// TooLargeError is a blob larger than its reader allows: never read short.
+type TooLargeError struct {
+	Key   string
+	Limit int64
+}
+
+func (e *TooLargeError) Error() string { return fmt.Sprintf("%s is over %d bytes", e.Key, e.Limit) }
+
+// ReadJSON decodes a blob of at most limit bytes into v; a missing blob
+// is ErrNotFound, wrapped.
+func ReadJSON(ctx context.Context, s Store, key string, limit int64, v any) error {
+	b, err := ReadAll(ctx, s, key, limit)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decode %s: %w", key, err)
+	}
+	return nil
 }
