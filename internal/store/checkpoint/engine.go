@@ -37,6 +37,9 @@ type Engine struct {
 	// bufs recycles chunk buffers: allocating a fresh one per chunk costs
 	// more than hashing it.
 	bufs sync.Pool
+	// packed recycles the buffers chunks are compressed into, for the
+	// same reason.
+	packed sync.Pool
 	// readHook, for tests, runs after each chunk is read, with the
 	// file's path in the snapshot.
 	readHook func(path string, chunk int)

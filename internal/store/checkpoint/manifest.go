@@ -313,6 +313,11 @@ func DecodeManifest(r io.Reader) (*Manifest, error) {
 	if err := json.NewDecoder(r).Decode(&m); err != nil {
 		return nil, err
 	}
+	// A restore sizes its buffers by it and writes each chunk at its
+	// index times it.
+	if m.ChunkSize <= 0 || m.ChunkSize > MaxChunkSize {
+		return nil, fmt.Errorf("chunk_size %d is out of range (1 to %d bytes)", m.ChunkSize, MaxChunkSize)
+	}
 	if err := m.applyRawNames(); err != nil {
 		return nil, err
 	}

@@ -36,8 +36,9 @@ func (e *Engine) ReadFile(ctx context.Context, m *Manifest, rel string, limit in
 		return nil, fmt.Errorf("%s: %d bytes, over %d", rel, f.Size, limit)
 	}
 	out := make([]byte, 0, f.Size)
+	buf := newChunkBuf(m.ChunkSize)
 	for _, h := range f.Chunks {
-		data, err := e.readChunk(ctx, h)
+		data, err := e.readChunk(ctx, h, buf)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", rel, err)
 		}

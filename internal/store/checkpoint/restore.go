@@ -22,8 +22,12 @@ func (e *Engine) Restore(ctx context.Context, m *Manifest, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("restore into %s: %w", dir, err)
 	}
+	if m.ChunkSize <= 0 || m.ChunkSize > MaxChunkSize {
+		return fmt.Errorf("restore %s #%d: chunk size %d is out of range", m.RunID, m.Seq, m.ChunkSize)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(e.parallel())
+	r := &restoring{e: e, ctx: gctx, g: g, chunkSize: m.ChunkSize, bufs: newChunkBufs(e.parallel(), m.ChunkSize)}
 	var dirs, links []File
 	for _, f := range m.Files {
 		clean := path.Clean(f.Path)
@@ -49,7 +53,7 @@ func (e *Engine) Restore(ctx context.Context, m *Manifest, dir string) error {
 		case f.HardLink != "":
 			links = append(links, f) // once the file it links to is written
 		default:
-			if err := e.restoreFile(gctx, g, m.ChunkSize, f, target); err != nil {
+			if err := r.file(f, target); err != nil {
 				_ = g.Wait()
 				return fmt.Errorf("restore %s #%d: %w", m.RunID, m.Seq, err)
 			}
@@ -147,10 +151,20 @@ func preallocate(f *os.File, size int64) error {
 	return f.Truncate(size)
 }
 
-// restoreFile creates the file at its full size and queues one task per
-// chunk (fetch, verify, write at its offset); the last one to finish sets
-// mode and mtime and renames the file into place.
-func (e *Engine) restoreFile(ctx context.Context, g *errgroup.Group, chunkSize int, f File, target string) error {
+// restoring is one restore's chunk pipeline: its group of chunk tasks
+// and the buffers they share.
+type restoring struct {
+	e         *Engine
+	ctx       context.Context
+	g         *errgroup.Group
+	chunkSize int
+	bufs      *chunkBufs
+}
+
+// file creates the file at its full size and queues one task per chunk
+// (fetch, verify, write at its offset); the last one to finish sets mode
+// and mtime and renames the file into place.
+func (r *restoring) file(f File, target string) error {
 	// The file is written under a name no one can predict, created
 	// exclusively, its mode and times set through its descriptor: nothing
 	// another entry restores (a symlink of a guessed name) can redirect it.
@@ -164,9 +178,19 @@ func (e *Engine) restoreFile(ctx context.Context, g *errgroup.Group, chunkSize i
 		_ = os.Remove(tmp)
 		return fmt.Errorf("%s: %w", f.Path, err)
 	}
+	var direct atomic.Bool
+	padded := directWrites && f.Size >= directMin && r.chunkSize%directAlign == 0 && setDirect(out)
+	direct.Store(padded)
 	finish := func() error {
 		mt := syscall.NsecToTimeval(f.MTime)
-		err := out.Chmod(f.Mode.Perm())
+		var err error
+		if padded {
+			// Direct writes pad the last chunk to a whole block.
+			err = out.Truncate(f.Size)
+		}
+		if err == nil {
+			err = out.Chmod(f.Mode.Perm())
+		}
 		if err == nil {
 			err = syscall.Futimes(int(out.Fd()), []syscall.Timeval{mt, mt})
 		}
@@ -189,13 +213,15 @@ func (e *Engine) restoreFile(ctx context.Context, g *errgroup.Group, chunkSize i
 	left.Store(int64(len(f.Chunks)))
 	var written atomic.Int64
 	for i, h := range f.Chunks {
-		g.Go(func() error {
-			data, err := e.readChunk(ctx, h)
+		r.g.Go(func() error {
+			b := r.bufs.get()
+			data, err := r.e.readChunk(r.ctx, h, b)
 			if err == nil {
-				_, err = out.WriteAt(data, int64(i)*int64(chunkSize))
+				err = writeChunk(out, &direct, data, int64(i)*int64(r.chunkSize))
 				written.Add(int64(len(data)))
-				report(ctx, int64(len(data)))
+				report(r.ctx, int64(len(data)))
 			}
+			r.bufs.put(b)
 			if err != nil {
 				_ = out.Close()
 				_ = os.Remove(tmp)
