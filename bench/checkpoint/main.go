@@ -38,7 +38,7 @@ func main() {
 	small := flag.Int("small", 10000, "small files holding 35 % of the bytes")
 	dir := flag.String("dir", "", "scratch dir (default: a temp dir)")
 	parallel := flag.Int("parallel", 8, "chunks moved at once (storage.parallel)")
-	flag.StringVar(&restoreProfile, "restore-cpuprofile", "", "write a CPU profile of the restore step here (go tool pprof)")
+	flag.StringVar(&profileDir, "cpuprofile", "", "write a CPU profile of each step into this directory (full.pprof, restore.pprof, eval.pprof; go tool pprof)")
 	flag.Parse()
 	h := &harness{}
 	err := run(h, *size, *small, *dir, *parallel)
@@ -49,15 +49,18 @@ func main() {
 	}
 }
 
-// restoreProfile is where the restore step's CPU profile goes ("": none).
-var restoreProfile string
+// profileDir is where each step's CPU profile goes ("": none).
+var profileDir string
 
-// profile starts a CPU profile into path ("": none); stop ends it.
-func profile(path string) (stop func(), err error) {
-	if path == "" {
+// profile starts the CPU profile of a step ("": none); stop ends it.
+func profile(step string) (stop func(), err error) {
+	if profileDir == "" {
 		return func() {}, nil
 	}
-	f, err := os.Create(path)
+	if err := os.MkdirAll(profileDir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(filepath.Join(profileDir, step+".pprof"))
 	if err != nil {
 		return nil, err
 	}
@@ -246,12 +249,17 @@ func run(h *harness, gib, small int, scratch string, parallel int) error {
 		return err
 	}
 	resetPeak()
-	start := time.Now()
-	m1, err := e.Save(ctx, root, meta(1), nil)
+	stopProfile, err := profile("full")
 	if err != nil {
 		return err
 	}
+	start := time.Now()
+	m1, err := e.Save(ctx, root, meta(1), nil)
 	tFull := time.Since(start)
+	stopProfile()
+	if err != nil {
+		return err
+	}
 	fmt.Printf("full checkpoint: %s (%.0f MiB/s, uploaded %.0f MiB), rclone copy up: %s (%.0f MiB/s); ratio %.2fx; peak RSS %.0f MiB\n",
 		tFull.Round(time.Millisecond), mib(total)/tFull.Seconds(), mib(m1.NewBytes), tRclone.Round(time.Millisecond), mib(total)/tRclone.Seconds(), tRclone.Seconds()/tFull.Seconds(), mib(peakRSS()))
 
@@ -283,7 +291,7 @@ func run(h *harness, gib, small int, scratch string, parallel int) error {
 	// against rclone copying the same store content down.
 	restored := filepath.Join(scratch, "attempt-2", "root")
 	resetPeak()
-	stopProfile, err := profile(restoreProfile)
+	stopProfile, err = profile("restore")
 	if err != nil {
 		return err
 	}
@@ -310,9 +318,15 @@ func run(h *harness, gib, small int, scratch string, parallel int) error {
 	// directory) into a directory of its own, find the model, read it.
 	evalDir := filepath.Join(scratch, "eval")
 	resetPeak()
+	stopProfile, err = profile("eval")
+	if err != nil {
+		return err
+	}
 	start = time.Now()
 	var evalBytes int64
-	if _, err := model.Restore(ctx, e, m2, evalDir, func(n int64) { evalBytes = n }); err != nil {
+	_, err = model.Restore(ctx, e, m2, evalDir, func(n int64) { evalBytes = n })
+	stopProfile()
+	if err != nil {
 		return err
 	}
 	modelDir, err := model.FindModel(evalDir, filepath.Join(evalDir, "app", "work"))
