@@ -38,10 +38,13 @@ func main() {
 	small := flag.Int("small", 10000, "small files holding 35 % of the bytes")
 	dir := flag.String("dir", "", "scratch dir (default: a temp dir)")
 	parallel := flag.Int("parallel", 8, "chunks moved at once (storage.parallel)")
-	flag.StringVar(&profileDir, "cpuprofile", "", "write a CPU profile of each step into this directory (full.pprof, restore.pprof, eval.pprof; go tool pprof)")
+	flag.StringVar(&profileDir, "cpuprofile", "", "write a CPU profile of each step into this directory (full.pprof, restore.pprof, eval.pprof) and the allocations of all (allocs.pprof; go tool pprof)")
 	flag.Parse()
 	h := &harness{}
 	err := run(h, *size, *small, *dir, *parallel)
+	if err == nil && profileDir != "" {
+		err = writeAllocs(filepath.Join(profileDir, "allocs.pprof"))
+	}
 	h.cleanup()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -69,6 +72,18 @@ func profile(step string) (stop func(), err error) {
 		return nil, err
 	}
 	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
+}
+
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // harness stands in for *testing.T so the test S3 server runs here too.

@@ -120,12 +120,12 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader) error {
 // put: not atomic, so two racing writers are then told apart only by the
 // attempt fences the checkpoint engine keeps beside the manifests.
 func (s *S3) Create(ctx context.Context, key string, r io.Reader) error {
-	body, err := io.ReadAll(r)
+	br, err := seekable(r)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", key, err)
 	}
 	if !s.noConditional.Load() {
-		err = s.put(ctx, key, bytes.NewReader(body), aws.String("*"))
+		err = s.put(ctx, key, br, aws.String("*"))
 		var ae smithy.APIError
 		switch {
 		case errors.As(err, &ae) && (ae.ErrorCode() == "PreconditionFailed" || ae.ErrorCode() == "ConditionalRequestConflict"):
@@ -143,17 +143,29 @@ func (s *S3) Create(ctx context.Context, key string, r io.Reader) error {
 	if exists {
 		return fmt.Errorf("create %s: %w", key, ErrExists)
 	}
-	return s.put(ctx, key, bytes.NewReader(body), nil)
+	if _, err := br.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("create %s: %w", key, err)
+	}
+	return s.put(ctx, key, br, nil)
+}
+
+// seekable is r as a bytes.Reader, read into memory unless it is one: a
+// put's body must be rewound to be retried.
+func seekable(r io.Reader) (*bytes.Reader, error) {
+	if br, ok := r.(*bytes.Reader); ok {
+		return br, nil
+	}
+	body, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.NewReader(body), nil
 }
 
 func (s *S3) put(ctx context.Context, key string, r io.Reader, ifNoneMatch *string) error {
-	br, ok := r.(*bytes.Reader)
-	if !ok {
-		body, err := io.ReadAll(r)
-		if err != nil {
-			return fmt.Errorf("put %s: %w", key, err)
-		}
-		br = bytes.NewReader(body)
+	br, err := seekable(r)
+	if err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
 	}
 	sum, err := crc32c(br)
 	if err != nil {

@@ -30,15 +30,6 @@ const MaxChunkSize = 256 << 20
 // what it cannot compress.
 const maxStoredChunk = MaxChunkSize + MaxChunkSize/64
 
-func (e *Engine) getBuf() *[]byte {
-	if bp, ok := e.bufs.Get().(*[]byte); ok && cap(*bp) >= e.ChunkSize {
-		*bp = (*bp)[:e.ChunkSize]
-		return bp
-	}
-	b := make([]byte, e.ChunkSize)
-	return &b
-}
-
 // chunkHash names a chunk by the BLAKE3 hash of its content (about nine
 // times faster than SHA-256 on machines without SHA extensions).
 func chunkHash(b []byte) string {
@@ -54,8 +45,8 @@ func chunkHash(b []byte) string {
 const askFirst = 1 << 20
 
 // putChunk stores a chunk unless the store already has it, and says
-// whether it stored it.
-func (e *Engine) putChunk(ctx context.Context, h string, data []byte) (bool, error) {
+// whether it stored it; it compresses into b's second buffer.
+func (e *Engine) putChunk(ctx context.Context, h string, data []byte, b *chunkBuf) (bool, error) {
 	if len(data) >= askFirst {
 		ok, err := e.Store.Exists(ctx, chunkKey(h))
 		if err != nil {
@@ -66,22 +57,14 @@ func (e *Engine) putChunk(ctx context.Context, h string, data []byte) (bool, err
 			return false, nil
 		}
 	}
-	bp, _ := e.packed.Get().(*[]byte)
-	if bp == nil {
-		// Room for what zstd adds to an incompressible chunk: the buffer
-		// never grows block by block.
-		b := make([]byte, 0, len(data)+len(data)/64+1<<10)
-		bp = &b
-	}
-	packed := encoder.EncodeAll(data, (*bp)[:0])
+	b.comp.Reset()
+	packed := encoder.EncodeAll(data, b.comp.AvailableBuffer())
 	var err error
 	if len(data) >= askFirst {
 		err = e.Store.Put(ctx, chunkKey(h), bytes.NewReader(packed))
 	} else {
 		err = e.Store.Create(ctx, chunkKey(h), bytes.NewReader(packed))
 	}
-	*bp = packed
-	e.packed.Put(bp)
 	stored := err == nil
 	if errors.Is(err, blob.ErrExists) {
 		err = nil
@@ -103,11 +86,13 @@ func (e *CorruptChunkError) Error() string {
 	return fmt.Sprintf("chunk %s is %s", e.Hash, e.Reason)
 }
 
-// chunkBuf is one chunk in flight through a restore: what the store
-// sent and what it decodes to, aligned for a direct write. A restore
-// reuses a few of them (chunkBufs) rather than allocating two fresh
-// chunk-sized buffers per chunk, whose zeroing and collection cost it
-// about a quarter of its CPU.
+// chunkBuf is one chunk in flight: its content (read from a file, or
+// decoded, aligned for a direct write) and its compressed form (to be
+// stored, or as the store sent it). Saves and restores reuse a few of
+// them (chunkBufs) rather than allocating two chunk-sized buffers per
+// chunk, whose zeroing and collection cost a restore a quarter of its
+// CPU, and a sync.Pool would not do: every collection empties it, and a
+// checkpoint collects hundreds of times a second.
 type chunkBuf struct {
 	comp bytes.Buffer
 	data []byte
@@ -119,8 +104,9 @@ func newChunkBuf(chunkSize int) *chunkBuf {
 	return b
 }
 
-// chunkBufs is a free list of at most as many buffers as chunks move at
-// once: a restore's memory is bounded by storage.parallel chunks.
+// chunkBufs is a free list that keeps at most as many buffers as
+// chunks move at once (storage.parallel): what a save or a restore holds
+// is bounded by that many chunks, twice over.
 type chunkBufs struct {
 	free chan *chunkBuf
 	size int

@@ -40,7 +40,7 @@ func TestGCJudgesAgeByTheStoresClock(t *testing.T) {
 	e := New(store, Options{ChunkSize: 64 << 10})
 	// A chunk uploaded now that no manifest references yet (a save in
 	// flight commits its manifest last).
-	if _, err := e.putChunk(ctx, chunkHash([]byte("in flight")), []byte("in flight")); err != nil {
+	if _, err := e.putChunk(ctx, chunkHash([]byte("in flight")), []byte("in flight"), e.bufs.get()); err != nil {
 		t.Fatal(err)
 	}
 	// A save's lock, live.

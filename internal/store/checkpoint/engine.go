@@ -34,12 +34,8 @@ type Engine struct {
 	known    sync.Map
 	knownMu  sync.Mutex
 	knownGen string
-	// bufs recycles chunk buffers: allocating a fresh one per chunk costs
-	// more than hashing it.
-	bufs sync.Pool
-	// packed recycles the buffers chunks are compressed into, for the
-	// same reason.
-	packed sync.Pool
+	// bufs recycles the buffers of chunks at ChunkSize.
+	bufs *chunkBufs
 	// readHook, for tests, runs after each chunk is read, with the
 	// file's path in the snapshot.
 	readHook func(path string, chunk int)
@@ -72,7 +68,17 @@ func New(store blob.Store, o Options) *Engine {
 	if o.Parallel <= 0 {
 		o.Parallel = 8
 	}
-	return &Engine{Store: store, ChunkSize: o.ChunkSize, Parallel: o.Parallel, RacyWindow: o.RacyWindow, Exclude: o.Exclude, MaxEntries: o.MaxEntries}
+	return &Engine{Store: store, ChunkSize: o.ChunkSize, Parallel: o.Parallel, RacyWindow: o.RacyWindow, Exclude: o.Exclude, MaxEntries: o.MaxEntries,
+		bufs: newChunkBufs(max(1, o.Parallel), o.ChunkSize)}
+}
+
+// buffers are the chunk buffers for chunks of size: the engine's own,
+// or a restore's of a manifest cut at another size.
+func (e *Engine) buffers(size int) *chunkBufs {
+	if size == e.ChunkSize && e.bufs != nil {
+		return e.bufs
+	}
+	return newChunkBufs(e.parallel(), size)
 }
 
 type progressKey struct{}

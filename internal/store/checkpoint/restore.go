@@ -27,7 +27,7 @@ func (e *Engine) Restore(ctx context.Context, m *Manifest, dir string) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(e.parallel())
-	r := &restoring{e: e, ctx: gctx, g: g, chunkSize: m.ChunkSize, bufs: newChunkBufs(e.parallel(), m.ChunkSize)}
+	r := &restoring{e: e, ctx: gctx, g: g, chunkSize: m.ChunkSize, bufs: e.buffers(m.ChunkSize)}
 	var dirs, links []File
 	for _, f := range m.Files {
 		clean := path.Clean(f.Path)

@@ -113,11 +113,11 @@ func (s *saving) add(f File) {
 	s.m.Bytes += f.Size
 }
 
-// store hashes a chunk read into the pooled buffer bp, records its hash at
-// chunks[i] (then calls done, if any) and stores the chunk unless the store
-// or this save already has it. The buffer goes back to the pool.
-func (s *saving) store(bp *[]byte, buf []byte, chunks []string, i int, done func()) error {
-	defer s.e.bufs.Put(bp)
+// store hashes a chunk read into b, records its hash at chunks[i] (then
+// calls done, if any) and stores the chunk unless the store or this save
+// already has it. The buffer goes back to the free list.
+func (s *saving) store(b *chunkBuf, buf []byte, chunks []string, i int, done func()) error {
+	defer s.e.bufs.put(b)
 	h := chunkHash(buf)
 	chunks[i] = h
 	if done != nil {
@@ -127,7 +127,7 @@ func (s *saving) store(bp *[]byte, buf []byte, chunks []string, i int, done func
 	if _, queued := s.inflight.LoadOrStore(h, struct{}{}); stored || queued {
 		return nil
 	}
-	put, err := s.e.putChunk(s.ctx, h, buf)
+	put, err := s.e.putChunk(s.ctx, h, buf, b)
 	if err == nil && put {
 		s.newBytes.Add(int64(len(buf)))
 		s.newChunks.Add(1)
@@ -312,10 +312,10 @@ func (e *Engine) quickSums(f *os.File, size int64) ([]uint64, error) {
 	g.SetLimit(e.parallel())
 	for i := range sums {
 		g.Go(func() error {
-			bp := e.getBuf()
-			defer e.bufs.Put(bp)
+			b := e.bufs.get()
+			defer e.bufs.put(b)
 			off := int64(i) * cs
-			buf := (*bp)[:min(cs, size-off)]
+			buf := b.data[:min(cs, size-off)]
 			if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
 				return err
 			}
@@ -344,9 +344,9 @@ func (s *saving) readChunks(f *os.File, size int64, withSums bool) ([]string, []
 	var readErr atomic.Value
 	for i := 0; i < n && s.ctx.Err() == nil; i++ {
 		read.Add(1)
-		bp := e.getBuf()
+		b := e.bufs.get()
 		off := int64(i) * cs
-		buf := (*bp)[:min(cs, size-off)]
+		buf := b.data[:min(cs, size-off)]
 		// The read runs in the group too: chunks of a big file are read and
 		// hashed on every core.
 		s.g.Go(func() error {
@@ -356,7 +356,7 @@ func (s *saving) readChunks(f *os.File, size int64, withSums bool) ([]string, []
 					readErr.CompareAndSwap(nil, err)
 				}
 				short.Store(true)
-				e.bufs.Put(bp)
+				e.bufs.put(b)
 				read.Done()
 				return nil
 			}
@@ -367,7 +367,7 @@ func (s *saving) readChunks(f *os.File, size int64, withSums bool) ([]string, []
 			if e.readHook != nil {
 				e.readHook(f.Name(), i)
 			}
-			return s.store(bp, buf, chunks, i, read.Done)
+			return s.store(b, buf, chunks, i, read.Done)
 		})
 	}
 	read.Wait()
