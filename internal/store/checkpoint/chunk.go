@@ -91,8 +91,9 @@ func (e *CorruptChunkError) Error() string {
 // stored, or as the store sent it). Saves and restores reuse a few of
 // them (chunkBufs) rather than allocating two chunk-sized buffers per
 // chunk, whose zeroing and collection cost a restore a quarter of its
-// CPU, and a sync.Pool would not do: every collection empties it, and a
-// checkpoint collects hundreds of times a second.
+// CPU; a sync.Pool would not do, as every collection empties it. A body
+// the HTTP transport still sends after an early answer (an error) may
+// see its buffer reused: the CRC32C the store checks refuses it.
 type chunkBuf struct {
 	comp bytes.Buffer
 	data []byte
