@@ -46,9 +46,7 @@ func (a *Attempts) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, e
 	if err != nil || ended != nil {
 		return ended, err
 	}
-	start := time.Now()
-	dl := in.Budget.Attempt(start, in.Grace)
-	spec, err := a.agentTask(ctx, in, at, dl, prev != nil)
+	spec, err := a.agentTask(ctx, in, at, in.Budget.Attempt(time.Now(), in.Grace), prev != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -65,6 +63,9 @@ func (a *Attempts) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, e
 		return nil, err
 	}
 	defer closeDoor()
+	// The agent's clock starts with its container, not the worker's setup.
+	start := time.Now()
+	dl := in.Budget.Attempt(start, in.Grace)
 	ob.begin(h, ai.redacting(spec.Redact), start)
 	// From its start the agent never outlives this activity, whatever
 	// ends it (a panic included).
@@ -79,6 +80,7 @@ func (a *Attempts) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, e
 	defer live.Ended()
 	hk := a.hooks(ctx, &in, at, prev, spec, lv, ai, notes, live, log)
 	hk.ob, hk.ck.added, hk.closeDoor = ob, ob.checkpoint, closeDoor
+	hk.deadlineMoved(dl.Hard)
 	sv := &supervisor{h: h, dl: dl, stopped: StopExited, started: start, base: in.Budget.UsedS, now: time.Now, hooks: hk, log: log, person: roomClock(person)}
 	end := sv.run(ctx, activity.GetWorkerStopChannel(ctx), activity.GetInfo(ctx).HeartbeatTimeout, in.Interval)
 	return a.conclude(ctx, sv, end, hk, notes, spec.Image)
