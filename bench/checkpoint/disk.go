@@ -17,10 +17,7 @@ func diskWrite(dir string, bytes int64) (float64, error) {
 		return 0, err
 	}
 	defer func() { _ = os.Remove(f.Name()) }()
-	buf := make([]byte, 4<<20)
-	for i := range buf {
-		buf[i] = byte(i*7 + i>>9)
-	}
+	buf := block()
 	start := time.Now()
 	for n := int64(0); n < bytes; n += int64(len(buf)) {
 		if _, err := f.Write(buf); err != nil {
@@ -49,10 +46,7 @@ func diskCopy(dir string, bytes int64) (float64, error) {
 		return 0, err
 	}
 	defer func() { _ = src.Close(); _ = os.Remove(src.Name()) }()
-	buf := make([]byte, 4<<20)
-	for i := range buf {
-		buf[i] = byte(i*13 + i>>11)
-	}
+	buf := block()
 	for n := int64(0); n < bytes; n += int64(len(buf)) {
 		if _, err := src.Write(buf); err != nil {
 			return 0, err
@@ -82,4 +76,13 @@ func diskCopy(dir string, bytes int64) (float64, error) {
 		return 0, err
 	}
 	return mib(bytes) / time.Since(start).Seconds(), nil
+}
+
+// block is 4 MiB of a pattern no file system compresses or skips.
+func block() []byte {
+	buf := make([]byte, 4<<20)
+	for i := range buf {
+		buf[i] = byte(i*7 + i>>9)
+	}
+	return buf
 }

@@ -195,8 +195,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // crc32c is the body's x-amz-checksum-crc32c (big-endian, base64): a
 // store given one checks it rather than computing its own default
-// (CRC64NVME, which versitygw does in software at a tenth of CRC32C's
-// speed), and a body damaged on the way is refused.
+// (CRC64NVME, in software: 8 % of the machine's CPU during a checkpoint
+// to a versitygw on it, by perf), and a body damaged on the way is
+// refused.
 func crc32c(br *bytes.Reader) (string, error) {
 	h := crc32.New(castagnoli)
 	if _, err := br.WriteTo(h); err != nil {

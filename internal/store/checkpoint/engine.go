@@ -75,7 +75,7 @@ func New(store blob.Store, o Options) *Engine {
 // buffers are the chunk buffers for chunks of size: the engine's own,
 // or a restore's of a manifest cut at another size.
 func (e *Engine) buffers(size int) *chunkBufs {
-	if size == e.ChunkSize && e.bufs != nil {
+	if size == e.ChunkSize {
 		return e.bufs
 	}
 	return newChunkBufs(e.parallel(), size)

@@ -313,15 +313,22 @@ func DecodeManifest(r io.Reader) (*Manifest, error) {
 	if err := json.NewDecoder(r).Decode(&m); err != nil {
 		return nil, err
 	}
-	// A restore sizes its buffers by it and writes each chunk at its
-	// index times it.
-	if m.ChunkSize <= 0 || m.ChunkSize > MaxChunkSize {
-		return nil, fmt.Errorf("chunk_size %d is out of range (1 to %d bytes)", m.ChunkSize, MaxChunkSize)
+	if err := m.checkChunkSize(); err != nil {
+		return nil, err
 	}
 	if err := m.applyRawNames(); err != nil {
 		return nil, err
 	}
 	return &m, nil
+}
+
+// checkChunkSize refuses a chunk size no save makes: a restore sizes its
+// buffers by it and writes each chunk at its index times it.
+func (m *Manifest) checkChunkSize() error {
+	if m.ChunkSize <= 0 || m.ChunkSize > MaxChunkSize {
+		return fmt.Errorf("chunk_size %d is out of range (1 to %d bytes)", m.ChunkSize, MaxChunkSize)
+	}
+	return nil
 }
 
 // Created is when the checkpoint was made (zero for none).

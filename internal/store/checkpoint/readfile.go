@@ -35,6 +35,9 @@ func (e *Engine) ReadFile(ctx context.Context, m *Manifest, rel string, limit in
 	case f.Size > limit:
 		return nil, fmt.Errorf("%s: %d bytes, over %d", rel, f.Size, limit)
 	}
+	if err := m.checkChunkSize(); err != nil {
+		return nil, fmt.Errorf("%s: %w", rel, err)
+	}
 	out := make([]byte, 0, f.Size)
 	buf := newChunkBuf(m.ChunkSize)
 	for _, h := range f.Chunks {

@@ -22,8 +22,8 @@ func (e *Engine) Restore(ctx context.Context, m *Manifest, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("restore into %s: %w", dir, err)
 	}
-	if m.ChunkSize <= 0 || m.ChunkSize > MaxChunkSize {
-		return fmt.Errorf("restore %s #%d: chunk size %d is out of range", m.RunID, m.Seq, m.ChunkSize)
+	if err := m.checkChunkSize(); err != nil {
+		return fmt.Errorf("restore %s #%d: %w", m.RunID, m.Seq, err)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(e.parallel())
