@@ -38,7 +38,7 @@ func TestRestoreFallsBackPastADamagedCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := m2.Files[0].Chunks[0]
+	h := m2.Files[0].Stored()[0]
 	chunk := filepath.Join(root, "chunks", h[:2], h)
 	a := &Attempts{Runs: Runs{Engine: checkpoint.New(store, checkpoint.Options{ChunkSize: 1 << 20})}, Logger: zap.NewNop()}
 	for _, damage := range []string{"missing", "corrupt"} {

@@ -284,7 +284,8 @@ func checkFile(root *os.Root, s Subject, ck *checkpoint.ChunkChecker) (int64, er
 }
 
 // checkManifests checks that every chunk each bundled manifest names is
-// a subject of the statement (and so was checked).
+// a subject of the statement (and so was checked), and that each packed
+// file is the content its entry names.
 func checkManifests(root *os.Root, manifests []string, names map[string]bool) error {
 	for _, key := range manifests {
 		f, err := root.Open(key)
@@ -297,11 +298,14 @@ func checkManifests(root *os.Root, manifests []string, names map[string]bool) er
 			return &Mismatch{Piece: key, Why: "not a manifest: " + err.Error()}
 		}
 		for _, fl := range m.Files {
-			for _, h := range fl.Chunks {
+			for _, h := range fl.Stored() {
 				if len(h) < 3 || !names[checkpoint.ChunkKey(h)] {
 					return &Mismatch{Piece: key, Why: fmt.Sprintf("file %q needs chunk %.16s…, which the bundle does not hold", fl.Path, h)}
 				}
 			}
+		}
+		if err := m.CheckPacks(func(k string) (io.ReadCloser, error) { return root.Open(k) }); err != nil {
+			return &Mismatch{Piece: key, Why: err.Error()}
 		}
 	}
 	return nil

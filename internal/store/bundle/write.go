@@ -144,7 +144,7 @@ func (w *Writer) copyChunks(ctx context.Context, runID string, manifests []strin
 			return err
 		}
 		for _, f := range m.Files {
-			for _, h := range f.Chunks {
+			for _, h := range f.Stored() {
 				need[h] = true
 			}
 		}

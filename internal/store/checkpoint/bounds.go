@@ -71,3 +71,40 @@ func (e *Engine) excluded(rel string) bool {
 
 // errChanged means the file's size or mtime moved during the read.
 var errChanged = errors.New("changed during read")
+
+// checkChunks refuses a chunk name that is not a BLAKE3 hash (it becomes
+// a store key) and a packed file that does not lie inside one pack: a
+// manifest may come from someone else's bundle.
+func (m *Manifest) checkChunks() error {
+	for i := range m.Files {
+		f := &m.Files[i]
+		for _, h := range f.Chunks {
+			if !isHash(h) {
+				return fmt.Errorf("files[%d]: chunk %.70q is not a BLAKE3 hash (64 hex digits)", i, h)
+			}
+		}
+		if f.Pack == "" {
+			continue
+		}
+		switch {
+		case !isHash(f.Pack):
+			return fmt.Errorf("files[%d]: pack %.70q is not a BLAKE3 hash (64 hex digits)", i, f.Pack)
+		case len(f.Chunks) != 1 || f.Size <= 0 || f.PackOffset < 0 || f.PackOffset > int64(m.ChunkSize)-f.Size:
+			return fmt.Errorf("files[%d]: a packed file must be one chunk of 1 to %d bytes inside its pack (offset %d, size %d, %d chunks)",
+				i, m.ChunkSize, f.PackOffset, f.Size, len(f.Chunks))
+		}
+	}
+	return nil
+}
+
+func isHash(h string) bool {
+	if len(h) != 64 {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

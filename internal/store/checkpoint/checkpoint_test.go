@@ -135,7 +135,7 @@ func TestRestoreDetectsCorruptChunk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := m.Files[0].Chunks[0]
+	h := m.Files[0].Stored()[0]
 	if err := os.WriteFile(filepath.Join(root, "chunks", h[:2], h), encoder.EncodeAll([]byte("hello w0rld"), nil), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -45,9 +45,11 @@ func chunkHash(b []byte) string {
 const askFirst = 1 << 20
 
 // putChunk stores a chunk unless the store already has it, and says
-// whether it stored it; it compresses into b's second buffer.
-func (e *Engine) putChunk(ctx context.Context, h string, data []byte, b *chunkBuf) (bool, error) {
-	if len(data) >= askFirst {
+// whether it stored it; it compresses into b's second buffer. ask: from
+// askFirst on, ask the store first (a pack never is: it is new).
+func (e *Engine) putChunk(ctx context.Context, h string, data []byte, b *chunkBuf, ask bool) (bool, error) {
+	ask = ask && len(data) >= askFirst
+	if ask {
 		ok, err := e.Store.Exists(ctx, chunkKey(h))
 		if err != nil {
 			return false, fmt.Errorf("chunk %s: %w", h[:12], err)
@@ -60,7 +62,7 @@ func (e *Engine) putChunk(ctx context.Context, h string, data []byte, b *chunkBu
 	b.comp.Reset()
 	packed := encoder.EncodeAll(data, b.comp.AvailableBuffer())
 	var err error
-	if len(data) >= askFirst {
+	if ask {
 		err = e.Store.Put(ctx, chunkKey(h), bytes.NewReader(packed))
 	} else {
 		err = e.Store.Create(ctx, chunkKey(h), bytes.NewReader(packed))

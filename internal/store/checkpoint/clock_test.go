@@ -40,7 +40,7 @@ func TestGCJudgesAgeByTheStoresClock(t *testing.T) {
 	e := New(store, Options{ChunkSize: 64 << 10})
 	// A chunk uploaded now that no manifest references yet (a save in
 	// flight commits its manifest last).
-	if _, err := e.putChunk(ctx, chunkHash([]byte("in flight")), []byte("in flight"), e.bufs.get()); err != nil {
+	if _, err := e.putChunk(ctx, chunkHash([]byte("in flight")), []byte("in flight"), e.bufs.get(), true); err != nil {
 		t.Fatal(err)
 	}
 	// A save's lock, live.
@@ -90,7 +90,7 @@ func TestForkReusesOnlyStoredChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := m1.Files[0].Chunks[0]
+	h := m1.Files[0].Stored()[0]
 	if err := os.Remove(filepath.Join(root, "chunks", h[:2], h)); err != nil {
 		t.Fatal(err) // the source's retention and a GC took it
 	}

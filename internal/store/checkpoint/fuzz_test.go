@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mlrb/mlrb/internal/store/blob"
@@ -18,6 +19,7 @@ func FuzzRestoreManifest(f *testing.F) {
 		{Version: 2, ChunkSize: 1 << 16, Files: []File{{Path: "a", Mode: os.ModeDir | 0o755}, {Path: "a/b.txt", Mode: 0o644}, {Path: "a/c", Mode: 0o644, HardLink: "a/b.txt"}, {Path: "l", Mode: os.ModeSymlink | 0o777, Link: "/etc"}}},
 		{Version: 2, ChunkSize: 1 << 16, Files: []File{{Path: "l", Mode: os.ModeSymlink | 0o777, Link: ".."}, {Path: "l/x", Mode: 0o644}}},
 		{Version: 2, ChunkSize: 1 << 16, Files: []File{{Path: "../x", Mode: 0o644}}},
+		{Version: 3, ChunkSize: 1 << 16, Files: []File{{Path: "p", Mode: 0o644, Size: 5, Chunks: []string{strings.Repeat("ab", 32)}, Pack: strings.Repeat("cd", 32), PackOffset: 3}}},
 	} {
 		b, _ := json.Marshal(m)
 		f.Add(b)

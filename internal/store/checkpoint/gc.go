@@ -189,7 +189,7 @@ func (e *Engine) GC(ctx context.Context, o GCOptions) (*GCReport, error) {
 		}
 		rep.Manifests++
 		for _, f := range m.Files {
-			for _, h := range f.Chunks {
+			for _, h := range f.Stored() {
 				ref[h] = true
 			}
 		}

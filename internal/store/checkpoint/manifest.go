@@ -71,6 +71,25 @@ type File struct {
 	// HardLink names the earlier file of the snapshot this one is a
 	// hardlink to (same inode): restored as a link, its bytes stored once.
 	HardLink string `json:"hardlink,omitempty"`
+	// Pack, for a small file, is the chunk holding its bytes from
+	// PackOffset on, beside other small files' (pack.go); Chunks then
+	// holds the hash of the file's own content, as for a file of one chunk.
+	Pack       string `json:"pack,omitempty"`
+	PackOffset int64  `json:"pack_offset,omitempty"`
+}
+
+// Stored is what the store must hold for f's bytes: its pack, or its
+// chunks.
+func (f *File) Stored() []string {
+	if f.Pack != "" {
+		return []string{f.Pack}
+	}
+	return f.Chunks
+}
+
+// sameContent makes f's bytes t's: size, chunks and pack.
+func (f *File) sameContent(t File) {
+	f.Size, f.Chunks, f.Pack, f.PackOffset = t.Size, t.Chunks, t.Pack, t.PackOffset
 }
 
 // rawName holds, on the wire, the names of one entry (Files[I]) that are
@@ -313,13 +332,22 @@ func DecodeManifest(r io.Reader) (*Manifest, error) {
 	if err := json.NewDecoder(r).Decode(&m); err != nil {
 		return nil, err
 	}
-	if err := m.checkChunkSize(); err != nil {
+	if err := m.check(); err != nil {
 		return nil, err
 	}
 	if err := m.applyRawNames(); err != nil {
 		return nil, err
 	}
 	return &m, nil
+}
+
+// check refuses what no save makes and a restore cannot take: see
+// checkChunkSize and checkChunks.
+func (m *Manifest) check() error {
+	if err := m.checkChunkSize(); err != nil {
+		return err
+	}
+	return m.checkChunks()
 }
 
 // checkChunkSize refuses a chunk size no save makes: a restore sizes its

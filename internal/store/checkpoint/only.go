@@ -10,7 +10,7 @@ import (
 // below it) and the directories above them: what a restore needs to lay
 // out those alone, its bytes recounted. A hard link in rel to a file in
 // rel stays a link; one to a file outside becomes a copy of that file
-// (its chunks), which is not restored. Nil when no rel is in m.
+// (its chunks or pack place), which is not restored. Nil when no rel is in m.
 func (m *Manifest) Only(rels ...string) *Manifest {
 	rels = slices.Clone(rels)
 	above := map[string]bool{}
@@ -45,7 +45,8 @@ func (m *Manifest) Only(rels ...string) *Manifest {
 				if !ok {
 					continue
 				}
-				f.HardLink, f.Size, f.Chunks = "", t.Size, t.Chunks
+				f.HardLink = ""
+				f.sameContent(t)
 			}
 			found = true
 			out.Files = append(out.Files, f)

@@ -6,7 +6,7 @@ import (
 )
 
 // ReadFile is the content of the regular file rel of m, read from its
-// chunks (each verified) without restoring anything to disk, if it is
+// chunks or pack (each verified) without restoring anything to disk, if it is
 // at most limit bytes: a small file a caller must read before it knows
 // what to restore (an agent's submission).
 func (e *Engine) ReadFile(ctx context.Context, m *Manifest, rel string, limit int64) ([]byte, error) {
@@ -35,11 +35,21 @@ func (e *Engine) ReadFile(ctx context.Context, m *Manifest, rel string, limit in
 	case f.Size > limit:
 		return nil, fmt.Errorf("%s: %d bytes, over %d", rel, f.Size, limit)
 	}
-	if err := m.checkChunkSize(); err != nil {
+	if err := m.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", rel, err)
 	}
-	out := make([]byte, 0, f.Size)
 	buf := newChunkBuf(m.ChunkSize)
+	if f.Pack != "" {
+		data, err := e.readChunk(ctx, f.Pack, buf)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", rel, err)
+		}
+		if f.PackOffset < 0 || f.PackOffset > int64(len(data))-f.Size {
+			return nil, fmt.Errorf("%s: %w", rel, &CorruptChunkError{Hash: f.Pack, Reason: "shorter than the files the manifest places in it"})
+		}
+		return append([]byte(nil), data[f.PackOffset:f.PackOffset+f.Size]...), nil
+	}
+	out := make([]byte, 0, f.Size)
 	for _, h := range f.Chunks {
 		data, err := e.readChunk(ctx, h, buf)
 		if err != nil {

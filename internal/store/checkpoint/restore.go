@@ -9,12 +9,15 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
+
+	"github.com/mlrb/mlrb/internal/store/safefs"
 )
 
 // Restore writes a checkpoint's tree into dir, verifying every chunk hash.
@@ -22,12 +25,17 @@ func (e *Engine) Restore(ctx context.Context, m *Manifest, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("restore into %s: %w", dir, err)
 	}
-	if err := m.checkChunkSize(); err != nil {
+	if err := m.check(); err != nil {
 		return fmt.Errorf("restore %s #%d: %w", m.RunID, m.Seq, err)
 	}
+	root, err := safefs.OpenDir(dir)
+	if err != nil {
+		return fmt.Errorf("restore into %s: %w", dir, err)
+	}
+	defer func() { _ = root.Close() }()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(e.parallel())
-	r := &restoring{e: e, ctx: gctx, g: g, chunkSize: m.ChunkSize, bufs: e.buffers(m.ChunkSize)}
+	r := &restoring{e: e, ctx: gctx, g: g, chunkSize: m.ChunkSize, bufs: e.buffers(m.ChunkSize), packs: map[string]*packGroup{}}
 	var dirs, links []File
 	for _, f := range m.Files {
 		clean := path.Clean(f.Path)
@@ -52,12 +60,17 @@ func (e *Engine) Restore(ctx context.Context, m *Manifest, dir string) error {
 			}
 		case f.HardLink != "":
 			links = append(links, f) // once the file it links to is written
+		case f.Pack != "":
+			r.packed(f)
 		default:
 			if err := r.file(f, target); err != nil {
 				_ = g.Wait()
 				return fmt.Errorf("restore %s #%d: %w", m.RunID, m.Seq, err)
 			}
 		}
+	}
+	for _, p := range r.packOrder {
+		g.Go(func() error { return r.unpack(root, p) })
 	}
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("restore %s #%d: %w", m.RunID, m.Seq, err)
@@ -151,6 +164,14 @@ func preallocate(f *os.File, size int64) error {
 	return f.Truncate(size)
 }
 
+// setMTime sets an open file's access and modification times to mtime,
+// to the nanosecond: the next checkpoint finds a restored file unchanged
+// by its mtime, where futimes (microseconds) would have it read again.
+func setMTime(fd int, mtime int64) error {
+	ts := unix.NsecToTimespec(mtime)
+	return unix.UtimesNano("/proc/self/fd/"+strconv.Itoa(fd), []unix.Timespec{ts, ts})
+}
+
 // restoring is one restore's chunk pipeline: its group of chunk tasks
 // and the buffers they share.
 type restoring struct {
@@ -159,6 +180,9 @@ type restoring struct {
 	g         *errgroup.Group
 	chunkSize int
 	bufs      *chunkBufs
+	// packs are the packs of small files, by hash and in the order met.
+	packs     map[string]*packGroup
+	packOrder []*packGroup
 }
 
 // file creates the file at its full size and queues one task per chunk
@@ -168,7 +192,7 @@ func (r *restoring) file(f File, target string) error {
 	// The file is written under a name no one can predict, created
 	// exclusively, its mode and times set through its descriptor: nothing
 	// another entry restores (a symlink of a guessed name) can redirect it.
-	out, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".mlrb-*")
+	out, err := os.OpenFile(filepath.Join(filepath.Dir(target), tempName()), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.Path, err)
 	}
@@ -182,7 +206,6 @@ func (r *restoring) file(f File, target string) error {
 	padded := directWrites && f.Size >= directMin && r.chunkSize%directAlign == 0 && setDirect(out)
 	direct.Store(padded)
 	finish := func() error {
-		mt := syscall.NsecToTimeval(f.MTime)
 		var err error
 		if padded {
 			// Direct writes pad the last chunk to a whole block.
@@ -192,7 +215,7 @@ func (r *restoring) file(f File, target string) error {
 			err = out.Chmod(f.Mode.Perm())
 		}
 		if err == nil {
-			err = syscall.Futimes(int(out.Fd()), []syscall.Timeval{mt, mt})
+			err = setMTime(int(out.Fd()), f.MTime)
 		}
 		if cerr := out.Close(); err == nil {
 			err = cerr

@@ -89,7 +89,7 @@ func TestS3RoundTrip(t *testing.T) {
 	sort.Strings(listed)
 	wantChunks := map[string]bool{}
 	for _, f := range m.Files {
-		for _, h := range f.Chunks {
+		for _, h := range f.Stored() {
 			wantChunks[h] = true
 		}
 	}

@@ -19,9 +19,6 @@ import (
 	"github.com/mlrb/mlrb/internal/store/safefs"
 )
 
-// ErrTorn means a file kept changing while it was read.
-var ErrTorn = errors.New("file changed while it was read")
-
 // saving is one checkpoint being taken, whatever its source: the manifest
 // so far, the unchanged files of the previous checkpoint, and the chunk
 // uploads in flight.
@@ -39,12 +36,19 @@ type saving struct {
 	foreign bool
 	// bytes is about what the entries so far cost the manifest.
 	bytes int64
+	// pack is the pack small files go into now; packs, those sealed.
+	pack  *openPack
+	packs []*sealedPack
+	// packed and prevPacked place small files by content: this save's,
+	// and the previous checkpoint's.
+	packed     map[string]*packPlace
+	prevPacked map[string]File
 }
 
 // save runs one checkpoint: it takes the save lock, lets walk add the
 // files, waits for the uploads and commits the manifest.
 func (e *Engine) save(ctx context.Context, meta Meta, prev *Manifest, what string, walk func(s *saving) error) (*Manifest, error) {
-	s := &saving{e: e, old: map[string]File{}, prev: map[string]File{}, m: &Manifest{Version: 2, Hash: "blake3", ChunkSize: e.ChunkSize, RunID: meta.RunID, Seq: meta.Seq,
+	s := &saving{e: e, old: map[string]File{}, prev: map[string]File{}, packed: map[string]*packPlace{}, prevPacked: map[string]File{}, m: &Manifest{Version: 3, Hash: "blake3", ChunkSize: e.ChunkSize, RunID: meta.RunID, Seq: meta.Seq,
 		Attempt: meta.Attempt, AgentSeconds: meta.AgentSeconds, Final: meta.Final, Ending: meta.Ending, Workdir: meta.Workdir, CreatedAt: time.Now().UTC()}}
 	l, err := e.acquire(ctx, saveLockPrefix, gcLockPrefix, meta.RunID, false)
 	if err != nil {
@@ -63,6 +67,9 @@ func (e *Engine) save(ctx context.Context, meta Meta, prev *Manifest, what strin
 		s.foreign = prev.RunID != meta.RunID
 		for _, f := range prev.Files {
 			s.prev[f.Path] = f
+			if f.Pack != "" && f.HardLink == "" {
+				s.prevPacked[f.Chunks[0]] = f
+			}
 			if !e.racy(time.Unix(0, f.MTime), prev.CreatedAt) {
 				s.old[f.Path] = f
 			}
@@ -71,12 +78,18 @@ func (e *Engine) save(ctx context.Context, meta Meta, prev *Manifest, what strin
 	s.g, s.ctx = errgroup.WithContext(ctx)
 	s.g.SetLimit(e.parallel())
 	err = walk(s)
+	if err == nil {
+		s.seal()
+	} else if s.pack != nil {
+		e.bufs.put(s.pack.b)
+	}
 	if gerr := s.g.Wait(); err == nil {
 		err = gerr
 	}
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %s #%d of %s: %w", meta.RunID, meta.Seq, what, err)
 	}
+	s.placePacked()
 	s.m.NewBytes, s.m.NewChunks = s.newBytes.Load(), int(s.newChunks.Load())
 	if err := e.commit(ctx, s.m); err != nil {
 		return nil, err
@@ -84,28 +97,36 @@ func (e *Engine) save(ctx context.Context, meta Meta, prev *Manifest, what strin
 	return s.m, nil
 }
 
-// unchanged returns the previous checkpoint's chunks of f if they still
-// describe it, and are still stored: a fork's previous checkpoint is
-// another run's, whose retention may have dropped it and a GC its chunks,
-// so its chunks are checked once per GC generation (the run's own latest
-// checkpoint is never dropped while it runs).
-func (s *saving) unchanged(f File) ([]string, bool) {
+// unchanged returns the previous checkpoint's entry of f if its chunks
+// (or pack) still describe it, and are still stored: a fork's previous
+// checkpoint is another run's, whose retention may have dropped it and a
+// GC its chunks, so its chunks are checked once per GC generation (the
+// run's own latest checkpoint is never dropped while it runs).
+func (s *saving) unchanged(f File) (File, bool) {
 	o, ok := s.old[f.Path]
-	if !ok || o.Size != f.Size || o.MTime != f.MTime || o.Mode != f.Mode {
-		return nil, false
+	if !ok || o.Size != f.Size || o.MTime != f.MTime || o.Mode != f.Mode || !s.stillStored(o) {
+		return File{}, false // read the file
 	}
-	if s.foreign {
-		for _, h := range o.Chunks {
-			if _, known := s.e.known.Load(h); known {
-				continue
-			}
-			if ok, err := s.e.Store.Exists(s.ctx, chunkKey(h)); err != nil || !ok {
-				return nil, false // read the file again
-			}
-			s.e.known.Store(h, struct{}{})
+	return o, true
+}
+
+// stillStored tells whether what the store must hold for o, of the
+// previous checkpoint, is there: always for the run's own, checked once
+// per GC generation for a fork's.
+func (s *saving) stillStored(o File) bool {
+	if !s.foreign {
+		return true
+	}
+	for _, h := range o.Stored() {
+		if _, known := s.e.known.Load(h); known {
+			continue
 		}
+		if ok, err := s.e.Store.Exists(s.ctx, chunkKey(h)); err != nil || !ok {
+			return false
+		}
+		s.e.known.Store(h, struct{}{})
 	}
-	return o.Chunks, true
+	return true
 }
 
 func (s *saving) add(f File) {
@@ -127,7 +148,7 @@ func (s *saving) store(b *chunkBuf, buf []byte, chunks []string, i int, done fun
 	if _, queued := s.inflight.LoadOrStore(h, struct{}{}); stored || queued {
 		return nil
 	}
-	put, err := s.e.putChunk(s.ctx, h, buf, b)
+	put, err := s.e.putChunk(s.ctx, h, buf, b, true)
 	if err == nil && put {
 		s.newBytes.Add(int64(len(buf)))
 		s.newChunks.Add(1)
@@ -205,15 +226,21 @@ func (s *saving) addEntry(ctx context.Context, en safefs.Entry, inodes map[[2]ui
 			}
 		}
 		f.Size, f.MTime = st.Size, st.Mtim.Nano()
-		var ok bool
-		if f.Chunks, ok = s.unchanged(f); ok {
+		var pl *packPlace
+		if o, ok := s.unchanged(f); ok {
+			f.sameContent(o)
 			report(ctx, f.Size)
-		} else if f, err = s.readEntry(en, f); err != nil || f.Path == "" {
+		} else if f, pl, err = s.readEntry(en, f); err != nil || f.Path == "" {
 			return err
 		}
 		if st.Nlink > 1 {
 			inodes[id] = f.Path
 		}
+		s.add(f)
+		if pl != nil {
+			s.place(pl, f.Size)
+		}
+		return nil
 	default:
 		return nil
 	}
@@ -222,28 +249,37 @@ func (s *saving) addEntry(ctx context.Context, en safefs.Entry, inodes map[[2]ui
 }
 
 // readEntry reads a regular file's content into f through one descriptor
-// (the inode listed); f comes back with no path when the file is left
-// out (gone, replaced, or torn with no previous version).
-func (s *saving) readEntry(en safefs.Entry, f File) (File, error) {
+// (the inode listed), a small one into the open pack (pl: where it is
+// kept, once f is added); f comes back with no path when the file is
+// left out (gone, replaced, or torn with no previous version).
+func (s *saving) readEntry(en safefs.Entry, f File) (File, *packPlace, error) {
 	fh, st, err := en.Open()
 	if err != nil {
-		return File{}, gone(err)
+		return File{}, nil, gone(err)
 	}
 	defer func() { _ = fh.Close() }()
 	f.Size, f.MTime = st.Size, st.Mtim.Nano()
-	f.Chunks, f.Size, f.MTime, err = s.saveFile(fh, f.Size, f.MTime)
+	var h string
+	var pl *packPlace
+	h, f.Size, f.MTime, err = s.packFile(fh, f.Size, f.MTime)
+	if err == nil {
+		f.Chunks = []string{h}
+		pl = s.placeSmall(h, f.Size)
+	} else if errors.Is(err, errNotSmall) {
+		f.Chunks, f.Size, f.MTime, err = s.saveFile(fh, f.Size, f.MTime)
+	}
 	if errors.Is(err, ErrTorn) {
 		s.m.Unsettled = append(s.m.Unsettled, f.Path)
 		old, had := s.prev[f.Path]
 		if !had {
-			return File{}, nil
+			return File{}, nil, nil
 		}
-		return old, nil
+		return old, nil, nil
 	}
 	if err != nil {
-		return File{}, fmt.Errorf("%s: %w", f.Path, err)
+		return File{}, nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
-	return f, nil
+	return f, pl, nil
 }
 
 // saveFile reads an open file in chunks and queues hashing and
@@ -280,50 +316,6 @@ func (s *saving) saveFile(fh *os.File, size, mtime int64) ([]string, int64, int6
 		size, mtime = after.Size, after.Mtim.Nano()
 	}
 	return nil, 0, 0, ErrTorn
-}
-
-// A file's mtime comes from the kernel's coarse clock, which advances
-// once per tick (at most 10 ms): a write in the same tick as the last one
-// leaves the mtime unchanged. A file modified less than RacyWindow ago may
-// therefore hide a change from its mtime; where the file system truncates
-// mtimes to whole seconds, coarseRacyWindow applies instead.
-const (
-	DefaultRacyWindow = 25 * time.Millisecond
-	coarseRacyWindow  = 2 * time.Second
-)
-
-func (e *Engine) racy(mtime, now time.Time) bool {
-	window := e.RacyWindow
-	if window == 0 {
-		window = DefaultRacyWindow
-	}
-	if mtime.Nanosecond() == 0 {
-		window = max(window, coarseRacyWindow)
-	}
-	return now.Sub(mtime) < window
-}
-
-// quickSums is a fast non-cryptographic checksum per chunk, read in
-// parallel, only to tell whether a file changed between two reads.
-func (e *Engine) quickSums(f *os.File, size int64) ([]uint64, error) {
-	cs := int64(e.ChunkSize)
-	sums := make([]uint64, (size+cs-1)/cs)
-	var g errgroup.Group
-	g.SetLimit(e.parallel())
-	for i := range sums {
-		g.Go(func() error {
-			b := e.bufs.get()
-			defer e.bufs.put(b)
-			off := int64(i) * cs
-			buf := b.data[:min(cs, size-off)]
-			if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
-				return err
-			}
-			sums[i] = xxhash.Sum64(buf)
-			return nil
-		})
-	}
-	return sums, g.Wait()
 }
 
 // readChunks reads a file's chunks in parallel (pread), hashes them
