@@ -69,7 +69,7 @@ type sealedPack struct {
 // (sp) or of an earlier checkpoint (hash, in prev).
 type packPlace struct {
 	sp   *sealedPack
-	prev File
+	prev *File
 	off  int64
 	// fresh: the bytes are the open pack's next ones, read just now.
 	fresh bool
@@ -128,7 +128,7 @@ func (s *saving) packFile(fh *os.File, size, mtime int64) (string, int64, int64,
 // content hash h) is kept: where a packed file of the previous
 // checkpoint or of this save has the same content, else in the open pack.
 func (s *saving) placeSmall(h string, size int64) *packPlace {
-	if o, ok := s.prevPacked[h]; ok && o.Size == size && s.stillStored(o) {
+	if o, ok := s.prevPacked[h]; ok && o.Size == size && s.stillStored(*o) {
 		return &packPlace{prev: o}
 	}
 	if pl, ok := s.packed[h]; ok {

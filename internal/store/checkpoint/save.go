@@ -42,13 +42,13 @@ type saving struct {
 	// packed and prevPacked place small files by content: this save's,
 	// and the previous checkpoint's.
 	packed     map[string]*packPlace
-	prevPacked map[string]File
+	prevPacked map[string]*File
 }
 
 // save runs one checkpoint: it takes the save lock, lets walk add the
 // files, waits for the uploads and commits the manifest.
 func (e *Engine) save(ctx context.Context, meta Meta, prev *Manifest, what string, walk func(s *saving) error) (*Manifest, error) {
-	s := &saving{e: e, old: map[string]File{}, prev: map[string]File{}, packed: map[string]*packPlace{}, prevPacked: map[string]File{}, m: &Manifest{Version: 3, Hash: "blake3", ChunkSize: e.ChunkSize, RunID: meta.RunID, Seq: meta.Seq,
+	s := &saving{e: e, old: map[string]File{}, prev: map[string]File{}, packed: map[string]*packPlace{}, prevPacked: map[string]*File{}, m: &Manifest{Version: 3, Hash: "blake3", ChunkSize: e.ChunkSize, RunID: meta.RunID, Seq: meta.Seq,
 		Attempt: meta.Attempt, AgentSeconds: meta.AgentSeconds, Final: meta.Final, Ending: meta.Ending, Workdir: meta.Workdir, CreatedAt: time.Now().UTC()}}
 	l, err := e.acquire(ctx, saveLockPrefix, gcLockPrefix, meta.RunID, false)
 	if err != nil {
@@ -65,10 +65,10 @@ func (e *Engine) save(ctx context.Context, meta Meta, prev *Manifest, what strin
 	// restore writes each chunk at its index times the manifest's size.
 	if prev != nil && prev.ChunkSize == e.ChunkSize {
 		s.foreign = prev.RunID != meta.RunID
-		for _, f := range prev.Files {
+		for i, f := range prev.Files {
 			s.prev[f.Path] = f
 			if f.Pack != "" && f.HardLink == "" {
-				s.prevPacked[f.Chunks[0]] = f
+				s.prevPacked[f.Chunks[0]] = &prev.Files[i]
 			}
 			if !e.racy(time.Unix(0, f.MTime), prev.CreatedAt) {
 				s.old[f.Path] = f
