@@ -183,6 +183,8 @@ type S3 struct {
 type Checkpoint struct {
 	Interval  time.Duration `mapstructure:"interval" yaml:"interval"`
 	ChunkSize int           `mapstructure:"chunk_size" yaml:"chunk_size"`
+	// PackSmallFiles stores small files in shared packs.
+	PackSmallFiles bool `mapstructure:"pack_small_files" yaml:"pack_small_files"`
 	// Keep is how many checkpoints of a run retention keeps (plus the final).
 	Keep int `mapstructure:"keep" yaml:"keep"`
 	// AlertAfter consecutive failed checkpoints mark the run's status stale.

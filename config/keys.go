@@ -53,6 +53,7 @@ var Table = []Key{
 	{Name: "storage.s3.max_attempts", Default: 8, Doc: "tries per request, with backoff"},
 	{Name: "checkpoint.interval", Default: 10 * time.Minute, Flag: "interval", Doc: "checkpoint period (the demo uses 3s)"},
 	{Name: "checkpoint.chunk_size", Default: 4 << 20, Doc: "content-addressed chunk size, bytes"},
+	{Name: "checkpoint.pack_small_files", Default: true, Doc: "store files under 1 MiB in shared packs, a request per pack instead of per file (manifest version 3); false while workers older than packs may still restore this deployment's checkpoints"},
 	{Name: "checkpoint.keep", Default: 5, Doc: "checkpoints kept per run, plus the final one"},
 	{Name: "checkpoint.alert_after", Default: 3, Doc: "failed checkpoints in a row before status says stale"},
 	{Name: "checkpoint.gc_grace", Default: time.Hour, Doc: "GC spares unreferenced chunks younger than this"},

@@ -27,6 +27,6 @@ func OpenEngine(ctx context.Context, cfg *config.Config) (*checkpoint.Engine, er
 		return nil, err
 	}
 	e := checkpoint.New(store, checkpoint.Options{ChunkSize: cfg.Checkpoint.ChunkSize, Parallel: cfg.Storage.Parallel, Exclude: cfg.Checkpoint.Exclude,
-		MaxEntries: cfg.Agent.WorkspaceMaxEntries})
+		MaxEntries: cfg.Agent.WorkspaceMaxEntries, NoPacks: !cfg.Checkpoint.PackSmallFiles})
 	return e, nil
 }

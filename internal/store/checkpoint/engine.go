@@ -28,6 +28,8 @@ type Engine struct {
 	Exclude []string
 	// MaxEntries bounds a manifest's entries (Options.MaxEntries).
 	MaxEntries int64
+	// NoPacks: every file is stored in chunks of its own (Options.NoPacks).
+	NoPacks bool
 	// known holds hashes of chunks confirmed stored, so later checkpoints
 	// skip even the existence check. It is good for one GC generation
 	// (knownGen): a GC in any process may delete what it remembers.
@@ -58,6 +60,9 @@ type Options struct {
 	// with more is saved truncated (Manifest.Truncated), each entry a
 	// line of the manifest whatever the agent made.
 	MaxEntries int64
+	// NoPacks stores every file in chunks of its own, as before packs
+	// (pack.go): what a worker older than packs can restore.
+	NoPacks bool
 }
 
 // New returns an engine over store, o's zero values defaulted.
@@ -68,7 +73,7 @@ func New(store blob.Store, o Options) *Engine {
 	if o.Parallel <= 0 {
 		o.Parallel = 8
 	}
-	return &Engine{Store: store, ChunkSize: o.ChunkSize, Parallel: o.Parallel, RacyWindow: o.RacyWindow, Exclude: o.Exclude, MaxEntries: o.MaxEntries,
+	return &Engine{Store: store, ChunkSize: o.ChunkSize, Parallel: o.Parallel, RacyWindow: o.RacyWindow, Exclude: o.Exclude, MaxEntries: o.MaxEntries, NoPacks: o.NoPacks,
 		bufs: newChunkBufs(max(1, o.Parallel), o.ChunkSize)}
 }
 

@@ -34,7 +34,12 @@ import (
 // packMax is the size from which a file is not packed: what its own
 // chunk would ask the store for first (askFirst), and a quarter of a
 // chunk at most so that a pack holds several.
-func (e *Engine) packMax() int64 { return int64(min(askFirst, e.ChunkSize/4)) }
+func (e *Engine) packMax() int64 {
+	if e.NoPacks {
+		return 0
+	}
+	return int64(min(askFirst, e.ChunkSize/4))
+}
 
 // maxPackFiles bounds the files of one pack: a restore writes them one
 // after the other.
@@ -181,11 +186,18 @@ func (s *saving) seal() {
 }
 
 // placePacked writes each packed file's pack into its entry, once every
-// pack is hashed.
+// pack is hashed. A manifest with packed files is version 3: a worker
+// older than packs would find their content missing.
 func (s *saving) placePacked() {
 	for _, sp := range s.packs {
 		for _, m := range sp.members {
 			s.m.Files[m.index].Pack, s.m.Files[m.index].PackOffset = sp.hash, m.off
+		}
+	}
+	for _, f := range s.m.Files {
+		if f.Pack != "" {
+			s.m.Version = 3
+			return
 		}
 	}
 }

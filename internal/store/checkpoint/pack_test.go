@@ -392,3 +392,41 @@ func TestPackedContentIsStoredOnce(t *testing.T) {
 	}
 	checkRestored(t, dst, want, m2)
 }
+
+// TestNoPacks: with packing off (checkpoint.pack_small_files: false,
+// while older workers may restore), every file has chunks of its own,
+// the manifest is version 2, and a file a packing checkpoint had packed
+// is stored on its own again.
+func TestNoPacks(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	want := packTree(t, src)
+	store := packStore(t)
+	m1, err := New(store, Options{ChunkSize: 1 << 20}).Save(ctx, src, Meta{RunID: "nopacks", Seq: 1}, nil)
+	if err != nil || m1.Version != 3 {
+		t.Fatalf("packing save: version %d, %v", m1.Version, err)
+	}
+	e := New(store, Options{ChunkSize: 1 << 20, NoPacks: true})
+	m2, err := e.Save(ctx, src, Meta{RunID: "nopacks", Seq: 2}, m1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m2.Version != 2 {
+		t.Fatalf("version %d; want 2", m2.Version)
+	}
+	for _, f := range m2.Files {
+		if f.Pack != "" {
+			t.Fatalf("%s is packed", f.Path)
+		}
+		if f.Mode.IsRegular() && f.Size > 0 {
+			if ok, err := store.Exists(ctx, ChunkKey(f.Chunks[0])); err != nil || !ok {
+				t.Fatalf("%s: its chunk is not stored (%v)", f.Path, err)
+			}
+		}
+	}
+	dst := t.TempDir()
+	if err := e.Restore(ctx, m2, dst); err != nil {
+		t.Fatal(err)
+	}
+	checkRestored(t, dst, want, m2)
+}

@@ -48,7 +48,7 @@ type saving struct {
 // save runs one checkpoint: it takes the save lock, lets walk add the
 // files, waits for the uploads and commits the manifest.
 func (e *Engine) save(ctx context.Context, meta Meta, prev *Manifest, what string, walk func(s *saving) error) (*Manifest, error) {
-	s := &saving{e: e, old: map[string]File{}, prev: map[string]File{}, packed: map[string]*packPlace{}, prevPacked: map[string]*File{}, m: &Manifest{Version: 3, Hash: "blake3", ChunkSize: e.ChunkSize, RunID: meta.RunID, Seq: meta.Seq,
+	s := &saving{e: e, old: map[string]File{}, prev: map[string]File{}, packed: map[string]*packPlace{}, prevPacked: map[string]*File{}, m: &Manifest{Version: 2, Hash: "blake3", ChunkSize: e.ChunkSize, RunID: meta.RunID, Seq: meta.Seq,
 		Attempt: meta.Attempt, AgentSeconds: meta.AgentSeconds, Final: meta.Final, Ending: meta.Ending, Workdir: meta.Workdir, CreatedAt: time.Now().UTC()}}
 	l, err := e.acquire(ctx, saveLockPrefix, gcLockPrefix, meta.RunID, false)
 	if err != nil {
@@ -104,7 +104,7 @@ func (e *Engine) save(ctx context.Context, meta Meta, prev *Manifest, what strin
 // run's own latest checkpoint is never dropped while it runs).
 func (s *saving) unchanged(f File) (File, bool) {
 	o, ok := s.old[f.Path]
-	if !ok || o.Size != f.Size || o.MTime != f.MTime || o.Mode != f.Mode || !s.stillStored(o) {
+	if !ok || o.Size != f.Size || o.MTime != f.MTime || o.Mode != f.Mode || (o.Pack != "" && s.e.NoPacks) || !s.stillStored(o) {
 		return File{}, false // read the file
 	}
 	return o, true
