@@ -38,6 +38,7 @@ func main() {
 	small := flag.Int("small", 10000, "small files holding 35 % of the bytes")
 	dir := flag.String("dir", "", "scratch dir (default: a temp dir)")
 	parallel := flag.Int("parallel", 8, "chunks moved at once (storage.parallel)")
+	flag.BoolVar(&noPacks, "no-packs", false, "every file in chunks of its own (checkpoint.pack_small_files: false)")
 	flag.StringVar(&profileDir, "cpuprofile", "", "write a CPU profile of each step into this directory (full.pprof, restore.pprof, eval.pprof) and the allocations of all (allocs.pprof; go tool pprof)")
 	flag.Parse()
 	h := &harness{}
@@ -54,6 +55,9 @@ func main() {
 
 // profileDir is where each step's CPU profile goes ("": none).
 var profileDir string
+
+// noPacks turns packing of small files off.
+var noPacks bool
 
 // profile starts the CPU profile of a step ("": none); stop ends it.
 func profile(step string) (stop func(), err error) {
@@ -224,7 +228,7 @@ func run(h *harness, gib, small int, scratch string, parallel int) error {
 	}
 	fmt.Printf("the scratch disk copies %.0f MiB/s (a file read from the disk and written to it at once: the store here is on the same disk, so a restore does both)\n", copySpeed)
 	ctx := context.Background()
-	e := checkpoint.New(srv.Store("mlrb"), checkpoint.Options{ChunkSize: 4 << 20, Parallel: parallel})
+	e := checkpoint.New(srv.Store("mlrb"), checkpoint.Options{ChunkSize: 4 << 20, Parallel: parallel, NoPacks: noPacks})
 	meta := func(seq int) checkpoint.Meta {
 		return checkpoint.Meta{RunID: "bench", Seq: seq, Attempt: 1, Workdir: "app/work", Final: seq == 2}
 	}
