@@ -146,8 +146,14 @@ func (e *Engine) readChunk(ctx context.Context, h string, b *chunkBuf) ([]byte, 
 		return nil, err
 	}
 	defer func() { _ = rc.Close() }()
+	return decodeChunk(rc, h, b)
+}
+
+// decodeChunk reads a stored chunk from r into b, decodes and verifies
+// it against its hash h; the content returned is b's until b is reused.
+func decodeChunk(r io.Reader, h string, b *chunkBuf) ([]byte, error) {
 	b.comp.Reset()
-	if _, err := b.comp.ReadFrom(io.LimitReader(rc, maxStoredChunk+1)); err != nil {
+	if _, err := b.comp.ReadFrom(io.LimitReader(r, maxStoredChunk+1)); err != nil {
 		return nil, fmt.Errorf("chunk %s: %w", h, err)
 	}
 	comp := b.comp.Bytes()

@@ -1,17 +1,13 @@
 package checkpoint
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
-	"time"
 
 	"github.com/cespare/xxhash/v2"
-	"golang.org/x/sys/unix"
 
 	"github.com/mlrb/mlrb/internal/store/safefs"
 )
@@ -70,14 +66,12 @@ type sealedPack struct {
 	hash    string
 }
 
-// packPlace is where a small file's content lies: in a pack of this save
-// (sp) or of an earlier checkpoint (hash, in prev).
+// packPlace is where a small file's content lies, from off: in a pack of
+// this save (sp), or in one of the previous checkpoint (pack).
 type packPlace struct {
 	sp   *sealedPack
-	prev *File
+	pack string
 	off  int64
-	// fresh: the bytes are the open pack's next ones, read just now.
-	fresh bool
 }
 
 // room makes the open pack able to take size more bytes, sealing the
@@ -96,64 +90,54 @@ func (s *saving) room(size int64) {
 // returns the content's hash with the size and mtime it was read at; the
 // bytes are the pack's once claim takes them.
 func (s *saving) packFile(fh *os.File, size, mtime int64) (string, int64, int64, error) {
-	for try := 0; try < 3; try++ {
+	var buf []byte
+	size, mtime, err := s.e.settle(fh, size, mtime, func(size int64, racy bool) (bool, error) {
 		if size <= 0 || size >= s.e.packMax() {
-			return "", size, mtime, errNotSmall
+			return false, errNotSmall
 		}
 		s.room(size)
-		buf := s.pack.b.data[s.pack.n : s.pack.n+size]
-		check := s.e.racy(time.Unix(0, mtime), time.Now())
+		buf = s.pack.b.data[s.pack.n : s.pack.n+size]
 		same, err := readWhole(fh, buf)
 		if s.e.readHook != nil {
 			s.e.readHook(fh.Name(), 0)
 		}
-		if err == nil && same && check {
-			// As in saveFile: a change in the same clock tick moves no mtime.
-			sum := xxhash.Sum64(buf)
-			same, err = readWhole(fh, buf)
-			same = same && xxhash.Sum64(buf) == sum
+		if err != nil || !same || !racy {
+			return same, err
 		}
-		if err != nil {
-			return "", 0, 0, err
-		}
-		var after unix.Stat_t
-		if err := unix.Fstat(int(fh.Fd()), &after); err != nil {
-			return "", 0, 0, err
-		}
-		if same && after.Size == size && after.Mtim.Nano() == mtime {
-			report(s.ctx, size)
-			return chunkHash(buf), size, mtime, nil
-		}
-		size, mtime = after.Size, after.Mtim.Nano()
+		sum := xxhash.Sum64(buf)
+		again, err := readWhole(fh, buf)
+		return again && xxhash.Sum64(buf) == sum, err
+	})
+	if err != nil {
+		return "", size, mtime, err
 	}
-	return "", 0, 0, ErrTorn
+	report(s.ctx, size)
+	return chunkHash(buf), size, mtime, nil
 }
 
 // placeSmall says where a small file just read into the open pack (its
 // content hash h) is kept: where a packed file of the previous
-// checkpoint or of this save has the same content, else in the open pack.
-func (s *saving) placeSmall(h string, size int64) *packPlace {
-	if o, ok := s.prevPacked[h]; ok && o.Size == size && s.stillStored(*o) {
-		return &packPlace{prev: o}
-	}
-	if pl, ok := s.packed[h]; ok {
+// checkpoint (still stored) or of this save has the same content, else
+// where it was read, in the open pack.
+func (s *saving) placeSmall(h string) *packPlace {
+	if pl, ok := s.packed[h]; ok && (pl.sp != nil || s.stillStored([]string{pl.pack})) {
 		return pl
 	}
-	pl := &packPlace{sp: s.pack.sp, off: s.pack.n, fresh: true}
-	s.packed[h] = &packPlace{sp: pl.sp, off: pl.off}
+	pl := &packPlace{sp: s.pack.sp, off: s.pack.n}
+	s.packed[h] = pl
 	return pl
 }
 
-// place gives the manifest's last entry its place: a fresh one takes
-// the open pack's next size bytes.
+// place gives the manifest's last entry its place; the bytes just read
+// become the open pack's when they are kept where they were read.
 func (s *saving) place(pl *packPlace, size int64) {
 	f := &s.m.Files[len(s.m.Files)-1]
 	if pl.sp == nil {
-		f.Pack, f.PackOffset = pl.prev.Pack, pl.prev.PackOffset
+		f.Pack, f.PackOffset = pl.pack, pl.off
 		return
 	}
 	pl.sp.members = append(pl.sp.members, packMember{index: len(s.m.Files) - 1, off: pl.off})
-	if pl.fresh {
+	if pl.sp == s.pack.sp && pl.off == s.pack.n {
 		s.pack.n += size
 	}
 }
@@ -202,56 +186,71 @@ func (s *saving) placePacked() {
 	}
 }
 
-// packGroup is a pack a restore fetches, and the files it holds there.
+// packGroup is a pack and the files of a manifest it holds: a pack is
+// read once for all of them.
 type packGroup struct {
 	hash  string
 	files []File
 }
 
-// packed queues a packed file under its pack's group; a pack is
-// fetched once for all of them.
-func (r *restoring) packed(f File) {
-	g, ok := r.packs[f.Pack]
-	if !ok {
-		g = &packGroup{hash: f.Pack}
-		r.packs[f.Pack] = g
-		r.packOrder = append(r.packOrder, g)
+// groupPacks groups the packed files (not their hard links) by pack, in
+// the order first met.
+func groupPacks(files []File) []*packGroup {
+	byHash := map[string]*packGroup{}
+	var out []*packGroup
+	for _, f := range files {
+		if f.Pack == "" || f.HardLink != "" {
+			continue
+		}
+		g, ok := byHash[f.Pack]
+		if !ok {
+			g = &packGroup{hash: f.Pack}
+			byHash[f.Pack] = g
+			out = append(out, g)
+		}
+		g.files = append(g.files, f)
 	}
-	g.files = append(g.files, f)
+	return out
 }
 
-// unpack fetches and verifies a pack, then writes each of its files.
-// Each is created in its directory's descriptor, opened from the
-// restore's root with no symlink on the way: a symlink the checkpoint
-// holds, restored meanwhile, never redirects a write.
-func (r *restoring) unpack(root *safefs.Dir, g *packGroup) error {
+// inPack is f's bytes in its pack's content: a pack shorter than the
+// files a manifest places in it is corrupt.
+func inPack(f File, pack []byte) ([]byte, error) {
+	if f.PackOffset < 0 || f.Size <= 0 || f.PackOffset > int64(len(pack))-f.Size {
+		return nil, &CorruptChunkError{Hash: f.Pack, Reason: "shorter than the files the manifest places in it"}
+	}
+	return pack[f.PackOffset : f.PackOffset+f.Size], nil
+}
+
+// unpack fetches and verifies a pack, then writes each of its files in
+// its directory (placing.go), each directory opened once.
+func (r *restoring) unpack(g *packGroup) error {
 	b := r.bufs.get()
 	defer r.bufs.put(b)
 	data, err := r.e.readChunk(r.ctx, g.hash, b)
 	if err != nil {
 		return err
 	}
-	dirs := map[string]*safefs.Dir{".": root}
+	dirs := map[string]*safefs.Dir{}
 	defer func() {
-		for rel, d := range dirs {
-			if rel != "." {
-				_ = d.Close()
-			}
+		for _, d := range dirs {
+			r.release(d)
 		}
 	}()
 	for _, f := range g.files {
-		if f.PackOffset < 0 || f.Size <= 0 || f.PackOffset > int64(len(data))-f.Size {
-			return &CorruptChunkError{Hash: g.hash, Reason: "shorter than the files the manifest places in it"}
+		content, err := inPack(f, data)
+		if err != nil {
+			return err
 		}
 		parent, name := path.Dir(f.Path), path.Base(f.Path)
 		d, ok := dirs[parent]
 		if !ok {
-			if d, err = root.SubPath(parent); err != nil {
+			if d, err = r.dir(parent); err != nil {
 				return fmt.Errorf("%s: %w", f.Path, err)
 			}
 			dirs[parent] = d
 		}
-		if err := writeIn(d, name, f, data[f.PackOffset:f.PackOffset+f.Size]); err != nil {
+		if err := writeIn(d, name, f, content); err != nil {
 			return fmt.Errorf("%s: %w", f.Path, err)
 		}
 		report(r.ctx, f.Size)
@@ -259,41 +258,17 @@ func (r *restoring) unpack(root *safefs.Dir, g *packGroup) error {
 	return nil
 }
 
-// writeIn writes a whole file named name in d under a private name, sets
-// its mode and times, and renames it into place.
+// writeIn writes a whole file named name in d (placing.go).
 func writeIn(d *safefs.Dir, name string, f File, data []byte) error {
-	tmp := tempName()
-	fd, err := unix.Openat(d.Fd(), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	p, err := create(d, name, func() {})
 	if err != nil {
-		return &os.PathError{Op: "create", Path: tmp, Err: err}
+		return err
 	}
-	out := os.NewFile(uintptr(fd), tmp)
-	_, err = out.Write(data)
-	if err == nil {
-		err = out.Chmod(f.Mode.Perm())
+	if _, err := p.out.Write(data); err != nil {
+		p.abandon()
+		return err
 	}
-	if err == nil {
-		err = setMTime(fd, f.MTime)
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = unix.Renameat(d.Fd(), tmp, d.Fd(), name)
-	}
-	if err != nil {
-		_ = unix.Unlinkat(d.Fd(), tmp, 0)
-	}
-	return err
-}
-
-// tempName is a name no one can predict, of a fixed length: a file
-// restored under a name of 255 bytes (NAME_MAX) is written under this
-// one first.
-func tempName() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return ".mlrb-" + hex.EncodeToString(b[:])
+	return p.commit(f, false)
 }
 
 // CheckPacks checks, for each packed file of m, that its bytes in its
@@ -301,42 +276,28 @@ func tempName() string {
 // content trusts that name, and a manifest may come from someone else's
 // bundle. open reads a stored chunk by key; each pack is read once.
 func (m *Manifest) CheckPacks(open func(key string) (io.ReadCloser, error)) error {
-	byPack := map[string][]File{}
-	var order []string
-	for _, f := range m.Files {
-		if f.Pack == "" || f.HardLink != "" {
-			continue
-		}
-		if _, ok := byPack[f.Pack]; !ok {
-			order = append(order, f.Pack)
-		}
-		byPack[f.Pack] = append(byPack[f.Pack], f)
-	}
-	if len(order) == 0 {
+	groups := groupPacks(m.Files)
+	if len(groups) == 0 {
 		return nil
 	}
 	b := newChunkBuf(m.ChunkSize)
-	for _, h := range order {
-		rc, err := open(ChunkKey(h))
+	for _, g := range groups {
+		rc, err := open(ChunkKey(g.hash))
 		if err != nil {
-			return fmt.Errorf("pack %.16s…: %w", h, err)
+			return fmt.Errorf("pack %.16s…: %w", g.hash, err)
 		}
-		b.comp.Reset()
-		_, err = b.comp.ReadFrom(io.LimitReader(rc, maxStoredChunk+1))
+		data, err := decodeChunk(rc, g.hash, b)
 		_ = rc.Close()
 		if err != nil {
-			return fmt.Errorf("pack %.16s…: %w", h, err)
+			return err
 		}
-		data, err := decoder.DecodeAll(b.comp.Bytes(), b.data[:0])
-		if err != nil || chunkHash(data) != h {
-			return &CorruptChunkError{Hash: h, Reason: "corrupt (hash mismatch)"}
-		}
-		for _, f := range byPack[h] {
-			if f.PackOffset < 0 || f.PackOffset > int64(len(data))-f.Size {
-				return &CorruptChunkError{Hash: h, Reason: "shorter than the files the manifest places in it"}
+		for _, f := range g.files {
+			content, err := inPack(f, data)
+			if err != nil {
+				return err
 			}
-			if chunkHash(data[f.PackOffset:f.PackOffset+f.Size]) != f.Chunks[0] {
-				return fmt.Errorf("%s: its bytes in pack %.16s… are not the content its entry names (%.16s…)", f.Path, h, f.Chunks[0])
+			if chunkHash(content) != f.Chunks[0] {
+				return fmt.Errorf("%s: its bytes in pack %.16s… are not the content its entry names (%.16s…)", f.Path, g.hash, f.Chunks[0])
 			}
 		}
 	}

@@ -430,3 +430,92 @@ func TestNoPacks(t *testing.T) {
 	}
 	checkRestored(t, dst, want, m2)
 }
+
+// TestTornSmallFileNeverPacked: a small file rewritten during every read
+// is left out and named unsettled, never packed torn; one rewritten once
+// is read again and packed as it then is.
+func TestTornSmallFileNeverPacked(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		rewrites int
+		want     string // "": unsettled
+	}{{rewrites: 100}, {rewrites: 1, want: "version 1"}} {
+		src := t.TempDir()
+		p := filepath.Join(src, "train.log")
+		writeFile(t, p, []byte("v0"))
+		e := New(packStore(t), Options{ChunkSize: 1 << 20})
+		n := 0
+		e.readHook = func(path string, _ int) {
+			if path == "train.log" && n < c.rewrites {
+				n++
+				writeFile(t, p, []byte(fmt.Sprintf("version %d", n)))
+			}
+		}
+		m, err := e.Save(ctx, src, Meta{RunID: "torn", Seq: 1}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		for _, f := range m.Files {
+			if f.Path == "train.log" {
+				e.readHook = nil
+				if got, err = e.ReadFile(ctx, m, f.Path, 100); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if string(got) != c.want || (c.want == "") != (len(m.Unsettled) == 1) {
+			t.Fatalf("rewritten %d times: saved %q, unsettled %v; want %q", c.rewrites, got, m.Unsettled, c.want)
+		}
+	}
+}
+
+// TestRestoreIntoALinkedDirectory: the directory a caller restores into
+// may itself be a symlink (`starter checkpoint restore RUN DIR`, DIR on
+// a scratch disk); only what lies below it is never followed.
+func TestRestoreIntoALinkedDirectory(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	want := packTree(t, src)
+	e := New(packStore(t), Options{ChunkSize: 1 << 20})
+	m, err := e.Save(ctx, src, Meta{RunID: "linked", Seq: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := t.TempDir()
+	link := filepath.Join(t.TempDir(), "out")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Restore(ctx, m, link); err != nil {
+		t.Fatal(err)
+	}
+	checkRestored(t, real, want, m)
+}
+
+// TestChunkedFileNeverWrittenThroughASymlink: as for a packed file, a
+// file of its own chunks placed in "a" before "a" becomes a symlink to
+// a host dir is never written there.
+func TestChunkedFileNeverWrittenThroughASymlink(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "evil"), bytes.Repeat([]byte("payload "), 64<<10))
+	e := New(packStore(t), Options{ChunkSize: 1 << 20})
+	m, err := e.Save(ctx, src, Meta{RunID: "crafted", Seq: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostDir := t.TempDir()
+	file := m.Files[0]
+	if file.Pack != "" {
+		t.Fatal("the file is packed; this test needs one of its own chunks")
+	}
+	file.Path = "a/evil"
+	m.Files = []File{file, {Path: "a", Mode: os.ModeSymlink | 0o777, Link: hostDir}}
+	if err := e.Restore(ctx, m, t.TempDir()); err == nil {
+		t.Fatal("a manifest making a directory with a file in it a symlink was restored")
+	}
+	if entries, _ := os.ReadDir(hostDir); len(entries) != 0 {
+		t.Fatalf("the restore wrote into the host dir: %v", entries)
+	}
+}

@@ -44,10 +44,11 @@ func (e *Engine) ReadFile(ctx context.Context, m *Manifest, rel string, limit in
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", rel, err)
 		}
-		if f.PackOffset < 0 || f.PackOffset > int64(len(data))-f.Size {
-			return nil, fmt.Errorf("%s: %w", rel, &CorruptChunkError{Hash: f.Pack, Reason: "shorter than the files the manifest places in it"})
+		content, err := inPack(*f, data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", rel, err)
 		}
-		return append([]byte(nil), data[f.PackOffset:f.PackOffset+f.Size]...), nil
+		return append([]byte(nil), content...), nil
 	}
 	out := make([]byte, 0, f.Size)
 	for _, h := range f.Chunks {

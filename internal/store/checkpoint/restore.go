@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
@@ -28,6 +27,12 @@ func (e *Engine) Restore(ctx context.Context, m *Manifest, dir string) error {
 	if err := m.check(); err != nil {
 		return fmt.Errorf("restore %s #%d: %w", m.RunID, m.Seq, err)
 	}
+	// dir is the caller's own path (a symlink to a scratch disk, say);
+	// below it, nothing is followed.
+	dir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return fmt.Errorf("restore into %s: %w", dir, err)
+	}
 	root, err := safefs.OpenDir(dir)
 	if err != nil {
 		return fmt.Errorf("restore into %s: %w", dir, err)
@@ -35,7 +40,7 @@ func (e *Engine) Restore(ctx context.Context, m *Manifest, dir string) error {
 	defer func() { _ = root.Close() }()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(e.parallel())
-	r := &restoring{e: e, ctx: gctx, g: g, chunkSize: m.ChunkSize, bufs: e.buffers(m.ChunkSize), packs: map[string]*packGroup{}}
+	r := &restoring{e: e, ctx: gctx, g: g, chunkSize: m.ChunkSize, bufs: e.buffers(m.ChunkSize), root: root}
 	var dirs, links []File
 	for _, f := range m.Files {
 		clean := path.Clean(f.Path)
@@ -61,16 +66,16 @@ func (e *Engine) Restore(ctx context.Context, m *Manifest, dir string) error {
 		case f.HardLink != "":
 			links = append(links, f) // once the file it links to is written
 		case f.Pack != "":
-			r.packed(f)
+			// Written by its pack's task (groupPacks, below).
 		default:
-			if err := r.file(f, target); err != nil {
+			if err := r.file(f); err != nil {
 				_ = g.Wait()
 				return fmt.Errorf("restore %s #%d: %w", m.RunID, m.Seq, err)
 			}
 		}
 	}
-	for _, p := range r.packOrder {
-		g.Go(func() error { return r.unpack(root, p) })
+	for _, p := range groupPacks(m.Files) {
+		g.Go(func() error { return r.unpack(p) })
 	}
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("restore %s #%d: %w", m.RunID, m.Seq, err)
@@ -180,51 +185,32 @@ type restoring struct {
 	g         *errgroup.Group
 	chunkSize int
 	bufs      *chunkBufs
-	// packs are the packs of small files, by hash and in the order met.
-	packs     map[string]*packGroup
-	packOrder []*packGroup
+	// root is the directory restored into: every file is created in its
+	// directory's descriptor, opened from root (placing.go).
+	root *safefs.Dir
 }
 
 // file creates the file at its full size and queues one task per chunk
 // (fetch, verify, write at its offset); the last one to finish sets mode
 // and mtime and renames the file into place.
-func (r *restoring) file(f File, target string) error {
-	// The file is written under a name no one can predict, created
-	// exclusively, its mode and times set through its descriptor: nothing
-	// another entry restores (a symlink of a guessed name) can redirect it.
-	out, err := os.OpenFile(filepath.Join(filepath.Dir(target), tempName()), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+func (r *restoring) file(f File) error {
+	d, err := r.dir(path.Dir(f.Path))
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.Path, err)
 	}
-	tmp := out.Name()
-	if err := preallocate(out, f.Size); err != nil {
-		_ = out.Close()
-		_ = os.Remove(tmp)
+	p, err := create(d, path.Base(f.Path), func() { r.release(d) })
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.Path, err)
+	}
+	if err := preallocate(p.out, f.Size); err != nil {
+		p.abandon()
 		return fmt.Errorf("%s: %w", f.Path, err)
 	}
 	var direct atomic.Bool
-	padded := directWrites && f.Size >= directMin && r.chunkSize%directAlign == 0 && setDirect(out)
+	padded := directWrites && f.Size >= directMin && r.chunkSize%directAlign == 0 && setDirect(p.out)
 	direct.Store(padded)
 	finish := func() error {
-		var err error
-		if padded {
-			// Direct writes pad the last chunk to a whole block.
-			err = out.Truncate(f.Size)
-		}
-		if err == nil {
-			err = out.Chmod(f.Mode.Perm())
-		}
-		if err == nil {
-			err = setMTime(int(out.Fd()), f.MTime)
-		}
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp, target)
-		}
-		if err != nil {
-			_ = os.Remove(tmp)
+		if err := p.commit(f, padded); err != nil {
 			return fmt.Errorf("%s: %w", f.Path, err)
 		}
 		return nil
@@ -240,22 +226,20 @@ func (r *restoring) file(f File, target string) error {
 			b := r.bufs.get()
 			data, err := r.e.readChunk(r.ctx, h, b)
 			if err == nil {
-				err = writeChunk(out, &direct, data, int64(i)*int64(r.chunkSize))
+				err = writeChunk(p.out, &direct, data, int64(i)*int64(r.chunkSize))
 				written.Add(int64(len(data)))
 				report(r.ctx, int64(len(data)))
 			}
 			r.bufs.put(b)
 			if err != nil {
-				_ = out.Close()
-				_ = os.Remove(tmp)
+				p.abandon()
 				return fmt.Errorf("%s: %w", f.Path, err)
 			}
 			if left.Add(-1) > 0 {
 				return nil
 			}
 			if n := written.Load(); n != f.Size {
-				_ = out.Close()
-				_ = os.Remove(tmp)
+				p.abandon()
 				return fmt.Errorf("%s: restored %d bytes, manifest says %d", f.Path, n, f.Size)
 			}
 			return finish()

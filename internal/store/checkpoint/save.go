@@ -14,7 +14,6 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"golang.org/x/sync/errgroup"
-	"golang.org/x/sys/unix"
 
 	"github.com/mlrb/mlrb/internal/store/safefs"
 )
@@ -39,16 +38,15 @@ type saving struct {
 	// pack is the pack small files go into now; packs, those sealed.
 	pack  *openPack
 	packs []*sealedPack
-	// packed and prevPacked place small files by content: this save's,
-	// and the previous checkpoint's.
-	packed     map[string]*packPlace
-	prevPacked map[string]*File
+	// packed places small files by content: the previous checkpoint's
+	// packed files, then this save's.
+	packed map[string]*packPlace
 }
 
 // save runs one checkpoint: it takes the save lock, lets walk add the
 // files, waits for the uploads and commits the manifest.
 func (e *Engine) save(ctx context.Context, meta Meta, prev *Manifest, what string, walk func(s *saving) error) (*Manifest, error) {
-	s := &saving{e: e, old: map[string]File{}, prev: map[string]File{}, packed: map[string]*packPlace{}, prevPacked: map[string]*File{}, m: &Manifest{Version: 2, Hash: "blake3", ChunkSize: e.ChunkSize, RunID: meta.RunID, Seq: meta.Seq,
+	s := &saving{e: e, old: map[string]File{}, prev: map[string]File{}, packed: map[string]*packPlace{}, m: &Manifest{Version: 2, Hash: "blake3", ChunkSize: e.ChunkSize, RunID: meta.RunID, Seq: meta.Seq,
 		Attempt: meta.Attempt, AgentSeconds: meta.AgentSeconds, Final: meta.Final, Ending: meta.Ending, Workdir: meta.Workdir, CreatedAt: time.Now().UTC()}}
 	l, err := e.acquire(ctx, saveLockPrefix, gcLockPrefix, meta.RunID, false)
 	if err != nil {
@@ -65,10 +63,10 @@ func (e *Engine) save(ctx context.Context, meta Meta, prev *Manifest, what strin
 	// restore writes each chunk at its index times the manifest's size.
 	if prev != nil && prev.ChunkSize == e.ChunkSize {
 		s.foreign = prev.RunID != meta.RunID
-		for i, f := range prev.Files {
+		for _, f := range prev.Files {
 			s.prev[f.Path] = f
-			if f.Pack != "" && f.HardLink == "" {
-				s.prevPacked[f.Chunks[0]] = &prev.Files[i]
+			if f.Pack != "" && f.HardLink == "" && !e.NoPacks {
+				s.packed[f.Chunks[0]] = &packPlace{pack: f.Pack, off: f.PackOffset}
 			}
 			if !e.racy(time.Unix(0, f.MTime), prev.CreatedAt) {
 				s.old[f.Path] = f
@@ -104,20 +102,20 @@ func (e *Engine) save(ctx context.Context, meta Meta, prev *Manifest, what strin
 // run's own latest checkpoint is never dropped while it runs).
 func (s *saving) unchanged(f File) (File, bool) {
 	o, ok := s.old[f.Path]
-	if !ok || o.Size != f.Size || o.MTime != f.MTime || o.Mode != f.Mode || (o.Pack != "" && s.e.NoPacks) || !s.stillStored(o) {
+	if !ok || o.Size != f.Size || o.MTime != f.MTime || o.Mode != f.Mode || (o.Pack != "" && s.e.NoPacks) || !s.stillStored(o.Stored()) {
 		return File{}, false // read the file
 	}
 	return o, true
 }
 
-// stillStored tells whether what the store must hold for o, of the
-// previous checkpoint, is there: always for the run's own, checked once
-// per GC generation for a fork's.
-func (s *saving) stillStored(o File) bool {
+// stillStored tells whether chunks of the previous checkpoint are still
+// in the store: always for the run's own, checked once per GC generation
+// for a fork's.
+func (s *saving) stillStored(chunks []string) bool {
 	if !s.foreign {
 		return true
 	}
-	for _, h := range o.Stored() {
+	for _, h := range chunks {
 		if _, known := s.e.known.Load(h); known {
 			continue
 		}
@@ -264,7 +262,7 @@ func (s *saving) readEntry(en safefs.Entry, f File) (File, *packPlace, error) {
 	h, f.Size, f.MTime, err = s.packFile(fh, f.Size, f.MTime)
 	if err == nil {
 		f.Chunks = []string{h}
-		pl = s.placeSmall(h, f.Size)
+		pl = s.placeSmall(h)
 	} else if errors.Is(err, errNotSmall) {
 		f.Chunks, f.Size, f.MTime, err = s.saveFile(fh, f.Size, f.MTime)
 	}
@@ -288,34 +286,26 @@ func (s *saving) readEntry(en safefs.Entry, f File) (File, *packPlace, error) {
 // ErrTorn: a committed checkpoint never holds a torn file. It returns the
 // chunks with the size and mtime they were read at.
 func (s *saving) saveFile(fh *os.File, size, mtime int64) ([]string, int64, int64, error) {
-	e := s.e
-	for try := 0; try < 3; try++ {
-		// File times tick coarsely (a few ms): a file written within the
-		// last moment can change without its mtime moving, so it is read
-		// once more and must match chunk for chunk.
-		check := e.racy(time.Unix(0, mtime), time.Now())
-		chunks, sums, err := s.readChunks(fh, size, check)
-		if err != nil && !errors.Is(err, errChanged) {
-			return nil, 0, 0, err
+	var chunks []string
+	size, mtime, err := s.e.settle(fh, size, mtime, func(size int64, racy bool) (bool, error) {
+		c, sums, err := s.readChunks(fh, size, racy)
+		switch {
+		case errors.Is(err, errChanged):
+			return false, nil
+		case err != nil:
+			return false, err
 		}
-		same := err == nil
-		if same && check {
-			again, err := e.quickSums(fh, size)
-			if err != nil {
-				return nil, 0, 0, err
-			}
-			same = slices.Equal(sums, again)
+		chunks = c
+		if !racy {
+			return true, nil
 		}
-		var after unix.Stat_t
-		if err := unix.Fstat(int(fh.Fd()), &after); err != nil {
-			return nil, 0, 0, err
-		}
-		if same && after.Size == size && after.Mtim.Nano() == mtime {
-			return chunks, size, mtime, nil
-		}
-		size, mtime = after.Size, after.Mtim.Nano()
+		again, err := s.e.quickSums(fh, size) // chunk for chunk
+		return slices.Equal(sums, again), err
+	})
+	if err != nil {
+		return nil, 0, 0, err
 	}
-	return nil, 0, 0, ErrTorn
+	return chunks, size, mtime, nil
 }
 
 // readChunks reads a file's chunks in parallel (pread), hashes them

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
 )
 
 // How a save tells that a file changed while it was read: its size or
@@ -36,6 +37,31 @@ func (e *Engine) racy(mtime, now time.Time) bool {
 		window = max(window, coarseRacyWindow)
 	}
 	return now.Sub(mtime) < window
+}
+
+// settle reads an open file with read until a read agrees with the
+// file's size and mtime before and after it: a committed checkpoint
+// never holds a torn file. read says whether it saw the file whole and,
+// when racy asks, the same bytes twice (file times tick coarsely, so a
+// file written within the last moment can change without its mtime
+// moving). After three tries the file is ErrTorn. settle returns the
+// size and mtime read at, or last seen if read failed (errNotSmall).
+func (e *Engine) settle(fh *os.File, size, mtime int64, read func(size int64, racy bool) (bool, error)) (int64, int64, error) {
+	for try := 0; try < 3; try++ {
+		same, err := read(size, e.racy(time.Unix(0, mtime), time.Now()))
+		if err != nil {
+			return size, mtime, err
+		}
+		var after unix.Stat_t
+		if err := unix.Fstat(int(fh.Fd()), &after); err != nil {
+			return size, mtime, err
+		}
+		if same && after.Size == size && after.Mtim.Nano() == mtime {
+			return size, mtime, nil
+		}
+		size, mtime = after.Size, after.Mtim.Nano()
+	}
+	return size, mtime, ErrTorn
 }
 
 // quickSums is a fast non-cryptographic checksum per chunk, read in
