@@ -341,9 +341,20 @@ func DecodeManifest(r io.Reader) (*Manifest, error) {
 	return &m, nil
 }
 
+// Manifest versions: 2, every file in chunks of its own; 3, small files
+// in packs (pack.go). A worker refuses a manifest newer than it reads,
+// rather than take what it does not know for missing chunks.
+const (
+	versionChunks = 2
+	versionPacks  = 3
+)
+
 // check refuses what no save makes and a restore cannot take: see
 // checkChunkSize and checkChunks.
 func (m *Manifest) check() error {
+	if m.Version > versionPacks {
+		return fmt.Errorf("manifest version %d is newer than this build reads (%d): upgrade this worker or starter", m.Version, versionPacks)
+	}
 	if err := m.checkChunkSize(); err != nil {
 		return err
 	}

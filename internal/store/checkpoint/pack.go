@@ -180,7 +180,7 @@ func (s *saving) placePacked() {
 	}
 	for _, f := range s.m.Files {
 		if f.Pack != "" {
-			s.m.Version = 3
+			s.m.Version = versionPacks
 			return
 		}
 	}

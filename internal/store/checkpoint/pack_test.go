@@ -519,3 +519,13 @@ func TestChunkedFileNeverWrittenThroughASymlink(t *testing.T) {
 		t.Fatalf("the restore wrote into the host dir: %v", entries)
 	}
 }
+
+// TestDecodeRefusesANewerVersion: a manifest of a version this build
+// does not know is refused by name, never read with parts taken for
+// missing chunks.
+func TestDecodeRefusesANewerVersion(t *testing.T) {
+	b, _ := json.Marshal(Manifest{Version: versionPacks + 1, ChunkSize: 1 << 20})
+	if _, err := DecodeManifest(bytes.NewReader(b)); err == nil || !strings.Contains(err.Error(), "upgrade") {
+		t.Fatalf("decode of a newer manifest = %v; want a refusal saying to upgrade", err)
+	}
+}

@@ -46,7 +46,7 @@ type saving struct {
 // save runs one checkpoint: it takes the save lock, lets walk add the
 // files, waits for the uploads and commits the manifest.
 func (e *Engine) save(ctx context.Context, meta Meta, prev *Manifest, what string, walk func(s *saving) error) (*Manifest, error) {
-	s := &saving{e: e, old: map[string]File{}, prev: map[string]File{}, packed: map[string]*packPlace{}, m: &Manifest{Version: 2, Hash: "blake3", ChunkSize: e.ChunkSize, RunID: meta.RunID, Seq: meta.Seq,
+	s := &saving{e: e, old: map[string]File{}, prev: map[string]File{}, packed: map[string]*packPlace{}, m: &Manifest{Version: versionChunks, Hash: "blake3", ChunkSize: e.ChunkSize, RunID: meta.RunID, Seq: meta.Seq,
 		Attempt: meta.Attempt, AgentSeconds: meta.AgentSeconds, Final: meta.Final, Ending: meta.Ending, Workdir: meta.Workdir, CreatedAt: time.Now().UTC()}}
 	l, err := e.acquire(ctx, saveLockPrefix, gcLockPrefix, meta.RunID, false)
 	if err != nil {
