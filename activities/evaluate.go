@@ -66,7 +66,7 @@ func (a *Evaluations) Evaluate(ctx context.Context, in EvalInput) (res *EvalResu
 		return nil, a.blame(ctx, in, image, evaluatorID(digest, in), lv, err)
 	}
 	if m := r.Measured; m != nil {
-		check.UseMeasuredPeak(in.Task.Constraints, m.PeakMemoryBytes, m.PeakContext, m.Device)
+		check.UseMeasuredPeak(in.Task.Constraints, *m)
 	}
 	for k, v := range check.Metrics {
 		metrics[k] = v

@@ -203,6 +203,18 @@ func (s *Spec) validate() error {
 	if err := s.Anchors.check(); err != nil {
 		return err
 	}
+	if err := s.checkEvaluationInputs(); err != nil {
+		return err
+	}
+	if err := s.Constraints.check(); err != nil {
+		return err
+	}
+	if g := s.Granularity(); s.Evaluation.Tolerance > 0 && s.Evaluation.Tolerance < g {
+		return fmt.Errorf("evaluation.tolerance %v is less than one item of the metric's smallest part (%.5f): a rescore that flips one item would disagree; make it at least that", s.Evaluation.Tolerance, g)
+	}
+	if s.Resources.DiskGB < 0 {
+		return fmt.Errorf("resources.disk_gb %d must be 0 (agent.workspace_limit_gb) or more", s.Resources.DiskGB)
+	}
 	if _, err := s.RenderPrompt(); err != nil {
 		return err
 	}
@@ -228,4 +240,101 @@ func (c *Catalog) IDs(suite string) []string {
 	}
 	sort.Strings(ids)
 	return ids
+}
+
+var (
+	dataName   = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*$`)
+	dataRef    = regexp.MustCompile(`\{data:([^}]*)\}`)
+	sha256Name = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	hubRev     = regexp.MustCompile(`^[0-9a-f]{40}$`)
+)
+
+// DataRefs are the data sets an evaluation command names ({data:NAME}).
+func DataRefs(command []string) []string {
+	var out []string
+	for _, a := range command {
+		for _, m := range dataRef.FindAllStringSubmatch(a, -1) {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// checkEvaluationInputs checks the evaluator's data sets (each named in
+// its command, each command reference declared) and its control.
+func (s *Spec) checkEvaluationInputs() error {
+	e := s.Evaluation
+	declared := map[string]bool{}
+	for i, d := range e.Data {
+		switch {
+		case !dataName.MatchString(d.Name) || strings.Contains(d.Name, ".."):
+			return fmt.Errorf("evaluation.data[%d].name %q must be a relative path of lower-case names (its place under eval.data_dir)", i, d.Name)
+		case declared[d.Name]:
+			return fmt.Errorf("evaluation.data[%d].name %q is declared twice", i, d.Name)
+		case !sha256Name.MatchString(d.SHA256):
+			return fmt.Errorf("evaluation.data[%d].sha256 %q must be sha256:<64 hex> (`starter data hash PATH` prints it)", i, d.SHA256)
+		case d.Source == "":
+			return missing2(fmt.Sprintf("evaluation.data[%d].source", i), "where the data set comes from and how to fetch it")
+		}
+		declared[d.Name] = true
+	}
+	used := map[string]bool{}
+	commands := [][]string{e.Command}
+	if e.Curve != nil {
+		commands = append(commands, e.Curve.Command)
+	}
+	for _, c := range commands {
+		for _, n := range DataRefs(c) {
+			if !declared[n] {
+				return fmt.Errorf("evaluation.command names {data:%s}, which evaluation.data does not declare", n)
+			}
+			used[n] = true
+		}
+	}
+	for n := range declared {
+		if !used[n] {
+			return fmt.Errorf("evaluation.data %q is never named in evaluation.command as {data:%s}", n, n)
+		}
+	}
+	if c := e.Control; c != nil {
+		switch {
+		case c.Model == "":
+			return missing2("evaluation.control.model", "a hub id, or scratch:<recipe>")
+		case !strings.HasPrefix(c.Model, "scratch:") && !hubRev.MatchString(c.Revision):
+			return fmt.Errorf("evaluation.control.revision %q must be the 40-hex commit of %s on the hub (a branch name moves)", c.Revision, c.Model)
+		case !strings.HasPrefix(c.Path, "/"):
+			return fmt.Errorf("evaluation.control.path %q must be an absolute path in the evaluator's image", c.Path)
+		}
+	}
+	return nil
+}
+
+func missing2(field, what string) error {
+	return fmt.Errorf("missing required field %q (%s)", field, what)
+}
+
+// check checks the constraints' own fields.
+func (c Constraints) check() error {
+	switch c.PeakDtype {
+	case "", "float32", "float16", "bfloat16":
+	default:
+		return fmt.Errorf("constraints.peak_dtype %q must be float32, float16, bfloat16 or left out (the saved dtype)", c.PeakDtype)
+	}
+	if c.PeakContext < 0 {
+		return fmt.Errorf("constraints.peak_context %d must be positive", c.PeakContext)
+	}
+	if l := c.Lineage; l != nil {
+		if l.Mode != LineageSubset && l.Mode != LineageArchitecture {
+			return fmt.Errorf("constraints.lineage.mode %q must be %s or %s", l.Mode, LineageSubset, LineageArchitecture)
+		}
+		if len(l.From) == 0 {
+			return missing2("constraints.lineage.from", "the models the submission may derive from")
+		}
+		for i, m := range l.From {
+			if m.Name == "" || m.Config["model_type"] == nil {
+				return fmt.Errorf("constraints.lineage.from[%d] needs name and config (with its model_type)", i)
+			}
+		}
+	}
+	return nil
 }

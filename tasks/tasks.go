@@ -70,6 +70,10 @@ type Metric struct {
 type MetricPart struct {
 	Task  string `yaml:"task" json:"task"`
 	Field string `yaml:"field" json:"field"`
+	// Items is how many items the part's test set has (0: not stated):
+	// one item flipped moves the score by 1/Items of the part, and a
+	// rescore's tolerance must hold at least that (Spec.Granularity).
+	Items int `yaml:"items,omitempty" json:"items,omitempty"`
 }
 
 // Resources is the hardware a run leases.
@@ -78,6 +82,10 @@ type Resources struct {
 	GPUCount int    `yaml:"gpu_count" json:"gpu_count"`
 	CPUs     int    `yaml:"cpus" json:"cpus"`
 	MemoryGB int    `yaml:"memory_gb" json:"memory_gb"`
+	// DiskGB is the workspace the task promises the agent (MLRB: 500 GB);
+	// it replaces agent.workspace_limit_gb for the task's runs (0: that
+	// key's limit).
+	DiskGB int `yaml:"disk_gb,omitempty" json:"disk_gb,omitempty"`
 }
 
 // Constraints are checked on the submitted model; zero means no limit.
@@ -87,23 +95,60 @@ type Constraints struct {
 	// MaxModelBytes bounds the weights' bytes.
 	MaxModelBytes int64 `yaml:"max_model_bytes" json:"max_model_bytes"`
 	// MaxPeakMemoryBytes bounds the memory of one forward pass at batch 1
-	// over PeakContext tokens (2,048 when 0) in the weights' dtype:
-	// weights, KV cache and activations, as the edge competition measured
-	// it (computed from config.json; see model.PeakMemory).
-	MaxPeakMemoryBytes int64    `yaml:"max_peak_memory_bytes,omitempty" json:"max_peak_memory_bytes,omitempty"`
-	PeakContext        int      `yaml:"peak_context,omitempty" json:"peak_context,omitempty"`
-	AllowedDtypes      []string `yaml:"allowed_dtypes" json:"allowed_dtypes"`
+	// over PeakContext tokens (2,000 when 0), the model loaded in
+	// PeakDtype: weights, KV cache and activations, as the edge
+	// competition's kit measured it (on the GPU by the evaluator, else
+	// computed from config.json: model.PeakMemory). A model that cannot
+	// take PeakContext tokens breaks the rule.
+	MaxPeakMemoryBytes int64 `yaml:"max_peak_memory_bytes,omitempty" json:"max_peak_memory_bytes,omitempty"`
+	PeakContext        int   `yaml:"peak_context,omitempty" json:"peak_context,omitempty"`
+	// PeakDtype is the dtype the model is loaded in for the measure:
+	// float32 is the kit's (a plain from_pretrained); "" is the saved
+	// dtype, a deviation the task's rules must state.
+	PeakDtype     string   `yaml:"peak_dtype,omitempty" json:"peak_dtype,omitempty"`
+	AllowedDtypes []string `yaml:"allowed_dtypes" json:"allowed_dtypes"`
 	// AllowedFamilies are the config.json model_type values the model may
 	// have (empty: any): a competition's approved base-model families.
 	AllowedFamilies []string `yaml:"allowed_families,omitempty" json:"allowed_families,omitempty"`
 	// Reference is the model a compression task starts from.
 	Reference *ReferenceModel `yaml:"reference,omitempty" json:"reference,omitempty"`
-	Rules     []string        `yaml:"rules" json:"rules"`
+	// Lineage is the models the submission must derive from, checked on
+	// its tensors' names and shapes.
+	Lineage *Lineage `yaml:"lineage,omitempty" json:"lineage,omitempty"`
+	Rules   []string `yaml:"rules" json:"rules"`
+}
+
+// Lineage modes.
+const (
+	// LineageSubset: every tensor is named as one of the model's tensors,
+	// and no dimension of it is larger (pruned, never grown).
+	LineageSubset = "subset"
+	// LineageArchitecture: every tensor, its layer number aside, is one
+	// of the model's architecture with its shape (a merge of experts,
+	// layers stacked or dropped).
+	LineageArchitecture = "architecture"
+)
+
+// Lineage says which models a submission must come from and how that is
+// read off its tensors; a model of none of them breaks the rule.
+type Lineage struct {
+	Mode string         `yaml:"mode" json:"mode"`
+	From []LineageModel `yaml:"from" json:"from"`
+}
+
+// LineageModel is a model the submission may derive from: its hub id and
+// revision, and its config.json's shape fields, from which its tensors'
+// names and shapes are derived (model.ArchTensors).
+type LineageModel struct {
+	Name     string         `yaml:"name" json:"name"`
+	Revision string         `yaml:"revision,omitempty" json:"revision,omitempty"`
+	Config   map[string]any `yaml:"config" json:"config"`
 }
 
 // ReferenceModel is the model a task starts from: the result reports the
 // compression ratio against it (its parameters over the model's), and a
-// model with its exact tensor names and shapes is flagged as unmodified.
+// model with its exact tensor names and shapes is unmodified, which
+// breaks the task's rules.
 type ReferenceModel struct {
 	Name   string `yaml:"name" json:"name"`
 	Params int64  `yaml:"params" json:"params"`
@@ -139,8 +184,43 @@ type Evaluation struct {
 	Curve *Curve `yaml:"curve,omitempty" json:"curve,omitempty"`
 	// Tolerance is how far apart two evaluations of one model may score
 	// and agree (`starter rescore`): 0 for an evaluator that is
-	// deterministic, which must then score exactly alike.
+	// deterministic, which must then score exactly alike; else at least
+	// one item of the metric's smallest part (Granularity).
 	Tolerance float64 `yaml:"tolerance,omitempty" json:"tolerance,omitempty"`
+	// Data are the data sets the evaluator reads besides the model (a
+	// held-out test set), each named in Command as {data:NAME}: mounted
+	// read-only from the worker's eval.data_dir, and a run is refused
+	// when the worker's copy is missing or is not the one hashed here.
+	Data []EvalData `yaml:"data,omitempty" json:"data,omitempty"`
+	// Control is the model the evaluator is known to score, shipped in
+	// its image: when a run's model fails the evaluator, the control is
+	// scored in the same place to tell which of the two broke.
+	Control *ControlModel `yaml:"control,omitempty" json:"control,omitempty"`
+}
+
+// EvalData is one data set an evaluator reads: a file or a directory
+// under the worker's eval.data_dir, at Name.
+type EvalData struct {
+	// Name is its path under eval.data_dir, and under /data in an
+	// evaluator's container.
+	Name string `yaml:"name" json:"name"`
+	// SHA256 is its digest (evaldata.Digest: a file's bytes; a
+	// directory's files by relative path), as "sha256:<hex>".
+	SHA256 string `yaml:"sha256" json:"sha256"`
+	// Source says where it comes from and how to fetch it.
+	Source string `yaml:"source" json:"source"`
+}
+
+// ControlModel is a task's control: a model its evaluator scores,
+// placed in the evaluator's image at build (the image's Dockerfile
+// fetches Model at Revision, or builds it from scratch with a fixed
+// seed), at Path there (and on a host running evaluators as processes).
+type ControlModel struct {
+	// Model is its hub id, or "scratch:<recipe>" for a model the image
+	// builds from a fixed seed (a from-scratch baseline).
+	Model    string `yaml:"model" json:"model"`
+	Revision string `yaml:"revision,omitempty" json:"revision,omitempty"`
+	Path     string `yaml:"path" json:"path"`
 }
 
 // Check runs each output of a model that is itself code (a Lean proof,
@@ -229,8 +309,10 @@ func (s *Spec) Hash() string {
 	// Nor does the tolerance a rescore is held to, nor the anchors (what
 	// a score is measured against, not how it is made: measuring them
 	// again, or naming their evaluator anew, leaves runs comparable).
+	// Nor the control, which tells a broken evaluator from a model that
+	// breaks it, and scores nothing of a run.
 	c := *s
-	c.Evaluation.Curve, c.CheckpointInterval, c.Evaluation.Tolerance, c.Anchors = nil, 0, 0, nil
+	c.Evaluation.Curve, c.CheckpointInterval, c.Evaluation.Tolerance, c.Anchors, c.Evaluation.Control = nil, 0, 0, nil, nil
 	b, err := json.Marshal(&c)
 	if err != nil {
 		panic(fmt.Sprintf("tasks: spec %s does not marshal: %v", s.ID, err))
@@ -278,7 +360,9 @@ func (s *Spec) CurveSpacing(limit time.Duration) time.Duration {
 // NeedsGPU tells whether the task leases GPUs.
 func (s *Spec) NeedsGPU() bool { return s.Resources.GPUCount > 0 }
 
-// RenderPrompt fills the prompt template with the task's own facts.
+// RenderPrompt fills the prompt template with the task's own facts and
+// appends what the spec says of itself (Brief): every check that can
+// disqualify the model, the rules, the data.
 func (s *Spec) RenderPrompt() (string, error) {
 	t, err := template.New(s.ID).Option("missingkey=error").Parse(s.Prompt)
 	if err != nil {
@@ -288,5 +372,5 @@ func (s *Spec) RenderPrompt() (string, error) {
 	if err := t.Execute(&b, s); err != nil {
 		return "", fmt.Errorf("task %s: prompt: %w", s.ID, err)
 	}
-	return b.String(), nil
+	return b.String() + s.Brief(), nil
 }

@@ -33,9 +33,11 @@ type Results struct {
 
 // Measured is a model's peak GPU memory over one batch-1 forward pass.
 type Measured struct {
-	PeakMemoryBytes int64  `json:"peak_memory_bytes"`
-	PeakContext     int    `json:"peak_context"`
-	Device          string `json:"device"`
+	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
+	PeakContext     int   `json:"peak_context"`
+	// Dtype is what the model was loaded in ("saved": its own).
+	Dtype  string `json:"dtype,omitempty"`
+	Device string `json:"device"`
 }
 
 // Write stores results as results_<date>.json under dir, as lm-eval does.

@@ -23,6 +23,14 @@ type Arch struct {
 	HeadDim      int64
 	Intermediate int64
 	Vocab        int64
+	// MaxPositions is the longest input it takes (0: not bounded by its
+	// config, as T5's relative positions), read from PositionsKey.
+	MaxPositions int64
+	PositionsKey string
+	// EncoderDecoder is a seq2seq model (T5, BART): DecoderLayers is its
+	// decoder's depth, Layers its encoder's.
+	EncoderDecoder bool
+	DecoderLayers  int64
 }
 
 // ParseArch reads config.json's fields, whichever family's names they
@@ -58,6 +66,19 @@ func ParseArch(b []byte) (*Arch, error) {
 		a.Intermediate = 4 * a.Hidden // GPT-2's default
 	}
 	a.Vocab = first("vocab_size", "padded_vocab_size")
+	for _, k := range []string{"max_position_embeddings", "n_positions", "n_ctx"} {
+		if v := first(k); v > 0 {
+			a.MaxPositions, a.PositionsKey = v, k
+			break
+		}
+	}
+	if ed, ok := raw["is_encoder_decoder"].(bool); ok && ed {
+		a.EncoderDecoder = true
+		a.DecoderLayers = first("num_decoder_layers", "decoder_layers")
+		if a.DecoderLayers == 0 {
+			a.DecoderLayers = a.Layers
+		}
+	}
 	return &a, nil
 }
 
@@ -73,12 +94,16 @@ func (p Peak) Total() int64 { return p.Weights + p.KVCache + p.Activations }
 
 // PeakMemory computes the memory one forward pass at batch 1 over
 // context tokens needs, as the edge competition measured it (torch's
-// max_memory_allocated over such a pass, the model in its saved dtype):
-// the weights; the KV cache, 2 × layers × context × KV heads × head dim
-// elements; and the largest activations alive at once: four hidden-state
-// tensors, the larger of the attention scores (heads × context²) and the
-// MLP's two intermediate tensors, and the logits in float32. elem is the
-// bytes of one element in the weights' dtype.
+// max_memory_allocated over such a pass): the weights; the KV cache, 2 ×
+// layers × context × KV heads × head dim elements; and the largest
+// activations alive at once: four hidden-state tensors, the larger of
+// the attention scores (heads × context²) and the MLP's two intermediate
+// tensors, and the logits in float32. A seq2seq model's pass reads
+// context tokens into its encoder and as many into its decoder (its own
+// class's forward pass, as the evaluator measures it): the decoder's
+// cache holds its self- and cross-attention keys and values, and the
+// encoder's output stays alive beside them. elem is the bytes of one
+// element in the dtype the model is loaded in.
 func PeakMemory(a *Arch, weights, elem int64, context int) (Peak, error) {
 	var missing []string
 	for name, v := range map[string]int64{"layers": a.Layers, "hidden size": a.Hidden, "attention heads": a.Heads, "vocabulary size": a.Vocab} {
@@ -92,9 +117,14 @@ func PeakMemory(a *Arch, weights, elem int64, context int) (Peak, error) {
 	}
 	t := int64(context)
 	kv := 2 * a.Layers * t * a.KVHeads * a.HeadDim * elem
+	hidden := 4 * t * a.Hidden * elem
+	if a.EncoderDecoder {
+		kv = 4 * a.DecoderLayers * t * a.KVHeads * a.HeadDim * elem
+		hidden += t * a.Hidden * elem
+	}
 	scores := a.Heads * t * t * elem
 	mlp := 2 * t * a.Intermediate * elem
-	act := 4*t*a.Hidden*elem + max(scores, mlp) + t*a.Vocab*4
+	act := hidden + max(scores, mlp) + t*a.Vocab*4
 	return Peak{Weights: weights, KVCache: kv, Activations: act}, nil
 }
 
