@@ -96,8 +96,8 @@ func (a *Attempts) hooks(ctx context.Context, in *AgentInput, at *attempt, prev 
 	hk := &attemptHooks{a: a, ctx: ctx, at: at, ck: ck, lv: lv, log: log, lease: in.Lease.Token, keepLease: in.KeepLease, llm: ai, notes: notes,
 		logs: &logstore.Shipper{Store: a.Runs.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Path: spec.LogPath}}
 	ck.truncated = at.allow.exceed
-	if a.Sandbox.WorkspaceLimit > 0 || a.Sandbox.WorkspaceEntries > 0 {
-		watchSize(ctx, at.dir, limits{bytes: a.Sandbox.WorkspaceLimit, entries: a.Sandbox.WorkspaceEntries}, a.Sandbox.Workspace.Outside(spec), at.allow, log)
+	if lim := a.Sandbox.workspaceLimits(&in.Task); lim.bytes > 0 || lim.entries > 0 {
+		watchSize(ctx, at.dir, lim, a.Sandbox.Workspace.Outside(spec), at.allow, log)
 	}
 	return hk
 }

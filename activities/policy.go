@@ -32,8 +32,9 @@ func PolicyKey(runID string, attempt int) string {
 
 // keepPolicy stores the policy the agent's task is about to start under.
 func (a *Attempts) keepPolicy(ctx context.Context, in *AgentInput, spec runtime.TaskSpec, secrets []string) error {
+	lim := a.Sandbox.workspaceLimits(&in.Task)
 	p := AttemptPolicy{Attempt: in.Attempt, Sandbox: a.Sandbox.Workspace.Policy(spec), EgressAllow: []string{}, LLMBudget: in.LLMBudget,
-		WorkspaceLimit: a.Sandbox.WorkspaceLimit, WorkspaceEntries: a.Sandbox.WorkspaceEntries, Secrets: secrets}
+		WorkspaceLimit: lim.bytes, WorkspaceEntries: lim.entries, Secrets: secrets}
 	if a.Sandbox.Egress != nil && a.Sandbox.Egress.Allow != nil {
 		p.EgressAllow = a.Sandbox.Egress.Allow
 	}

@@ -94,6 +94,16 @@ func (s *Sandbox) bound(spec *runtime.TaskSpec, task *tasks.Spec) {
 	}
 }
 
+// workspaceLimits are an attempt's workspace limits for task: its
+// resources.disk_gb when it names one (MLRB's 500 GB), else
+// agent.workspace_limit_gb.
+func (s *Sandbox) workspaceLimits(task *tasks.Spec) limits {
+	if task.Resources.DiskGB > 0 {
+		return limits{bytes: int64(task.Resources.DiskGB) << 30, entries: s.WorkspaceEntries, bytesFrom: "the task's resources.disk_gb"}
+	}
+	return limits{bytes: s.WorkspaceLimit, entries: s.WorkspaceEntries, bytesFrom: "agent.workspace_limit_gb"}
+}
+
 // start starts a task, behind its door when it has one (the gateway served
 // from doorDir, with a person's clock when it has one); an agent with an
 // LLM side (ai) gets its gateway on a loopback port when it has no door,

@@ -27,8 +27,12 @@ const (
 	maxFailedMeasures = 6
 )
 
-// limits are a workspace's: bytes and entries (0: none).
-type limits struct{ bytes, entries int64 }
+// limits are a workspace's: bytes and entries (0: none), and the
+// setting the bytes' limit comes from (bytesFrom), for the agent's error.
+type limits struct {
+	bytes, entries int64
+	bytesFrom      string
+}
 
 // measure is one measurement of what an attempt holds on the host's
 // disk: its workspace, and outside it (a container's writable layer).
@@ -90,7 +94,7 @@ func watchSize(ctx context.Context, root string, lim limits, outside func(contex
 		if lim.bytes <= 0 || used <= lim.bytes {
 			return true
 		}
-		return stop(fmt.Sprintf("workspace reached %.2f GiB (%.2f GiB of it outside the mounted paths, in the container's own layer), over its limit agent.workspace_limit_gb = %.2f GiB", gib(used), gib(m.layer.bytes), gib(lim.bytes)))
+		return stop(fmt.Sprintf("workspace reached %.2f GiB (%.2f GiB of it outside the mounted paths, in the container's own layer), over its limit %s = %.2f GiB", gib(used), gib(m.layer.bytes), lim.bytesFrom, gib(lim.bytes)))
 	})
 }
 

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/mlrb/mlrb/internal/run/runs"
 )
 
 // Board is everything a leaderboard shows, computed once from its runs
@@ -24,7 +26,23 @@ type Board struct {
 func Build(runs []Entry, setup Setup) Board {
 	rows := Summarise(runs, setup.Anchors)
 	return Board{Rows: rows, Pairs: Paired(runs, setup.Anchors), Agents: Agents(rows), Cost: CostOf(runs),
-		Warnings: anchorWarnings(runs, setup.Anchors), EqualSpend: EqualSpend(runs)}
+		Warnings: append(anchorWarnings(runs, setup.Anchors), flagLines(runs)...), EqualSpend: EqualSpend(runs)}
+}
+
+// flagLines name each run whose model's check changed its row, with
+// why: the rules a disqualified run's model broke (it counts at the
+// floor), and the flags beside a score that stands.
+func flagLines(entries []Entry) []string {
+	var out []string
+	for _, r := range entries {
+		switch {
+		case r.Outcome == runs.OutcomeDisqualified && len(r.Violations) > 0:
+			out = append(out, fmt.Sprintf("disqualified: %s %s seed %d (run %s): %s", r.Task, r.Agent, r.Seed, r.RunID, strings.Join(r.Violations, "; ")))
+		case len(r.Flags) > 0 && r.Score != nil:
+			out = append(out, fmt.Sprintf("flagged: %s %s seed %d (run %s): %s", r.Task, r.Agent, r.Seed, r.RunID, strings.Join(r.Flags, "; ")))
+		}
+	}
+	return out
 }
 
 // anchorWarnings name the tasks whose runs were scored by an evaluator

@@ -39,6 +39,11 @@ type Entry struct {
 	Research *runs.Measures `json:"research,omitempty"`
 	// Human is a person's condition (runs.AgentRef's): their rows say so.
 	Human string `json:"human,omitempty"`
+	// Flags are the findings of its model's check that do not
+	// disqualify it (runs.Result's): the board shows each beside its row.
+	Flags []string `json:"flags,omitempty"`
+	// Violations are the rules its model broke (a disqualified run's).
+	Violations []string `json:"violations,omitempty"`
 }
 
 // RunsOf is what the leaderboard needs of run results.
@@ -46,7 +51,7 @@ func RunsOf(results []runs.Result) []Entry {
 	out := make([]Entry, 0, len(results))
 	for _, r := range results {
 		out = append(out, Entry{RunID: r.RunID, EvaluatorImage: r.EvaluatorImage, Task: r.Task, Agent: r.Agent, Seed: r.Seed, Outcome: r.Outcome, Score: r.Score,
-			Attempts: r.Attempts, EvalTries: r.EvalTries, TimeLimitS: r.TimeLimitS, Hardware: r.Hardware, Cost: r.Cost, Research: r.Research, Curve: r.Curve})
+			Attempts: r.Attempts, EvalTries: r.EvalTries, TimeLimitS: r.TimeLimitS, Hardware: r.Hardware, Cost: r.Cost, Research: r.Research, Curve: r.Curve, Flags: r.Flags, Violations: r.Violations})
 		if r.AgentDef != nil {
 			out[len(out)-1].Human = r.AgentDef.Human
 		}

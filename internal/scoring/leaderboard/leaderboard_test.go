@@ -248,3 +248,28 @@ func TestGapClosedInEveryFormat(t *testing.T) {
 		t.Fatalf("without anchors no gap is shown: %v\n%s", err, b.String())
 	}
 }
+
+// TestBoardShowsWhatChangedARow: a disqualified run's broken rules and a
+// scored run's flags are on the board, named by run, in every format
+// that prints notes; the row counts the flagged runs.
+func TestBoardShowsWhatChangedARow(t *testing.T) {
+	s := 0.55
+	entries := []Entry{
+		{RunID: "r1", Task: "edge_llm_compression", Agent: "a", Seed: 1, Outcome: runs.OutcomeDisqualified, Violations: []string{"unmodified microsoft/phi-2: every tensor has its name and shape"}},
+		{RunID: "r2", Task: "edge_llm_compression", Agent: "a", Seed: 2, Outcome: runs.OutcomeScored, Score: &s, Flags: []string{"weights identical to a download"}},
+	}
+	for _, format := range []string{"table", "md"} {
+		var b strings.Builder
+		if err := Write(&b, format, "bench", entries, Setup{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"disqualified: edge_llm_compression a seed 1 (run r1): unmodified microsoft/phi-2", "flagged: edge_llm_compression a seed 2 (run r2): weights identical to a download"} {
+			if !strings.Contains(b.String(), want) {
+				t.Errorf("%s board lacks %q:\n%s", format, want, b.String())
+			}
+		}
+	}
+	if rows := Summarise(entries, nil); rows[0].Flagged != 1 || rows[0].Disqualified != 1 {
+		t.Fatalf("row: %+v", rows[0])
+	}
+}

@@ -50,6 +50,9 @@ type Row struct {
 	Hacked  int `json:"hacked"`
 	Invalid int `json:"invalid"`
 	Retried int `json:"retried"` // runs that took more than one agent attempt or evaluation
+	// Flagged are the scored runs whose model's check flagged something
+	// (Entry.Flags): counted as scored, shown on the board.
+	Flagged int `json:"flagged"`
 	// SuccessRate is Scored of Scored + AgentFailed, with its 95 % Wilson
 	// interval.
 	SuccessRate float64 `json:"success_rate"`
@@ -146,6 +149,9 @@ func summariseGroup(task, agent string, rs []Entry, anchors map[string]Anchor) R
 		}
 		switch ClassOf(r.Outcome, r.Score) {
 		case ClassScored:
+			if len(r.Flags) > 0 {
+				row.Flagged++
+			}
 			xs = append(xs, *r.Score)
 			counted = append(counted, *r.Score)
 			row.Min, row.Max = math.Min(row.Min, *r.Score), math.Max(row.Max, *r.Score)

@@ -94,7 +94,7 @@ func jsonRows(rows []Row) []map[string]any {
 	out := make([]map[string]any, 0, len(rows))
 	for _, r := range rows {
 		m := map[string]any{"task": r.Task, "agent": r.Agent, "runs": r.Runs, "scored": r.Scored, "agent_failed": r.AgentFailed, "invalid": r.Invalid,
-			"disqualified": r.Disqualified, "hacked": r.Hacked, "retried": r.Retried, "cost": r.Cost, "floor": r.Floor, "floor_from": r.FloorFrom, "counted": r.Counted,
+			"disqualified": r.Disqualified, "hacked": r.Hacked, "retried": r.Retried, "flagged": r.Flagged, "cost": r.Cost, "floor": r.Floor, "floor_from": r.FloorFrom, "counted": r.Counted,
 			"success_rate": finite(r.SuccessRate), "success_ci95": interval(r.SuccessLow, r.SuccessHigh),
 			"mean": finite(r.Mean), "std": finite(r.Std), "sem": finite(r.SEM), "min": finite(r.Min), "max": finite(r.Max),
 			"ci95": interval(r.CILow, r.CIHigh), "ci_method": r.CIMethod,
