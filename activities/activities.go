@@ -17,6 +17,7 @@ import (
 
 	"github.com/mlrb/mlrb/agents"
 	"github.com/mlrb/mlrb/config"
+	"github.com/mlrb/mlrb/internal/scoring/evaldata"
 
 	"github.com/subosito/gotenv"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -53,7 +54,10 @@ type Sandbox struct {
 	// never anything of ours).
 	Egress *gateway.Policy
 	// LLM is how agents' LLM calls go out (no Prices: not served).
-	LLM    LLMGateway
+	LLM LLMGateway
+	// Data is where the data sets tasks' evaluators read lie
+	// (eval.data_dir; nil: none here).
+	Data   *evaldata.Dir
 	Logger *zap.Logger
 }
 
@@ -65,6 +69,10 @@ func (a *Tasks) ResolveTask(ctx context.Context, in ResolveInput) (*ResolvedTask
 	}
 	def := agents.Of(in.AgentDef, in.Agent, in.Image, "")
 	if err := def.CheckTask(spec.ID, spec.Suite == "mini"); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, nil)
+	}
+	if _, err := a.Data.Check(spec); err != nil {
+		// The operator's setup, refused before a GPU is leased.
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, nil)
 	}
 	res := &ResolvedTask{Spec: *spec, Hash: spec.Hash(), Store: a.Store.String()}

@@ -213,14 +213,26 @@ func (a *Evaluations) control(ctx context.Context, in EvalInput, image, evaluato
 	dir := filepath.Join(a.Host.WorkDir, "eval", runKey(in.RunID), name)
 	_ = os.RemoveAll(dir)
 	defer func() { _ = os.RemoveAll(dir) }()
-	source, candidate, err := a.controlModel(ctx, in, evaluator, dir, lv)
-	if err != nil {
-		return "", 0, err
-	}
 	task := "eval-" + runKey(in.RunID) + "-" + name
-	ev, err := layEvaluation(dir, task, a.Host.doorDir(task), in)
-	if err != nil {
-		return "", 0, err
+	var source string
+	var candidate *Control
+	var ev *evalDirs
+	var err error
+	if c := in.Task.Evaluation.Control; c != nil && in.Task.Reference == nil {
+		// The task's own control, shipped in the evaluator's image: the
+		// evaluator reads it where the image holds it.
+		if ev, err = a.layEvaluation(dir, task, in); err != nil {
+			return "", 0, err
+		}
+		ev.shippedModel = c.Path
+		source = fmt.Sprintf("the task's control %s", shippedName(c))
+	} else {
+		if source, candidate, err = a.controlModel(ctx, in, evaluator, dir, lv); err != nil {
+			return "", 0, err
+		}
+		if ev, err = a.layEvaluation(dir, task, in); err != nil {
+			return "", 0, err
+		}
 	}
 	_, r, _, _, err := a.evaluate(ctx, in, ev, image, lv)
 	if err != nil {
@@ -231,6 +243,14 @@ func (a *Evaluations) control(ctx context.Context, in EvalInput, image, evaluato
 		a.keepControl(ctx, in, candidate, evaluator, score)
 	}
 	return source, score, err
+}
+
+// shippedName names a control shipped with its evaluator.
+func shippedName(c *tasks.ControlModel) string {
+	if c.Revision == "" {
+		return fmt.Sprintf("%s (at %s in the evaluator)", c.Model, c.Path)
+	}
+	return fmt.Sprintf("%s@%s (at %s in the evaluator)", c.Model, c.Revision[:min(12, len(c.Revision))], c.Path)
 }
 
 // controlModel lays the control model out as dir/model and says what it

@@ -16,6 +16,7 @@ import (
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 	"github.com/mlrb/mlrb/internal/scoring/anchors"
+	"github.com/mlrb/mlrb/internal/scoring/evaldata"
 	"github.com/mlrb/mlrb/internal/scoring/runresults"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
@@ -197,5 +198,63 @@ func TestATruncatedCheckpointIsNeverEvaluated(t *testing.T) {
 	var ae *temporal.ApplicationError
 	if !errors.As(err, &ae) || ae.Type() != ErrNoModel || !strings.Contains(err.Error(), "agent.workspace_max_entries") {
 		t.Fatalf("a truncated checkpoint: %v; want NoModel naming the limit", err)
+	}
+}
+
+// TestAShippedControlNeedsNoOperator: a task whose evaluator ships its
+// own control (evaluation.control, in its image or where a process host
+// installs it) tells a model that breaks the evaluator from a broken
+// evaluator on its very first run: no anchor, no operator.
+func TestAShippedControlNeedsNoOperator(t *testing.T) {
+	r := newControlRig(t)
+	shipped := filepath.Join(t.TempDir(), "controls", "base")
+	if err := os.MkdirAll(shipped, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(shipped, "model.json"), []byte("fine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.task.Evaluation.Control = &tasks.ControlModel{Model: "org/base", Revision: strings.Repeat("a", 40), Path: shipped}
+	_, err := r.evaluate("crasher", r.checkpointModel(t, "crasher", "crash"))
+	if !isBroke(err) || !strings.Contains(err.Error(), "the task's control org/base@aaaaaaaaaaaa") {
+		t.Fatalf("a crash on the first run of a task with a shipped control: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(shipped, "model.json"), []byte("gone"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = r.evaluate("crasher2", r.checkpointModel(t, "crasher2", "crash")); err == nil || isBroke(err) || !strings.Contains(err.Error(), "did not score") {
+		t.Fatalf("the control failing too: %v; want the evaluator's failure", err)
+	}
+}
+
+// TestEvaluationDataIsMountedAndRecorded: a task's evaluation.data is
+// given to its evaluator as {data:NAME} once its hash is checked, and
+// its digest goes into the result's provenance; a changed copy is never
+// scored with.
+func TestEvaluationDataIsMountedAndRecorded(t *testing.T) {
+	r := newControlRig(t)
+	root := t.TempDir()
+	held := filepath.Join(root, "held", "test.txt")
+	_ = os.MkdirAll(filepath.Dir(held), 0o755)
+	if err := os.WriteFile(held, []byte("fine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := evaldata.Digest(held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.a.Sandbox.Data = &evaldata.Dir{Root: root}
+	results := `{"results":{"blimp":{"acc,none":0.5}},"configs":{},"versions":{}}`
+	r.task.Evaluation.Command = []string{"/bin/sh", "-c", "grep -q fine {data:held/test.txt} && echo '" + results + "' > {results}"}
+	r.task.Evaluation.Data = []tasks.EvalData{{Name: "held/test.txt", SHA256: sum, Source: "the test"}}
+	res, err := r.evaluate("run", r.checkpointModel(t, "run", "fine"))
+	if err != nil || res.Score != 0.5 || res.Provenance["evaluation_data/held/test.txt"] != sum {
+		t.Fatalf("with its data: %+v, %v", res, err)
+	}
+	if err := os.WriteFile(held, []byte("fine, and more\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = r.evaluate("run2", r.checkpointModel(t, "run2", "fine")); err == nil || !strings.Contains(err.Error(), "not the "+sum) {
+		t.Fatalf("changed data: %v", err)
 	}
 }

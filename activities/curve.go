@@ -114,7 +114,7 @@ func (a *Evaluations) alsoMark(ctx context.Context, in EvalInput, ev *evalDirs, 
 	dir := filepath.Join(filepath.Dir(ev.dir), name)
 	_ = os.RemoveAll(dir)
 	task := "eval-" + runKey(in.RunID) + "-" + name
-	mev, err := layEvaluation(dir, task, a.Host.doorDir(task), mark)
+	mev, err := a.layEvaluation(dir, task, mark)
 	if err != nil {
 		return &MarkScore{Error: err.Error()}
 	}

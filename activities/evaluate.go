@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/scoring/evaldata"
 	"github.com/mlrb/mlrb/internal/scoring/lmeval"
 	"github.com/mlrb/mlrb/internal/scoring/model"
 	"github.com/mlrb/mlrb/internal/store/blob"
@@ -77,7 +79,7 @@ func (a *Evaluations) Evaluate(ctx context.Context, in EvalInput) (res *EvalResu
 	}
 	a.Logger.Info("evaluated", zap.String("run", in.RunID), zap.Float64("score", score), zap.Strings("violations", check.Violations))
 	rel, _ := filepath.Rel(root.dir, root.model)
-	res = &EvalResult{Score: score, Metrics: metrics, ModelPath: filepath.ToSlash(rel), Params: check.Params, Violations: check.Violations, Flags: check.Flags, Provenance: r.Provenance, ResultsFile: kept,
+	res = &EvalResult{Score: score, Metrics: metrics, ModelPath: filepath.ToSlash(rel), Params: check.Params, Violations: check.Violations, Flags: check.Flags, Provenance: withData(r.Provenance, ev.data), ResultsFile: kept,
 		Image: digest, Usage: readUsage(root)}
 	a.afterFinal(ctx, in, ev, image, lv, res)
 	return res, nil
@@ -154,7 +156,7 @@ func (a *Evaluations) prepareEvaluation(ctx context.Context, in EvalInput, lv *l
 		return nil, root, err
 	}
 	task := "eval-" + runKey(in.RunID) + "-" + name
-	ev, err := layEvaluation(dir, task, a.Host.doorDir(task), in)
+	ev, err := a.layEvaluation(dir, task, in)
 	return ev, root, err
 }
 
@@ -214,11 +216,16 @@ func (a *Evaluations) restoreModel(ctx context.Context, runID string, ref Checkp
 }
 
 // layEvaluation lays out the evaluation in dir around dir/model: its
-// results and outputs dirs and the task spec it reads.
-func layEvaluation(dir, task, door string, in EvalInput) (*evalDirs, error) {
+// results and outputs dirs, the task spec it reads, and the task's data
+// sets as this host holds them, each checked against its spec's hash.
+func (a *Evaluations) layEvaluation(dir, task string, in EvalInput) (*evalDirs, error) {
+	data, err := a.Sandbox.Data.Check(&in.Task)
+	if err != nil {
+		return nil, fmt.Errorf("evaluation data: %w", err)
+	}
 	ev := &evalDirs{name: task, dir: dir, model: filepath.Join(dir, "model"), results: filepath.Join(dir, "results"),
 		outputs: filepath.Join(dir, "outputs"), resultsName: resultsName(), spec: filepath.Join(dir, "task.json"), task: in.Task.ID, seed: in.Seed,
-		door: door, network: in.Task.Evaluation.Network}
+		door: a.Host.doorDir(task), network: in.Task.Evaluation.Network, data: data}
 	for _, d := range []string{ev.results, ev.outputs, filepath.Join(dir, "run")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("eval dir: %w", err)
@@ -352,6 +359,22 @@ func (a *Evaluations) removeEvaluation(ev *evalDirs) {
 		a.Logger.Warn("remove the evaluation's files", zap.String("dir", ev.dir), zap.Error(err))
 	}
 	_ = os.Remove(filepath.Dir(ev.dir)) // only if empty
+}
+
+// withData adds to an evaluator's provenance the digest of each data
+// set the worker checked and gave it: what the score was measured on.
+func withData(p map[string]string, data []evaldata.Set) map[string]string {
+	if len(data) == 0 {
+		return p
+	}
+	out := maps.Clone(p)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for _, d := range data {
+		out[evaldata.ProvenanceKey(d.Name)] = d.SHA256
+	}
+	return out
 }
 
 // readUsage reads the LLM usage the agent reported, if it did.

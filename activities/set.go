@@ -13,6 +13,7 @@ import (
 	"github.com/mlrb/mlrb/internal/research/observe"
 	"github.com/mlrb/mlrb/internal/run/gpucost"
 	"github.com/mlrb/mlrb/internal/sandbox/attach"
+	"github.com/mlrb/mlrb/internal/scoring/evaldata"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"github.com/mlrb/mlrb/tasks"
@@ -43,6 +44,8 @@ type Tasks struct {
 	Images interface {
 		Digest(ctx context.Context, image string) (string, error)
 	}
+	// Data is where the tasks' evaluation data lie (nil: none here).
+	Data *evaldata.Dir
 }
 
 // Records keeps what runs and benchmarks leave in the store: the

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/scoring/evaldata"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 )
 
@@ -123,6 +124,11 @@ type evalDirs struct {
 	spec    string
 	task    string
 	seed    int64
+	// data are the task's data sets as this host holds them, checked.
+	data []evaldata.Set
+	// shippedModel, when set, is a model the evaluator holds itself (a
+	// task's control, in its image) at this path, read in place of model.
+	shippedModel string
 }
 
 // resultsName is a results file name nobody can know before the
@@ -157,6 +163,9 @@ func evalVars(self, model, output, outputs string, ev *evalDirs) map[string]stri
 		"outputs": outputs, "task": ev.task, "seed": strconv.FormatInt(ev.seed, 10)}
 	if ev.devResultsName != "" {
 		vars["dev_results"] = path.Join(filepath.ToSlash(output), ev.devResultsName)
+	}
+	for _, d := range ev.data {
+		vars["data:"+d.Name] = d.Path
 	}
 	return vars
 }

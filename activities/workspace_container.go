@@ -23,6 +23,8 @@ const (
 	containerResults    = "/results"
 	containerOutputs    = "/outputs"
 	containerItem       = "/item"
+	// containerData holds an evaluation's data sets, each at its name.
+	containerData = "/data"
 )
 
 // ContainerWorkspace runs agents and evaluators as Docker containers. The
@@ -185,11 +187,23 @@ func (w *ContainerWorkspace) Snapshot(ctx context.Context, at *attempt, meta che
 // from the hub, and loads what an agent made).
 func (w *ContainerWorkspace) EvalTask(ev *evalDirs, command []string, image string) runtime.TaskSpec {
 	spec := path.Join(containerRunDir, "task.json")
+	vars := evalVars(w.Self, containerModel, containerResults, containerOutputs, ev)
+	binds := []string{ev.results + ":" + containerResults, ev.outputs + ":" + containerOutputs, ev.spec + ":" + spec + ":ro"}
+	if ev.shippedModel != "" {
+		vars["model"] = ev.shippedModel
+	} else {
+		binds = append(binds, ev.model+":"+containerModel+":ro")
+	}
+	for _, d := range ev.data {
+		// Each data set read-only at /data/<name>.
+		in := path.Join(containerData, d.Name)
+		vars["data:"+d.Name] = in
+		binds = append(binds, d.Path+":"+in+":ro")
+	}
 	t := runtime.TaskSpec{Name: ev.name, LogPath: ev.Log(), Image: w.EvalImage, Dir: "/",
-		Command: expand(command, evalVars(w.Self, containerModel, containerResults, containerOutputs, ev)),
+		Command: expand(command, vars),
 		Env:     map[string]string{contract.EnvTaskSpec: spec, contract.EnvTask: ev.task},
-		Binds: []string{ev.model + ":" + containerModel + ":ro", ev.results + ":" + containerResults, ev.outputs + ":" + containerOutputs,
-			ev.spec + ":" + spec + ":ro"}}
+		Binds:   binds}
 	if image != "" {
 		t.Image = image
 	}

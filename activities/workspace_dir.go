@@ -68,8 +68,14 @@ func (w *DirWorkspace) Snapshot(ctx context.Context, at *attempt, meta checkpoin
 // EvalTask runs the evaluator on the host's paths.
 func (w *DirWorkspace) EvalTask(ev *evalDirs, command []string, _ string) runtime.TaskSpec {
 	run := filepath.Join(ev.dir, "run")
+	model := ev.model
+	if ev.shippedModel != "" {
+		// Where a host running evaluators as processes installs it, as
+		// the evaluator's image does.
+		model = ev.shippedModel
+	}
 	return runtime.TaskSpec{Name: ev.name, Dir: run, LogPath: ev.Log(),
-		Command: expand(command, evalVars(w.Self, ev.model, ev.results, ev.outputs, ev)),
+		Command: expand(command, evalVars(w.Self, model, ev.results, ev.outputs, ev)),
 		Env:     map[string]string{contract.EnvTaskSpec: ev.spec, contract.EnvTask: ev.task}}
 }
 

@@ -227,6 +227,8 @@ type Eval struct {
 	WaitLimit time.Duration `mapstructure:"wait_limit" yaml:"wait_limit"`
 	// Curve overrides the tasks' curve marks (["off"]: none).
 	Curve []string `mapstructure:"curve" yaml:"curve"`
+	// DataDir holds the data sets tasks' evaluators read (evaluation.data).
+	DataDir string `mapstructure:"data_dir" yaml:"data_dir"`
 }
 
 // CurveOff is eval.curve's value that scores no marks.

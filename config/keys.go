@@ -86,6 +86,7 @@ var Table = []Key{
 	{Name: "gateway.anthropic_key", Default: "ANTHROPIC_API_KEY", Doc: "the name of the Anthropic key in `agent.env_file`"},
 	{Name: "eval.attempts", Default: 3, Flag: "eval-tries", Doc: "evaluation tries before the run waits for `retry-eval` (each bounded by the task's `evaluation.timeout`)"},
 	{Name: "eval.curve", Default: []string{}, ShownAs: "the task's `evaluation.curve`", Doc: "marks of agent time (`1h`) or fractions of the budget (`0.25`) at which a run's checkpoints are scored after its final evaluation (its score over time); `[off]`: none"},
+	{Name: "eval.data_dir", Default: "", Doc: "the directory holding the data sets tasks' evaluators read (their `evaluation.data`: a held-out set, at its name under this directory), mounted read-only into each evaluation; a run of a task whose data is missing here, or is not the version its spec hashes, is refused at its start naming the path and the hash"},
 	{Name: "eval.wait_limit", Default: 72 * time.Hour, Doc: "how long it waits before ending `evaluation_failed`"},
 	{Name: "host.id", Default: hostname(), ShownAs: "hostname", Flag: "host-id", Doc: "this host's id"},
 	{Name: "host.gpu_devices", Default: []int{}, Doc: "GPU ids this host leases; empty means CPU only"},

@@ -150,6 +150,20 @@ func TestAutoformalizationEvaluator(t *testing.T) {
 	if got := python(t, "print(m['train_overlap'](m['load_items']("+jsonString(data)+"), "+jsonString(hashes)+"))"); got != "[1]" {
 		t.Fatalf("overlap with the train split: %s (want item 1, whitespace aside)", got)
 	}
+	// ProofNet's test split, the held-out set: its informal statement and
+	// proof, and its formal statement (up to ":="), which an output's own
+	// statement is compared with.
+	proofnet := filepath.Join(dir, "proofnet.jsonl")
+	line := `{"id": "Rudin|exercise_1_1b", "formal_statement": "theorem exercise_1_1b\n(x : \u211d)\n(y : \u211a)\n(h : y \u2260 0)\n: ( irrational x ) -> irrational ( x * y ) :=", "src_header": "import .common\n", "nl_statement": "If $r$ is rational and $x$ is irrational, prove that $rx$ is irrational.", "nl_proof": "\\begin{proof}\nIf $rx$ were rational, so would $x$ be.\n\\end{proof}"}` + "\n"
+	if err := os.WriteFile(proofnet, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got = python(t, "import json\nit = m['load_items']("+jsonString(proofnet)+")[0]\n"+
+		"print(json.dumps([it['statement_only'], it['informal'].startswith('If $r$ is rational'), '\\\\begin{proof}' in it['informal'], it['formal'].endswith(':=')]))\n"+
+		"print(m['statement_of']('theorem t (x : ℕ) : x = x := rfl'))\nprint(m['statement_of']('no statement'))")
+	if got != "[true, true, true, true]\ntheorem t (x : ℕ) : x = x :=\nno statement" {
+		t.Fatalf("ProofNet items: %s", got)
+	}
 }
 
 // TestMathReasoningPromptQuotesTheTemplate: the agent is told the exact

@@ -214,3 +214,87 @@ func TestHashCoversOnlyHowAModelIsScored(t *testing.T) {
 		t.Fatal("the evaluation timeout did not change the hash")
 	}
 }
+
+// TestEveryRealTaskIsReady: each of the seven tasks states its metric's
+// items and a tolerance of at least one item of its smallest part (a CB
+// item moves the SuperGLUE mean by 1/56/8 = 0.00223, over 0.002), ships
+// a control its evaluator can score offline, and briefs the agent on
+// every check, its rules and its data.
+func TestEveryRealTaskIsReady(t *testing.T) {
+	c, err := Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range c.IDs("full") {
+		s, _ := c.Get(id)
+		for _, p := range s.Metric.Parts {
+			if p.Items <= 0 {
+				t.Errorf("%s: metric part %s states no items", id, p.Task)
+			}
+		}
+		if g := s.Granularity(); s.Evaluation.Tolerance < g {
+			t.Errorf("%s: tolerance %v under one item of its smallest part (%v)", id, s.Evaluation.Tolerance, g)
+		}
+		if s.Evaluation.Control == nil {
+			t.Errorf("%s ships no control: the first evaluator failure would wait for an operator", id)
+		}
+		brief, err := s.RenderPrompt()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range append(append([]string{}, s.Constraints.Rules...), "safetensors", "PEFT adapter", "auto_map") {
+			if !strings.Contains(brief, want) {
+				t.Errorf("%s: the brief leaves out %q", id, want)
+			}
+		}
+		for _, d := range s.Datasets {
+			if !strings.Contains(brief, d.URI) {
+				t.Errorf("%s: the brief leaves out its data %s", id, d.URI)
+			}
+		}
+	}
+	mp, _ := c.Get("mini_pile")
+	if g := mp.Granularity(); g < 0.00223 || g > 0.00224 {
+		t.Fatalf("mini_pile's granularity %v, want one CB item of the mean: 0.00223", g)
+	}
+}
+
+// TestEvaluationInputsAreChecked: a data set must be named in the
+// command, hashed and sourced; a command cannot name an undeclared one;
+// a control names a revision; a tolerance below one item is refused.
+func TestEvaluationInputsAreChecked(t *testing.T) {
+	good, err := os.ReadFile(filepath.Join("catalog", "math_reasoning.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse(good); err != nil {
+		t.Fatal(err)
+	}
+	sum := "sha256:4eae0ba4a6503d6828afb63b4936f9913cce299ef81a17c372e1b75b56187177"
+	for name, tc := range map[string]struct{ from, to, want string }{
+		"unused data":       {`, --data, "{data:proofnet/test.jsonl}"]`, "]", "never named in evaluation.command"},
+		"undeclared data":   {"{data:proofnet/test.jsonl}", "{data:other.jsonl}", "which evaluation.data does not declare"},
+		"bad hash":          {sum, "sha256:abc", "evaluation.data[0].sha256"},
+		"a path out":        {"- name: proofnet/test.jsonl", "- name: ../etc/passwd", "evaluation.data[0].name"},
+		"moving revision":   {"revision: 0fc9ddf78a1e988dac52e2dac162b0ede4fd74ab", "revision: main", "evaluation.control.revision"},
+		"relative control":  {"path: /opt/mlrb/controls/flan-t5-small", "path: controls/flan-t5-small", "evaluation.control.path"},
+		"tolerance too low": {"tolerance: 0.01", "tolerance: 0.002", "less than one item"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if !strings.Contains(string(good), tc.from) {
+				t.Fatalf("the catalog no longer holds %q", tc.from)
+			}
+			_, err := Parse([]byte(strings.Replace(string(good), tc.from, tc.to, 1)))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+	// The data's hash is in the spec's; the control is not (it scores nothing).
+	a, _ := Parse(good)
+	b, _ := Parse([]byte(strings.Replace(string(good), "4eae0ba4", "5eae0ba4", 1)))
+	ctl, _ := Parse([]byte(strings.Replace(string(good), "0fc9ddf78a1e988dac52e2dac162b0ede4fd74ab", "1fc9ddf78a1e988dac52e2dac162b0ede4fd74ab", 1)))
+	if a.Hash() == b.Hash() || a.Hash() != ctl.Hash() {
+		t.Fatalf("hashes: %s, with other data %s, with another control %s", a.Hash(), b.Hash(), ctl.Hash())
+	}
+}

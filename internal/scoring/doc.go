@@ -1,6 +1,7 @@
 // Package scoring is a wing of internal/: from a model to a
 // leaderboard. model and safetensors (the model an agent left and its
-// rules), lmeval (an evaluator's results and the task's score),
+// rules), lmeval (an evaluator's results and the task's score), evaldata (the
+// data sets an evaluator reads, checked against their hashes),
 // reference (the mini tasks' agent and evaluator), anchors, review (a
 // reviewer's flags and verdicts), leaderboard (rows, statistics,
 // renderings), campaign (benchmarks pooled), results and runresults

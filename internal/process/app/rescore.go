@@ -8,6 +8,7 @@ import (
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/config"
+	"github.com/mlrb/mlrb/internal/scoring/evaldata"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 )
@@ -38,7 +39,7 @@ func StandaloneEvaluations(ctx context.Context, cfg *config.Config, src blob.Sto
 	return &activities.Evaluations{
 		Runs:    activities.Runs{Engine: engine},
 		Host:    &activities.Host{HostID: "rescore", WorkDir: local.WorkDir()},
-		Sandbox: &activities.Sandbox{Workspace: ws, LogLimit: local.Agent.LogLimitMB << 20, Logger: logger},
+		Sandbox: &activities.Sandbox{Workspace: ws, LogLimit: local.Agent.LogLimitMB << 20, Data: &evaldata.Dir{Root: local.Eval.DataDir}, Logger: logger},
 		Logger:  logger,
 	}, closeWS, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/mlrb/mlrb/internal/sandbox/attach"
 	"github.com/mlrb/mlrb/internal/sandbox/gateway"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/scoring/evaldata"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"github.com/mlrb/mlrb/tasks"
 	"github.com/mlrb/mlrb/workflows"
@@ -208,17 +209,18 @@ func (s *startup) assemble() error {
 	}
 	host := &activities.Host{HostID: cfg.Host.ID, HostQueue: s.hq, GPUType: cfg.Host.GPUType, GPUs: s.pool, WorkDir: cfg.WorkDir(), Observe: observeOptions(cfg)}
 	log := s.log.Named("activities")
+	data := &evaldata.Dir{Root: cfg.Eval.DataDir}
 	sandbox := &activities.Sandbox{Workspace: s.ws, EnvFile: cfg.Agent.EnvFile, SecretNames: cfg.Agent.SecretNames,
 		WorkspaceLimit: int64(cfg.Agent.WorkspaceLimitGB * (1 << 30)), WorkspaceEntries: cfg.Agent.WorkspaceMaxEntries, LogLimit: cfg.Agent.LogLimitMB << 20, Egress: egress,
 		LLM: activities.LLMGateway{Prices: prices, ServerTools: cfg.Gateway.ServerTools, AnthropicBeta: cfg.Gateway.AnthropicBeta, Bounds: gateway.Bounds{BodyTimeout: cfg.Gateway.BodyTimeout}, UsageEvery: cfg.Gateway.UsageEvery,
 			MaxRefused: cfg.Gateway.MaxRefused, MaxConns: cfg.Gateway.MaxConnections,
 			OpenAI:    gateway.Upstream{URL: cfg.Gateway.OpenAIURL, KeyName: cfg.Gateway.OpenAIKey},
 			Anthropic: gateway.Upstream{URL: cfg.Gateway.AnthropicURL, KeyName: cfg.Gateway.AnthropicKey}},
-		Logger: log}
+		Data: data, Logger: log}
 	runs := activities.Runs{Engine: s.engine, Keep: cfg.Checkpoint.Keep}
 	s.host = host
 	s.acts = &activities.Set{
-		Tasks:       &activities.Tasks{Catalog: s.catalog, Store: s.engine.Store, Images: s.ws},
+		Tasks:       &activities.Tasks{Catalog: s.catalog, Store: s.engine.Store, Images: s.ws, Data: data},
 		Records:     &activities.Records{Catalog: s.catalog, Engine: s.engine, Client: s.c, MinExperiment: cfg.Observe.MinExperiment, GPUPrices: gpuPrices},
 		Leases:      &activities.Leases{Host: *host, Client: s.c},
 		Fleet:       &activities.Fleet{QueueOf: func(id string) string { return HostQueue(cfg.Temporal.TaskQueue, id) }},

@@ -1,0 +1,15 @@
+//go:build unix
+
+package evaldata
+
+import (
+	"os"
+	"syscall"
+)
+
+func inode(st os.FileInfo) uint64 {
+	if s, ok := st.Sys().(*syscall.Stat_t); ok {
+		return s.Ino
+	}
+	return 0
+}
