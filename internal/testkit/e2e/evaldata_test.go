@@ -39,7 +39,7 @@ func TestEvaluationDataEndToEnd(t *testing.T) {
 	// The evaluator refuses to score without the set it was given.
 	e.addTask("e2e_heldout", "mini_math_reasoning", map[string]string{
 		`  command: ["{self}", reference-eval,`: `  command: [/bin/sh, -c, 'test -s "$0" && exec "$@"', "{data:mini/heldout.jsonl}", "{self}", reference-eval,`,
-		"  timeout: 2m\n": "  timeout: 2m\n  data:\n    - name: mini/heldout.jsonl\n      sha256: " + sum + "\n      source: written by the test\n",
+		"  timeout: 2m\n":                       "  timeout: 2m\n  data:\n    - name: mini/heldout.jsonl\n      sha256: " + sum + "\n      source: written by the test\n",
 	})
 	e.start("worker", "--dev")
 	e.waitServer()
