@@ -1,13 +1,10 @@
 package activities
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -18,9 +15,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
-	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
-	"github.com/mlrb/mlrb/internal/scoring/evaldata"
 	"github.com/mlrb/mlrb/internal/scoring/lmeval"
 	"github.com/mlrb/mlrb/internal/scoring/model"
 	"github.com/mlrb/mlrb/internal/store/blob"
@@ -299,59 +294,6 @@ func (a *Evaluations) keepLog(ctx context.Context, runID string, ev *evalDirs, l
 	return true
 }
 
-// keepResults stores the results the score was read from in the blob
-// store, under the evaluation's name (its directory goes), and returns
-// its key.
-func (a *Evaluations) keepResults(ctx context.Context, runID, evaluation, name string, body []byte) (string, error) {
-	key := blob.RunPrefix(runID) + path.Join("evaluations", evaluation, path.Base(name))
-	if err := a.Runs.Engine.Store.Put(ctx, key, bytes.NewReader(body)); err != nil {
-		return "", fmt.Errorf("keep results: %w", err)
-	}
-	return key, nil
-}
-
-// readResults reads the results this evaluation wrote, and no other
-// file: the one its command named {results} (a name the worker chose for
-// this evaluation), or, for a command that names none, the one
-// results*.json under {output}; more than one is refused, since which
-// of them the evaluator wrote cannot be told. What an evaluator leaves
-// is read like an agent's tree: from descriptors, never through a link,
-// capped at lmeval.MaxBytes.
-func readResults(ev *evalDirs, command []string) (string, []byte, error) {
-	if slices.ContainsFunc(command, func(a string) bool { return strings.Contains(a, "{results}") }) {
-		b, err := safefs.ReadFile(ev.results, ev.resultsName, lmeval.MaxBytes)
-		if err != nil {
-			return "", nil, fmt.Errorf("the evaluator's results %s: %w", ev.resultsName, err)
-		}
-		return ev.resultsName, b, nil
-	}
-	d, err := safefs.OpenDir(ev.results)
-	if err != nil {
-		return "", nil, err
-	}
-	defer func() { _ = d.Close() }()
-	var found []string
-	err = d.Walk(func(e safefs.Entry) error {
-		if e.Mode().IsRegular() && strings.HasPrefix(e.Name, "results") && strings.HasSuffix(e.Name, ".json") {
-			found = append(found, e.Rel)
-		}
-		return nil
-	})
-	switch {
-	case err != nil:
-		return "", nil, fmt.Errorf("find the evaluator's results: %w", err)
-	case len(found) == 0:
-		return "", nil, errors.New("the evaluator wrote no results_*.json")
-	case len(found) > 1:
-		return "", nil, fmt.Errorf("the evaluator left %d results files (%s): which one it wrote cannot be told; name the file as {results} in evaluation.command", len(found), strings.Join(found, ", "))
-	}
-	b, err := safefs.ReadFile(ev.results, found[0], lmeval.MaxBytes)
-	if err != nil {
-		return "", nil, fmt.Errorf("the evaluator's results: %w", err)
-	}
-	return found[0], b, nil
-}
-
 // removeEvaluation removes an evaluation's files, and the run's
 // evaluation directory when nothing else is in it.
 func (a *Evaluations) removeEvaluation(ev *evalDirs) {
@@ -359,39 +301,6 @@ func (a *Evaluations) removeEvaluation(ev *evalDirs) {
 		a.Logger.Warn("remove the evaluation's files", zap.String("dir", ev.dir), zap.Error(err))
 	}
 	_ = os.Remove(filepath.Dir(ev.dir)) // only if empty
-}
-
-// withData adds to an evaluator's provenance the digest of each data
-// set the worker checked and gave it: what the score was measured on.
-func withData(p map[string]string, data []evaldata.Set) map[string]string {
-	if len(data) == 0 {
-		return p
-	}
-	out := maps.Clone(p)
-	if out == nil {
-		out = map[string]string{}
-	}
-	for _, d := range data {
-		out[evaldata.ProvenanceKey(d.Name)] = d.SHA256
-	}
-	return out
-}
-
-// readUsage reads the LLM usage the agent reported, if it did.
-func readUsage(root snapshot) *contract.SelfReport {
-	wrel, err := filepath.Rel(root.dir, root.workdir)
-	if err != nil {
-		return nil
-	}
-	b, err := safefs.ReadFile(root.dir, filepath.Join(wrel, contract.OutputDir, contract.UsageFile), model.MaxReport)
-	if err != nil {
-		return nil
-	}
-	var u contract.SelfReport
-	if json.Unmarshal(b, &u) != nil || u.Check() != nil {
-		return nil // the agent's own report: unusable, so not reported
-	}
-	return &u
 }
 
 // tail is the end of a log, for an error: only its last bytes are read.

@@ -226,9 +226,8 @@ type Eval struct {
 	// `starter retry-eval` before it ends evaluation_failed.
 	WaitLimit time.Duration `mapstructure:"wait_limit" yaml:"wait_limit"`
 	// Curve overrides the tasks' curve marks (["off"]: none).
-	Curve []string `mapstructure:"curve" yaml:"curve"`
-	// DataDir holds the data sets tasks' evaluators read (evaluation.data).
-	DataDir string `mapstructure:"data_dir" yaml:"data_dir"`
+	Curve   []string `mapstructure:"curve" yaml:"curve"`
+	DataDir string   `mapstructure:"data_dir" yaml:"data_dir"` // where tasks' evaluation.data lie
 }
 
 // CurveOff is eval.curve's value that scores no marks.
