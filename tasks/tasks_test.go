@@ -298,3 +298,70 @@ func TestEvaluationInputsAreChecked(t *testing.T) {
 		t.Fatalf("hashes: %s, with other data %s, with another control %s", a.Hash(), b.Hash(), ctl.Hash())
 	}
 }
+
+// TestFidelityFindings: each WRONG and ABSENT finding of the reading at
+// b76b22e (shared/reviews/fidelity-b76b22e.md) that the catalog holds,
+// by its number, as the catalog now answers it.
+func TestFidelityFindings(t *testing.T) {
+	c, err := Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(id string) (*Spec, string) {
+		s, err := c.Get(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.RenderPrompt()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, p
+	}
+	briefs := map[string][]string{
+		"llm_efficiency":       {"open-source data only"},                                                                             // 1.1 #3
+		"mini_pile":            {"no pre-trained weights"},                                                                            // 1.3 #3
+		"llm_merging":          {"LlamaAvg", "or be disqualified", "2024-05-31", "no training on MMLU", "open-source data only"},      // 1.4 #2
+		"math_reasoning":       {"AlgorithmicResearchGroup/math_reasoning_autoformalization_track", "not on ProofNet"},                // 1.7 #3
+		"edge_llm_compression": {"loaded in float32", "2000 tokens", "microsoft/phi-2 itself", "every tensor is named as one of its"}, // 1.5 #4, #6, #7
+		"edge_llm_training":    {"loaded in float32", "takes a 2000-token input"},                                                     // 1.6 #4, #5
+		"baby_lm":              {"PEFT adapter", "auto_map", "float16, bfloat16, float32"},                                            // C2
+	}
+	for id, wants := range briefs {
+		_, p := get(id)
+		for _, w := range wants {
+			if !strings.Contains(p, w) {
+				t.Errorf("%s's brief lacks %q", id, w)
+			}
+		}
+	}
+	for _, id := range []string{"llm_efficiency", "baby_lm"} { // 1.1 #8, 1.2 #6
+		if s, _ := get(id); s.Resources.MemoryGB != 128 || s.Resources.DiskGB != 500 {
+			t.Errorf("%s's resources %+v, MLRB states 128 GB and 500 GB", id, s.Resources)
+		}
+	}
+	for _, id := range []string{"edge_llm_compression", "edge_llm_training"} { // 1.5 #6, 1.6 #4
+		if s, _ := get(id); s.Constraints.PeakDtype != "float32" || s.Constraints.PeakContextOf() != 2000 {
+			t.Errorf("%s's memory rule: %s over %d tokens, the kit's is float32 over 2000", id, s.Constraints.PeakDtype, s.Constraints.PeakContextOf())
+		}
+	}
+	if s, _ := get("edge_llm_compression"); s.Constraints.Lineage == nil || s.Constraints.Lineage.Mode != LineageSubset { // 1.5 #4
+		t.Error("edge_llm_compression checks no lineage from phi-2")
+	}
+	if s, _ := get("llm_merging"); s.Constraints.Lineage == nil || s.Constraints.Lineage.Mode != LineageArchitecture { // 1.4 #2
+		t.Error("llm_merging checks no lineage from its experts")
+	}
+	for _, id := range []string{"mini_pile", "edge_llm_training"} { // 1.3 #9, 1.6 #12
+		if s, _ := get(id); s.Evaluation.Tolerance < 1.0/56/8 {
+			t.Errorf("%s's tolerance %v is under one CB item", id, s.Evaluation.Tolerance)
+		}
+	}
+	if s, _ := get("math_reasoning"); len(s.Evaluation.Data) != 1 || !strings.Contains(strings.Join(s.Evaluation.Command, " "), "{data:proofnet/test.jsonl}") { // 1.7 #5
+		t.Errorf("math_reasoning's held-out set is not its evaluation data: %+v", s.Evaluation)
+	}
+	for _, id := range c.IDs("full") { // 1.1 #12 … 1.7 #13: a control for every task
+		if s, _ := get(id); s.Evaluation.Control == nil {
+			t.Errorf("%s ships no control", id)
+		}
+	}
+}
