@@ -213,27 +213,16 @@ func (a *Evaluations) control(ctx context.Context, in EvalInput, image, evaluato
 	dir := filepath.Join(a.Host.WorkDir, "eval", runKey(in.RunID), name)
 	_ = os.RemoveAll(dir)
 	defer func() { _ = os.RemoveAll(dir) }()
-	task := "eval-" + runKey(in.RunID) + "-" + name
-	var source string
-	var candidate *Control
-	var ev *evalDirs
-	var err error
-	if c := in.Task.Evaluation.Control; c != nil && in.Task.Reference == nil {
-		// The task's own control, shipped in the evaluator's image: the
-		// evaluator reads it where the image holds it.
-		if ev, err = a.layEvaluation(dir, task, in); err != nil {
-			return "", 0, err
-		}
-		ev.shippedModel = c.Path
-		source = fmt.Sprintf("the task's control %s", shippedName(c))
-	} else {
-		if source, candidate, err = a.controlModel(ctx, in, evaluator, dir, lv); err != nil {
-			return "", 0, err
-		}
-		if ev, err = a.layEvaluation(dir, task, in); err != nil {
-			return "", 0, err
-		}
+	source, candidate, shipped, err := a.controlModel(ctx, in, evaluator, dir, lv)
+	if err != nil {
+		return "", 0, err
 	}
+	task := "eval-" + runKey(in.RunID) + "-" + name
+	ev, err := a.layEvaluation(dir, task, in)
+	if err != nil {
+		return "", 0, err
+	}
+	ev.shippedModel = shipped
 	_, r, _, _, err := a.evaluate(ctx, in, ev, image, lv)
 	if err != nil {
 		return "", 0, err
@@ -254,40 +243,44 @@ func shippedName(c *tasks.ControlModel) string {
 }
 
 // controlModel lays the control model out as dir/model and says what it
-// is: a mini task's untrained reference model, else the task's control
-// for this evaluator, else a candidate (candidateControl, returned to be
-// kept once it scores), its model directory alone restored (never the
-// run's own model, never its whole workspace).
-func (a *Evaluations) controlModel(ctx context.Context, in EvalInput, evaluator, dir string, lv *liveness) (string, *Control, error) {
+// is: a mini task's untrained reference model; else the task's own
+// control, shipped in its evaluator (returned as shipped, its path there:
+// nothing is laid out); else the task's control for this evaluator; else
+// a candidate (candidateControl, returned to be kept once it scores), its
+// model directory alone restored (never the run's own model, never its
+// whole workspace).
+func (a *Evaluations) controlModel(ctx context.Context, in EvalInput, evaluator, dir string, lv *liveness) (source string, candidate *Control, shipped string, err error) {
 	if in.Task.Reference != nil {
 		if err := reference.Untrained(&in.Task, filepath.Join(dir, "model")); err != nil {
-			return "", nil, fmt.Errorf("the untrained reference model: %w", err)
+			return "", nil, "", fmt.Errorf("the untrained reference model: %w", err)
 		}
-		return "the task's untrained reference model", nil, nil
+		return "the task's untrained reference model", nil, "", nil
+	}
+	if c := in.Task.Evaluation.Control; c != nil {
+		return "the task's control " + shippedName(c), nil, c.Path, nil
 	}
 	c, err := GetControl(ctx, a.Runs.Engine.Store, in.Task.ID, evaluator)
-	var candidate *Control
 	switch {
 	case err != nil:
-		return "", nil, err
+		return "", nil, "", err
 	case c == nil:
 		if candidate = a.candidateControl(ctx, in); candidate == nil {
-			return "", nil, fmt.Errorf("%s has no control model for this evaluator: measure its baseline anchor (`starter anchors measure %s --role baseline --agent …`) or choose a scored run (`starter anchors control %s --run RUN_ID`), then `starter retry-eval %s`",
+			return "", nil, "", fmt.Errorf("%s has no control model for this evaluator: measure its baseline anchor (`starter anchors measure %s --role baseline --agent …`) or choose a scored run (`starter anchors control %s --run RUN_ID`), then `starter retry-eval %s`",
 				in.Task.ID, in.Task.ID, in.Task.ID, in.RunID)
 		}
 		c = candidate
 	case c.RunID == in.RunID:
-		return "", nil, errors.New("the control is this run's own model")
+		return "", nil, "", errors.New("the control is this run's own model")
 	}
 	bytes, err := a.restoreControl(ctx, c, dir, lv)
 	if err != nil {
-		return "", nil, err
+		return "", nil, "", err
 	}
 	c.Bytes = bytes
 	if candidate != nil {
-		return fmt.Sprintf("run %s's model (checkpoint #%d, %s, scored by this evaluator for the first time)", c.RunID, c.Seq, c.Source), candidate, nil
+		return fmt.Sprintf("run %s's model (checkpoint #%d, %s, scored by this evaluator for the first time)", c.RunID, c.Seq, c.Source), candidate, "", nil
 	}
-	return fmt.Sprintf("run %s's model (checkpoint #%d, scored %.4g, the control chosen by %s on %s)", c.RunID, c.Seq, c.Score, c.Source, c.Recorded.Format("2006-01-02")), nil, nil
+	return fmt.Sprintf("run %s's model (checkpoint #%d, scored %.4g, the control chosen by %s on %s)", c.RunID, c.Seq, c.Score, c.Source, c.Recorded.Format("2006-01-02")), nil, "", nil
 }
 
 // restoreControl restores the control's model directory alone under
