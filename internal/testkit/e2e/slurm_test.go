@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mlrb/mlrb/internal/scoring/evaldata"
 	"github.com/mlrb/mlrb/internal/testkit/testenv"
 )
 
@@ -140,18 +141,33 @@ func TestFullSuiteOnSlurmGPUs(t *testing.T) {
 	if err := os.WriteFile(envFile, []byte("HUGGINGFACE_TOKEN=hf_e2e_full\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// math_reasoning's held-out set: the stand-in evaluator reads a set of
+	// the test's own (ProofNet's is not fetched here), named by its hash.
+	dataDir := t.TempDir()
+	held := filepath.Join(dataDir, "proofnet", "test.jsonl")
+	if err := os.MkdirAll(filepath.Dir(held), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(held, []byte(`{"nl_statement": "Show 1 = 1.", "nl_proof": "Trivial.", "formal_statement": "theorem t : 1 = 1 :="}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	heldSum, err := evaldata.Digest(held)
+	if err != nil {
+		t.Fatal(err)
+	}
 	e := dockerEnv(t, "MLRB_PROVISION_KIND=slurm", "MLRB_PROVISION_SLURM_WORKER="+filepath.Join(bin, "worker"), "MLRB_PROVISION_REAP_INTERVAL=2s",
-		"MLRB_PROVISION_MARGIN=5m", "MLRB_CONTAINER_GPUS=devices", "MLRB_AGENT_ENV_FILE="+envFile,
+		"MLRB_PROVISION_MARGIN=5m", "MLRB_CONTAINER_GPUS=devices", "MLRB_AGENT_ENV_FILE="+envFile, "MLRB_EVAL_DATA_DIR="+dataDir,
 		"MLRB_AGENTS_DIR="+agentDefs(t, map[string]string{"full-4o": "image: mlrb-fullagent:e2e\nprovider: openai\nmodel: gpt-4o\nsecrets: [HUGGINGFACE_TOKEN]\n"}))
 	e.vars = append(e.vars, "MLRB_PROVISION_SLURM_WORK_DIR="+filepath.Join(e.state, "slurm"))
 	// The seven real tasks, each scored by the stand-in evaluator image.
 	full := []string{"llm_efficiency", "baby_lm", "mini_pile", "llm_merging", "edge_llm_compression", "edge_llm_training", "math_reasoning"}
 	for _, id := range full {
-		image := "  image: mlrb-evaluator:lm-eval-0.4.12"
+		edits := map[string]string{"  image: mlrb-evaluator:lm-eval-0.4.12": "  image: mlrb-standin-eval:e2e"}
 		if id == "math_reasoning" {
-			image = "  image: mlrb-evaluator:autoformalization-lean3"
+			edits = map[string]string{"  image: mlrb-evaluator:autoformalization-lean3": "  image: mlrb-standin-eval:e2e",
+				"sha256: sha256:4eae0ba4a6503d6828afb63b4936f9913cce299ef81a17c372e1b75b56187177": "sha256: " + heldSum}
 		}
-		e.addTask(id, id, map[string]string{image: "  image: mlrb-standin-eval:e2e"})
+		e.addTask(id, id, edits)
 	}
 	e.start("worker", "--dev")
 	e.waitServer()

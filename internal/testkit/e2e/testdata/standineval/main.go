@@ -130,9 +130,11 @@ func lmeval(args []string) error {
 }
 
 func autoformalization(args []string) error {
-	var model, results, outputs string
+	var model, results, outputs, data string
 	for i := 0; i+1 < len(args); i += 2 {
 		switch args[i] {
+		case "--data":
+			data = args[i+1]
 		case "--model":
 			model = args[i+1]
 		case "--results_file":
@@ -140,6 +142,10 @@ func autoformalization(args []string) error {
 		case "--outputs":
 			outputs = args[i+1]
 		}
+	}
+	// The held-out set the worker mounted, read as the real evaluator does.
+	if b, err := os.ReadFile(data); err != nil || len(b) == 0 {
+		return fmt.Errorf("the held-out set %q: %v (%d bytes)", data, err, len(b))
 	}
 	q, err := quality(model)
 	if err != nil {
