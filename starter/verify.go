@@ -159,29 +159,45 @@ func runRescore(g *globals, o rescoreOptions, dir string) error {
 			fmt.Fprintf(g.errOut, "rescore: %s\n", now)
 		}
 	}
-	disagree := 0
+	counts := map[rescoreVerdict]int{}
 	for _, c := range checked {
-		ok, err := rescoreOne(g, evals, dir, c, o.image, cfg.Host.GPUDevices)
+		v, err := rescoreOne(g, evals, dir, c, o.image, cfg.Host.GPUDevices)
 		if err != nil {
 			return fmt.Errorf("rescore %s: %w", c.RunID, err)
 		}
-		if !ok {
-			disagree++
-		}
+		counts[v]++
 	}
-	if disagree > 0 {
-		return fmt.Errorf("%d of %d re-scored run(s) disagree with their bundle", disagree, len(checked))
+	if counts[disagreed] > 0 || counts[notCompared] > 0 {
+		return fmt.Errorf("of %d run(s), %d disagree with their bundle and %d could not be compared (a run with no score agrees with nothing)", len(checked), counts[disagreed], counts[notCompared])
 	}
 	return nil
+}
+
+// rescoreVerdict is what one re-scoring found: a score that agrees with
+// its bundle's, one that does not, or no pair of scores to compare (the
+// bundle's run has none, or none could be made here): never agreement.
+type rescoreVerdict int
+
+const (
+	agreed rescoreVerdict = iota
+	disagreed
+	notCompared
+)
+
+func verdictOf(ok bool) rescoreVerdict {
+	if ok {
+		return agreed
+	}
+	return disagreed
 }
 
 // rescoreOne evaluates a verified bundle's final checkpoint as a run's
 // final evaluation does, on this host's GPUs when the task has some,
 // and tells whether the scores agree.
-func rescoreOne(g *globals, evals *activities.Evaluations, dir string, c *bundle.Checked, flagImage string, gpus []int) (bool, error) {
+func rescoreOne(g *globals, evals *activities.Evaluations, dir string, c *bundle.Checked, flagImage string, gpus []int) (rescoreVerdict, error) {
 	var r runs.Result
 	if err := json.Unmarshal(c.Predicate.Result, &r); err != nil {
-		return false, fmt.Errorf("its result: %w", err)
+		return notCompared, fmt.Errorf("its result: %w", err)
 	}
 	var spec tasks.Spec
 	b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(bundle.MetaDir(c.RunID)), bundle.TaskFile))
@@ -189,14 +205,14 @@ func rescoreOne(g *globals, evals *activities.Evaluations, dir string, c *bundle
 		err = json.Unmarshal(b, &spec)
 	}
 	if err != nil {
-		return false, fmt.Errorf("its task spec: %w", err)
+		return notCompared, fmt.Errorf("its task spec: %w", err)
 	}
 	if spec.Hash() != c.Predicate.SpecHash {
-		return false, fmt.Errorf("its task spec hashes to %s, the statement says %s", spec.Hash(), c.Predicate.SpecHash)
+		return notCompared, fmt.Errorf("its task spec hashes to %s, the statement says %s", spec.Hash(), c.Predicate.SpecHash)
 	}
 	if c.Predicate.Final == 0 {
-		fmt.Fprintf(g.out, "rescore %s: the run ended with no checkpoint (%s): nothing to score\n", c.RunID, r.Outcome)
-		return r.Score == nil, nil
+		fmt.Fprintf(g.out, "rescore %s: the run ended with no checkpoint (%s): NOT COMPARED, nothing to score\n", c.RunID, r.Outcome)
+		return notCompared, nil
 	}
 	in := activities.EvalInput{RunID: c.RunID, Task: spec, Seed: r.Seed, Final: activities.CheckpointRef{Seq: c.Predicate.Final}, Image: flagImage, N: 1}
 	if in.Image == "" {
@@ -204,14 +220,19 @@ func rescoreOne(g *globals, evals *activities.Evaluations, dir string, c *bundle
 	}
 	if n := spec.Resources.GPUCount; n > 0 {
 		if len(gpus) < n {
-			return false, cli.Usagef("task %s is evaluated on %d GPU(s): this host has %d in host.gpu_devices", spec.ID, n, len(gpus))
+			return notCompared, cli.Usagef("task %s is evaluated on %d GPU(s): this host has %d in host.gpu_devices", spec.ID, n, len(gpus))
 		}
 		in.Lease = &activities.Lease{Devices: gpus[:n]}
 	}
 	res, err := evals.Evaluate(g.ctx, in)
 	if err != nil {
 		fmt.Fprintf(g.out, "rescore %s: bundle %s; here: %v\n", c.RunID, scoreText(&r), err)
-		return r.Score == nil, nil
+		if evaluatedScore(g, &r) != nil {
+			fmt.Fprintln(g.out, "  DISAGREE: the bundle's run was scored, and its model scores nothing here")
+			return disagreed, nil
+		}
+		fmt.Fprintln(g.out, "  NOT COMPARED: neither the bundle's run nor this evaluation has a score")
+		return notCompared, nil
 	}
 	return reportRescore(g, c, &r, res, spec.Evaluation.Tolerance, flagImage), nil
 }
@@ -232,7 +253,7 @@ func evaluatorImage(evaluator string) string {
 // or within the task's tolerance. Under another evaluator the difference
 // is shown and named: asked for (--image), it is what was wanted; found
 // (the evaluator here is not the bundle's), it is no agreement.
-func reportRescore(g *globals, c *bundle.Checked, r *runs.Result, res *activities.EvalResult, tol float64, asked string) bool {
+func reportRescore(g *globals, c *bundle.Checked, r *runs.Result, res *activities.EvalResult, tol float64, asked string) rescoreVerdict {
 	fmt.Fprintf(g.out, "rescore %s\n  bundle:   %s, evaluator %s\n", c.RunID, scoreText(r), c.Predicate.Evaluator)
 	rules := "rule checks passed"
 	if len(res.Violations) > 0 {
@@ -249,8 +270,8 @@ func reportRescore(g *globals, c *bundle.Checked, r *runs.Result, res *activitie
 	fmt.Fprintf(g.out, "  here:     score %.6g, %s (%s)\n", res.Score, who, rules)
 	scored := evaluatedScore(g, r)
 	if scored == nil {
-		fmt.Fprintf(g.out, "  the bundle's run has no evaluated score (%s): nothing to compare\n", r.Outcome)
-		return true
+		fmt.Fprintf(g.out, "  NOT COMPARED: the bundle's run has no evaluated score (%s), so this one agrees with nothing\n", r.Outcome)
+		return notCompared
 	}
 	d := res.Score - *scored
 	switch broke := r.Outcome == runs.OutcomeDisqualified; {
@@ -259,19 +280,19 @@ func reportRescore(g *globals, c *bundle.Checked, r *runs.Result, res *activitie
 		if asked == "" {
 			fmt.Fprintln(g.out, "  DISAGREE: this host's evaluator is not the bundle's (--image scores under another one deliberately)")
 		}
-		return asked != ""
+		return verdictOf(asked != "")
 	case (len(res.Violations) > 0) != broke:
 		fmt.Fprintf(g.out, "  DISAGREE: the rule checks here (%s) are not the run's (%s)\n", rules, r.Outcome)
-		return false
+		return disagreed
 	case d == 0:
 		fmt.Fprintln(g.out, "  agree: exactly")
-		return true
+		return agreed
 	case math.Abs(d) <= tol:
 		fmt.Fprintf(g.out, "  agree: within the task's tolerance %g (difference %+.6g)\n", tol, d)
-		return true
+		return agreed
 	}
 	fmt.Fprintf(g.out, "  DISAGREE: difference %+.6g (the task's tolerance is %g)\n", d, tol)
-	return false
+	return disagreed
 }
 
 // evaluatedScore is what the run's evaluator scored, counted or not: its
