@@ -274,7 +274,7 @@ func (s *Spec) checkEvaluationInputs() error {
 		case !sha256Name.MatchString(d.SHA256):
 			return fmt.Errorf("evaluation.data[%d].sha256 %q must be sha256:<64 hex> (`starter data hash PATH` prints it)", i, d.SHA256)
 		case d.Source == "":
-			return missing2(fmt.Sprintf("evaluation.data[%d].source", i), "where the data set comes from and how to fetch it")
+			return requiredField(fmt.Sprintf("evaluation.data[%d].source", i), "where the data set comes from and how to fetch it")
 		}
 		declared[d.Name] = true
 	}
@@ -299,7 +299,7 @@ func (s *Spec) checkEvaluationInputs() error {
 	if c := e.Control; c != nil {
 		switch {
 		case c.Model == "":
-			return missing2("evaluation.control.model", "a hub id, or scratch:<recipe>")
+			return requiredField("evaluation.control.model", "a hub id, or scratch:<recipe>")
 		case !strings.HasPrefix(c.Model, "scratch:") && !hubRev.MatchString(c.Revision):
 			return fmt.Errorf("evaluation.control.revision %q must be the 40-hex commit of %s on the hub (a branch name moves)", c.Revision, c.Model)
 		case !strings.HasPrefix(c.Path, "/"):
@@ -309,7 +309,7 @@ func (s *Spec) checkEvaluationInputs() error {
 	return nil
 }
 
-func missing2(field, what string) error {
+func requiredField(field, what string) error {
 	return fmt.Errorf("missing required field %q (%s)", field, what)
 }
 
@@ -328,7 +328,7 @@ func (c Constraints) check() error {
 			return fmt.Errorf("constraints.lineage.mode %q must be %s or %s", l.Mode, LineageSubset, LineageArchitecture)
 		}
 		if len(l.From) == 0 {
-			return missing2("constraints.lineage.from", "the models the submission may derive from")
+			return requiredField("constraints.lineage.from", "the models the submission may derive from")
 		}
 		for i, m := range l.From {
 			if m.Name == "" || m.Config["model_type"] == nil {

@@ -44,7 +44,7 @@ def build(cfg_fields, dtype):
     cfg = AutoConfig.for_model(fields.pop("model_type"), **fields)
     cls = AutoModelForSeq2SeqLM if cfg.is_encoder_decoder else AutoModelForCausalLM
     with torch.device("meta"):
-        model = cls.from_config(cfg, torch_dtype=getattr(torch, dtype))
+        model = cls.from_config(cfg, dtype=getattr(torch, dtype))
     return cfg, model
 
 
@@ -91,7 +91,7 @@ def peak(out):
     res = {"device": torch.cuda.get_device_name(0)}
     for dtype in ("float32", "float16"):
         cfg = AutoConfig.for_model(**ARCHS["phi-2"][1])
-        model = AutoModelForCausalLM.from_config(cfg, torch_dtype=getattr(torch, dtype)).to("cuda").eval()
+        model = AutoModelForCausalLM.from_config(cfg, dtype=getattr(torch, dtype)).to("cuda").eval()
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
         ids = torch.randint(0, cfg.vocab_size, (1, 2000), device="cuda")
