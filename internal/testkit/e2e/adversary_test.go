@@ -49,7 +49,7 @@ func TestAdversaries(t *testing.T) {
 		defs["adv-"+a.mode] = "image: " + a.image + "\nprovider: openai\nargs: [/testtask, adversary, " + a.mode + "]\n"
 	}
 	e := containerAgentEnv(t, "MLRB_AGENTS_DIR="+agentDefs(t, defs), "MLRB_HOST_MAX_AGENTS=6",
-		"MLRB_AGENT_WORKSPACE_MAX_ENTRIES=20000", "MLRB_GATEWAY_MAX_REFUSED=500")
+		"MLRB_AGENT_WORKSPACE_MAX_ENTRIES=5000", "MLRB_GATEWAY_MAX_REFUSED=500")
 	volumesBefore := dockerVolumes(t)
 	t.Run("attacks", func(t *testing.T) {
 		for _, a := range adversaries {
