@@ -338,6 +338,9 @@ func DecodeManifest(r io.Reader) (*Manifest, error) {
 	if err := m.applyRawNames(); err != nil {
 		return nil, err
 	}
+	if err := m.checkTree(); err != nil {
+		return nil, err
+	}
 	return &m, nil
 }
 

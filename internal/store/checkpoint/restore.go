@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
@@ -24,12 +23,16 @@ func (e *Engine) Restore(ctx context.Context, m *Manifest, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("restore into %s: %w", dir, err)
 	}
-	if err := m.check(); err != nil {
+	err := m.check()
+	if err == nil {
+		err = m.checkTree()
+	}
+	if err != nil {
 		return fmt.Errorf("restore %s #%d: %w", m.RunID, m.Seq, err)
 	}
 	// dir is the caller's own path (a symlink to a scratch disk, say);
 	// below it, nothing is followed.
-	dir, err := filepath.EvalSymlinks(dir)
+	dir, err = filepath.EvalSymlinks(dir)
 	if err != nil {
 		return fmt.Errorf("restore into %s: %w", dir, err)
 	}
@@ -40,27 +43,28 @@ func (e *Engine) Restore(ctx context.Context, m *Manifest, dir string) error {
 	defer func() { _ = root.Close() }()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(e.parallel())
-	r := &restoring{e: e, ctx: gctx, g: g, chunkSize: m.ChunkSize, bufs: e.buffers(m.ChunkSize), root: root}
+	r := &restoring{e: e, ctx: gctx, g: g, chunkSize: m.ChunkSize, bufs: e.buffers(m.ChunkSize), root: root, made: map[string]bool{}}
 	var dirs, links []File
 	for _, f := range m.Files {
-		clean := path.Clean(f.Path)
-		if clean != f.Path || strings.HasPrefix(clean, "../") || path.IsAbs(clean) || clean == ".." {
-			return fmt.Errorf("restore %s #%d: unsafe path %q in manifest", m.RunID, m.Seq, f.Path)
-		}
-		target := filepath.Join(dir, filepath.FromSlash(f.Path))
-		// Nothing is ever written through a symlink the checkpoint holds.
-		if err := parentsInside(dir, f.Path); err != nil {
-			return fmt.Errorf("restore %s #%d: %w", m.RunID, m.Seq, err)
+		// The manifest is one tree (checkTree): nothing is ever written
+		// below a symlink it holds, and every directory on the way is
+		// opened from root's descriptor, never resolved by path.
+		if err := r.parents(f.Path); err != nil {
+			_ = g.Wait()
+			return fmt.Errorf("restore %s #%d: %s: %w", m.RunID, m.Seq, f.Path, err)
 		}
 		switch {
 		case f.Mode.IsDir():
-			if err := mkdirInside(dir, f.Path); err != nil {
+			d, err := root.MkdirAll(f.Path, 0o755)
+			if err != nil {
+				_ = g.Wait()
 				return fmt.Errorf("restore %s: %w", f.Path, err)
 			}
+			_ = d.Close()
 			dirs = append(dirs, f)
 		case f.Mode&fs.ModeSymlink != 0:
-			_ = os.Remove(target)
-			if err := os.Symlink(f.Link, target); err != nil {
+			if err := r.symlink(f); err != nil {
+				_ = g.Wait()
 				return fmt.Errorf("restore %s: %w", f.Path, err)
 			}
 		case f.HardLink != "":
@@ -80,78 +84,89 @@ func (e *Engine) Restore(ctx context.Context, m *Manifest, dir string) error {
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("restore %s #%d: %w", m.RunID, m.Seq, err)
 	}
-	if err := restoreLinks(m, dir, links); err != nil {
-		return err
+	for _, f := range links {
+		if err := r.hardLink(f); err != nil {
+			return fmt.Errorf("restore %s #%d: %s: %w", m.RunID, m.Seq, f.Path, err)
+		}
 	}
 	// Directory modes last, so a read-only dir does not block its children.
 	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i].Path) > len(dirs[j].Path) })
 	for _, d := range dirs {
-		p := filepath.Join(dir, filepath.FromSlash(d.Path))
-		if st, err := os.Lstat(p); err != nil || !st.IsDir() {
-			return fmt.Errorf("restore %s: no longer a directory", d.Path)
-		}
-		if err := os.Chmod(p, d.Mode.Perm()); err != nil {
+		if err := r.chmodDir(d); err != nil {
 			return fmt.Errorf("restore %s: %w", d.Path, err)
 		}
 	}
 	return nil
 }
 
-// parentsInside makes the directories above rel under dir, refusing a
-// component that exists as anything but a directory (a symlink restored
-// earlier): a write below it would land wherever it points.
-func parentsInside(dir, rel string) error {
+// parents makes the directories above rel, each from its parent's
+// descriptor; a component that exists as anything but a directory is
+// refused.
+func (r *restoring) parents(rel string) error {
 	parent := path.Dir(rel)
-	if parent == "." {
+	if parent == "." || r.made[parent] {
 		return nil
 	}
-	return mkdirInside(dir, parent)
+	d, err := r.root.MkdirAll(parent, 0o755)
+	if err != nil {
+		return err
+	}
+	r.made[parent] = true
+	return d.Close()
 }
 
-// mkdirInside makes dir/rel component by component, never through a
-// symlink.
-func mkdirInside(dir, rel string) error {
-	p := dir
-	for _, part := range strings.Split(rel, "/") {
-		p = filepath.Join(p, part)
-		st, err := os.Lstat(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-				return err
-			}
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if !st.IsDir() {
-			return fmt.Errorf("%s: %s is a %s, not a directory: refused", rel, p, st.Mode().Type())
-		}
+// symlink creates f's symlink in its directory's descriptor, in place of
+// a file or link of that name (never of a directory: unlinkat without
+// AT_REMOVEDIR leaves one, and the symlinkat then fails).
+func (r *restoring) symlink(f File) error {
+	d, err := r.dir(path.Dir(f.Path))
+	if err != nil {
+		return err
+	}
+	defer r.release(d)
+	name := path.Base(f.Path)
+	if err := unix.Unlinkat(d.Fd(), name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &os.PathError{Op: "unlink", Path: f.Path, Err: err}
+	}
+	if err := unix.Symlinkat(f.Link, d.Fd(), name); err != nil {
+		return &os.PathError{Op: "symlink", Path: f.Path, Err: err}
 	}
 	return nil
 }
 
-// restoreLinks recreates hardlinks, each to a regular file of the same
-// snapshot restored before it.
-func restoreLinks(m *Manifest, dir string, links []File) error {
-	if len(links) == 0 {
-		return nil
+// hardLink links f to the regular file it names (checkTree made sure the
+// checkpoint holds one), both directories opened from root's descriptor
+// and the target never followed if it is a link.
+func (r *restoring) hardLink(f File) error {
+	from, err := r.dir(path.Dir(f.HardLink))
+	if err != nil {
+		return err
 	}
-	regular := map[string]bool{}
-	for _, f := range m.Files {
-		if f.Mode.IsRegular() && f.HardLink == "" {
-			regular[f.Path] = true
-		}
+	defer r.release(from)
+	to, err := r.dir(path.Dir(f.Path))
+	if err != nil {
+		return err
 	}
-	for _, f := range links {
-		if !regular[f.HardLink] {
-			return fmt.Errorf("restore %s #%d: %s links to %q, which is no regular file of the checkpoint", m.RunID, m.Seq, f.Path, f.HardLink)
-		}
-		target := filepath.Join(dir, filepath.FromSlash(f.Path))
-		_ = os.Remove(target)
-		if err := os.Link(filepath.Join(dir, filepath.FromSlash(f.HardLink)), target); err != nil {
-			return fmt.Errorf("restore %s: %w", f.Path, err)
-		}
+	defer r.release(to)
+	name := path.Base(f.Path)
+	if err := unix.Unlinkat(to.Fd(), name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &os.PathError{Op: "unlink", Path: f.Path, Err: err}
+	}
+	if err := unix.Linkat(from.Fd(), path.Base(f.HardLink), to.Fd(), name, 0); err != nil {
+		return &os.PathError{Op: "link", Path: f.Path, Err: err}
+	}
+	return nil
+}
+
+// chmodDir gives a restored directory its mode through its descriptor.
+func (r *restoring) chmodDir(f File) error {
+	d, err := r.root.SubPath(f.Path)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = d.Close() }()
+	if err := unix.Fchmod(d.Fd(), uint32(f.Mode.Perm())); err != nil {
+		return &os.PathError{Op: "chmod", Path: f.Path, Err: err}
 	}
 	return nil
 }
@@ -188,6 +203,8 @@ type restoring struct {
 	// root is the directory restored into: every file is created in its
 	// directory's descriptor, opened from root (placing.go).
 	root *safefs.Dir
+	// made are the directories this restore has made (or found) already.
+	made map[string]bool
 }
 
 // file creates the file at its full size and queues one task per chunk

@@ -88,6 +88,7 @@ func (e *Engine) save(ctx context.Context, meta Meta, prev *Manifest, what strin
 		return nil, fmt.Errorf("checkpoint %s #%d of %s: %w", meta.RunID, meta.Seq, what, err)
 	}
 	s.placePacked()
+	s.dropDangling()
 	s.m.NewBytes, s.m.NewChunks = s.newBytes.Load(), int(s.newChunks.Load())
 	if err := e.commit(ctx, s.m); err != nil {
 		return nil, err
@@ -269,6 +270,15 @@ func (s *saving) readEntry(en safefs.Entry, f File) (File, *packPlace, error) {
 	if errors.Is(err, ErrTorn) {
 		s.m.Unsettled = append(s.m.Unsettled, f.Path)
 		old, had := s.prev[f.Path]
+		if had && old.HardLink != "" {
+			// Its previous version was a second name of another file:
+			// that file's content then, under this name, as this
+			// checkpoint may not hold the other name.
+			t, ok := s.prev[old.HardLink]
+			had = ok && t.HardLink == "" && t.Mode.IsRegular()
+			t.Path, t.Mode = f.Path, old.Mode
+			old = t
+		}
 		if !had {
 			return File{}, nil, nil
 		}

@@ -78,6 +78,12 @@ func TestExtractTarRefusesEscapes(t *testing.T) {
 		"absolute":         {{name: filepath.Join(host, "evil"), flag: tar.TypeReg, body: "x"}},
 		"hardlink outside": {{name: "stolen", link: "../../../../../../" + strings.TrimPrefix(filepath.Join(host, "passwd"), "/"), flag: tar.TypeLink}},
 		"below a symlink":  {{name: "a", link: host, flag: tar.TypeSymlink}, {name: "a/evil", flag: tar.TypeReg, body: "x"}},
+		// Audit C1's order: a link made below a directory that a symlink
+		// then takes the place of; no directory is ever removed for one.
+		"a symlink over a directory": {{name: "m/r", flag: tar.TypeReg, body: "x"}, {name: "m/p/evil", link: "m/r", flag: tar.TypeLink},
+			{name: "m/p", link: host, flag: tar.TypeSymlink}, {name: "m/p/evil2", link: "m/r", flag: tar.TypeLink}},
+		"a symlink over an empty directory": {{name: "m/p/", flag: tar.TypeDir}, {name: "m/p", link: host, flag: tar.TypeSymlink},
+			{name: "m/p/evil", flag: tar.TypeReg, body: "x"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "root", "app")
