@@ -189,7 +189,7 @@ func (a *Evaluations) keepControl(ctx context.Context, in EvalInput, c *Control,
 // model, if the evaluator scores a control model; else the evaluator.
 func (a *Evaluations) blame(ctx context.Context, in EvalInput, image, evaluator string, lv *liveness, failure error) error {
 	var ef *evaluatorFailed
-	if !errors.As(failure, &ef) || ctx.Err() != nil {
+	if !errors.As(failure, &ef) || ctx.Err() != nil || a.NoControl {
 		return failure
 	}
 	source, score, err := a.control(ctx, in, image, evaluator, lv)

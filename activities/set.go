@@ -115,6 +115,10 @@ type Evaluations struct {
 	// Progress is told an evaluation's progress where it runs outside a
 	// worker (a rescore), in place of heartbeats (nil: not told).
 	Progress func(Heartbeat)
+	// NoControl: a failed evaluation runs no control model (a rescore:
+	// its answer is the same either way, and a control is a model no one
+	// signed).
+	NoControl bool
 }
 
 // live heartbeats an evaluation (liveness).

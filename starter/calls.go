@@ -63,7 +63,7 @@ func runCalls(g *globals, o callsOptions, id string) error {
 	}
 	seen := map[string]bool{}
 	// What the agent sent (model names, hosts) reaches a terminal inert.
-	tw := tabwriter.NewWriter(cli.ForTerminal(g.out), 2, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(g.out, 2, 4, 2, ' ', 0)
 	if !o.json {
 		fmt.Fprintln(tw, "ATTEMPT\tSEQ\tTIME\tKIND\tMODEL / HOST\tSTATUS\tIN\tCACHED\tOUT\tUSD\tLATENCY\tNOTE")
 	}
@@ -189,6 +189,6 @@ func printCall(g *globals, o callsOptions, store blob.Store, id string) error {
 		}{c, string(req), string(resp)})
 	}
 	b, _ := json.MarshalIndent(c, "", "  ")
-	fmt.Fprintf(cli.ForTerminal(g.out), "%s\n\n--- request (%d bytes)\n%s\n\n--- response (%d bytes)\n%s\n", b, len(req), req, len(resp), resp)
+	fmt.Fprintf(g.out, "%s\n\n--- request (%d bytes)\n%s\n\n--- response (%d bytes)\n%s\n", b, len(req), req, len(resp), resp)
 	return nil
 }

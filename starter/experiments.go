@@ -74,7 +74,7 @@ func runExperiments(g *globals, o experimentsOptions, id string) error {
 		fmt.Fprintln(g.out, string(b))
 		return nil
 	}
-	writeExperiments(cli.ForTerminal(g.out), r)
+	writeExperiments(g.out, r)
 	return nil
 }
 

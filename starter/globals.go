@@ -22,10 +22,15 @@ import (
 // GlobalOptions: the config the persistent flags select (read once), a
 // Temporal client dialled on first use, and where to write.
 type globals struct {
-	ctx    context.Context
-	cmd    *cobra.Command
+	ctx context.Context
+	cmd *cobra.Command
+	// out and errOut are what every command prints to: on a terminal,
+	// control characters are shown escaped (runs print what agents
+	// wrote: file names, command lines, log lines). raw is the output as
+	// it is, for a recording's replay and a screen's redraw alone.
 	out    io.Writer
 	errOut io.Writer
+	raw    io.Writer
 	cfg    *config.Config
 	c      client.Client
 	blobs  blob.Store
@@ -37,7 +42,7 @@ type globals struct {
 // the client it dialled, if any, is closed after it.
 func run(fn func(g *globals, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		g := &globals{ctx: cmd.Context(), cmd: cmd, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr()}
+		g := &globals{ctx: cmd.Context(), cmd: cmd, out: cli.ForTerminal(cmd.OutOrStdout()), errOut: cli.ForTerminal(cmd.ErrOrStderr()), raw: cmd.OutOrStdout()}
 		defer g.close()
 		return fn(g, args)
 	}

@@ -65,7 +65,7 @@ func runLogs(g *globals, o logsOptions, id string) error {
 		}
 	}
 	var off int64
-	out := cli.ForTerminal(g.out)
+	out := g.out
 	for {
 		if off, err = logstore.Copy(g.ctx, store, id, attempt, off, out); err != nil || !o.follow {
 			return err
@@ -118,7 +118,7 @@ func evaluatorLogs(g *globals, id string) error {
 	if objs, err = store.List(g.ctx, prefix); err != nil {
 		return fmt.Errorf("evaluations of %s: %w", id, err)
 	}
-	out, n := cli.ForTerminal(g.out), 0
+	out, n := g.out, 0
 	for _, o := range objs {
 		if !strings.HasSuffix(o.Key, "/"+activities.EvaluatorLogName) {
 			continue

@@ -45,7 +45,7 @@ func sessionsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return playCast(g.out, b, speed, idle)
+			return playCast(g.raw, b, speed, idle)
 		}),
 	}
 	cmd.Flags().StringVar(&play, "play", "", "replay session N as it was seen")

@@ -62,7 +62,7 @@ func runWatch(g *globals, o watchOptions, id string) error {
 	if bench {
 		frame = benchmarkFrame
 	}
-	tty := g.out == os.Stdout && cli.IsTerminal(os.Stdout)
+	tty := g.raw == os.Stdout && cli.IsTerminal(os.Stdout)
 	for {
 		busy, st, err := running(g.ctx, c, id)
 		if err != nil {
@@ -85,7 +85,7 @@ func runWatch(g *globals, o watchOptions, id string) error {
 			fmt.Fprintf(&b, "(%v)\n", err)
 		}
 		if tty {
-			fmt.Fprint(g.out, "\033[H\033[2J")
+			fmt.Fprint(g.raw, "\033[H\033[2J")
 		}
 		fmt.Fprintln(g.out, b.String())
 		select {

@@ -17,7 +17,8 @@ import (
 // and server (a rescore): checkpoints are read from src, which never
 // changes (what the evaluation keeps goes to a store in scratch), and
 // the evaluator runs under this host's runtime as cfg configures it, in
-// scratch. Close releases the runtime.
+// scratch; no control model is ever evaluated. Close releases the
+// runtime.
 func StandaloneEvaluations(ctx context.Context, cfg *config.Config, src blob.Store, scratch string, logger *zap.Logger) (*activities.Evaluations, func(), error) {
 	upper, err := blob.NewFS(filepath.Join(scratch, "store"))
 	if err != nil {
@@ -37,9 +38,10 @@ func StandaloneEvaluations(ctx context.Context, cfg *config.Config, src blob.Sto
 		closeWS = func() { _ = docker.Close() }
 	}
 	return &activities.Evaluations{
-		Runs:    activities.Runs{Engine: engine},
-		Host:    &activities.Host{HostID: "rescore", WorkDir: local.WorkDir()},
-		Sandbox: &activities.Sandbox{Workspace: ws, LogLimit: local.Agent.LogLimitMB << 20, Data: &evaldata.Dir{Root: local.Eval.DataDir}, Logger: logger},
-		Logger:  logger,
+		Runs:      activities.Runs{Engine: engine},
+		Host:      &activities.Host{HostID: "rescore", WorkDir: local.WorkDir()},
+		Sandbox:   &activities.Sandbox{Workspace: ws, LogLimit: local.Agent.LogLimitMB << 20, Data: &evaldata.Dir{Root: local.Eval.DataDir}, Logger: logger},
+		Logger:    logger,
+		NoControl: true,
 	}, closeWS, nil
 }

@@ -62,7 +62,9 @@ func Execute(root *cobra.Command) {
 		return
 	}
 	msg := strings.ReplaceAll(err.Error(), "\n", " ")
-	fmt.Fprintf(os.Stderr, "%s: %s\n", root.Name(), msg)
+	// The one line may quote what an agent wrote (a log's tail, a file
+	// name): escaped on a terminal, as every command's output is.
+	fmt.Fprintf(ForTerminal(os.Stderr), "%s: %s\n", root.Name(), msg)
 	var ue *UsageError
 	if errors.As(err, &ue) || IsUsage(err) || strings.HasPrefix(msg, "unknown command") || strings.Contains(msg, "accepts ") || strings.Contains(msg, "required flag") {
 		os.Exit(2)

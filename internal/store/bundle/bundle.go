@@ -79,13 +79,17 @@ type Predicate struct {
 	Result json.RawMessage `json:"result"`
 }
 
-// Subject is one file of the bundle: its path in the bundle directory and
-// its SHA-256 (hex).
+// Subject is one file of the bundle: its path in the bundle directory,
+// its SHA-256 (hex) and its size (-1 where a bundle made before sizes
+// were signed does not say).
 type Subject struct {
 	Name   string
 	SHA256 string
 	Size   int64
 }
+
+// sizeAnnotation names a subject's signed size in its annotations.
+const sizeAnnotation = "mlrb.size"
 
 // statement is the in-toto Statement over subjects and p, as JSON.
 func statement(subjects []Subject, p *Predicate) ([]byte, error) {
@@ -103,7 +107,13 @@ func statement(subjects []Subject, p *Predicate) ([]byte, error) {
 	}
 	st := &ita.Statement{Type: ita.StatementTypeUri, PredicateType: PredicateType, Predicate: pred}
 	for _, s := range subjects {
-		st.Subject = append(st.Subject, &ita.ResourceDescriptor{Name: s.Name, Digest: map[string]string{"sha256": s.SHA256}})
+		// The size is signed too: verify stats a file against it before
+		// reading a byte (a sparse file of terabytes is refused at once).
+		size, err := structpb.NewStruct(map[string]any{sizeAnnotation: s.Size})
+		if err != nil {
+			return nil, fmt.Errorf("encode subject %s: %w", s.Name, err)
+		}
+		st.Subject = append(st.Subject, &ita.ResourceDescriptor{Name: s.Name, Digest: map[string]string{"sha256": s.SHA256}, Annotations: size})
 	}
 	if err := st.Validate(); err != nil {
 		return nil, fmt.Errorf("statement: %w", err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
+	"github.com/mlrb/mlrb/internal/store/safefs"
 )
 
 const runID = "b/agent/task/s0"
@@ -92,7 +93,7 @@ func TestVerify(t *testing.T) {
 	store, s, v := fixture(t)
 	dir := write(t, store, s)
 	key := EnvelopeKey(runID)
-	c, err := Verify(context.Background(), dir, key, []*Verifier{v}, nil)
+	c, err := verifyDir(t, dir, key, []*Verifier{v}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,11 +103,11 @@ func TestVerify(t *testing.T) {
 	// Files a verify has read once (a benchmark's shared chunks) are not
 	// read again for the next run that names them alike.
 	seen := &Seen{}
-	first, err := Verify(context.Background(), dir, key, []*Verifier{v}, seen)
+	first, err := verifyDir(t, dir, key, []*Verifier{v}, seen)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := Verify(context.Background(), dir, key, []*Verifier{v}, seen)
+	again, err := verifyDir(t, dir, key, []*Verifier{v}, seen)
 	if err != nil || first.Bytes == 0 || again.Bytes != 0 || again.Files != first.Files {
 		t.Fatalf("verified again: %v, read %d then %d bytes", err, first.Bytes, again.Bytes)
 	}
@@ -149,14 +150,14 @@ func TestVerify(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = os.WriteFile(tc.file, orig, 0o644) }()
-			_, err = Verify(context.Background(), dir, key, []*Verifier{v}, nil)
+			_, err = verifyDir(t, dir, key, []*Verifier{v}, nil)
 			var mm *Mismatch
 			if !errors.As(err, &mm) || !strings.Contains(mm.Piece, tc.piece) {
 				t.Fatalf("flipped a byte of the %s: %v, want a mismatch naming %q", tc.name, err, tc.piece)
 			}
 		})
 	}
-	if _, err := Verify(context.Background(), dir, key, []*Verifier{v}, nil); err != nil {
+	if _, err := verifyDir(t, dir, key, []*Verifier{v}, nil); err != nil {
 		t.Fatalf("restored bundle: %v", err)
 	}
 
@@ -169,7 +170,7 @@ func TestVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	var mm *Mismatch
-	if _, err := Verify(context.Background(), dir, key, []*Verifier{ov}, nil); !errors.As(err, &mm) || !strings.Contains(mm.Piece, "signature") {
+	if _, err := verifyDir(t, dir, key, []*Verifier{ov}, nil); !errors.As(err, &mm) || !strings.Contains(mm.Piece, "signature") {
 		t.Fatalf("another operator's key: %v", err)
 	}
 	var un *Unreadable
@@ -198,7 +199,18 @@ func TestVerifyStaysInside(t *testing.T) {
 		t.Fatal(err)
 	}
 	var mm *Mismatch
-	if _, err := Verify(context.Background(), dir, EnvelopeKey(runID), []*Verifier{v}, nil); !errors.As(err, &mm) || !strings.Contains(mm.Piece, "evaluator.log") {
+	if _, err := verifyDir(t, dir, EnvelopeKey(runID), []*Verifier{v}, nil); !errors.As(err, &mm) || !strings.Contains(mm.Piece, "evaluator.log") {
 		t.Fatalf("a link out: %v", err)
 	}
+}
+
+// verifyDir verifies the bundle at key in dir, opened for the call.
+func verifyDir(t *testing.T, dir, key string, trusted []*Verifier, seen *Seen) (*Checked, error) {
+	t.Helper()
+	root, err := safefs.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = root.Close() }()
+	return Verify(context.Background(), root, key, trusted, seen)
 }

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
+	"github.com/mlrb/mlrb/internal/store/safefs"
 )
 
 // Mismatch is a bundle that differs from what its operator signed: the
@@ -50,6 +51,9 @@ type Checked struct {
 	Chunks    int
 	Manifests []string
 	Predicate Predicate
+	// Verified is every file checked, by name, as read: all that a
+	// rescore may read of the bundle (Store).
+	Verified map[string]Subject
 }
 
 // maxEnvelope bounds an envelope read: a day's run with a hundred
@@ -103,17 +107,14 @@ func (s *Seen) add(sub Subject) {
 	}
 }
 
-// Verify checks the run bundle whose envelope is at key in dir: the
-// envelope against the trusted keys, every subject's SHA-256, and every
-// chunk the bundled manifests name against its BLAKE3 hash. Files are
-// read under dir only (a link out of it is refused), each once: seen (nil:
-// none) holds those an earlier Verify of this directory checked.
-func Verify(ctx context.Context, dir, key string, trusted []*Verifier, seen *Seen) (*Checked, error) {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, &Unreadable{Err: fmt.Errorf("bundle %s: %w", dir, err)}
-	}
-	defer func() { _ = root.Close() }()
+// Verify checks the run bundle whose envelope is at key in root: the
+// envelope against the trusted keys, every subject's size and SHA-256,
+// and every chunk the bundled manifests name against its BLAKE3 hash.
+// Files are opened from root's descriptor with no symlink on the way,
+// regular files only, each read once: seen (nil: none) holds those an
+// earlier Verify of this directory checked. It stops at the first file
+// that differs.
+func Verify(ctx context.Context, root *safefs.Dir, key string, trusted []*Verifier, seen *Seen) (*Checked, error) {
 	c, subjects, err := openEnvelope(ctx, root, key, trusted)
 	if err != nil {
 		return nil, err
@@ -134,12 +135,16 @@ func Verify(ctx context.Context, dir, key string, trusted []*Verifier, seen *See
 	if err := checkFiles(ctx, root, subjects, c, seen); err != nil {
 		return nil, err
 	}
-	return c, checkManifests(root, c.Manifests, names)
+	c.Verified = make(map[string]Subject, len(subjects))
+	for _, s := range subjects {
+		c.Verified[s.Name] = s
+	}
+	return c, checkManifests(ctx, NewStore(root, c.Verified), c.Manifests, names)
 }
 
 // openEnvelope verifies the envelope's signature and reads its statement.
-func openEnvelope(ctx context.Context, root *os.Root, key string, trusted []*Verifier) (*Checked, []Subject, error) {
-	f, err := root.Open(key)
+func openEnvelope(ctx context.Context, root *safefs.Dir, key string, trusted []*Verifier) (*Checked, []Subject, error) {
+	f, _, err := root.OpenPath(key)
 	if err != nil {
 		return nil, nil, &Unreadable{Err: fmt.Errorf("envelope %s: %w", key, err)}
 	}
@@ -190,7 +195,14 @@ func openEnvelope(ctx context.Context, root *os.Root, key string, trusted []*Ver
 	c.RunID = c.Predicate.RunID
 	subjects := make([]Subject, len(st.Subject))
 	for i, s := range st.Subject {
-		subjects[i] = Subject{Name: s.Name, SHA256: s.Digest["sha256"]}
+		subjects[i] = Subject{Name: s.Name, SHA256: s.Digest["sha256"], Size: -1}
+		if v, ok := s.GetAnnotations().GetFields()[sizeAnnotation]; ok {
+			n := v.GetNumberValue()
+			if n < 0 || n != float64(int64(n)) {
+				return nil, nil, &Mismatch{Piece: key, Why: fmt.Sprintf("subject %q has a size that is no byte count", s.Name)}
+			}
+			subjects[i].Size = int64(n)
+		}
 	}
 	return c, subjects, nil
 }
@@ -205,7 +217,7 @@ func keyIDs(vs []*Verifier) string {
 
 // checkFiles hashes every subject, a few at a time, and names the first
 // (in the statement's order) that differs.
-func checkFiles(ctx context.Context, root *os.Root, subjects []Subject, c *Checked, seen *Seen) error {
+func checkFiles(ctx context.Context, root *safefs.Dir, subjects []Subject, c *Checked, seen *Seen) error {
 	errs := make([]error, len(subjects))
 	var bytes atomic.Int64
 	workers := runtime.GOMAXPROCS(0)
@@ -225,6 +237,9 @@ func checkFiles(ctx context.Context, root *os.Root, subjects []Subject, c *Check
 			continue
 		}
 		g.Go(func() error {
+			if gctx.Err() != nil {
+				return gctx.Err() // a file differed: stop there
+			}
 			ck := <-checkers
 			defer func() { checkers <- ck }()
 			n, err := checkFile(root, s, ck)
@@ -232,63 +247,88 @@ func checkFiles(ctx context.Context, root *os.Root, subjects []Subject, c *Check
 			if errs[i] = err; err == nil {
 				seen.add(s)
 			}
-			return gctx.Err()
+			return err
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
+	werr := g.Wait()
 	for _, err := range errs {
 		if err != nil {
 			return err
 		}
 	}
+	if werr != nil {
+		return werr
+	}
 	c.Files, c.Bytes = len(subjects), bytes.Load()
 	return nil
 }
 
-// checkFile reads one subject once: its SHA-256 and, for a chunk, the
-// BLAKE3 of its content against its name.
-func checkFile(root *os.Root, s Subject, ck *checkpoint.ChunkChecker) (int64, error) {
-	f, err := root.Open(s.Name)
+// checkFile reads one subject once, opened without blocking (a FIFO is
+// refused, not waited on) and stat'd against its signed size first: its
+// SHA-256 over the bytes as stored, and only then, for a chunk, the
+// BLAKE3 of its decoded content against its name.
+func checkFile(root *safefs.Dir, s Subject, ck *checkpoint.ChunkChecker) (int64, error) {
+	piece := s.Name
+	if strings.HasPrefix(s.Name, "chunks/") {
+		piece = "chunk " + s.Name
+	}
+	f, st, err := root.OpenPath(s.Name)
 	if err != nil {
-		return 0, &Mismatch{Piece: s.Name, Why: "missing or unreadable: " + err.Error()}
+		return 0, &Mismatch{Piece: piece, Why: "missing, unreadable or not a regular file: " + err.Error()}
 	}
 	defer func() { _ = f.Close() }()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return 0, &Mismatch{Piece: s.Name, Why: "not a regular file"}
+	switch limit := sizeLimit(s.Name); {
+	case s.Size >= 0 && st.Size != s.Size:
+		return 0, &Mismatch{Piece: piece, Why: fmt.Sprintf("%d bytes, the statement says %d", st.Size, s.Size)}
+	case st.Size > limit:
+		return 0, &Mismatch{Piece: piece, Why: fmt.Sprintf("%d bytes, more than a bundle's file of its kind holds (%d)", st.Size, limit)}
 	}
 	sum := sha256.New()
-	r := io.TeeReader(bufio.NewReaderSize(f, 1<<20), sum)
-	var n int64
-	if strings.HasPrefix(s.Name, "chunks/") {
-		n, err = ck.Check(r, path.Base(s.Name))
-		var bad *checkpoint.CorruptChunkError
-		if errors.As(err, &bad) {
-			return n, &Mismatch{Piece: "chunk " + s.Name, Why: bad.Reason}
-		}
-	} else {
-		n, err = io.Copy(io.Discard, r)
-	}
+	n, err := io.Copy(sum, bufio.NewReaderSize(io.LimitReader(f, st.Size+1), 1<<20))
 	if err != nil {
-		return n, &Mismatch{Piece: s.Name, Why: "unreadable: " + err.Error()}
+		return n, &Mismatch{Piece: piece, Why: "unreadable: " + err.Error()}
 	}
-	if got := hex.EncodeToString(sum.Sum(nil)); got != s.SHA256 {
-		piece := s.Name
-		if strings.HasPrefix(s.Name, "chunks/") {
-			piece = "chunk " + s.Name
-		}
+	if got := hex.EncodeToString(sum.Sum(nil)); n != st.Size || got != s.SHA256 {
 		return n, &Mismatch{Piece: piece, Why: fmt.Sprintf("SHA-256 %s, the statement says %s", got[:16]+"…", s.SHA256[:min(16, len(s.SHA256))]+"…")}
 	}
+	if !strings.HasPrefix(s.Name, "chunks/") {
+		return n, nil
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return n, &Mismatch{Piece: piece, Why: "unreadable: " + err.Error()}
+	}
+	_, err = ck.Check(bufio.NewReaderSize(f, 1<<20), path.Base(s.Name))
+	var bad *checkpoint.CorruptChunkError
+	if errors.As(err, &bad) {
+		return n, &Mismatch{Piece: piece, Why: bad.Reason}
+	}
+	if err != nil {
+		return n, &Mismatch{Piece: piece, Why: "unreadable: " + err.Error()}
+	}
 	return n, nil
+}
+
+// Bounds on a subject's size where its bundle signed none (one made
+// before sizes were signed): a chunk as stored, a manifest, and any other
+// file of a run's record.
+const maxUnsized = 64 << 30
+
+func sizeLimit(name string) int64 {
+	switch {
+	case strings.HasPrefix(name, "chunks/"):
+		return checkpoint.MaxStoredChunk
+	case strings.Contains(name, "/checkpoints/"):
+		return maxManifest
+	}
+	return maxUnsized
 }
 
 // checkManifests checks that every chunk each bundled manifest names is
 // a subject of the statement (and so was checked), and that each packed
 // file is the content its entry names.
-func checkManifests(root *os.Root, manifests []string, names map[string]bool) error {
+func checkManifests(ctx context.Context, verified *Store, manifests []string, names map[string]bool) error {
 	for _, key := range manifests {
-		f, err := root.Open(key)
+		f, err := verified.Get(ctx, key)
 		if err != nil {
 			return &Mismatch{Piece: key, Why: err.Error()}
 		}
@@ -304,7 +344,7 @@ func checkManifests(root *os.Root, manifests []string, names map[string]bool) er
 				}
 			}
 		}
-		if err := m.CheckPacks(func(k string) (io.ReadCloser, error) { return root.Open(k) }); err != nil {
+		if err := m.CheckPacks(func(k string) (io.ReadCloser, error) { return verified.Get(ctx, k) }); err != nil {
 			return &Mismatch{Piece: key, Why: err.Error()}
 		}
 	}

@@ -26,9 +26,9 @@ var (
 // decode to.
 const MaxChunkSize = 256 << 20
 
-// maxStoredChunk bounds a stored (compressed) chunk: zstd adds a little to
+// MaxStoredChunk bounds a stored (compressed) chunk: zstd adds a little to
 // what it cannot compress.
-const maxStoredChunk = MaxChunkSize + MaxChunkSize/64
+const MaxStoredChunk = MaxChunkSize + MaxChunkSize/64
 
 // chunkHash names a chunk by the BLAKE3 hash of its content (about nine
 // times faster than SHA-256 on machines without SHA extensions).
@@ -153,11 +153,11 @@ func (e *Engine) readChunk(ctx context.Context, h string, b *chunkBuf) ([]byte, 
 // it against its hash h; the content returned is b's until b is reused.
 func decodeChunk(r io.Reader, h string, b *chunkBuf) ([]byte, error) {
 	b.comp.Reset()
-	if _, err := b.comp.ReadFrom(io.LimitReader(r, maxStoredChunk+1)); err != nil {
+	if _, err := b.comp.ReadFrom(io.LimitReader(r, MaxStoredChunk+1)); err != nil {
 		return nil, fmt.Errorf("chunk %s: %w", h, err)
 	}
 	comp := b.comp.Bytes()
-	if len(comp) > maxStoredChunk {
+	if len(comp) > MaxStoredChunk {
 		return nil, &CorruptChunkError{Hash: h, Reason: "larger than any chunk"}
 	}
 	data, err := decoder.DecodeAll(comp, b.data[:0])
@@ -190,7 +190,7 @@ func (c *ChunkChecker) Close() { c.dec.Close() }
 // Check reads a stored chunk from r to its end and tells whether it
 // decodes to content of the given hash; it returns the stored size.
 func (c *ChunkChecker) Check(r io.Reader, hash string) (int64, error) {
-	cr := &countingReader{r: io.LimitReader(r, maxStoredChunk+1)}
+	cr := &countingReader{r: io.LimitReader(r, MaxStoredChunk+1)}
 	if err := c.dec.Reset(cr); err != nil {
 		return cr.n, &CorruptChunkError{Hash: hash, Reason: "not valid zstd: " + err.Error()}
 	}
@@ -202,7 +202,7 @@ func (c *ChunkChecker) Check(r io.Reader, hash string) (int64, error) {
 		return cr.n, err
 	}
 	switch {
-	case cr.n > maxStoredChunk:
+	case cr.n > MaxStoredChunk:
 		return cr.n, &CorruptChunkError{Hash: hash, Reason: "larger than any chunk"}
 	case hex.EncodeToString(h.Sum(nil)) != hash:
 		return cr.n, &CorruptChunkError{Hash: hash, Reason: "corrupt (hash mismatch)"}

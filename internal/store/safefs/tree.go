@@ -36,6 +36,9 @@ func OpenDir(dir string) (*Dir, error) {
 // Close releases the directory's descriptor.
 func (d *Dir) Close() error { return d.f.Close() }
 
+// Path is the path the directory was opened at, for messages.
+func (d *Dir) Path() string { return d.f.Name() }
+
 // Fd is the directory's descriptor, valid until Close.
 func (d *Dir) Fd() int { return int(d.f.Fd()) }
 
