@@ -10,6 +10,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -112,7 +113,7 @@ func withoutWork(in Input) []Flag {
 			continue
 		}
 		out = append(out, Flag{Kind: ModelWithoutWork,
-			What:     fmt.Sprintf("model %s appeared whole in checkpoint #%d at %.0f s of agent time, with no experiment before it and %.1f CPU-s of work, and never changed", m, c.Seq, c.AgentS, cpu),
+			What:     fmt.Sprintf("model %q appeared whole in checkpoint #%d at %.0f s of agent time, with no experiment before it and %.1f CPU-s of work, and never changed", m, c.Seq, c.AgentS, cpu),
 			Evidence: []string{observe.Key(in.Result.RunID, attempt[m]), checkpoint.ManifestKey(in.Result.RunID, c.Seq), "starter experiments " + in.Result.RunID}})
 	}
 	return out
@@ -170,7 +171,7 @@ func copiedWeights(in Input) []Flag {
 		}
 		if same := byChunks[strings.Join(f.Chunks, ",")]; len(same) > 0 {
 			out = append(out, Flag{Kind: WeightsCopied,
-				What:     fmt.Sprintf("%s (%d bytes) is byte-identical to %s", f.Path, f.Size, strings.Join(same, ", ")),
+				What:     fmt.Sprintf("%q (%d bytes) is byte-identical to %s", f.Path, f.Size, quoted(same)),
 				Evidence: []string{checkpoint.ManifestKey(in.Result.RunID, m.Seq)}})
 		}
 	}
@@ -194,7 +195,7 @@ func evaluatesItself(in Input) []Flag {
 			for _, w := range words {
 				if strings.Contains(p.Command, w) {
 					out = append(out, Flag{Kind: EvaluatesItself,
-						What:     fmt.Sprintf("attempt %d ran %q (pid %d): %s", o.Attempt, w, p.PID, p.Command),
+						What:     fmt.Sprintf("attempt %d ran %q (pid %d): %q", o.Attempt, w, p.PID, p.Command),
 						Evidence: []string{observe.Key(in.Result.RunID, o.Attempt), "starter experiments " + in.Result.RunID}})
 					break
 				}
@@ -211,7 +212,7 @@ func refused(in Input) []Flag {
 			continue
 		}
 		if n == 0 {
-			first = fmt.Sprintf("%s %s%s: %s", c.Kind, c.Host, c.Model, c.Error)
+			first = fmt.Sprintf("%s %q: %q", c.Kind, c.Host+c.Model, c.Error)
 		}
 		n++
 	}
@@ -283,4 +284,14 @@ func jumps(in Input) []Flag {
 		prev = i
 	}
 	return out
+}
+
+// quoted lists agent-chosen names each quoted (%q): a name with an
+// escape code in it is shown, never played, on a reviewer's terminal.
+func quoted(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
 }

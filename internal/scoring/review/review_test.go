@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,7 +51,7 @@ func TestFlags(t *testing.T) {
 			Curve: []runs.Mark{{AtS: 10, AgentS: 10, Seq: 1, Score: f(0.5)}, {AtS: 20, AgentS: 20, Seq: 2, Score: f(0.99)}}},
 		Observations: []*observe.Observation{{Attempt: 1, Start: t0, End: t0.Add(30 * time.Second),
 			Procs: []observe.Proc{{PID: 1, Root: true, Command: "/copy", Start: t0, CPUS: 0.05},
-				{PID: 2, PPID: 1, Command: "/mlrb reference-eval --model output/model", Start: t0.Add(15 * time.Second), End: t0.Add(16 * time.Second), CPUS: 0.2}},
+				{PID: 2, PPID: 1, Command: "/mlrb reference-eval --model output/model \x1b[1A\x1b[2K0 flag(s)", Start: t0.Add(15 * time.Second), End: t0.Add(16 * time.Second), CPUS: 0.2}},
 			Checkpoints: []observe.CheckpointAdds{{Seq: 2, AgentS: 20, Models: []string{"output/model"}}}}},
 		Final: &checkpoint.Manifest{Seq: 2, Workdir: "app", Files: []checkpoint.File{
 			{Path: "prebuilt/w.safetensors", Mode: 0o644, Size: 1 << 20, Chunks: []string{"aa", "bb"}},
@@ -66,6 +67,11 @@ func TestFlags(t *testing.T) {
 	for _, fl := range Flags(copied) {
 		if fl.What == "" || len(fl.Evidence) == 0 {
 			t.Errorf("flag %+v names no evidence", fl)
+		}
+		// Audit L2: what the agent chose (a command line with escape
+		// codes) is quoted, never played on a reviewer's terminal.
+		if strings.ContainsRune(fl.What, 0x1b) {
+			t.Errorf("flag %s carries a raw escape code: %q", fl.Kind, fl.What)
 		}
 	}
 }
