@@ -14,6 +14,7 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/go-viper/mapstructure/v2 v2.5.0
+	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/in-toto/attestation v1.2.0
 	github.com/klauspost/compress v1.20.3
 	github.com/moby/moby/api v1.56.1

@@ -9,9 +9,9 @@ import (
 // allowance is one attempt's share of its worker. Everything the agent
 // can make the worker hold is bounded by it: its workspace and layer
 // (bytes, entries, depth: sizeWatch), its checkpoints' manifests
-// (checkpoint.Bounds), its door's connections and refusals
-// (gateway.Allowance), its calls' bodies (gateway.Bounds), its
-// transcript's queue (transcript.Recorder.MaxQueued), its observation
+// (checkpoint.Bounds), its door's connections and refusals, in count and
+// bytes (gateway.Allowance), its calls' bodies (gateway.Bounds), its
+// transcript's queue and records (transcript.Recorder), its observation
 // (observe's calls and samples, command lines read bounded) and its log
 // (agent.log_limit_mb). What can wait waits (a connection in the
 // kernel's backlog, a call answered 429); what cannot is a limit passed:
@@ -27,7 +27,7 @@ type allowance struct {
 // operator (gateway.max_refused, gateway.max_connections).
 func newAllowance(g LLMGateway) *allowance {
 	a := &allowance{}
-	a.door = &gateway.Allowance{MaxRefused: g.MaxRefused, MaxConns: g.MaxConns, Exceeded: a.exceed}
+	a.door = &gateway.Allowance{MaxRefused: g.MaxRefused, MaxRefusedBytes: g.MaxRefusedBytes, MaxConns: g.MaxConns, Exceeded: a.exceed}
 	return a
 }
 

@@ -36,10 +36,13 @@ type LLMGateway struct {
 	// UsageEvery is the least time between two reports of an attempt's
 	// ledger to its run (gateway.usage_every; 0: UsageEvery).
 	UsageEvery time.Duration
-	// MaxRefused and MaxConns size each attempt's door
-	// (gateway.max_refused, gateway.max_connections; 0: the defaults).
-	MaxRefused int64
-	MaxConns   int
+	// MaxRefused, MaxRefusedBytes, MaxRecords and MaxConns size each
+	// attempt's door (gateway.max_refused, gateway.max_refused_mb,
+	// gateway.max_records, gateway.max_connections; 0: the defaults).
+	MaxRefused      int64
+	MaxRefusedBytes int64
+	MaxRecords      int64
+	MaxConns        int
 }
 
 // attemptLLM is one attempt's side of the gateway: serve holds its token,
@@ -108,7 +111,11 @@ func (a *Attempts) llmFor(ctx context.Context, in AgentInput, secrets []string, 
 	}
 	meter := llm.NewMeter(in.LLMBudget, spent.Usage)
 	redact := append([]string{token, oa.Key, an.Key}, secrets...)
-	rec := &transcript.Recorder{Store: a.Runs.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Redact: redact, Ledger: meter.Ledger, Log: log}
+	rec := &transcript.Recorder{Store: a.Runs.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Redact: redact, Ledger: meter.Ledger, Log: log,
+		MaxRecords: a.Sandbox.LLM.MaxRecords}
+	if door != nil {
+		rec.Exceeded = door.Exceeded
+	}
 	return &attemptLLM{prices: a.Sandbox.LLM.Prices.Ref(), prior: prior, every: a.Sandbox.LLM.every(),
 		serve: &gateway.LLM{Token: token, OpenAI: oa, Anthropic: an, Prices: a.Sandbox.LLM.Prices, Meter: meter, Record: rec, Live: live, Log: log, ServerTools: a.Sandbox.LLM.ServerTools, AnthropicBeta: a.Sandbox.LLM.AnthropicBeta, Bounds: a.Sandbox.LLM.Bounds, Allowance: door}}, nil
 }

@@ -63,8 +63,11 @@ type Gateway struct {
 	BodyTimeout time.Duration `mapstructure:"body_timeout" yaml:"body_timeout"`
 	// UsageEvery is the least time between two usage reports of an attempt.
 	UsageEvery time.Duration `mapstructure:"usage_every" yaml:"usage_every"`
-	// MaxRefused and MaxConnections are each attempt's door allowance.
+	// MaxRefused, MaxRefusedMB, MaxRecords and MaxConnections are each
+	// attempt's door allowance.
 	MaxRefused     int64 `mapstructure:"max_refused" yaml:"max_refused"`
+	MaxRefusedMB   int64 `mapstructure:"max_refused_mb" yaml:"max_refused_mb"`
+	MaxRecords     int64 `mapstructure:"max_records" yaml:"max_records"`
 	MaxConnections int   `mapstructure:"max_connections" yaml:"max_connections"`
 }
 

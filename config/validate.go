@@ -76,6 +76,10 @@ func (c *Config) Validate() error {
 		return bad("container.agent_image and container.eval_image: must be set for host.runtime docker")
 	case c.Gateway.MaxRefused < 1:
 		return bad("gateway.max_refused: %d must be at least 1 (e.g. 100000)", c.Gateway.MaxRefused)
+	case c.Gateway.MaxRefusedMB < 1:
+		return bad("gateway.max_refused_mb: %d must be at least 1 (e.g. 4096)", c.Gateway.MaxRefusedMB)
+	case c.Gateway.MaxRecords < 1000:
+		return bad("gateway.max_records: %d is under 1000; a day's run makes thousands of calls and connections (e.g. 1000000)", c.Gateway.MaxRecords)
 	case c.Gateway.MaxConnections < 1 || c.Gateway.MaxConnections > 65536:
 		return bad("gateway.max_connections: %d is out of range (1 to 65536)", c.Gateway.MaxConnections)
 	case c.Gateway.UsageEvery < time.Second:

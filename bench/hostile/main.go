@@ -32,7 +32,7 @@ import (
 )
 
 // modes are the attacks, as testtask's adversary names them.
-var modes = []string{"cmdline", "deep", "longpath", "refused", "volume", "empties"}
+var modes = []string{"cmdline", "deep", "longpath", "refused", "bigrefused", "volume", "empties"}
 
 const (
 	adversaryImage = "mlrb-adversary:bench"
@@ -227,7 +227,7 @@ func (b *bench) configure(port, n int) error {
 		"MLRB_TEMPORAL_ADDRESS=127.0.0.1:"+strconv.Itoa(port), "MLRB_TASKS_DIR="+tasksDir, "MLRB_AGENTS_DIR="+agentsDir,
 		"MLRB_HOST_ID=bench-hostile", "MLRB_HOST_RUNTIME=docker", "MLRB_CONTAINER_AGENT_IMAGE="+refImage, "MLRB_CONTAINER_EVAL_IMAGE="+refImage,
 		"MLRB_CONTAINER_MEMORY_MB=512", "MLRB_AGENT_ENV_FILE="+envFile, "MLRB_EVAL_CURVE=off",
-		"MLRB_HOST_MAX_AGENTS="+strconv.Itoa(n+1), "MLRB_AGENT_WORKSPACE_MAX_ENTRIES=5000", "MLRB_GATEWAY_MAX_REFUSED=500")
+		"MLRB_HOST_MAX_AGENTS="+strconv.Itoa(n+1), "MLRB_AGENT_WORKSPACE_MAX_ENTRIES=5000", "MLRB_GATEWAY_MAX_REFUSED=500", "MLRB_GATEWAY_MAX_REFUSED_MB=1024")
 	return nil
 }
 

@@ -213,7 +213,7 @@ func (s *startup) assemble() error {
 	sandbox := &activities.Sandbox{Workspace: s.ws, EnvFile: cfg.Agent.EnvFile, SecretNames: cfg.Agent.SecretNames,
 		WorkspaceLimit: int64(cfg.Agent.WorkspaceLimitGB * (1 << 30)), WorkspaceEntries: cfg.Agent.WorkspaceMaxEntries, LogLimit: cfg.Agent.LogLimitMB << 20, Egress: egress,
 		LLM: activities.LLMGateway{Prices: prices, ServerTools: cfg.Gateway.ServerTools, AnthropicBeta: cfg.Gateway.AnthropicBeta, Bounds: gateway.Bounds{BodyTimeout: cfg.Gateway.BodyTimeout}, UsageEvery: cfg.Gateway.UsageEvery,
-			MaxRefused: cfg.Gateway.MaxRefused, MaxConns: cfg.Gateway.MaxConnections,
+			MaxRefused: cfg.Gateway.MaxRefused, MaxRefusedBytes: cfg.Gateway.MaxRefusedMB << 20, MaxRecords: cfg.Gateway.MaxRecords, MaxConns: cfg.Gateway.MaxConnections,
 			OpenAI:    gateway.Upstream{URL: cfg.Gateway.OpenAIURL, KeyName: cfg.Gateway.OpenAIKey},
 			Anthropic: gateway.Upstream{URL: cfg.Gateway.AnthropicURL, KeyName: cfg.Gateway.AnthropicKey}},
 		Data: data, Logger: log}

@@ -24,11 +24,21 @@ const (
 // seconds.
 type Allowance struct {
 	MaxRefused int64
-	MaxConns   int
+	// MaxRefusedBytes bounds the request bytes the door reads of calls
+	// it refuses (0: DefaultMaxRefusedBytes): a refusal costs the worker
+	// the body it read, and 32 MiB bodies would pass MaxRefused only
+	// after terabytes.
+	MaxRefusedBytes int64
+	MaxConns        int
 	// Exceeded is told why the attempt passed its allowance (nil: no one).
-	Exceeded func(why string)
-	refused  atomic.Int64
+	Exceeded     func(why string)
+	refused      atomic.Int64
+	refusedBytes atomic.Int64
+	told         atomic.Bool
 }
+
+// DefaultMaxRefusedBytes is gateway.max_refused_mb's default.
+const DefaultMaxRefusedBytes = 4 << 30
 
 func (a *Allowance) maxConns() int {
 	if a == nil || a.MaxConns <= 0 {
@@ -37,17 +47,31 @@ func (a *Allowance) maxConns() int {
 	return a.MaxConns
 }
 
-// refusal counts a call or connection refused.
-func (a *Allowance) refusal() {
+// refusal counts a call or connection refused, and the bytes of its
+// request read before it was.
+func (a *Allowance) refusal(bytes int64) {
 	if a == nil {
 		return
 	}
-	limit := a.MaxRefused
+	limit, bytesLimit := a.MaxRefused, a.MaxRefusedBytes
 	if limit <= 0 {
 		limit = DefaultMaxRefused
 	}
-	if a.refused.Add(1) == limit+1 && a.Exceeded != nil {
-		a.Exceeded(fmt.Sprintf("the agent made more than %d calls or connections its door refused, over gateway.max_refused", limit))
+	if bytesLimit <= 0 {
+		bytesLimit = DefaultMaxRefusedBytes
+	}
+	switch n, b := a.refused.Add(1), a.refusedBytes.Add(bytes); {
+	case n > limit:
+		a.exceed(fmt.Sprintf("the agent made more than %d calls or connections its door refused, over gateway.max_refused", limit))
+	case b > bytesLimit:
+		a.exceed(fmt.Sprintf("the agent sent more than %d MiB in calls its door refused, over gateway.max_refused_mb", bytesLimit>>20))
+	}
+}
+
+// exceed tells Exceeded, once.
+func (a *Allowance) exceed(why string) {
+	if a.Exceeded != nil && a.told.CompareAndSwap(false, true) {
+		a.Exceeded(why)
 	}
 }
 

@@ -106,3 +106,28 @@ func TestBackpressureIsNoRefusal(t *testing.T) {
 		t.Fatalf("the call held: %d", status)
 	}
 }
+
+// TestRefusalsCountBytes (audit H2): refusals are bounded in bytes as
+// well as in count: a few calls of large bodies the door refuses pass
+// gateway.max_refused_mb long before gateway.max_refused.
+func TestRefusalsCountBytes(t *testing.T) {
+	var mu sync.Mutex
+	var told []string
+	allow := &Allowance{MaxRefused: 100_000, MaxRefusedBytes: 4 << 20, Exceeded: func(why string) {
+		mu.Lock()
+		defer mu.Unlock()
+		told = append(told, why)
+	}}
+	rig := newRigOut(t, llm.Budget{USD: 1}, &llmfake.Fake{Words: 3}, rigOut{pol: &Policy{}, allow: allow})
+	body := `{"model":"no-such-model","max_tokens":10,"messages":[{"role":"user","content":"` + strings.Repeat("x", 1<<20) + `"}]}`
+	for range 6 {
+		if status, _ := rig.post(t, "/v1/chat/completions", body); status < 400 {
+			t.Fatalf("an unpriced model answered %d", status)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) != 1 || !strings.Contains(told[0], "gateway.max_refused_mb") {
+		t.Fatalf("told %q after %d refusals of 1 MiB", told, allow.Refused())
+	}
+}

@@ -143,7 +143,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			g.LLM.ServeHTTP(w, r)
 			return
 		}
-		g.Allowance.refusal()
+		g.Allowance.refusal(0)
 		g.record(transcript.Call{Host: llm.Shorten(r.Host, maxHost), Error: "plain HTTP is not carried: only HTTPS (CONNECT) to the allow-list (gateway.allow)"}, time.Now())
 		http.Error(w, "mlrb gateway: only the LLM APIs, and CONNECT host:port to the allow-list (gateway.allow)", http.StatusForbidden)
 		return
@@ -164,7 +164,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer tunnels.Release(1)
 	to, err := g.Policy.Resolve(r.Context(), r.Host)
 	if err != nil {
-		g.Allowance.refusal()
+		g.Allowance.refusal(0)
 		g.Log.Info("agent connection refused", zap.String("to", g.scrub(host)), zap.Error(errors.New(g.scrub(err.Error()))))
 		g.record(transcript.Call{Host: host, Status: http.StatusForbidden, Error: err.Error()}, start)
 		http.Error(w, "mlrb gateway: "+err.Error(), http.StatusForbidden)

@@ -94,7 +94,7 @@ type call struct {
 // shape so that the agent's SDK shows the message.
 func (l *LLM) refuse(w http.ResponseWriter, c *call, status int, kind, msg string) {
 	if status != http.StatusTooManyRequests {
-		l.Allowance.refusal()
+		l.Allowance.refusal(int64(len(c.body)))
 	}
 	writeAPIError(w, c.spec, status, kind, "mlrb gateway: "+msg)
 	c.rec.Status, c.rec.Error = status, msg

@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/klauspost/compress/zstd"
 	"github.com/restic/chunker"
 	"github.com/zeebo/blake3"
@@ -57,12 +59,27 @@ type Recorder struct {
 	// Seen, if set, is told of each call as it is added (the attempt's
 	// observation keeps when its calls ran); it must not block.
 	Seen func(Call)
+	// MaxRecords bounds the records of the attempt (0: DefaultMaxRecords);
+	// past it, calls the provider did not bill are counted, not
+	// recorded, and Exceeded (if set) is told, once: the attempt is
+	// stopped as the agent's failure naming gateway.max_records.
+	MaxRecords int64
+	Exceeded   func(why string)
 
-	mu     sync.Mutex
-	seq    int
-	scrub  *strings.Replacer
-	wg     sync.WaitGroup
-	stored sync.Map // chunk hashes known to be in the store
+	mu    sync.Mutex
+	seq   int
+	scrub *strings.Replacer
+	// longest is the longest secret's length.
+	longest int
+	wg      sync.WaitGroup
+	// stored are chunk hashes known to be in the store, the most recent
+	// ones only (a hash forgotten is looked up in the store again).
+	stored *lru.Cache[string, struct{}]
+	// throttled counts the 429s since throttledAt, when the last one was
+	// recorded: backpressure is recorded once a second at most.
+	throttled   int
+	throttledAt time.Time
+	over        bool
 	// slots bounds the records stored at once: a thousand calls ending
 	// together wait their turn, each holding only its bodies.
 	slots chan struct{}
@@ -83,20 +100,86 @@ const MaxQueued = 4096
 // storing is how many records a recorder stores at once.
 const storing = 8
 
-// Add numbers c and stores it with its bodies, in the background. The
-// bodies waiting to be stored are bounded (MaxPending): past it a call
-// is recorded without them, saying so, rather than held in memory.
+// DefaultMaxRecords is gateway.max_records' default: a day's run makes
+// a few thousand calls and connections.
+const DefaultMaxRecords = 1_000_000
+
+// MaxUnbilledBody is what is kept of each body of a call the provider
+// billed nothing for (refused by the door, failed upstream): its head,
+// with the whole body's size and hash. Such calls are free to the agent
+// and unbounded in bytes; what the worker stores of them must not be.
+const MaxUnbilledBody = 4 << 10
+
+// Add numbers c and stores it with its bodies, in the background. What
+// an attempt's calls cost the worker is bounded in bytes and records,
+// whatever the agent sends: the bodies waiting to be stored (MaxPending:
+// past it a call is recorded without them, saying so); an unbilled
+// call's bodies (MaxUnbilledBody each, and a hash); backpressure (a 429
+// is recorded once a second at most, counting the rest); the records
+// waiting (MaxQueued) and those of the attempt (MaxRecords).
 func (r *Recorder) Add(c Call, req, resp []byte) {
 	if r.Seen != nil {
 		r.Seen(c)
 	}
+	billed := c.billed()
 	r.mu.Lock()
-	if r.queued >= MaxQueued && !c.billed() {
-		r.coalesced++
+	r.setup()
+	if !billed && c.Status == http.StatusTooManyRequests {
+		now := time.Now()
+		if r.throttled++; now.Sub(r.throttledAt) < time.Second {
+			r.mu.Unlock()
+			return
+		}
+		c.Count, r.throttled, r.throttledAt = r.throttled, 0, now
+	}
+	switch {
+	case billed:
+	case int64(r.seq) >= r.maxRecords():
+		r.coalesced += max(c.Count, 1)
+		if !r.over {
+			r.over = true
+			if r.Exceeded != nil {
+				r.Exceeded(fmt.Sprintf("the agent's calls and connections made more than %d records, over gateway.max_records", r.maxRecords()))
+			}
+		}
+		r.mu.Unlock()
+		return
+	case r.queued >= MaxQueued:
+		r.coalesced += max(c.Count, 1)
 		r.mu.Unlock()
 		return
 	}
+	if !billed {
+		req, resp = r.head(&c.Request, req), r.head(&c.Response, resp)
+	}
 	r.add(c, req, resp)
+}
+
+func (r *Recorder) maxRecords() int64 {
+	if r.MaxRecords <= 0 {
+		return DefaultMaxRecords
+	}
+	return r.MaxRecords
+}
+
+// head is what is kept of an unbilled call's body: its first
+// MaxUnbilledBody bytes with the run's secrets masked (a prefix long
+// enough that no secret is cut in two is masked, never the whole body:
+// a refused body may be 32 MiB), and its size and hash as sent noted in
+// *b; r.mu is held.
+func (r *Recorder) head(b **Body, body []byte) []byte {
+	if len(body) <= MaxUnbilledBody {
+		return body
+	}
+	sum := blake3.Sum256(body)
+	*b = &Body{Bytes: int64(len(body)), Truncated: true, BLAKE3: hex.EncodeToString(sum[:])}
+	for w := MaxUnbilledBody + r.longest; ; w *= 2 {
+		w = min(w, len(body))
+		masked := r.scrub.Replace(string(body[:w]))
+		if len(masked) >= MaxUnbilledBody+r.longest || w == len(body) {
+			return []byte(masked[:min(len(masked), MaxUnbilledBody)])
+		}
+	}
 }
 
 // billed tells whether the provider charged for the call.
@@ -151,11 +234,18 @@ func (r *Recorder) setup() {
 	for _, s := range r.Redact {
 		if s != "" {
 			pairs = append(pairs, s, "[REDACTED]")
+			r.longest = max(r.longest, len(s))
 		}
 	}
 	r.scrub = strings.NewReplacer(pairs...)
 	r.slots = make(chan struct{}, storing)
+	r.stored, _ = lru.New[string, struct{}](maxKnownChunks)
 }
+
+// maxKnownChunks bounds the chunk hashes a recorder remembers as stored
+// (about 200 bytes each): a prompt's chunks repeat call after call, and
+// one forgotten costs a lookup in the store, never a second copy.
+const maxKnownChunks = 1 << 16
 
 // Scrub is s with the run's secrets and the attempt's token masked: what
 // the worker logs of a call.
@@ -171,8 +261,21 @@ func (r *Recorder) Scrub(s string) string {
 func (r *Recorder) flushCoalesced() {
 	n := r.coalesced
 	r.coalesced = 0
-	r.add(Call{Kind: KindLLM, Start: time.Now(), Usage: llm.Usage{Refused: int64(n)},
-		Error: fmt.Sprintf("%d more calls and connections, refused or unbilled, counted but not recorded one by one: %d records were waiting for the store", n, MaxQueued)}, nil, nil)
+	why := fmt.Sprintf("%d records were waiting for the store", MaxQueued)
+	if r.over {
+		why = fmt.Sprintf("the attempt had made %d records (gateway.max_records)", r.maxRecords())
+	}
+	r.add(Call{Kind: KindLLM, Start: time.Now(), Usage: llm.Usage{Refused: int64(n)}, Count: n,
+		Error: fmt.Sprintf("%d more calls and connections, refused or unbilled, counted but not recorded one by one: %s", n, why)}, nil, nil)
+}
+
+// flushThrottled records the 429s counted since the last one recorded;
+// r.mu is held, and released.
+func (r *Recorder) flushThrottled() {
+	n := r.throttled
+	r.throttled, r.throttledAt = 0, time.Now()
+	r.add(Call{Kind: KindLLM, Start: time.Now(), Status: http.StatusTooManyRequests, Count: n,
+		Error: fmt.Sprintf("%d more calls and connections answered 429 (backpressure), counted but not recorded one by one", n)}, nil, nil)
 }
 
 // Wait waits for every record added so far to be stored, those counted
@@ -180,12 +283,17 @@ func (r *Recorder) flushCoalesced() {
 func (r *Recorder) Wait() {
 	for {
 		r.mu.Lock()
-		if r.coalesced == 0 {
+		switch {
+		case r.throttled > 0:
+			r.setup()
+			r.flushThrottled()
+		case r.coalesced > 0:
+			r.flushCoalesced()
+		default:
 			r.mu.Unlock()
 			r.wg.Wait()
 			return
 		}
-		r.flushCoalesced()
 		r.wg.Wait()
 	}
 }
@@ -194,16 +302,22 @@ func (r *Recorder) store(ctx context.Context, c *Call, req, resp []byte) error {
 	for k, v := range c.Headers {
 		c.Headers[k] = r.scrub.Replace(v)
 	}
-	var err error
-	if req != nil {
-		if c.Request, err = r.putBody(ctx, req); err != nil {
+	for _, b := range []struct {
+		body []byte
+		out  **Body
+	}{{req, &c.Request}, {resp, &c.Response}} {
+		if b.body == nil {
+			continue
+		}
+		kept, err := r.putBody(ctx, b.body)
+		if err != nil {
 			return err
 		}
-	}
-	if resp != nil {
-		if c.Response, err = r.putBody(ctx, resp); err != nil {
-			return err
+		if whole := *b.out; whole != nil {
+			// Only the head of an unbilled body: its whole size and hash.
+			kept.Bytes, kept.Truncated, kept.BLAKE3 = whole.Bytes, true, whole.BLAKE3
 		}
+		*b.out = kept
 	}
 	// What the agent chose (a model's name, a CONNECT's host) may carry a
 	// secret of its run as well as any body.
@@ -239,7 +353,7 @@ func (r *Recorder) putBody(ctx context.Context, body []byte) (*Body, error) {
 		sum := blake3.Sum256(c.Data)
 		h := hex.EncodeToString(sum[:])
 		out.Chunks = append(out.Chunks, h)
-		if _, ok := r.stored.Load(h); ok {
+		if r.stored.Contains(h) {
 			continue
 		}
 		key := chunkKey(r.RunID, h)
@@ -252,6 +366,6 @@ func (r *Recorder) putBody(ctx context.Context, body []byte) (*Body, error) {
 				return nil, fmt.Errorf("body chunk: %w", err)
 			}
 		}
-		r.stored.Store(h, struct{}{})
+		r.stored.Add(h, struct{}{})
 	}
 }

@@ -35,8 +35,13 @@ const (
 type Body struct {
 	Bytes  int64    `json:"bytes"`
 	Chunks []string `json:"chunks,omitempty"`
-	// Truncated: the body was longer than what is kept of one.
+	// Truncated: the body was longer than what is kept of one (the
+	// provider billed nothing for the call: its first MaxUnbilledBody
+	// bytes; else MaxBody).
 	Truncated bool `json:"truncated,omitempty"`
+	// BLAKE3 is the whole body's hash (hex) as sent, where only its head
+	// is kept: what the agent sent is named, not stored.
+	BLAKE3 string `json:"blake3,omitempty"`
 }
 
 // Call is one record: an LLM call or a connection.
@@ -81,6 +86,9 @@ type Call struct {
 	// BodiesDropped: the call's bodies were not kept (the recorder held
 	// its most already).
 	BodiesDropped bool `json:"bodies_dropped,omitempty"`
+	// Count is how many calls and connections this record stands for,
+	// where it sums many (429s, each second's, in one; 0: just itself).
+	Count int `json:"count,omitempty"`
 }
 
 func runPrefix(runID string) string { return blob.RunPrefix(runID) + "calls/" }

@@ -32,6 +32,7 @@ var adversaries = []struct {
 	{"deep", adversaryImage, "agent_failed", "than 512"},                             // H2
 	{"longpath", adversaryImage, "agent_failed", "longer than a restore can create"}, // H4, M5
 	{"refused", adversaryImage, "agent_failed", "gateway.max_refused"},               // H3
+	{"bigrefused", adversaryImage, "agent_failed", "gateway.max_refused_mb"},         // H2 (b76b22e): bytes, and a 429 storm
 	{"volume", volumeImage, "scored", ""},                                            // M4: a bounded tmpfs
 	{"empties", adversaryImage, "agent_failed", "agent.workspace_max_entries"},       // M4: the layer's inodes
 }
@@ -48,8 +49,8 @@ func TestAdversaries(t *testing.T) {
 	for _, a := range adversaries {
 		defs["adv-"+a.mode] = "image: " + a.image + "\nprovider: openai\nargs: [/testtask, adversary, " + a.mode + "]\n"
 	}
-	e := containerAgentEnv(t, "MLRB_AGENTS_DIR="+agentDefs(t, defs), "MLRB_HOST_MAX_AGENTS=6",
-		"MLRB_AGENT_WORKSPACE_MAX_ENTRIES=5000", "MLRB_GATEWAY_MAX_REFUSED=500")
+	e := containerAgentEnv(t, "MLRB_AGENTS_DIR="+agentDefs(t, defs), "MLRB_HOST_MAX_AGENTS=7",
+		"MLRB_AGENT_WORKSPACE_MAX_ENTRIES=5000", "MLRB_GATEWAY_MAX_REFUSED=500", "MLRB_GATEWAY_MAX_REFUSED_MB=1024")
 	volumesBefore := dockerVolumes(t)
 	t.Run("attacks", func(t *testing.T) {
 		for _, a := range adversaries {

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -33,6 +37,11 @@ func adversary(mode string) {
 	case "refused":
 		// H3: calls the door refuses, as fast as it answers.
 		refusedCalls(2 * time.Minute)
+	case "bigrefused":
+		// H2 (b76b22e): refused calls of 32 MiB of fresh bytes each and,
+		// beside them, a storm of calls the door answers 429 (its
+		// buffer is full of the big ones), until the attempt is stopped.
+		bigRefused(10 * time.Minute)
 	case "volume":
 		// M4: writes under the image's VOLUME.
 		fill("/scratch", 64)
@@ -116,6 +125,60 @@ func refusedCalls(d time.Duration) {
 		n++
 	}
 	fmt.Println("refused calls:", n)
+}
+
+func bigRefused(d time.Duration) {
+	end := time.Now().Add(d)
+	const url = "http://127.0.0.1:3128/v1/chat/completions"
+	var big, throttled atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() {
+			head := `{"model":"no-such-model","max_tokens":10,"messages":[{"role":"user","content":"`
+			body := make([]byte, 32<<20)
+			copy(body, head)
+			copy(body[len(body)-4:], `"}]}`)
+			fresh := rand.NewChaCha8([32]byte{byte(i)})
+			for time.Now().Before(end) {
+				text := body[len(head) : len(body)-4]
+				_, _ = fresh.Read(text)
+				for j, b := range text {
+					text[j] = 'a' + b%26
+				}
+				if post(url, body) >= 400 {
+					big.Add(1)
+				}
+			}
+		})
+	}
+	small := []byte(`{"model":"gpt-4o","max_tokens":10,"messages":[]}`)
+	for range 16 {
+		wg.Go(func() {
+			for time.Now().Before(end) {
+				if post(url, small) == http.StatusTooManyRequests {
+					throttled.Add(1)
+				}
+			}
+		})
+	}
+	go func() {
+		for time.Now().Before(end) {
+			time.Sleep(5 * time.Second)
+			fmt.Println("refused 32 MiB calls:", big.Load(), "answered 429:", throttled.Load())
+		}
+	}()
+	wg.Wait()
+}
+
+// post sends body and returns the status (0 for no answer).
+func post(url string, body []byte) int {
+	resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode
 }
 
 func fill(dir string, mib int) {
