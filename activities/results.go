@@ -38,22 +38,29 @@ type StoreResultInput struct {
 // StoreResult keeps a run's result in the blob store, where the
 // leaderboard and the starter read a benchmark's runs from.
 func (a *Records) StoreResult(ctx context.Context, in StoreResultInput) error {
-	return runresults.Put(ctx, a.Engine.Store, in.RunID, a.complete(ctx, in.RunID, in.Result))
+	b, err := a.complete(ctx, in.Result)
+	if err != nil {
+		return fmt.Errorf("store result of %s: %w", in.RunID, err)
+	}
+	return runresults.Put(ctx, a.Engine.Store, in.RunID, b)
 }
 
 // complete is the run's result as stored: runresults.Complete, at this
-// worker's GPU prices. A result not read is stored as it came.
-func (a *Records) complete(ctx context.Context, runID string, body json.RawMessage) json.RawMessage {
+// worker's GPU prices (an unreadable verdict fails it: the activity is
+// retried). A result not read is stored as it came.
+func (a *Records) complete(ctx context.Context, body json.RawMessage) (json.RawMessage, error) {
 	var r runs.Result
 	if json.Unmarshal(body, &r) != nil {
-		return body
+		return body, nil
 	}
-	runresults.Complete(ctx, a.Engine.Store, &r, a.GPUPrices, a.MinExperiment)
+	if err := runresults.Complete(ctx, a.Engine.Store, &r, a.GPUPrices, a.MinExperiment); err != nil {
+		return nil, err
+	}
 	b, err := json.Marshal(&r)
 	if err != nil {
-		return body
+		return body, nil
 	}
-	return b
+	return b, nil
 }
 
 // AggregateResultsInput names a benchmark's runs by their matrix, never

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -152,6 +153,19 @@ func bundleInput(g *globals, engine *checkpoint.Engine, cat *tasks.Catalog, defs
 	var r runs.Result
 	if err := runresults.Get(g.ctx, engine.Store, runID, &r); err != nil {
 		return nil, err
+	}
+	// The bundle carries the run's latest verdict: a result stored again
+	// as it was given (audit L6) is mended first, in the store.
+	if changed, err := runresults.CurrentVerdict(g.ctx, engine.Store, &r); err != nil {
+		return nil, err
+	} else if changed {
+		b, err := json.Marshal(&r)
+		if err == nil {
+			err = runresults.Put(g.ctx, engine.Store, runID, b)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("mend the result of %s with its latest verdict: %w", runID, err)
+		}
 	}
 	final := r.FinalSeq()
 	if final == 0 {

@@ -104,6 +104,8 @@ func (s *boardSource) Completed(ctx context.Context, r runresults.Child) (*runs.
 	if err != nil {
 		return nil, cli.Usagef("cost.gpu_prices: %v", err)
 	}
-	runresults.Complete(ctx, s.store, &res, prices, cfg.Observe.MinExperiment)
+	if err := runresults.Complete(ctx, s.store, &res, prices, cfg.Observe.MinExperiment); err != nil {
+		return nil, err
+	}
 	return &res, nil
 }

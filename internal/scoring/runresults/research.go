@@ -2,6 +2,7 @@ package runresults
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"time"
 
@@ -18,8 +19,10 @@ import (
 // attempts' stored observations, its GPU dollars (with the cost at each
 // mark) at prices (nil: not costed), and a reviewer's latest verdict.
 // It is the one place a result is completed: the worker does it as it
-// stores a result, the starter for a result read from Temporal.
-func Complete(ctx context.Context, s blob.Store, r *runs.Result, prices *gpucost.Table, minExperiment time.Duration) {
+// stores a result, the starter for a result read from Temporal. A
+// verdict that cannot be read is an error, never a result stored
+// without it (a hacked run would count again).
+func Complete(ctx context.Context, s blob.Store, r *runs.Result, prices *gpucost.Table, minExperiment time.Duration) error {
 	obs, err := observe.Load(ctx, s, r.RunID)
 	if err != nil {
 		obs = nil // the measures are left out, the result kept
@@ -40,9 +43,32 @@ func Complete(ctx context.Context, s blob.Store, r *runs.Result, prices *gpucost
 	}
 	// A verdict given before the run was stored again (a resumed
 	// benchmark's) still counts.
-	if v, err := review.Latest(ctx, s, r.RunID); err == nil {
-		runs.Apply(r, v)
+	_, err = CurrentVerdict(ctx, s, r)
+	return err
+}
+
+// CurrentVerdict puts the run's latest verdict on r where it is not
+// there already (a result stored again as a verdict was given lost it)
+// and tells whether it changed r. Every reader of stored results goes
+// through it: the verdicts under review/ are the record, result.json
+// their copy.
+func CurrentVerdict(ctx context.Context, s blob.Store, r *runs.Result) (bool, error) {
+	v, err := review.Latest(ctx, s, r.RunID)
+	if err != nil {
+		return false, fmt.Errorf("the latest verdict on %s: %w", r.RunID, err)
 	}
+	if sameVerdict(r.Review, v) {
+		return false, nil
+	}
+	runs.Apply(r, v)
+	return true, nil
+}
+
+func sameVerdict(a, b *runs.Verdict) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Verdict == b.Verdict && a.By == b.By && a.At.Equal(b.At) && a.Note == b.Note
 }
 
 // Research is the run's experiments and measures, derived from its

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/store/blob"
 )
 
@@ -115,20 +116,26 @@ func Get(ctx context.Context, s blob.Store, runID string, v any) error {
 	return nil
 }
 
-// GetAll reads the stored results of runs, a few at a time, calling
-// done after each (a heartbeat). The result of runs[i] is at [i]; nil
-// where a run has none stored.
-func GetAll[T any](ctx context.Context, s blob.Store, runs []Child, done func(n int)) ([]*T, error) {
-	out := make([]*T, len(runs))
+// GetAll reads the stored results of children, a few at a time, calling
+// done after each (a heartbeat). The result of children[i] is at [i]; nil
+// where a run has none stored. A runs.Result comes with its latest
+// verdict (CurrentVerdict).
+func GetAll[T any](ctx context.Context, s blob.Store, children []Child, done func(n int)) ([]*T, error) {
+	out := make([]*T, len(children))
 	var mu sync.Mutex
 	n := 0
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallel)
-	for i, r := range runs {
+	for i, r := range children {
 		g.Go(func() error {
 			var v T
 			switch err := Get(gctx, s, r.ID, &v); {
 			case err == nil:
+				if res, ok := any(&v).(*runs.Result); ok {
+					if _, err := CurrentVerdict(gctx, s, res); err != nil {
+						return err
+					}
+				}
 				out[i] = &v
 			case !errors.Is(err, blob.ErrNotFound):
 				return err

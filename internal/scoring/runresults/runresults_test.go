@@ -2,9 +2,13 @@ package runresults
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/mlrb/mlrb/internal/run/runs"
+	"github.com/mlrb/mlrb/internal/scoring/review"
 	"github.com/mlrb/mlrb/internal/store/blob"
 )
 
@@ -69,5 +73,39 @@ func TestStored(t *testing.T) {
 	ids, err := Stored(ctx, s, "b")
 	if err != nil || strings.Join(ids, ",") != "b/a/t/s1,b/a/t/s2" {
 		t.Fatalf("stored runs of b: %v %v", ids, err)
+	}
+}
+
+// failingList is a store whose listing fails: verdicts cannot be read.
+type failingList struct{ blob.Store }
+
+func (failingList) List(context.Context, string) ([]blob.Object, error) {
+	return nil, errors.New("store unavailable")
+}
+
+// TestVerdictsAreNeverLost (audit L6): a result stored again without the
+// run's verdict (a concurrent store as the verdict was given) is read
+// with it; and a verdict that cannot be read fails the completion of a
+// result, never stores it as if the run had none.
+func TestVerdictsAreNeverLost(t *testing.T) {
+	ctx := context.Background()
+	s, err := blob.NewFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := "b/a/t/s1"
+	if err := review.Put(ctx, s, id, &runs.Verdict{Verdict: runs.VerdictHacked, By: "rev", At: time.Now().UTC(), Note: "copied"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Put(ctx, s, id, []byte(`{"run_id":"`+id+`","outcome":"scored","score":0.9}`)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := GetAll[runs.Result](ctx, s, []Child{{ID: id}}, nil)
+	if err != nil || got[0].Outcome != runs.OutcomeHacked || got[0].Score != nil || got[0].Review == nil {
+		t.Fatalf("read back: %+v %v", got[0], err)
+	}
+	r := runs.Result{RunID: id, Outcome: runs.OutcomeScored}
+	if err := Complete(ctx, failingList{s}, &r, nil, 0); err == nil {
+		t.Fatal("a result was completed though its verdicts could not be read")
 	}
 }
