@@ -73,7 +73,9 @@ func (l *LLM) readBody(w http.ResponseWriter, r *http.Request, c *call, b Bounds
 		l.buffered.Release(share - held)
 		share = held
 	}
-	switch {
+	// What was read counts against the refused bytes' allowance, whole
+	// or not.
+	switch c.body = body; {
 	case err != nil:
 		l.refuse(w, c, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf("the request body did not arrive whole within %s: %v", b.BodyTimeout, err))
 		return nil, release, false
@@ -81,5 +83,6 @@ func (l *LLM) readBody(w http.ResponseWriter, r *http.Request, c *call, b Bounds
 		l.refuse(w, c, http.StatusRequestEntityTooLarge, "invalid_request_error", fmt.Sprintf("a request body may hold at most %d MiB, and no more than its Content-Length", MaxRequest>>20))
 		return nil, release, false
 	}
+	c.body = nil
 	return body, release, true
 }
