@@ -43,14 +43,15 @@ func keysCmd() *cobra.Command {
 
 // bundleOptions are `starter bundle`'s flags.
 type bundleOptions struct {
-	out   string
-	marks bool
-	key   string
+	out             string
+	marks, sessions bool
+	key             string
 }
 
 func (o *bundleOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVarP(&o.out, "output", "o", "", "bundle directory (a benchmark's runs share its chunks)")
 	f.BoolVar(&o.marks, "marks", false, "also bundle the checkpoints the curve's marks scored")
+	f.BoolVar(&o.sessions, "with-sessions", false, "keep a person's run's session recordings and notes in the bundle (left out by default: a published bundle cannot be recalled)")
 	f.StringVar(&o.key, "key", "", "signing key (default: bundle.signing_key)")
 }
 
@@ -96,7 +97,7 @@ func runBundle(g *globals, o bundleOptions, id string) error {
 	if err != nil {
 		return err
 	}
-	w := &bundle.Writer{Dir: o.out, Store: store, Signer: signer, Parallel: cfg.Storage.Parallel}
+	w := &bundle.Writer{Dir: o.out, Store: store, Signer: signer, Parallel: cfg.Storage.Parallel, WithSessions: o.sessions}
 	defs, err := g.agentCatalog()
 	if err != nil {
 		return err

@@ -19,21 +19,27 @@ import (
 
 func verifyCmd() *cobra.Command {
 	var trust []string
+	var current bool
 	cmd := &cobra.Command{
-		Use:   "verify DIR [--trust PUBKEY ...]",
+		Use:   "verify DIR [--trust PUBKEY ...] [--store]",
 		Short: "check run bundles: the signature against trusted keys, every file's SHA-256, every chunk against its manifest (no server, store or network)",
-		Long: "Exit 0 listing what was checked; 1 naming the first file, chunk or signature that differs from what was signed;\n" +
-			"2 for a directory that is not a bundle, or no trusted key.",
+		Long: "Exit 0 listing what was checked; 1 naming the first file, chunk or signature that differs from what was signed,\n" +
+			"or (--store) a run bundled again since or given a verdict the bundle lacks; 2 for a directory that is not a bundle,\n" +
+			"or no trusted key.",
 		Args: cobra.ExactArgs(1),
 		RunE: run(func(g *globals, args []string) error {
-			root, _, err := verifyBundles(g, args[0], trust, "")
+			root, checked, err := verifyBundles(g, args[0], trust, "")
 			if root != nil {
 				_ = root.Close()
 			}
-			return err
+			if err != nil || !current {
+				return err
+			}
+			return checkCurrent(g, checked)
 		}),
 	}
 	cmd.Flags().StringArrayVar(&trust, "trust", nil, "an operator's public key (PREFIX.pub from `starter keys new`); repeat for several")
+	cmd.Flags().BoolVar(&current, "store", false, "also check each run against this starter's store (storage.*): bundled again since, or given a newer verdict")
 	return cmd
 }
 
@@ -102,6 +108,35 @@ func verifyEach(g *globals, root *safefs.Dir, dir string, keys []string, trusted
 		return nil, cli.Usagef("%s holds no bundle of run %q", dir, runID)
 	}
 	return out, nil
+}
+
+// checkCurrent says, for each verified run, whether the store holds a
+// later bundle of it or a verdict the bundle lacks (a signature proves
+// who signed, not that the bundle is current).
+func checkCurrent(g *globals, checked []*bundle.Checked) error {
+	store, err := g.store()
+	if err != nil {
+		return err
+	}
+	stale := 0
+	for _, c := range checked {
+		why, err := bundle.Stale(g.ctx, store, c)
+		if err != nil {
+			return err
+		}
+		if len(why) == 0 {
+			fmt.Fprintf(g.out, "current %s: no later bundle or verdict in %s\n", c.RunID, store)
+			continue
+		}
+		stale++
+		for _, w := range why {
+			fmt.Fprintf(g.out, "STALE %s: %s\n", c.RunID, w)
+		}
+	}
+	if stale > 0 {
+		return fmt.Errorf("%d of %d bundled run(s) are not their run's current record in %s", stale, len(checked), store)
+	}
+	return nil
 }
 
 func scoreText(r *runs.Result) string {

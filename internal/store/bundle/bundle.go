@@ -75,6 +75,11 @@ type Predicate struct {
 	// Store is where the operator's store held the run.
 	Store     string `json:"store"`
 	BundledAt string `json:"bundled_at"`
+	// Verdict is the latest of the run's verdicts the bundle holds (its
+	// file under review/; "": none), and WithSessions whether a person's
+	// recordings and notes are in it.
+	Verdict      string `json:"latest_verdict,omitempty"`
+	WithSessions bool   `json:"with_sessions,omitempty"`
 	// Result is the stored result, as stored.
 	Result json.RawMessage `json:"result"`
 }

@@ -1,6 +1,7 @@
 package bundle
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -36,6 +37,11 @@ type Writer struct {
 	Parallel int
 	// Progress, if set, is told of each stored byte copied or checked.
 	Progress func(n int64)
+	// WithSessions keeps a person's run's session recordings and notes
+	// in the bundle; without it they stay in the store (a published
+	// bundle cannot be recalled): sessions/ is left out, and the result's
+	// notes and the people's labels with it.
+	WithSessions bool
 
 	mu     sync.Mutex
 	chunks map[string]Subject // by BLAKE3 hash: what the directory holds
@@ -112,7 +118,8 @@ func (w *Writer) copyRecord(ctx context.Context, runID string, keep map[string]b
 	var mu sync.Mutex
 	for _, o := range objs {
 		rel := strings.TrimPrefix(o.Key, prefix)
-		if (strings.HasPrefix(rel, "checkpoints/") && !keep[o.Key]) || strings.HasPrefix(rel, "bundle/") {
+		if (strings.HasPrefix(rel, "checkpoints/") && !keep[o.Key]) || strings.HasPrefix(rel, "bundle/") || strings.HasPrefix(rel, logDir) ||
+			(strings.HasPrefix(rel, "sessions/") && !w.WithSessions) {
 			continue
 		}
 		g.Go(func() error {
@@ -120,7 +127,14 @@ func (w *Writer) copyRecord(ctx context.Context, runID string, keep map[string]b
 			if err != nil {
 				return fmt.Errorf("read %s: %w", o.Key, err)
 			}
-			s, err := w.put(o.Key, rc, nil)
+			var r io.Reader = rc
+			if rel == "result.json" && !w.WithSessions {
+				if r, err = withoutPeople(rc); err != nil {
+					_ = rc.Close()
+					return fmt.Errorf("read %s: %w", o.Key, err)
+				}
+			}
+			s, err := w.put(o.Key, r, nil)
 			_ = rc.Close()
 			if err != nil {
 				return err
@@ -345,7 +359,12 @@ func (w *Writer) seal(ctx context.Context, in Input, out *Written) error {
 	}
 	p := in.Predicate
 	p.RunID, p.Final, p.Marks, p.Store = in.RunID, in.Final, in.Marks, w.Store.String()
-	p.BundledAt, p.Result = time.Now().UTC().Format(time.RFC3339), res
+	p.BundledAt, p.Result, p.WithSessions = time.Now().UTC().Format(time.RFC3339Nano), res, w.WithSessions
+	for _, s := range out.Subjects {
+		if v, ok := strings.CutPrefix(s.Name, blob.RunPrefix(in.RunID)+"review/"); ok {
+			p.Verdict = v // sorted: the last is the latest
+		}
+	}
 	stmt, err := statement(out.Subjects, &p)
 	if err != nil {
 		return err
@@ -361,10 +380,40 @@ func (w *Writer) seal(ctx context.Context, in Input, out *Written) error {
 	if err := os.Rename(p2+".tmp", p2); err != nil {
 		return fmt.Errorf("write envelope: %w", err)
 	}
-	return nil
+	return w.log(ctx, &p, env)
 }
 
 func (o *Written) add(s Subject) {
 	o.Subjects = append(o.Subjects, s)
 	o.Bytes += s.Size
+}
+
+// withoutPeople is a stored result without what a person wrote or is
+// called: its notes left out, its people's labels replaced by their
+// order. Numbers stay as stored (json.Number), and a result with neither
+// is copied byte for byte.
+func withoutPeople(r io.Reader) (io.Reader, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxEnvelope))
+	if err != nil {
+		return nil, err
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil {
+		return nil, fmt.Errorf("result: %w", err)
+	}
+	people, hasPeople := m["people"].([]any)
+	if _, hasNotes := m["notes"]; !hasNotes && !hasPeople {
+		return bytes.NewReader(b), nil
+	}
+	delete(m, "notes")
+	for i := range people {
+		people[i] = fmt.Sprintf("person %d", i+1)
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("result: %w", err)
+	}
+	return bytes.NewReader(out), nil
 }
