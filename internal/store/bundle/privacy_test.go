@@ -18,7 +18,7 @@ func TestPeopleStayInTheStore(t *testing.T) {
 	store, s, v := fixture(t)
 	res := `{"run_id":"b/agent/task/s0","outcome":"scored","score":0.75,"people":["Alice Example"],"notes":[{"at_s":10,"text":"tried lr 3e-4"}],"big":12345678901234567890}`
 	for key, body := range map[string]string{
-		blob.RunPrefix(runID) + "result.json":       res,
+		blob.RunPrefix(runID) + "result.json":        res,
 		blob.RunPrefix(runID) + "sessions/0001.cast": `{"version":2}` + "\n[0.1,\"o\",\"alice@host$ \"]\n",
 	} {
 		if err := store.Put(ctx, key, strings.NewReader(body)); err != nil {
