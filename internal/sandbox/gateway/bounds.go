@@ -66,7 +66,7 @@ func (l *LLM) readBody(w http.ResponseWriter, r *http.Request, c *call, b Bounds
 		l.inFlight.Release(1)
 	}
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(b.BodyTimeout))
-	body, err := io.ReadAll(io.LimitReader(r.Body, share+1))
+	body, err := readAll(r.Body, share, r.ContentLength)
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	if held := int64(len(body)); err == nil && held < share {
 		// A chunked body reserved the most it could be: keep what it is.
@@ -85,4 +85,24 @@ func (l *LLM) readBody(w http.ResponseWriter, r *http.Request, c *call, b Bounds
 	}
 	c.body = nil
 	return body, release, true
+}
+
+// readAll reads at most limit+1 bytes of r into a buffer of the declared
+// length (length, when it is one): a 32 MiB body costs 32 MiB, not the
+// twice that io.ReadAll's doubling leaves to collect.
+func readAll(r io.Reader, limit, length int64) ([]byte, error) {
+	if length < 0 || length > limit {
+		return io.ReadAll(io.LimitReader(r, limit+1))
+	}
+	buf := make([]byte, length, length+1)
+	n, err := io.ReadFull(r, buf)
+	if err != nil {
+		return buf[:n], err
+	}
+	// One byte past the declared length is read, to tell it was longer.
+	var extra [1]byte
+	if m, _ := r.Read(extra[:]); m > 0 {
+		return append(buf, extra[0]), nil
+	}
+	return buf, nil
 }

@@ -132,17 +132,10 @@ func bigRefused(d time.Duration) {
 	const url = "http://127.0.0.1:3128/v1/chat/completions"
 	var big, throttled atomic.Int64
 	var wg sync.WaitGroup
-	// Five calls whose bodies trickle in hold five of the door's eight
-	// calls in flight; the big ones take the other three; every other
-	// call is then answered 429.
-	for range 5 {
-		wg.Go(func() {
-			for time.Now().Before(end) {
-				post(url, &trickle{end: end, left: 100})
-			}
-		})
-	}
-	for i := range 3 {
+	// Six senders of 32 MiB: the door reads two at a time (its 64 MiB of
+	// request buffer) and answers the others 429 unread, which they
+	// send again at once.
+	for i := range 6 {
 		wg.Go(func() {
 			head := `{"model":"no-such-model","max_tokens":10,"messages":[{"role":"user","content":"`
 			body := make([]byte, 32<<20)
@@ -155,17 +148,12 @@ func bigRefused(d time.Duration) {
 				for j, b := range text {
 					text[j] = 'a' + b%26
 				}
-				if post(url, bytes.NewReader(body)) >= 400 {
-					big.Add(1)
-				}
-			}
-		})
-	}
-	for range 16 {
-		wg.Go(func() {
-			for time.Now().Before(end) {
-				if post(url, strings.NewReader(`{"model":"no-such-model","max_tokens":10,"messages":[]}`)) == http.StatusTooManyRequests {
+				status := post(url, bytes.NewReader(body))
+				for ; status == http.StatusTooManyRequests && time.Now().Before(end); status = post(url, bytes.NewReader(body)) {
 					throttled.Add(1)
+				}
+				if status >= 400 {
+					big.Add(1)
 				}
 			}
 		})
@@ -179,31 +167,12 @@ func bigRefused(d time.Duration) {
 	wg.Wait()
 }
 
-// trickle is a body of a declared length (left) sent a byte a second:
-// the door holds a call in flight for it, never more than its length.
-type trickle struct {
-	end  time.Time
-	left int
-}
-
-func (t *trickle) Read(p []byte) (int, error) {
-	if t.left == 0 || time.Now().After(t.end) || len(p) == 0 {
-		return 0, io.EOF
-	}
-	time.Sleep(time.Second)
-	p[0], t.left = ' ', t.left-1
-	return 1, nil
-}
-
 // post sends body with the attempt's key (so that the door reads it)
 // and returns the status (0 for no answer).
 func post(url string, body io.Reader) int {
 	req, err := http.NewRequest(http.MethodPost, url, body)
 	if err != nil {
 		return 0
-	}
-	if t, ok := body.(*trickle); ok {
-		req.ContentLength = int64(t.left)
 	}
 	req.Header.Set("Authorization", "Bearer "+os.Getenv("OPENAI_API_KEY"))
 	req.Header.Set("Content-Type", "application/json")
