@@ -263,7 +263,9 @@ func TestSupervisorFollowsAPerson(t *testing.T) {
 	now := func() time.Time { return clock }
 	newSupervisor := func() (*supervisor, *fakeHandle, *attach.Clock, *fakeHooks) {
 		h, k := newFakeHandle(), &fakeHooks{}
-		p := &attach.Clock{BaseS: 10, GrantedS: 100, ReleaseAfter: time.Minute, Now: now}
+		// The container freezes as the clock stops (Later runs the
+		// freeze at once): the pause counts from then.
+		p := &attach.Clock{BaseS: 10, GrantedS: 100, ReleaseAfter: time.Minute, Now: now, Later: func(_ time.Duration, f func()) { f() }}
 		dl := budget.Account{LimitS: 100, UsedS: 10}.Attempt(clock, 5*time.Second)
 		return &supervisor{h: h, dl: dl, stopped: StopExited, started: clock, base: 10, now: now, hooks: k, log: zap.NewNop(), person: p}, h, p, k
 	}

@@ -1,9 +1,9 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 
 	"go.temporal.io/sdk/client"
@@ -45,8 +45,8 @@ func (s *startup) startAttach() error {
 			}
 			return attach.Endpoint{Addr: r.Attach.Addr, Pin: r.Attach.Pin}, true
 		},
-		Keep: func(ctx context.Context, run, name string, cast []byte) error {
-			return store.Put(ctx, attach.SessionKey(run, name), bytes.NewReader(cast))
+		Keep: func(ctx context.Context, run, name string, cast io.Reader) error {
+			return store.Put(ctx, attach.SessionKey(run, name), cast)
 		},
 	}
 	done := make(chan struct{})

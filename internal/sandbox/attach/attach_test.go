@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -137,10 +138,18 @@ func TestCredentialsAndInvites(t *testing.T) {
 // TestCastIsAsciicastV2: a header, then [time, kind, data] lines.
 func TestCastIsAsciicastV2(t *testing.T) {
 	start := time.Unix(1_800_000_000, 0)
-	c := NewCast(Size{Cols: 80, Rows: 24}, "run-x (alice)", "xterm", start)
+	c := NewCast(Size{Cols: 80, Rows: 24}, "run-x (alice)", "xterm", start, t.TempDir())
+	defer c.Close()
 	c.Output([]byte("$ ls\r\n"), start.Add(1500*time.Millisecond))
 	c.Resize(Size{Cols: 100, Rows: 30}, start.Add(2*time.Second))
-	sc := bufio.NewScanner(bytes.NewReader(c.Bytes()))
+	// Typed with echo off: recorded as typed.
+	c.Input([]byte("base64 -d > output/model.safetensors\r"), start.Add(3*time.Second))
+	r, err := c.Reader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(r)
+	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Scan()
 	var h CastHeader
 	if err := json.Unmarshal(sc.Bytes(), &h); err != nil || h.Version != 2 || h.Width != 80 || h.Timestamp != start.Unix() {
@@ -150,11 +159,11 @@ func TestCastIsAsciicastV2(t *testing.T) {
 	for sc.Scan() {
 		lines = append(lines, sc.Text())
 	}
-	if len(lines) != 2 || lines[0] != `[1.5,"o","$ ls\r\n"]` || lines[1] != `[2,"r","100x30"]` {
+	if len(lines) != 3 || lines[0] != `[1.5,"o","$ ls\r\n"]` || lines[1] != `[2,"r","100x30"]` || lines[2] != `[3,"i","base64 -d \u003e output/model.safetensors\r"]` {
 		t.Fatalf("events: %q", lines)
 	}
-	h2, events, last, err := ReadCast(c.Bytes())
-	if err != nil || h2.Width != h.Width || h2.Timestamp != h.Timestamp || last != 2 || len(events) != 2 || events[0] != (CastEvent{At: 1.5, Kind: "o", Data: "$ ls\r\n"}) {
+	h2, events, last, err := ReadCast(raw)
+	if err != nil || h2.Width != h.Width || h2.Timestamp != h.Timestamp || last != 3 || len(events) != 3 || events[0] != (CastEvent{At: 1.5, Kind: "o", Data: "$ ls\r\n"}) {
 		t.Fatalf("read back: %+v %+v %v %v", h2, events, last, err)
 	}
 	if _, _, _, err := ReadCast([]byte(`{"version":1}`)); err == nil {

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -12,12 +14,16 @@ import (
 )
 
 // Cast records a session as asciicast v2 (asciinema's format): a header
-// line, then one [seconds, "o"|"r", data] line per output or resize.
-// What the person types is recorded as the terminal echoes it, never as
-// keystrokes. A cast past MaxCast bytes records no more, saying so.
+// line, then one [seconds, "o"|"i"|"r", data] line per output, input or
+// resize. What the person types is recorded as they type it ("i"),
+// whatever the terminal echoes: input typed with echo off (a paste into
+// `stty -echo`) is in the recording too. The recording is spooled to an
+// unlinked file, never held in the worker's memory, and a cast past
+// MaxCast bytes records no more, saying so.
 type Cast struct {
 	mu    sync.Mutex
-	buf   bytes.Buffer
+	f     *os.File // nil: the spool could not be made; nothing is kept
+	size  int64
 	start time.Time
 	full  bool
 }
@@ -35,16 +41,33 @@ type CastHeader struct {
 	Env       map[string]string `json:"env,omitempty"`
 }
 
-// NewCast starts a recording of a terminal of size.
-func NewCast(size Size, title, term string, start time.Time) *Cast {
+// NewCast starts a recording of a terminal of size, spooled under dir
+// ("": the system's temporary directory). Close releases it.
+func NewCast(size Size, title, term string, start time.Time, dir string) *Cast {
 	c := &Cast{start: start}
+	if f, err := os.CreateTemp(dir, ".mlrb-cast-"); err == nil {
+		_ = os.Remove(f.Name()) // the open file is the spool: nothing is left if the worker dies
+		c.f = f
+	}
 	h := CastHeader{Version: 2, Width: size.Cols, Height: size.Rows, Timestamp: start.Unix(), Title: title}
 	if term != "" {
 		h.Env = map[string]string{"TERM": term}
 	}
 	b, _ := json.Marshal(h)
-	c.buf.Write(append(b, '\n'))
+	c.write(append(b, '\n'))
 	return c
+}
+
+// write appends to the spool; c.mu held (or not yet shared).
+func (c *Cast) write(b []byte) {
+	if c.f == nil {
+		return
+	}
+	if n, err := c.f.Write(b); err != nil {
+		c.full = true
+	} else {
+		c.size += int64(n)
+	}
 }
 
 func (c *Cast) event(kind, data string, at time.Time) {
@@ -54,24 +77,40 @@ func (c *Cast) event(kind, data string, at time.Time) {
 		return
 	}
 	b, _ := json.Marshal([]any{at.Sub(c.start).Seconds(), kind, data})
-	if c.buf.Len()+len(b) > MaxCast {
+	if c.size+int64(len(b)) > MaxCast {
 		c.full = true
 		b, _ = json.Marshal([]any{at.Sub(c.start).Seconds(), "o", "\r\n[mlrb: the recording is full; the session goes on unrecorded]\r\n"})
 	}
-	c.buf.Write(append(b, '\n'))
+	c.write(append(b, '\n'))
 }
 
 // Output records what the terminal showed.
 func (c *Cast) Output(p []byte, at time.Time) { c.event("o", string(p), at) }
 
+// Input records what the person typed or pasted.
+func (c *Cast) Input(p []byte, at time.Time) { c.event("i", string(p), at) }
+
 // Resize records a new size.
 func (c *Cast) Resize(s Size, at time.Time) { c.event("r", fmtSize(s), at) }
 
-// Bytes is the recording so far.
-func (c *Cast) Bytes() []byte {
+// Reader reads the recording so far from its spool.
+func (c *Cast) Reader() (io.Reader, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return bytes.Clone(c.buf.Bytes())
+	if c.f == nil {
+		return nil, errors.New("the recording could not be spooled")
+	}
+	return io.NewSectionReader(c.f, 0, c.size), nil
+}
+
+// Close releases the spool.
+func (c *Cast) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.f != nil {
+		_ = c.f.Close()
+		c.f = nil
+	}
 }
 
 func fmtSize(s Size) string {
@@ -87,7 +126,7 @@ func SessionKey(runID, name string) string { return blob.RunPrefix(runID) + "ses
 func SessionsPrefix(runID string) string { return blob.RunPrefix(runID) + "sessions/" }
 
 // CastEvent is one event of a recording: its time in seconds from the
-// start, its kind ("o" output, "r" resize) and its data.
+// start, its kind ("o" output, "i" input, "r" resize) and its data.
 type CastEvent struct {
 	At   float64
 	Kind string

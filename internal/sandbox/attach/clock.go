@@ -19,7 +19,10 @@ import (
 // paused and runs only while started. The container is frozen while the
 // clock is paused (Settle calls Freeze and Thaw, outside its lock): at
 // once when it starts, a moment after it stops, so that the `task stop`
-// that stopped it has printed its answer.
+// that stopped it has printed its answer. Time is charged by what the
+// container can do, not by what was asked: from a start until the freeze
+// after the stop has returned, so that neither the moment before the
+// freeze nor a freeze that fails (it is retried) runs uncounted.
 type Clock struct {
 	// BaseS is the agent time of the run before this attempt; GrantedS
 	// its budget; ReleaseAfter how long a pause lasts before the GPU goes
@@ -31,11 +34,14 @@ type Clock struct {
 	// Later runs f after d (nil: time.AfterFunc); tests run it by hand.
 	Later func(d time.Duration, f func())
 
-	mu        sync.Mutex
-	settle    sync.Mutex // held while the container is frozen or thawed
-	frozen    bool       // under settle
-	ended     bool       // the attempt ends: thawed for good
-	running   bool
+	mu      sync.Mutex
+	settle  sync.Mutex // held while the container is frozen or thawed
+	frozen  bool       // under settle
+	ended   bool       // the attempt ends: thawed for good
+	running bool
+	// charging: stopped, and the container not frozen yet (or its freeze
+	// failed): the clock still counts.
+	charging  bool
 	submitted bool
 	since     time.Time // when it last started or paused
 	ranS      float64   // run in this attempt before since
@@ -82,6 +88,10 @@ func (c *Clock) Do(verb, text string) (contract.Clock, error) {
 	case c.submitted:
 		c.mu.Unlock()
 		return c.Read(), ErrSubmitted
+	case verb == contract.ClockStart && !c.running && c.charging:
+		// Not frozen yet: the time since the stop was run, not paused.
+		c.ranS += now.Sub(c.since).Seconds()
+		c.running, c.charging, c.since, settleIn, said = true, false, now, 0, "the clock runs"
 	case verb == contract.ClockStart && !c.running:
 		c.pausedS += now.Sub(c.since).Seconds()
 		c.running, c.since, settleIn, said = true, now, 0, "the clock runs"
@@ -89,7 +99,7 @@ func (c *Clock) Do(verb, text string) (contract.Clock, error) {
 		said = "the clock was running"
 	case verb == contract.ClockStop && c.running:
 		c.ranS += now.Sub(c.since).Seconds()
-		c.running, c.since, settleIn, said = false, now, FreezeAfter, "the clock is paused: your container is frozen until you `task start`"
+		c.running, c.charging, c.since, settleIn, said = false, true, now, FreezeAfter, "the clock is paused: your container is frozen until you `task start`"
 	case verb == contract.ClockStop:
 		said = "the clock was paused"
 	case verb == contract.ClockNote:
@@ -101,12 +111,12 @@ func (c *Clock) Do(verb, text string) (contract.Clock, error) {
 		c.notes = append(c.notes, contract.Note{At: now, AgentS: c.agentS(now), Text: text})
 		said = "noted"
 	case verb == contract.ClockSubmit:
-		if c.running {
+		if c.running || c.charging {
 			c.ranS += now.Sub(c.since).Seconds()
 		} else {
 			c.pausedS += now.Sub(c.since).Seconds()
 		}
-		c.running, c.submitted, c.since, settleIn, said = false, true, now, 0, "submitted: output/ is checkpointed and evaluated; your shells end"
+		c.running, c.charging, c.submitted, c.since, settleIn, said = false, false, true, now, 0, "submitted: output/ is checkpointed and evaluated; your shells end"
 	default:
 		c.mu.Unlock()
 		return c.Read(), fmt.Errorf("%q: not one of %s", verb, strings.Join(contract.ClockVerbs, ", "))
@@ -120,18 +130,42 @@ func (c *Clock) Do(verb, text string) (contract.Clock, error) {
 	switch {
 	case settleIn == 0:
 		err = c.Settle()
-	case settleIn > 0 && c.Later != nil:
-		c.Later(settleIn, func() { _ = c.Settle() })
 	case settleIn > 0:
-		time.AfterFunc(settleIn, func() { _ = c.Settle() })
+		c.later(settleIn, c.settleRetrying)
 	}
 	out := c.Read()
 	out.Said = said
 	return out, err
 }
 
-// FreezeAfter is how long after the clock stops the container freezes.
-const FreezeAfter = 300 * time.Millisecond
+// FreezeAfter is how long after the clock stops the container freezes;
+// RetryFreeze how long after a failed freeze it is tried again (the
+// clock counts meanwhile).
+const (
+	FreezeAfter = 300 * time.Millisecond
+	RetryFreeze = time.Second
+)
+
+func (c *Clock) later(d time.Duration, f func()) {
+	if c.Later != nil {
+		c.Later(d, f)
+		return
+	}
+	time.AfterFunc(d, f)
+}
+
+// settleRetrying settles, and tries again while a wanted freeze fails.
+func (c *Clock) settleRetrying() {
+	if c.Settle() == nil {
+		return
+	}
+	c.mu.Lock()
+	again := c.charging
+	c.mu.Unlock()
+	if again {
+		c.later(RetryFreeze, c.settleRetrying)
+	}
+}
 
 // Settle freezes the container if the clock is paused, thaws it if not;
 // calls in any order leave it as the clock is when the last one ends.
@@ -151,10 +185,20 @@ func (c *Clock) Settle() error {
 	}
 	if hook != nil {
 		if err := hook(); err != nil {
-			return err
+			return fmt.Errorf("the person's container: %w", err)
 		}
 	}
 	c.frozen = want
+	if want {
+		// Frozen now: the pause starts here, not at the stop.
+		c.mu.Lock()
+		if c.charging {
+			now := c.now()
+			c.ranS += now.Sub(c.since).Seconds()
+			c.charging, c.since = false, now
+		}
+		c.mu.Unlock()
+	}
 	return nil
 }
 
@@ -170,7 +214,7 @@ func (c *Clock) End() error {
 // agentS is the run's agent time at now; c.mu held.
 func (c *Clock) agentS(now time.Time) float64 {
 	s := c.BaseS + c.ranS
-	if c.running {
+	if c.running || c.charging {
 		s += now.Sub(c.since).Seconds()
 	}
 	return s
@@ -184,7 +228,7 @@ func (c *Clock) Read() contract.Clock {
 	now := c.now()
 	out := contract.Clock{Running: c.running, Submitted: c.submitted, AgentS: c.agentS(now), PausedS: c.pausedS}
 	out.LeftS = max(0, c.GrantedS-out.AgentS)
-	if !c.running && !c.submitted {
+	if !c.running && !c.charging && !c.submitted {
 		out.PausedS += now.Sub(c.since).Seconds()
 		if c.ReleaseAfter > 0 {
 			out.ReleaseAt = c.since.Add(c.ReleaseAfter)
@@ -201,16 +245,27 @@ func (c *Clock) Ran(now time.Time) float64 {
 	return c.agentS(now) - c.BaseS
 }
 
-// State is the clock's state: running, submitted, and how long the
-// current pause has lasted (0 while running).
+// State is the clock's state as it counts: running (started, or stopped
+// and not frozen yet), submitted, and how long the current pause has
+// lasted (0 while running).
 func (c *Clock) State(now time.Time) (running, submitted bool, paused time.Duration) {
 	c.begin()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.running && !c.submitted {
+	counting := c.running || c.charging
+	if !counting && !c.submitted {
 		paused = now.Sub(c.since)
 	}
-	return c.running, c.submitted, paused
+	return counting, c.submitted, paused
+}
+
+// Started tells whether the person has the clock started (their shell is
+// open), whatever the freeze is doing.
+func (c *Clock) Started() bool {
+	c.begin()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.running
 }
 
 // PausedS is the time the clock was paused in this attempt, at now.

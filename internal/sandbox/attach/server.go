@@ -48,9 +48,12 @@ type Server struct {
 	// Peers is another host's attach endpoint, where a run goes on there.
 	Peers func(ctx context.Context, hostID string) (Endpoint, bool)
 	// Keep stores a session's recording under the run, by name.
-	Keep func(ctx context.Context, run, name string, cast []byte) error
-	TLS  *tls.Config
-	Log  *zap.Logger
+	Keep func(ctx context.Context, run, name string, cast io.Reader) error
+	// SpoolDir is where recordings are spooled as they are made ("":
+	// the system's temporary directory).
+	SpoolDir string
+	TLS      *tls.Config
+	Log      *zap.Logger
 	// Poll paces the wait for a run to move (a lease, another host).
 	Poll time.Duration
 
@@ -59,6 +62,7 @@ type Server struct {
 	conns  map[net.Conn]bool
 	closed bool
 	wg     sync.WaitGroup
+	gate   gate
 }
 
 // MaxSessions bounds the connections a worker's attach server holds; the
@@ -127,7 +131,12 @@ func (s *Server) poll() time.Duration {
 // serve is one session: a hello, the credential checked, then the run.
 func (s *Server) serve(c net.Conn) {
 	defer func() { _ = c.Close() }()
-	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	// Before the handshake, nothing asked of Temporal: a source that
+	// knocks faster than people do is turned away.
+	if !s.gate.knock(c.RemoteAddr()) {
+		return
+	}
+	_ = c.SetReadDeadline(time.Now().Add(helloTimeout))
 	// The reader that took the hello reads the frames after it: they may
 	// have come in the same segment.
 	br := bufio.NewReaderSize(c, 4096)
@@ -152,9 +161,16 @@ func (s *Server) serve(c net.Conn) {
 		_ = writeFrame(c, frameEnd, []byte("refused: this credential does not open this run (or the run has ended)"))
 		return
 	}
+	leave, ok := s.gate.enter(h.Run)
+	if !ok {
+		_ = writeFrame(c, frameEnd, []byte(fmt.Sprintf("refused: this run has %d sessions open already; close one first", MaxSessionsPerRun)))
+		return
+	}
+	defer leave()
 	ss := &session{s: s, conn: c, in0: br, hello: h, label: inv.Label, log: log.With(zap.String("person", inv.Label)),
-		in: make(chan []byte, 64), gone: make(chan struct{}), size: h.Size, started: time.Now()}
-	ss.cast = NewCast(h.Size, h.Run+" ("+inv.Label+")", h.Term, ss.started)
+		in: make(chan []byte, inputQueue), gone: make(chan struct{}), size: h.Size, started: time.Now()}
+	ss.cast = NewCast(h.Size, h.Run+" ("+inv.Label+")", h.Term, ss.started, s.SpoolDir)
+	defer ss.cast.Close()
 	go ss.readClient()
 	ss.log.Info("attached")
 	why := ss.run(ctx)
@@ -164,7 +180,11 @@ func (s *Server) serve(c net.Conn) {
 		name := fmt.Sprintf("%s-%s.cast", ss.started.UTC().Format("20060102T150405.000Z"), safeLabel(inv.Label))
 		kctx, kcancel := context.WithTimeout(context.Background(), time.Minute)
 		defer kcancel()
-		if err := s.Keep(kctx, h.Run, name, ss.cast.Bytes()); err != nil {
+		r, err := ss.cast.Reader()
+		if err == nil {
+			err = s.Keep(kctx, h.Run, name, r)
+		}
+		if err != nil {
 			ss.log.Warn("session recording not kept", zap.Error(err))
 		}
 	}
@@ -194,13 +214,17 @@ type session struct {
 	cast    *Cast
 	started time.Time
 
-	in     chan []byte   // keystrokes
-	gone   chan struct{} // the client went
-	wmu    sync.Mutex
-	smu    sync.Mutex
-	size   Size
-	sh     runtime.Shell // the shell open in room shRoom
-	shRoom *Room
+	in   chan []byte   // keystrokes
+	gone chan struct{} // the client went
+	wmu  sync.Mutex
+	smu  sync.Mutex
+	size Size
+	// resizeDue: size changed and is not applied yet; resizedAt when the
+	// last was (resize).
+	resizeDue bool
+	resizedAt time.Time
+	sh        runtime.Shell // the shell open in room shRoom
+	shRoom    *Room
 	// shEnd yields once when sh's output ends (nil: it exited).
 	shEnd chan error
 }
@@ -215,22 +239,15 @@ func (ss *session) readClient() {
 		}
 		switch kind {
 		case frameData:
-			select {
-			case ss.in <- p:
-			case <-time.After(time.Minute):
+			ss.cast.Input(p, time.Now())
+			if !ss.queue(p) {
 				return // nobody reads: the session is stuck
 			}
+			ss.resize(nil)
 		case frameResize:
 			var sz Size
 			if json.Unmarshal(p, &sz) == nil && sz.ok() {
-				ss.smu.Lock()
-				ss.size = sz
-				sh := ss.sh
-				ss.smu.Unlock()
-				ss.cast.Resize(sz, time.Now())
-				if sh != nil {
-					_ = sh.Resize(sz.Cols, sz.Rows)
-				}
+				ss.resize(&sz)
 			}
 		}
 	}
@@ -284,7 +301,8 @@ func (ss *session) run(ctx context.Context) string {
 // runs, the clock's prompt while it is paused. "" means look again (the
 // clock changed, the attempt ended).
 func (ss *session) inRoom(ctx context.Context, room *Room) string {
-	running, submitted, _ := room.Clock.State(time.Now())
+	_, submitted, _ := room.Clock.State(time.Now())
+	running := room.Clock.Started()
 	switch {
 	case submitted:
 		return "submitted: the run is being checkpointed and evaluated"
