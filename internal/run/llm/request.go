@@ -2,12 +2,13 @@ package llm
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // CheckRequest parses a request body strictly: one JSON object, no key
@@ -15,34 +16,39 @@ import (
 // and sends the body on unchanged, so a body in which two decoders could
 // read different values (gjson keeps the first of a duplicate key, Go's
 // and Python's decoders the last) is never sent.
+//
+// The body is walked token by token in place (jsontext parses a
+// bytes.Buffer without a copy, and no string value is ever made): a
+// 32 MiB body costs no memory past its own.
 func CheckRequest(body []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	t, err := dec.Token()
-	if err != nil {
-		return fmt.Errorf("the body is not JSON: %w", err)
-	}
-	if d, ok := t.(json.Delim); !ok || d != '{' {
+	dec := jsontext.NewDecoder(bytes.NewBuffer(body), jsontext.AllowDuplicateNames(true))
+	if dec.PeekKind() != '{' {
+		if _, err := dec.ReadToken(); err != nil {
+			return fmt.Errorf("the body is not JSON: %w", err)
+		}
 		return errors.New("the body is not a JSON object")
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return fmt.Errorf("the body is not JSON: %w", err)
 	}
 	if err := object(dec, ""); err != nil {
 		return err
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
 		return errors.New("the body holds more than one JSON value")
 	}
 	return nil
 }
 
 // object reads an object's members after its '{', refusing a key twice.
-func object(dec *json.Decoder, path string) error {
+func object(dec *jsontext.Decoder, path string) error {
 	seen := map[string]bool{}
-	for dec.More() {
-		t, err := dec.Token()
+	for dec.PeekKind() != '}' {
+		t, err := dec.ReadToken()
 		if err != nil {
 			return fmt.Errorf("the body is not JSON: %w", err)
 		}
-		k, _ := t.(string)
+		k := t.String()
 		if seen[k] {
 			return fmt.Errorf("key %q appears twice in %s: a body two decoders read differently is not sent", k, where(path))
 		}
@@ -51,29 +57,33 @@ func object(dec *json.Decoder, path string) error {
 			return err
 		}
 	}
-	_, err := dec.Token() // '}'
-	return err
+	return readToken(dec) // '}'
 }
 
-func value(dec *json.Decoder, path string) error {
-	t, err := dec.Token()
-	if err != nil {
-		return fmt.Errorf("the body is not JSON: %w", err)
-	}
-	d, ok := t.(json.Delim)
-	switch {
-	case !ok:
-		return nil
-	case d == '{':
+func value(dec *jsontext.Decoder, path string) error {
+	switch dec.PeekKind() {
+	case '{':
+		if err := readToken(dec); err != nil {
+			return err
+		}
 		return object(dec, path)
-	case d == '[':
-		for i := 0; dec.More(); i++ {
+	case '[':
+		if err := readToken(dec); err != nil {
+			return err
+		}
+		for i := 0; dec.PeekKind() != ']'; i++ {
 			if err := value(dec, fmt.Sprintf("%s[%d]", path, i)); err != nil {
 				return err
 			}
 		}
-		_, err := dec.Token() // ']'
-		return err
+	}
+	return readToken(dec) // the value, or the array's ']'
+}
+
+// readToken reads a token, a string's without making it.
+func readToken(dec *jsontext.Decoder) error {
+	if _, err := dec.ReadToken(); err != nil {
+		return fmt.Errorf("the body is not JSON: %w", err)
 	}
 	return nil
 }
