@@ -23,13 +23,20 @@ import (
 
 func reviewCmd() *cobra.Command {
 	var asJSON bool
+	var margin float64
 	cmd := &cobra.Command{
 		Use:   "review BENCHMARK_ID|RUN_ID",
-		Short: "the runs that deserve a reviewer's look, most flags first, each flag with its evidence; `review mark` records a verdict",
+		Short: "the runs that deserve a reviewer's look, most flags first, each flag a lead with its evidence (never a verdict, nor its absence one); `review mark` records a verdict",
 		Args:  cobra.ExactArgs(1),
-		RunE:  run(func(g *globals, args []string) error { return runReview(g, args[0], asJSON) }),
+		RunE: run(func(g *globals, args []string) error {
+			if margin < 0 || margin >= 1 {
+				return cli.Usagef("--margin %g: a share of a limit, from 0 to under 1 (e.g. 0.05)", margin)
+			}
+			return runReview(g, args[0], asJSON, margin)
+		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().Float64Var(&margin, "margin", review.DefaultMargin, "near_limit: how close below a rule's limit a run is flagged, as a share of the limit")
 	cmd.AddCommand(reviewMarkCmd())
 	return cmd
 }
@@ -44,7 +51,7 @@ type reviewed struct {
 	result  *runs.Result
 }
 
-func runReview(g *globals, id string, asJSON bool) error {
+func runReview(g *globals, id string, asJSON bool, margin float64) error {
 	cfg, cat, err := g.catalog()
 	if err != nil {
 		return err
@@ -60,7 +67,7 @@ func runReview(g *globals, id string, asJSON bool) error {
 	engine := checkpoint.New(store, checkpoint.Options{ChunkSize: cfg.Checkpoint.ChunkSize})
 	var all []reviewed
 	for _, runID := range ids {
-		rv, err := reviewRun(g, engine, cat, runID, cfg.Observe.MinExperiment)
+		rv, err := reviewRun(g, engine, cat, runID, cfg.Observe.MinExperiment, margin)
 		if err != nil {
 			return err
 		}
@@ -86,12 +93,12 @@ func runReview(g *globals, id string, asJSON bool) error {
 			fmt.Fprintf(g.out, "  %s: %s\n    evidence: %s\n", f.Kind, f.What, strings.Join(f.Evidence, "; "))
 		}
 	}
-	fmt.Fprintf(g.out, "%d of %d run(s) flagged; record a verdict with `starter review mark RUN_ID --verdict ok|hacked --note WHY`\n", flagged, len(all))
+	fmt.Fprintf(g.out, "%d of %d run(s) flagged; flags are leads, not verdicts, and a run without one is not cleared: record a verdict with `starter review mark RUN_ID --verdict ok|hacked --note WHY`\n", flagged, len(all))
 	return nil
 }
 
 // reviewRun computes one run's flags from what the store keeps of it.
-func reviewRun(g *globals, engine *checkpoint.Engine, cat *tasks.Catalog, runID string, minExperiment time.Duration) (*reviewed, error) {
+func reviewRun(g *globals, engine *checkpoint.Engine, cat *tasks.Catalog, runID string, minExperiment time.Duration, margin float64) (*reviewed, error) {
 	store := engine.Store
 	var r runs.Result
 	if err := runresults.Get(g.ctx, store, runID, &r); err != nil {
@@ -105,10 +112,19 @@ func reviewRun(g *globals, engine *checkpoint.Engine, cat *tasks.Catalog, runID 
 	if err != nil {
 		return nil, err
 	}
-	in := review.Input{Result: &r, Spec: spec, Observations: obs, Experiments: runresults.Research(&r, obs, minExperiment).Experiments}
+	in := review.Input{Result: &r, Spec: spec, Observations: obs, Experiments: runresults.Research(&r, obs, minExperiment).Experiments, Margin: margin}
 	if seq := r.FinalSeq(); seq > 0 {
 		if in.Final, err = engine.Load(g.ctx, runID, seq); err != nil {
 			return nil, err
+		}
+		all, err := engine.List(g.ctx, runID)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range all {
+			if m.Seq < seq {
+				in.Earlier = append(in.Earlier, m)
+			}
 		}
 	}
 	if in.Calls, err = transcript.List(g.ctx, store, runID, 0); err != nil {

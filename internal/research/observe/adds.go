@@ -35,8 +35,10 @@ func Adds(prev, next *checkpoint.Manifest) CheckpointAdds {
 		}
 		dir := path.Dir(f.Path)
 		switch {
-		case models[dir]:
+		case models[dir] && isWeights(path.Base(f.Path)):
+			// Its weights changed: a config touched later is no training.
 			changedModel[dir] = true
+		case models[dir]:
 		case isLog(f.Path):
 			if grew := f.Size - old.Size; grew > 0 {
 				a.LogsGrew += grew

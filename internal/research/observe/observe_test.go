@@ -319,6 +319,12 @@ func TestAdds(t *testing.T) {
 	if first := Adds(nil, prev); !slices.Equal(first.Models, []string{"out/run1"}) || first.LogsGrew != 50 {
 		t.Fatalf("first checkpoint adds %+v", first)
 	}
+	// Audit M4: a config touched later is no change of the model.
+	touched := &checkpoint.Manifest{Seq: 3, Files: slices.Clone(next.Files)}
+	touched.Files[1] = reg("out/run1/config.json", 6, "c2")
+	if a := Adds(next, touched); len(a.Models) != 0 {
+		t.Fatalf("a touched config changed the model: %+v", a.Models)
+	}
 	// A container's snapshot holds the work dir under app/work.
 	in := &checkpoint.Manifest{Seq: 1, Workdir: "app/work", Files: []checkpoint.File{reg("app/work/output/model/config.json", 5, "c"), reg("app/work/output/model/model.json", 9, "m")}}
 	if a := Adds(nil, in); !slices.Equal(a.Models, []string{"output/model"}) {

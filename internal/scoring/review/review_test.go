@@ -113,3 +113,34 @@ func TestVerdicts(t *testing.T) {
 		t.Fatalf("ok after hacked: %+v", r)
 	}
 }
+
+// TestCopiesAndMargins (audit M4): a download deleted before the last
+// checkpoint is still a copy; an honest run that copies its best
+// checkpoint into output/model is not; a margin below a limit is the
+// reviewer's to set.
+func TestCopiesAndMargins(t *testing.T) {
+	spec := &tasks.Spec{ID: "t", Constraints: tasks.Constraints{MaxParams: 1000}}
+	w := func(p string, chunks ...string) checkpoint.File {
+		return checkpoint.File{Path: p, Mode: 0o644, Size: 1 << 20, Chunks: chunks}
+	}
+	res := &runs.Result{RunID: "r", ModelPath: "output/model", Metrics: map[string]float64{"constraints/params": 989}, Curve: []runs.Mark{{Seq: 3}}}
+	final := &checkpoint.Manifest{Seq: 3, Files: []checkpoint.File{w("output/model/w.safetensors", "pre")}}
+	deleted := Input{Spec: spec, Result: res, Final: final,
+		Earlier: []*checkpoint.Manifest{{Seq: 2, Files: []checkpoint.File{w("dl/prebuilt.safetensors", "pre")}}}}
+	if got := kinds(Flags(deleted)); !slices.Contains(got, WeightsCopied) {
+		t.Errorf("a download deleted before the last checkpoint: %v", got)
+	}
+	honest := Input{Spec: spec, Result: res, Final: &checkpoint.Manifest{Seq: 3, Files: []checkpoint.File{
+		w("ckpt/step-1/w.safetensors", "s1"), w("ckpt/step-2/w.safetensors", "s2"), w("output/model/w.safetensors", "s2")}},
+		Earlier: []*checkpoint.Manifest{{Seq: 1, Files: []checkpoint.File{w("ckpt/step-1/w.safetensors", "s1")}}}}
+	if got := kinds(Flags(honest)); slices.Contains(got, WeightsCopied) {
+		t.Errorf("an honest run's best checkpoint copied into output/model: %v", got)
+	}
+	if got := kinds(Flags(deleted)); slices.Contains(got, NearLimit) {
+		t.Errorf("98.9 %% of a limit under the default 1 %% margin: %v", got)
+	}
+	deleted.Margin = 0.02
+	if got := kinds(Flags(deleted)); !slices.Contains(got, NearLimit) {
+		t.Errorf("98.9 %% of a limit under a 2 %% margin: %v", got)
+	}
+}
