@@ -159,3 +159,17 @@ func ReadCast(b []byte) (CastHeader, []CastEvent, float64, error) {
 	}
 	return h, events, last, sc.Err()
 }
+
+// safeLabel is a person's label as it may stand in a recording's name.
+func safeLabel(l string) string {
+	b := []byte(l)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 {
+		return "person"
+	}
+	return string(b)
+}

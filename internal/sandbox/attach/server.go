@@ -190,19 +190,6 @@ func (s *Server) serve(c net.Conn) {
 	}
 }
 
-func safeLabel(l string) string {
-	b := []byte(l)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			b[i] = '_'
-		}
-	}
-	if len(b) == 0 {
-		return "person"
-	}
-	return string(b)
-}
-
 // session is one person's attachment.
 type session struct {
 	s       *Server
