@@ -111,7 +111,7 @@ func runRescore(g *globals, o rescoreOptions, dir string) error {
 			counts[notCompared]++
 			continue
 		}
-		v, err := rescoreOne(g, evals, c, in, o.image)
+		v, err := rescoreOne(g, evals, src, c, in, o.image)
 		if err != nil {
 			return fmt.Errorf("rescore %s: %w", c.RunID, err)
 		}
@@ -128,11 +128,15 @@ func runRescore(g *globals, o rescoreOptions, dir string) error {
 // checkpoint, or its task scores otherwise than this catalog's does).
 func rescoreInput(ctx context.Context, src *bundle.Store, cat *tasks.Catalog, cfg *config.Config, c *bundle.Checked, o rescoreOptions) (activities.EvalInput, string, error) {
 	var r runs.Result
-	if err := json.Unmarshal(c.Predicate.Result, &r); err != nil {
+	b, err := src.Result(ctx, c.RunID)
+	if err == nil {
+		err = json.Unmarshal(b, &r)
+	}
+	if err != nil {
 		return activities.EvalInput{}, "", fmt.Errorf("its result: %w", err)
 	}
 	var signed tasks.Spec
-	b, err := blob.ReadAll(ctx, src, bundle.MetaDir(c.RunID)+bundle.TaskFile, 64<<20)
+	b, err = blob.ReadAll(ctx, src, bundle.MetaDir(c.RunID)+bundle.TaskFile, 64<<20)
 	if err == nil {
 		err = json.Unmarshal(b, &signed)
 	}
@@ -205,9 +209,15 @@ func builtinOnly(spec *tasks.Spec) string {
 // rescoreOne evaluates a verified run's final checkpoint as a run's final
 // evaluation does, saying first what runs, and tells whether the scores
 // agree.
-func rescoreOne(g *globals, evals *activities.Evaluations, c *bundle.Checked, in activities.EvalInput, flagImage string) (rescoreVerdict, error) {
+func rescoreOne(g *globals, evals *activities.Evaluations, src *bundle.Store, c *bundle.Checked, in activities.EvalInput, flagImage string) (rescoreVerdict, error) {
 	var r runs.Result
-	_ = json.Unmarshal(c.Predicate.Result, &r)
+	b, err := src.Result(g.ctx, c.RunID)
+	if err == nil {
+		err = json.Unmarshal(b, &r)
+	}
+	if err != nil {
+		return notCompared, fmt.Errorf("its result: %w", err)
+	}
 	what := "as a process: mlrb's own reference evaluator"
 	if in.Image != "" {
 		what = "in a container of image " + in.Image

@@ -95,7 +95,10 @@ func verifyEach(g *globals, root *safefs.Dir, dir string, keys []string, trusted
 			return nil, fmt.Errorf("verify %s: %w", dir, err)
 		}
 		took := time.Since(start)
-		res := c.Predicate.Result
+		res, err := bundle.NewStore(root, c.Verified).Result(g.ctx, c.RunID)
+		if err != nil {
+			return nil, fmt.Errorf("verify %s: %w", dir, err)
+		}
 		var r runs.Result
 		_ = json.Unmarshal(res, &r)
 		fmt.Fprintf(g.out, "verified %s (%s, agent %s, seed %d): %s\n", c.RunID, r.Task, r.Agent, r.Seed, scoreText(&r))

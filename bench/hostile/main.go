@@ -5,6 +5,7 @@
 // well-behaved run's score and agent time beside what it gets alone.
 //
 //	go run ./bench/hostile -n 64
+//	go run ./bench/hostile -n 4 -modes bigrefused
 //
 // It builds its binaries and images itself (nothing is pulled) and runs
 // an embedded Temporal server (worker --dev) in a scratch directory.
@@ -20,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,7 +45,16 @@ const (
 func main() {
 	n := flag.Int("n", 64, "hostile attempts at once")
 	limit := flag.Duration("time-limit", 150*time.Second, "each run's time limit")
+	only := flag.String("modes", strings.Join(modes, ","), "the attacks, taken in turn (e.g. bigrefused: 32 MiB refusals beside a 429 storm)")
 	flag.Parse()
+	known := modes
+	modes = strings.Split(*only, ",")
+	for _, m := range modes {
+		if !slices.Contains(known, m) {
+			fmt.Fprintf(os.Stderr, "hostile: -modes: %q is not one of %s\n", m, strings.Join(known, ", "))
+			os.Exit(2)
+		}
+	}
 	if err := run(*n, *limit); err != nil {
 		fmt.Fprintln(os.Stderr, "hostile:", err)
 		os.Exit(1)

@@ -1,7 +1,10 @@
 package attach
 
 import (
+	"errors"
 	"net"
+	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -113,4 +116,16 @@ func (ss *session) resize(sz *Size) {
 	if sh != nil {
 		_ = sh.Resize(size.Cols, size.Rows)
 	}
+}
+
+// runIDs is the shape of a run's id (a lone run's, or a benchmark's
+// <id>/<agent>/<task>/s<seed>): a hello naming anything else is refused
+// without a Temporal query.
+var runIDs = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,511}$`)
+
+func runIDShape(id string) error {
+	if !runIDs.MatchString(id) || strings.Contains(id, "..") || strings.Contains(id, "//") {
+		return errors.New("not a run's id")
+	}
+	return nil
 }

@@ -152,7 +152,10 @@ func (s *Server) serve(c net.Conn) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	log := s.Log.With(zap.String("run", h.Run))
-	invites, err := s.Runs.Invites(ctx, h.Run)
+	var invites []Invite
+	if err = runIDShape(h.Run); err == nil {
+		invites, err = s.Runs.Invites(ctx, h.Run)
+	}
 	inv := Match(invites, h.Token)
 	if err != nil || inv == nil {
 		// One answer for every refusal: a wrong token, another run's, a

@@ -128,3 +128,10 @@ func (c *checked) Read(p []byte) (int, error) {
 }
 
 func (c *checked) Close() error { return c.c.Close() }
+
+// Result is the run's stored result as bundled: result.json's bytes as
+// signed (by its SHA-256), never the predicate's copy, whose numbers the
+// statement's encoding made float64.
+func (s *Store) Result(ctx context.Context, runID string) ([]byte, error) {
+	return blob.ReadAll(ctx, s, blob.RunPrefix(runID)+"result.json", maxEnvelope)
+}
