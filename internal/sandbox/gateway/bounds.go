@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -66,7 +67,7 @@ func (l *LLM) readBody(w http.ResponseWriter, r *http.Request, c *call, b Bounds
 		l.inFlight.Release(1)
 	}
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(b.BodyTimeout))
-	body, err := readAll(r.Body, share, r.ContentLength)
+	body, err := l.bodies.readAll(r.Body, share, r.ContentLength)
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	if held := int64(len(body)); err == nil && held < share {
 		// A chunked body reserved the most it could be: keep what it is.
@@ -88,13 +89,14 @@ func (l *LLM) readBody(w http.ResponseWriter, r *http.Request, c *call, b Bounds
 }
 
 // readAll reads at most limit+1 bytes of r into a buffer of the declared
-// length (length, when it is one): a 32 MiB body costs 32 MiB, not the
-// twice that io.ReadAll's doubling leaves to collect.
-func readAll(r io.Reader, limit, length int64) ([]byte, error) {
+// length (length, when it is one; a refused call's, reused): a 32 MiB
+// body costs 32 MiB, not the twice that io.ReadAll's doubling leaves to
+// collect.
+func (p *bodyPool) readAll(r io.Reader, limit, length int64) ([]byte, error) {
 	if length < 0 || length > limit {
 		return io.ReadAll(io.LimitReader(r, limit+1))
 	}
-	buf := make([]byte, length, length+1)
+	buf := p.get(length)
 	n, err := io.ReadFull(r, buf)
 	if err != nil {
 		return buf[:n], err
@@ -105,4 +107,39 @@ func readAll(r io.Reader, limit, length int64) ([]byte, error) {
 		return append(buf, extra[0]), nil
 	}
 	return buf, nil
+}
+
+// bodyPool keeps the buffers of refused calls for the calls after them,
+// at most max bytes of them (the bytes an attempt's calls may hold).
+type bodyPool struct {
+	mu   sync.Mutex
+	free [][]byte
+	held int64
+}
+
+// get is a buffer of length n (and room for one byte more).
+func (p *bodyPool) get(n int64) []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, b := range p.free {
+		if int64(cap(b)) >= n+1 {
+			p.free = append(p.free[:i], p.free[i+1:]...)
+			p.held -= int64(cap(b))
+			return b[:n]
+		}
+	}
+	return make([]byte, n, n+1)
+}
+
+// put keeps b for a later call, unless max bytes are kept already.
+func (p *bodyPool) put(b []byte, max int64) {
+	if cap(b) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held+int64(cap(b)) > max {
+		return
+	}
+	p.free, p.held = append(p.free, b[:0]), p.held+int64(cap(b))
 }

@@ -70,6 +70,9 @@ type LLM struct {
 	// bytes they hold.
 	inFlight *semaphore.Weighted
 	buffered *semaphore.Weighted
+	// bodies are request buffers of refused calls, for the next calls:
+	// a flood of refusals costs the worker its buffers, not garbage.
+	bodies bodyPool
 }
 
 // Wait waits for the calls in progress to be settled and handed to the
@@ -141,6 +144,8 @@ func (l *LLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.body = body
 	if !l.admit(w, r, c) {
+		// Refused: the recorder has copied what it keeps of the body.
+		l.bodies.put(body, b.Buffered)
 		return
 	}
 	l.forward(w, r, c)

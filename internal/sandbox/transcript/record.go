@@ -162,14 +162,15 @@ func (r *Recorder) maxRecords() int64 {
 	return r.MaxRecords
 }
 
-// head is what is kept of an unbilled call's body: its first
+// head is what is kept of an unbilled call's body, a copy (the caller
+// may reuse the body's buffer once Add returns): its first
 // MaxUnbilledBody bytes with the run's secrets masked (a prefix long
 // enough that no secret is cut in two is masked, never the whole body:
 // a refused body may be 32 MiB), and its size and hash as sent noted in
 // *b; r.mu is held.
 func (r *Recorder) head(b **Body, body []byte) []byte {
 	if len(body) <= MaxUnbilledBody {
-		return body
+		return bytes.Clone(body) // the caller may reuse its buffer
 	}
 	sum := blake3.Sum256(body)
 	*b = &Body{Bytes: int64(len(body)), Truncated: true, BLAKE3: hex.EncodeToString(sum[:])}
