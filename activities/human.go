@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/internal/research/observe"
 	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/internal/sandbox/attach"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
@@ -116,6 +118,21 @@ func (a *Attempts) openRoom(ctx context.Context, in AgentInput, room *attach.Roo
 		}
 	}
 	room.Clock.Freeze, room.Clock.Thaw = bounded(shells.Freeze), bounded(shells.Thaw)
+	if a.Host != nil && a.Host.Observe.GPU != nil && len(in.Lease.Devices) > 0 {
+		q := a.Host.Observe.GPU
+		// The freezer stops the container's processes, not the kernels
+		// they queued: the clock counts until the devices are idle.
+		devices := in.Lease.Devices
+		room.Clock.Busy = func() (bool, error) {
+			qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+			defer cancel()
+			samples, err := q.Devices(qctx, devices, time.Now())
+			if err != nil {
+				return true, err
+			}
+			return slices.ContainsFunc(samples, func(s observe.GPUSample) bool { return s.Util > 0 }), nil
+		}
+	}
 	if in.ClockRunning {
 		if _, err := room.Clock.Do(contract.ClockStart, ""); err != nil {
 			return nil, fmt.Errorf("start the person's clock: %w", err)

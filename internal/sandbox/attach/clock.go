@@ -31,6 +31,10 @@ type Clock struct {
 	ReleaseAfter    time.Duration
 	Now             func() time.Time
 	Freeze, Thaw    func() error
+	// Busy, where the attempt holds GPUs, tells whether they still work
+	// (a frozen process launches no kernel, but those it queued run on):
+	// the clock counts until they are idle (an error counts as busy).
+	Busy func() (bool, error)
 	// Later runs f after d (nil: time.AfterFunc); tests run it by hand.
 	Later func(d time.Duration, f func())
 
@@ -144,6 +148,8 @@ func (c *Clock) Do(verb, text string) (contract.Clock, error) {
 const (
 	FreezeAfter = 300 * time.Millisecond
 	RetryFreeze = time.Second
+	// IdlePoll paces the look at a frozen container's GPUs until idle.
+	IdlePoll = 500 * time.Millisecond
 )
 
 func (c *Clock) later(d time.Duration, f func()) {
@@ -190,16 +196,44 @@ func (c *Clock) Settle() error {
 	}
 	c.frozen = want
 	if want {
-		// Frozen now: the pause starts here, not at the stop.
-		c.mu.Lock()
-		if c.charging {
-			now := c.now()
-			c.ranS += now.Sub(c.since).Seconds()
-			c.charging, c.since = false, now
-		}
-		c.mu.Unlock()
+		c.idle()
 	}
 	return nil
+}
+
+// idle ends the charge of a stop once the container is frozen and its
+// GPUs (if any) have nothing left to run: the pause starts then, not at
+// the stop; while they work, it looks again every IdlePoll.
+func (c *Clock) idle() {
+	if c.Busy != nil {
+		if busy, err := c.Busy(); busy || err != nil {
+			c.mu.Lock()
+			again := c.charging
+			c.mu.Unlock()
+			if again {
+				c.later(IdlePoll, c.idleIfFrozen)
+			}
+			return
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.charging {
+		now := c.now()
+		c.ranS += now.Sub(c.since).Seconds()
+		c.charging, c.since = false, now
+	}
+}
+
+// idleIfFrozen looks at the GPUs again, if the container is still
+// frozen for the same stop.
+func (c *Clock) idleIfFrozen() {
+	c.settle.Lock()
+	frozen := c.frozen
+	c.settle.Unlock()
+	if frozen {
+		c.idle()
+	}
 }
 
 // End thaws the container for good: the attempt ends (a release), and

@@ -109,3 +109,38 @@ func TestAFailedFreezeKeepsTheClockRunning(t *testing.T) {
 		t.Fatalf("counted %.3f s while frozen", got)
 	}
 }
+
+// TestAPauseWaitsForTheGPUs (audit M2): the freezer stops processes, not
+// the kernels they queued: the clock counts until the leased devices
+// are idle, then the pause starts; a device that cannot be asked counts
+// as busy.
+func TestAPauseWaitsForTheGPUs(t *testing.T) {
+	ft := &fakeTime{t: time.Unix(1_800_000_000, 0)}
+	k := &container{ft: ft}
+	answers := []error{nil, errors.New("nvidia-smi: timeout"), nil, nil}
+	busy := []bool{true, true, true, false}
+	asked := 0
+	var run []func()
+	c := &Clock{GrantedS: 1e6, Now: ft.now, Freeze: k.freeze, Thaw: k.thaw,
+		Busy: func() (bool, error) {
+			i := asked
+			asked++
+			return busy[i], answers[i]
+		},
+		Later: func(_ time.Duration, f func()) { run = append(run, f) }}
+	_, _ = c.Do(contract.ClockStart, "")
+	ft.add(10 * time.Second)
+	_, _ = c.Do(contract.ClockStop, "")
+	ft.add(FreezeAfter)
+	for i := 0; i < len(run); i++ {
+		run[i]()
+		ft.add(IdlePoll)
+	}
+	if asked != 4 {
+		t.Fatalf("the GPUs were asked %d times, want 4 (busy, unknown, busy, idle)", asked)
+	}
+	want := 10 + FreezeAfter.Seconds() + 3*IdlePoll.Seconds()
+	if got := c.Ran(ft.now()); math.Abs(got-want) > 1e-6 {
+		t.Fatalf("counted %.3f s, want %.3f (until the GPUs were idle)", got, want)
+	}
+}
