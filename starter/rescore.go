@@ -15,6 +15,7 @@ import (
 	"github.com/mlrb/mlrb/internal/process/app"
 	"github.com/mlrb/mlrb/internal/process/cli"
 	"github.com/mlrb/mlrb/internal/run/runs"
+	"github.com/mlrb/mlrb/internal/scoring/evaldata"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/bundle"
 	"github.com/mlrb/mlrb/tasks"
@@ -155,6 +156,11 @@ func rescoreInput(ctx context.Context, src *bundle.Store, cat *tasks.Catalog, cf
 	}
 	if why != "" {
 		return activities.EvalInput{}, why, nil
+	}
+	// The evaluator's data sets must be here before a model is restored
+	// for it (a 20 GB restore for nothing).
+	if _, err := (&evaldata.Dir{Root: cfg.Eval.DataDir}).Check(spec); err != nil {
+		return activities.EvalInput{}, "", &cli.UsageError{Err: err}
 	}
 	in := activities.EvalInput{RunID: c.RunID, Task: *spec, Seed: r.Seed, Final: activities.CheckpointRef{Seq: c.Predicate.Final}, Image: o.image, N: 1}
 	if n := spec.Resources.GPUCount; n > 0 {
