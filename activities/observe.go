@@ -11,6 +11,7 @@ import (
 	"github.com/mlrb/mlrb/internal/research/observe"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 	"github.com/mlrb/mlrb/internal/sandbox/transcript"
+	"github.com/mlrb/mlrb/internal/scoring/review"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 )
 
@@ -62,7 +63,7 @@ func (o *observer) begin(h runtime.Handle, redact []string, started time.Time) {
 	}
 	if err == nil {
 		opts := o.a.Host.Observe
-		opts.Redact, opts.Logger = redactor(redact), o.log
+		opts.Redact, opts.Logger, opts.Watch = redactor(redact), o.log, review.Watched(&o.in.Task)
 		var s *observe.Sampler
 		s, err = observe.Start(scope, opts, observe.Observation{RunID: o.in.RunID, Attempt: o.in.Attempt, Start: started, StartAgentS: o.in.Budget.UsedS, Devices: o.in.Lease.Devices})
 		o.mu.Lock()

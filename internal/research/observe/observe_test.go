@@ -431,6 +431,12 @@ func TestHugeCommandLineIsReadBounded(t *testing.T) {
 	if c := s.command(cmd); len(c) > MaxCommand+len("…") || strings.Contains(c, "s3c") {
 		t.Fatalf("stored command %d bytes: %q", len(c), c[max(0, len(c)-40):])
 	}
+	// Audit M4: an evaluator named past the head kept is still named.
+	s.o.Watch = []string{"lm_eval", "reference-eval"}
+	padded := "python3 -c " + strings.Repeat("#", 2*MaxCommand) + " import lm_eval"
+	if c := s.command(padded); !strings.HasSuffix(c, "[further on: lm_eval]") {
+		t.Fatalf("a padded command line hides its evaluator: %q", c[max(0, len(c)-60):])
+	}
 }
 
 // TestCallSpansBounded (audit H3): past MaxCalls, a call's span is merged

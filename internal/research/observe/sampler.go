@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +22,10 @@ type Options struct {
 	GPU *GPUQuery
 	// Redact scrubs secrets from command lines (nil: kept as read).
 	Redact func(string) string
+	// Watch are words a review looks for in command lines (the task's
+	// evaluator, evaluation harnesses): one past the MaxCommand bytes
+	// kept is named after them, so that padding hides none.
+	Watch []string
 	// Latest is told each GPU sample, for the host's metrics (nil: no one).
 	Latest *Latest
 	Logger *zap.Logger
@@ -282,7 +287,16 @@ func (s *Sampler) command(c string) string {
 		c = s.o.Redact(c)
 	}
 	if len(c) > MaxCommand {
+		var also []string
+		for _, w := range s.o.Watch {
+			if w != "" && !strings.Contains(c[:MaxCommand], w) && strings.Contains(c[MaxCommand:], w) {
+				also = append(also, w)
+			}
+		}
 		c = c[:MaxCommand] + "…"
+		if len(also) > 0 {
+			c += " [further on: " + strings.Join(also, " ") + "]"
+		}
 	}
 	return c
 }

@@ -227,13 +227,21 @@ func copiedWeights(in Input) []Flag {
 // scoring itself with.
 var harnesses = []string{"lm_eval", "lm-eval", "lm-evaluation-harness"}
 
-func evaluatesItself(in Input) []Flag {
+// Watched are the words evaluates_itself looks for in a command line:
+// the harnesses and the task's evaluator (the observation keeps one
+// found past the head of a long command line).
+func Watched(spec *tasks.Spec) []string {
 	words := slices.Clone(harnesses)
-	if c := in.Spec.Evaluation.Command; len(c) > 1 && c[0] == "{self}" {
+	if c := spec.Evaluation.Command; len(c) > 1 && c[0] == "{self}" {
 		words = append(words, c[1])
 	} else if len(c) > 0 {
 		words = append(words, path.Base(c[0]))
 	}
+	return words
+}
+
+func evaluatesItself(in Input) []Flag {
+	words := Watched(in.Spec)
 	var out []Flag
 	for _, o := range in.Observations {
 		for _, p := range o.Procs {
