@@ -98,7 +98,10 @@ func TestRefusedCallFlood(t *testing.T) {
 		secs = s
 	}
 	testtaskImage(t, "mlrb-flood:e2e", "flood", strconv.Itoa(secs))
-	e := containerAgentEnv(t, "MLRB_GATEWAY_USAGE_EVERY=2s")
+	// The flood must last its whole length: the bytes its door refuses
+	// (gigabytes in 20 s) would stop it at gateway.max_refused_mb, a
+	// limit TestAdversaries' bigrefused holds.
+	e := containerAgentEnv(t, "MLRB_GATEWAY_USAGE_EVERY=2s", "MLRB_GATEWAY_MAX_REFUSED_MB=1048576")
 	e.timeout = time.Duration(secs+180) * time.Second
 	var res result
 	e.starterJSON(&res, "run", "--task", "e2e_container", "--label", "e2e-image", "--image", "mlrb-flood:e2e", "--provider", "openai",
