@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"syscall"
 	"time"
@@ -83,6 +84,9 @@ func invite(g *globals, runID, label, via string) (attach.Credential, int, error
 	if cred.Via, err = attachVia(g, store, via, st.AttemptHost); err != nil {
 		return cred, 0, err
 	}
+	if cred.Pins, err = attachPins(g, store); err != nil {
+		return cred, 0, err
+	}
 	var n int
 	if err := update(g.ctx, c, runID, workflows.UpdateInvite, workflows.Invite{Hash: attach.HashToken(cred.Token), Label: label}, &n); err != nil {
 		return cred, 0, err
@@ -149,6 +153,22 @@ func attachVia(g *globals, store blob.Store, via, current string) (attach.Endpoi
 		return attach.Endpoint{}, cli.Usagef("no running worker takes attaches: start one with host.runtime docker and human.listen set (`starter hosts`)")
 	}
 	return attach.Endpoint{Addr: a.Addr, Pin: a.Pin}, nil
+}
+
+// attachPins are the pins of every running worker that takes attaches
+// now: where the run may send its person on to.
+func attachPins(g *globals, store blob.Store) ([]string, error) {
+	recs, err := hosts.List(g.ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	var pins []string
+	for _, r := range recs {
+		if r.Attach != nil && !r.Stopped && !slices.Contains(pins, r.Attach.Pin) {
+			pins = append(pins, r.Attach.Pin)
+		}
+	}
+	return pins, nil
 }
 
 // attachCmd is the person's side: their terminal on a shell in their

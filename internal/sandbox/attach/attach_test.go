@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -116,10 +117,14 @@ func TestStopThenStartStaysThawed(t *testing.T) {
 // TestCredentialsAndInvites: a credential survives its printing, a token
 // matches only its own invitation, and damage is named.
 func TestCredentialsAndInvites(t *testing.T) {
-	c := Credential{Run: "run-x", Token: "t0k", Via: Endpoint{Addr: "host:7466", Pin: "ab"}}
+	c := Credential{Run: "run-x", Token: "t0k", Via: Endpoint{Addr: "host:7466", Pin: "ab"}, Pins: []string{"ab", "cd"}}
 	back, err := ParseCredential("  " + c.String() + "\n")
-	if err != nil || back != c {
+	if err != nil || !reflect.DeepEqual(back, c) {
 		t.Fatalf("round trip: %+v %v", back, err)
+	}
+	// Audit L5: a redirect only to an endpoint known at the invitation.
+	if !back.Allows("ab") || !back.Allows("cd") || back.Allows("ef") {
+		t.Fatal("a credential allows endpoints it was not given, or not those it was")
 	}
 	for _, bad := range []string{"", "mlrb-attach:", "mlrb-attach:!!", "other:" + c.String()} {
 		if _, err := ParseCredential(bad); err == nil {

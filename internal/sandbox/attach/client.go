@@ -53,6 +53,9 @@ func Attach(ctx context.Context, cred Credential, t Terminal) (string, error) {
 		if err != nil || next == nil {
 			return why, err
 		}
+		if !cred.Allows(next.Pin) {
+			return "", fmt.Errorf("the worker sent you on to %s, an endpoint this credential does not know (it was given %d when invited): not attaching there; ask for a new invitation", next.Addr, len(cred.Pins)+1)
+		}
 		ep = *next
 	}
 	return "", errors.New("the run moved between hosts too often: attach again")

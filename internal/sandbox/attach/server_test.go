@@ -41,7 +41,8 @@ func serve(t *testing.T, host string, runs Runs, peers func(context.Context, str
 // TestAttachRefusesAndFollows: a token that is not one of the run's
 // invitations is refused; a worker with another certificate than the
 // credential pins is not talked to; a run that goes on at another host
-// is followed there, pinned to that host's certificate.
+// is followed there, pinned to that host's certificate, if the
+// credential was given it.
 func TestAttachRefusesAndFollows(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -58,7 +59,12 @@ func TestAttachRefusesAndFollows(t *testing.T) {
 	if _, err := Attach(ctx, Credential{Run: "r", Token: "tok", Via: Endpoint{Addr: a.Addr, Pin: b.Pin}}, term()); err == nil || !strings.Contains(err.Error(), "not the one in the credential") {
 		t.Fatalf("a worker with another certificate: %v", err)
 	}
-	why, err = Attach(ctx, Credential{Run: "r", Token: "tok", Via: a}, term())
+	// Audit L5: an endpoint the credential was not given is not followed
+	// (the token never leaves for it); one it was given is.
+	if _, err := Attach(ctx, Credential{Run: "r", Token: "tok", Via: a}, term()); err == nil || !strings.Contains(err.Error(), "does not know") {
+		t.Fatalf("sent on to an endpoint not in the credential: %v", err)
+	}
+	why, err = Attach(ctx, Credential{Run: "r", Token: "tok", Via: a, Pins: []string{a.Pin, b.Pin}}, term())
 	if err != nil || why != "the run has ended" {
 		t.Fatalf("followed to host-b: %q %v", why, err)
 	}

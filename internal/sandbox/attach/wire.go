@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -55,6 +56,16 @@ type Credential struct {
 	Run   string   `json:"run"`
 	Token string   `json:"token"`
 	Via   Endpoint `json:"via"`
+	// Pins are the attach endpoints (their certificates' SHA-256) the
+	// person may be sent on to, as the operator's store listed them at
+	// the invitation: a worker that registers later, or names an
+	// endpoint of its own choosing, never receives the token.
+	Pins []string `json:"pins,omitempty"`
+}
+
+// Allows tells whether the credential may be taken to an endpoint of pin.
+func (c Credential) Allows(pin string) bool {
+	return pin == c.Via.Pin || slices.Contains(c.Pins, pin)
 }
 
 const credentialPrefix = "mlrb-attach:"
