@@ -104,16 +104,13 @@ func runExport(g *globals, o exportOptions, ids []string) error {
 			_ = w.Close()
 			return err
 		}
-		cs, err := transcript.List(g.ctx, store, rs[i].RunID, 0)
-		if err != nil {
+		if err := transcript.Each(g.ctx, store, rs[i].RunID, 0, func(c transcript.Call) error {
+			calls++
+			return w.Calls(rs[i].RunID, []transcript.Call{c})
+		}); err != nil {
 			_ = w.Close()
 			return fmt.Errorf("calls of %s: %w", rs[i].RunID, err)
 		}
-		if err := w.Calls(rs[i].RunID, cs); err != nil {
-			_ = w.Close()
-			return err
-		}
-		calls += len(cs)
 		obs, err := observe.Load(g.ctx, store, rs[i].RunID)
 		if err != nil {
 			_ = w.Close()

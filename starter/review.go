@@ -127,7 +127,7 @@ func reviewRun(g *globals, engine *checkpoint.Engine, cat *tasks.Catalog, runID 
 			}
 		}
 	}
-	if in.Calls, err = transcript.List(g.ctx, store, runID, 0); err != nil {
+	if err := transcript.Each(g.ctx, store, runID, 0, func(c transcript.Call) error { in.Refusals.Add(c); return nil }); err != nil {
 		return nil, err
 	}
 	v, err := review.Latest(g.ctx, store, runID)

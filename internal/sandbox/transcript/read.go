@@ -79,13 +79,41 @@ func Read(ctx context.Context, store blob.Store, keys []string) ([]Call, error) 
 	return out, g.Wait()
 }
 
-// List reads a run's records (attempt 0: every attempt's).
+// List reads a run's records (attempt 0: every attempt's), all held at
+// once: for a reader that needs them together (Each holds a page).
 func List(ctx context.Context, store blob.Store, runID string, attempt int) ([]Call, error) {
 	keys, err := Keys(ctx, store, runID, attempt)
 	if err != nil {
 		return nil, err
 	}
 	return Read(ctx, store, keys)
+}
+
+// page is how many records Each holds at once.
+const page = 256
+
+// Each calls fn with each of a run's records in order (attempt 0: every
+// attempt's), holding a page of them at a time: a transcript of a
+// million records costs its keys, not its records.
+func Each(ctx context.Context, store blob.Store, runID string, attempt int, fn func(Call) error) error {
+	keys, err := Keys(ctx, store, runID, attempt)
+	if err != nil {
+		return err
+	}
+	for len(keys) > 0 {
+		n := min(page, len(keys))
+		calls, err := Read(ctx, store, keys[:n])
+		if err != nil {
+			return err
+		}
+		for _, c := range calls {
+			if err := fn(c); err != nil {
+				return err
+			}
+		}
+		keys = keys[n:]
+	}
+	return nil
 }
 
 // Totals is the ledger of each attempt of a run before attempt `before`

@@ -235,3 +235,29 @@ func TestBackpressureAndRecordsAreBounded(t *testing.T) {
 		t.Fatalf("told %q", told)
 	}
 }
+
+// TestEachPages (audit H2): a reader walks a transcript a page at a time,
+// every record once, in order.
+func TestEachPages(t *testing.T) {
+	ctx := context.Background()
+	store, err := blob.NewFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Recorder{Store: store, RunID: "run-1", Attempt: 1}
+	const n = 2*page + 17
+	for i := range n {
+		r.Add(Call{Kind: KindLLM, Model: fmt.Sprint(i), Usage: llm.Usage{Calls: 1, USD: 0.001}}, nil, nil)
+	}
+	r.Wait()
+	next := 1
+	if err := Each(ctx, store, "run-1", 0, func(c Call) error {
+		if c.Seq != next {
+			return fmt.Errorf("record %d where %d was due", c.Seq, next)
+		}
+		next++
+		return nil
+	}); err != nil || next != n+1 {
+		t.Fatalf("walked to %d of %d: %v", next-1, n, err)
+	}
+}

@@ -70,8 +70,8 @@ type Input struct {
 	// Margin is how close below a limit a rule check is flagged, as a
 	// share of the limit (0: DefaultMargin).
 	Margin float64
-	// Calls are the run's transcript records.
-	Calls []transcript.Call
+	// Refusals summarise the run's transcript (Add each record).
+	Refusals Refusals
 }
 
 // Flags computes a run's flags.
@@ -258,17 +258,26 @@ func evaluatesItself(in Input) []Flag {
 	return out
 }
 
-func refused(in Input) []Flag {
-	n, first := 0, ""
-	for _, c := range in.Calls {
-		if c.Error == "" {
-			continue
-		}
-		if n == 0 {
-			first = fmt.Sprintf("%s %q: %q", c.Kind, c.Host+c.Model, c.Error)
-		}
-		n++
+// Refusals is what review reads of a transcript, a record at a time:
+// how many calls and connections were refused or failed, and the first.
+type Refusals struct {
+	N     int
+	First string
+}
+
+// Add counts one record.
+func (r *Refusals) Add(c transcript.Call) {
+	if c.Error == "" {
+		return
 	}
+	if r.N == 0 {
+		r.First = fmt.Sprintf("%s %q: %q", c.Kind, c.Host+c.Model, c.Error)
+	}
+	r.N += max(c.Count, 1)
+}
+
+func refused(in Input) []Flag {
+	n, first := in.Refusals.N, in.Refusals.First
 	if n == 0 {
 		return nil
 	}

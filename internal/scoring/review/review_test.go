@@ -57,7 +57,12 @@ func TestFlags(t *testing.T) {
 			{Path: "prebuilt/w.safetensors", Mode: 0o644, Size: 1 << 20, Chunks: []string{"aa", "bb"}},
 			{Path: "output/model", Mode: fs.ModeDir | 0o755},
 			{Path: "output/model/w.safetensors", Mode: 0o644, Size: 1 << 20, Chunks: []string{"aa", "bb"}}}},
-		Calls: []transcript.Call{{Kind: transcript.KindConnect, Host: "huggingface.co:443", Error: "not in gateway.allow"}}}
+	}
+	copied.Refusals.Add(transcript.Call{Kind: transcript.KindConnect, Host: "huggingface.co:443", Error: "not in gateway.allow"})
+	copied.Refusals.Add(transcript.Call{Kind: transcript.KindLLM, Status: 429, Count: 40, Error: "40 more answered 429"})
+	if copied.Refusals.N != 41 {
+		t.Fatalf("refusals counted %d, want 41 (a summary record counts its calls)", copied.Refusals.N)
+	}
 	got := kinds(Flags(copied))
 	for _, want := range []string{ModelWithoutWork, WeightsCopied, EvaluatesItself, RefusedCalls, NearLimit, AboveTop, JumpWithoutExperiment} {
 		if !slices.Contains(got, want) {
