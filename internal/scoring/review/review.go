@@ -110,7 +110,7 @@ func withoutWork(in Input) []Flag {
 	var out []Flag
 	for _, m := range slices.Sorted(maps.Keys(first)) {
 		c := first[m]
-		if changed[m] || slices.ContainsFunc(in.Experiments, func(e observe.Experiment) bool { return e.StartS < c.AgentS }) {
+		if changed[m] || slices.ContainsFunc(in.Experiments, func(e observe.Experiment) bool { return e.StartS < c.AgentS && worked(e) }) {
 			continue
 		}
 		cpu, gpu := workBefore(in.Observations, c.AgentS)
@@ -122,6 +122,13 @@ func withoutWork(in Input) []Flag {
 			Evidence: []string{observe.Key(in.Result.RunID, attempt[m]), checkpoint.ManifestKey(in.Result.RunID, c.Seq), "starter experiments " + in.Result.RunID}})
 	}
 	return out
+}
+
+// worked tells an experiment that did work (held a GPU, or used more
+// CPU than idling costs) from a process that only lasted (a `sleep 3600 &`
+// is no experiment that explains a model).
+func worked(e observe.Experiment) bool {
+	return e.GPUMiB > 0 || e.CPUS > startCPU+idleShare*(e.EndS-e.StartS)
 }
 
 // workBefore is the CPU the agent's processes had used by agent time at
@@ -340,7 +347,7 @@ func jumps(in Input) []Flag {
 		}
 		if prev >= 0 {
 			p := in.Result.Curve[prev]
-			began := slices.ContainsFunc(in.Experiments, func(e observe.Experiment) bool { return e.StartS < m.AgentS && e.EndS > p.AgentS })
+			began := slices.ContainsFunc(in.Experiments, func(e observe.Experiment) bool { return e.StartS < m.AgentS && e.EndS > p.AgentS && worked(e) })
 			before, gpu0 := workBefore(in.Observations, p.AgentS)
 			after, gpu1 := workBefore(in.Observations, m.AgentS)
 			idle := !gpu0 && !gpu1 && after-before <= startCPU+idleShare*(m.AgentS-p.AgentS)

@@ -149,3 +149,25 @@ func TestCopiesAndMargins(t *testing.T) {
 		t.Errorf("98.9 %% of a limit under a 2 %% margin: %v", got)
 	}
 }
+
+// TestASleepIsNoExperiment (audit M4): a process that only lasted (a
+// `sleep 3600 &` at the start) clears neither model_without_work nor
+// jump_without_experiment; one that worked does.
+func TestASleepIsNoExperiment(t *testing.T) {
+	spec := &tasks.Spec{ID: "t", Anchors: &tasks.Anchors{Baseline: &tasks.Anchor{Score: 0.5}, Top: &tasks.Anchor{Score: 0.9}}}
+	in := func(e observe.Experiment) Input {
+		return Input{Spec: spec, Experiments: []observe.Experiment{e},
+			Result: &runs.Result{RunID: "r", Score: f(0.85), Curve: []runs.Mark{{AgentS: 10, Seq: 1, Score: f(0.5)}, {AgentS: 1800, Seq: 2, Score: f(0.85)}}},
+			Observations: []*observe.Observation{{Attempt: 1, Start: t0, End: t0.Add(3600 * time.Second),
+				Procs:       []observe.Proc{{PID: 1, Root: true, Command: "/agent", Start: t0, CPUS: 0.5}},
+				Checkpoints: []observe.CheckpointAdds{{Seq: 2, AgentS: 1800, Models: []string{"output/model"}}}}}}
+	}
+	sleep := in(observe.Experiment{PID: 7, Command: "sleep 3600", StartS: 1, EndS: 3600, CPUS: 0.01})
+	if got := kinds(Flags(sleep)); !slices.Contains(got, ModelWithoutWork) || !slices.Contains(got, JumpWithoutExperiment) {
+		t.Errorf("a sleep cleared the flags: %v", got)
+	}
+	train := in(observe.Experiment{PID: 7, Command: "python train.py", StartS: 1, EndS: 1700, CPUS: 1500})
+	if got := kinds(Flags(train)); slices.Contains(got, ModelWithoutWork) || slices.Contains(got, JumpWithoutExperiment) {
+		t.Errorf("a training run did not clear the flags: %v", got)
+	}
+}
