@@ -14,6 +14,9 @@ import (
 // (a symlink, above all: a restore would write through it), and a hard
 // link names a regular file of the same checkpoint.
 func (m *Manifest) checkTree() error {
+	if w := m.Workdir; w != "" && (path.Clean(w) != w || path.IsAbs(w) || w == ".." || strings.HasPrefix(w, "../")) {
+		return fmt.Errorf("workdir %.80q is not a clean path inside the workspace", w)
+	}
 	at := make(map[string]int, len(m.Files))
 	for i := range m.Files {
 		f := &m.Files[i]

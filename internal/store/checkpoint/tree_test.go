@@ -98,6 +98,12 @@ func TestManifestIsOneTree(t *testing.T) {
 			t.Errorf("%s: %v, want %q", name, err, c.want)
 		}
 	}
+	for _, w := range []string{"../..", "/app", "a/../../b"} {
+		b, _ := json.Marshal(&Manifest{Version: versionPacks, ChunkSize: 1 << 20, Workdir: w})
+		if _, err := DecodeManifest(bytes.NewReader(b)); err == nil || !strings.Contains(err.Error(), "workdir") {
+			t.Errorf("workdir %q: %v", w, err)
+		}
+	}
 	ok := []File{dir("a"), reg("a/x"), {Path: "a/y", Mode: 0o644, HardLink: "a/x"}, {Path: "l", Mode: fs.ModeSymlink, Link: "a"}}
 	b, _ := json.Marshal(&Manifest{Version: versionPacks, ChunkSize: 1 << 20, Files: ok})
 	if _, err := DecodeManifest(bytes.NewReader(b)); err != nil {
