@@ -134,3 +134,18 @@ func TestStoreServesOnlyWhatWasVerified(t *testing.T) {
 		t.Fatal("the verified store took a write")
 	}
 }
+
+// TestAStatementLiesUnderItsRun: a signed run's bundle moved under
+// another run's name does not verify as that run.
+func TestAStatementLiesUnderItsRun(t *testing.T) {
+	store, s, v := fixture(t)
+	dir := write(t, store, s)
+	from := filepath.Join(dir, filepath.FromSlash(blob.RunPrefix(runID)))
+	if err := os.Rename(from, filepath.Join(dir, "runs", "other")); err != nil {
+		t.Fatal(err)
+	}
+	var mm *Mismatch
+	if _, err := verifyDir(t, dir, "runs/other/bundle/"+EnvelopeFile, []*Verifier{v}, nil); !errors.As(err, &mm) || !strings.Contains(mm.Why, "statement is of run") {
+		t.Fatalf("a bundle under another run's name: %v", err)
+	}
+}

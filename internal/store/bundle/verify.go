@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"github.com/mlrb/mlrb/internal/store/safefs"
 )
@@ -120,6 +121,9 @@ func Verify(ctx context.Context, root *safefs.Dir, key string, trusted []*Verifi
 		return nil, err
 	}
 	runPrefix := path.Dir(path.Dir(key)) + "/"
+	if blob.RunPrefix(c.RunID) != runPrefix {
+		return nil, &Mismatch{Piece: key, Why: fmt.Sprintf("its statement is of run %.80q, whose bundle would lie under %s, not %s", c.RunID, blob.RunPrefix(c.RunID), runPrefix)}
+	}
 	names := map[string]bool{}
 	for _, s := range subjects {
 		if !fs.ValidPath(s.Name) || (!strings.HasPrefix(s.Name, runPrefix) && !strings.HasPrefix(s.Name, "chunks/")) || names[s.Name] {
