@@ -46,6 +46,11 @@ func (a *Attempts) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, e
 	if err != nil || ended != nil {
 		return ended, err
 	}
+	if prev != nil {
+		if err := a.writeResumeNote(ctx, in, at, prev, log); err != nil {
+			return nil, err
+		}
+	}
 	spec, err := a.agentTask(ctx, in, at, in.Budget.Attempt(time.Now(), in.Grace), prev != nil)
 	if err != nil {
 		return nil, err

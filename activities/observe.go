@@ -66,8 +66,11 @@ func (o *observer) begin(h runtime.Handle, redact []string, started time.Time) {
 		opts.Redact, opts.Logger, opts.Watch = redactor(redact), o.log, review.Watched(&o.in.Task)
 		var s *observe.Sampler
 		s, err = observe.Start(scope, opts, observe.Observation{RunID: o.in.RunID, Attempt: o.in.Attempt, Start: started, StartAgentS: o.in.Budget.UsedS, Devices: o.in.Lease.Devices})
+		// storedAt stays zero: the first checkpoint stores the
+		// observation, so that a loss soon after it is still seen (what
+		// was running goes in the next attempt's resume note).
 		o.mu.Lock()
-		o.s, o.storedAt = s, time.Now()
+		o.s = s
 		o.mu.Unlock()
 	}
 	if err != nil {

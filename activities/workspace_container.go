@@ -125,6 +125,9 @@ func (w *ContainerWorkspace) AgentTask(at *attempt, command []string, image stri
 	spec, prompt := path.Join(containerRunDir, "task.json"), path.Join(containerRunDir, "prompt.md")
 	env.Workdir, env.TaskSpec, env.PromptFile = w.Workdir, spec, prompt
 	env.DeadlineFile = path.Join(containerControlDir, contract.DeadlineFile)
+	if env.Resumed {
+		env.ResumeFile = path.Join(containerControlDir, contract.ResumeFile)
+	}
 	t := runtime.TaskSpec{Name: at.Task(), Command: expand(command, map[string]string{"self": w.Self}), LogPath: at.Log(),
 		Image: w.BuiltinImage, Dir: "/",
 		// The control dir, not its file, is mounted: a rewrite replaces

@@ -57,6 +57,9 @@ func (w *DirWorkspace) Prepare(ctx context.Context, at *attempt, _ string, m *ch
 func (w *DirWorkspace) AgentTask(at *attempt, command []string, _ string, env *contract.Env) runtime.TaskSpec {
 	env.Workdir, env.TaskSpec, env.PromptFile = at.Workdir(), at.Spec(), at.Prompt()
 	env.DeadlineFile = filepath.Join(at.Control(), contract.DeadlineFile)
+	if env.Resumed {
+		env.ResumeFile = filepath.Join(at.Control(), contract.ResumeFile)
+	}
 	return runtime.TaskSpec{Name: at.Task(), Command: expand(command, map[string]string{"self": w.Self}), Dir: at.Workdir(), LogPath: at.Log()}
 }
 

@@ -68,8 +68,10 @@ type Env struct {
 	TimeRemaining time.Duration
 	Attempt       int
 	Resumed       bool
-	TaskSpec      string
-	PromptFile    string
+	// ResumeFile is the resume note of a resumed attempt ("": none).
+	ResumeFile string
+	TaskSpec   string
+	PromptFile string
 	// Suite and Provider fill MLRB's BENCHMARK and PROVIDER; Model is the
 	// agent definition's model, if it names one.
 	Suite    string
@@ -89,7 +91,7 @@ func (e Env) Environ() map[string]string {
 	if e.Suite == "mini" {
 		bench = "mini_benchmark"
 	}
-	return map[string]string{
+	env := map[string]string{
 		EnvTask: e.Task, EnvSeed: strconv.FormatInt(e.Seed, 10),
 		EnvWorkdir: e.Workdir, EnvOutputDir: e.OutputDir(),
 		EnvDeadline:      e.Deadline.UTC().Format(time.RFC3339Nano),
@@ -102,6 +104,10 @@ func (e Env) Environ() map[string]string {
 		EnvHarnessTask:   e.Task, EnvHarnessBenchmark: bench, EnvHarnessProvider: e.Provider,
 		EnvModel: e.Model,
 	}
+	if e.ResumeFile != "" {
+		env[EnvResumeFile] = e.ResumeFile
+	}
+	return env
 }
 
 // Reserved tells whether an agent definition may not set name as a
@@ -167,6 +173,7 @@ func FromEnv(getenv func(string) string) (Env, error) {
 	}
 	e.Attempt, _ = strconv.Atoi(getenv(EnvAttempt))
 	e.Resumed = getenv(EnvResumed) == "1"
+	e.ResumeFile = getenv(EnvResumeFile)
 	e.TaskSpec, e.PromptFile = getenv(EnvTaskSpec), getenv(EnvPromptFile)
 	e.Provider = getenv(EnvHarnessProvider)
 	if getenv(EnvHarnessBenchmark) == "mini_benchmark" {

@@ -66,6 +66,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.logf("start attempt=%d resumed=%v trials_found=%d", a.Env.Attempt, a.Env.Resumed, len(done))
+	if f := a.Env.ResumeFile; f != "" {
+		// What the worker says was lost: the trials found are the rest.
+		if n, err := contract.ReadResumeNote(f); err != nil {
+			a.logf("resume note unreadable: %v", err)
+		} else {
+			a.logf("resume note: attempt %d after attempt %d (%s), checkpoint #%d at %.1f s of agent time, %.1f s lost past it, down %.1f s, %d process(es) were running",
+				n.Attempt, n.LastAttempt, n.LastEnded, n.Checkpoint.Seq, n.Checkpoint.AgentS, n.LostAgentS, n.DownS, len(n.Running))
+		}
+	}
 	if err := appendLine(filepath.Join(a.Env.Workdir, "starts.log"),
 		fmt.Sprintf("attempt=%d resumed=%d trials_found=%d", a.Env.Attempt, b2i(a.Env.Resumed), len(done))); err != nil {
 		return err

@@ -96,6 +96,16 @@ func TestWorkerKilledMidRun(t *testing.T) {
 	if n, _ := strconv.Atoi(m[1]); n < 2 {
 		t.Fatalf("second start found %d trials, want the ones from before the crash", n)
 	}
+	// The resumed attempt was told what was lost: the checkpoint it got,
+	// the attempt before it lost with its worker, and its agent running.
+	logs, _, _ := e.starter("logs", runID)
+	note := regexp.MustCompile(`resume note: attempt 2 after attempt 1 \(lost\), checkpoint #\d+ at [\d.]+ s of agent time, ([\d.]+) s lost past it, down [\d.]+ s, ([1-9]\d*) process\(es\) were running`).FindStringSubmatch(logs)
+	if note == nil {
+		t.Fatalf("the resumed attempt's log holds no resume note naming what was lost:\n%s", logs)
+	}
+	if lost, _ := strconv.ParseFloat(note[1], 64); lost <= 0 || lost > maxLost {
+		t.Fatalf("the note says %.1f s were lost past the checkpoint, want in (0, %.0f]", lost, maxLost)
+	}
 	replayHistory(t, e, runID, "lease_here_worker_killed.json")
 }
 
