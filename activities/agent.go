@@ -46,12 +46,7 @@ func (a *Attempts) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, e
 	if err != nil || ended != nil {
 		return ended, err
 	}
-	if prev != nil {
-		if err := a.writeResumeNote(ctx, in, at, prev, log); err != nil {
-			return nil, err
-		}
-	}
-	spec, err := a.agentTask(ctx, in, at, in.Budget.Attempt(time.Now(), in.Grace), prev != nil)
+	spec, err := a.agentTask(ctx, in, at, in.Budget.Attempt(time.Now(), in.Grace), prev)
 	if err != nil {
 		return nil, err
 	}
@@ -296,10 +291,17 @@ func (a *Attempts) removeAttempt(at *attempt) {
 	_ = os.Remove(filepath.Dir(at.dir)) // only if empty
 }
 
-// agentTask writes the attempt's task spec, prompt and deadline files and
-// describes the agent's task: the contract env, secrets (redacted from
-// its logs), labels, devices.
-func (a *Attempts) agentTask(ctx context.Context, in AgentInput, at *attempt, dl budget.Deadlines, resumed bool) (runtime.TaskSpec, error) {
+// agentTask writes the attempt's task spec, prompt and deadline files
+// (and, resuming from prev, its resume note) and describes the agent's
+// task: the contract env, secrets (redacted from its logs), labels,
+// devices.
+func (a *Attempts) agentTask(ctx context.Context, in AgentInput, at *attempt, dl budget.Deadlines, prev *checkpoint.Manifest) (runtime.TaskSpec, error) {
+	resumed := prev != nil
+	if resumed {
+		if err := a.writeResumeNote(ctx, in, at, prev, a.Logger); err != nil {
+			return runtime.TaskSpec{}, err
+		}
+	}
 	if err := writeJSONFile(at.Spec(), agentView(in.Task)); err != nil {
 		return runtime.TaskSpec{}, fmt.Errorf("task spec: %w", err)
 	}
