@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -125,8 +124,8 @@ func (r *restoring) symlink(f File) error {
 	}
 	defer r.release(d)
 	name := path.Base(f.Path)
-	if err := unix.Unlinkat(d.Fd(), name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-		return &os.PathError{Op: "unlink", Path: f.Path, Err: err}
+	if err := d.Unlink(name); err != nil {
+		return err
 	}
 	if err := unix.Symlinkat(f.Link, d.Fd(), name); err != nil {
 		return &os.PathError{Op: "symlink", Path: f.Path, Err: err}
@@ -149,8 +148,8 @@ func (r *restoring) hardLink(f File) error {
 	}
 	defer r.release(to)
 	name := path.Base(f.Path)
-	if err := unix.Unlinkat(to.Fd(), name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-		return &os.PathError{Op: "unlink", Path: f.Path, Err: err}
+	if err := to.Unlink(name); err != nil {
+		return err
 	}
 	if err := unix.Linkat(from.Fd(), path.Base(f.HardLink), to.Fd(), name, 0); err != nil {
 		return &os.PathError{Op: "link", Path: f.Path, Err: err}

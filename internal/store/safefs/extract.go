@@ -74,7 +74,7 @@ func extractEntry(root, parent *Dir, name string, hdr *tar.Header, body io.Reade
 	case tar.TypeReg:
 		return writeFile(parent, name, body, os.FileMode(hdr.Mode).Perm(), hdr.ModTime)
 	case tar.TypeSymlink:
-		if err := unlinkEntry(parent, name); err != nil {
+		if err := parent.Unlink(name); err != nil {
 			return err
 		}
 		if err := unix.Symlinkat(hdr.Linkname, parent.Fd(), name); err != nil {
@@ -94,7 +94,7 @@ func extractEntry(root, parent *Dir, name string, hdr *tar.Header, body io.Reade
 		if st, err := from.Lstat(path.Base(src)); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return fmt.Errorf("a hardlink to %s, which is no regular file written before", hdr.Linkname)
 		}
-		if err := unlinkEntry(parent, name); err != nil {
+		if err := parent.Unlink(name); err != nil {
 			return err
 		}
 		if err := unix.Linkat(from.Fd(), path.Base(src), parent.Fd(), name, 0); err != nil {
@@ -103,15 +103,6 @@ func extractEntry(root, parent *Dir, name string, hdr *tar.Header, body io.Reade
 		return nil
 	}
 	// Devices, fifos and the like are no workspace content.
-	return nil
-}
-
-// unlinkEntry removes a file or link of that name, never a directory
-// (unlinkat without AT_REMOVEDIR): the entry then fails to be placed.
-func unlinkEntry(d *Dir, name string) error {
-	if err := unix.Unlinkat(d.Fd(), name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-		return d.pathErr("unlink", name, err)
-	}
 	return nil
 }
 

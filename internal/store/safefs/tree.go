@@ -193,6 +193,19 @@ func (d *Dir) Mkdir(name string, perm os.FileMode) error {
 	return nil
 }
 
+// Unlink removes the file or link name from d, if there is one; a
+// directory is never removed (unlinkat without AT_REMOVEDIR), so that
+// nothing takes a directory's place through this.
+func (d *Dir) Unlink(name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if err := unix.Unlinkat(d.Fd(), name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return d.pathErr("unlink", name, err)
+	}
+	return nil
+}
+
 // MkdirAll makes rel (slash-separated, inside d) and returns it open,
 // each component made or opened from its parent's descriptor.
 func (d *Dir) MkdirAll(rel string, perm os.FileMode) (*Dir, error) {
