@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"time"
@@ -68,14 +69,6 @@ func fillFromObservation(n *contract.ResumeNote, o *observe.Observation, now tim
 			n.Running = append(n.Running, contract.ResumedProcess{PID: p.PID, Command: p.Command, StartAgentS: agentAt(p.Start), Root: p.Root})
 		}
 	}
-	slices.SortStableFunc(n.Running, func(a, b contract.ResumedProcess) int {
-		switch {
-		case a.StartAgentS < b.StartAgentS:
-			return -1
-		case a.StartAgentS > b.StartAgentS:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(n.Running, func(a, b contract.ResumedProcess) int { return cmp.Compare(a.StartAgentS, b.StartAgentS) })
 	n.Running = n.Running[:min(len(n.Running), maxResumedProcs)]
 }

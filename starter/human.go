@@ -15,6 +15,7 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"golang.org/x/term"
 
+	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/fleet/hosts"
 	"github.com/mlrb/mlrb/internal/process/cli"
 	"github.com/mlrb/mlrb/internal/run/runs"
@@ -87,6 +88,11 @@ func invite(g *globals, runID, label, via string) (attach.Credential, int, error
 	if cred.Pins, err = attachPins(g, store); err != nil {
 		return cred, 0, err
 	}
+	cfg, err := g.config()
+	if err != nil {
+		return cred, 0, err
+	}
+	cred.Provisioned = cfg.Provision.Kind != config.ProvisionStatic
 	var n int
 	if err := update(g.ctx, c, runID, workflows.UpdateInvite, workflows.Invite{Hash: attach.HashToken(cred.Token), Label: label}, &n); err != nil {
 		return cred, 0, err

@@ -103,7 +103,11 @@ func runRescore(g *globals, o rescoreOptions, dir string) error {
 	}
 	counts := map[rescoreVerdict]int{}
 	for _, c := range checked {
-		in, why, err := rescoreInput(g.ctx, src, cat, cfg, c, o)
+		r, err := bundledResult(g.ctx, src, c.RunID)
+		if err != nil {
+			return fmt.Errorf("rescore %s: %w", c.RunID, err)
+		}
+		in, why, err := rescoreInput(g.ctx, src, cat, cfg, c, r, o)
 		if err != nil {
 			return fmt.Errorf("rescore %s: %w", c.RunID, err)
 		}
@@ -112,7 +116,7 @@ func runRescore(g *globals, o rescoreOptions, dir string) error {
 			counts[notCompared]++
 			continue
 		}
-		v, err := rescoreOne(g, evals, src, c, in, o.image)
+		v, err := rescoreOne(g, evals, c, r, in, o.image)
 		if err != nil {
 			return fmt.Errorf("rescore %s: %w", c.RunID, err)
 		}
@@ -124,20 +128,25 @@ func runRescore(g *globals, o rescoreOptions, dir string) error {
 	return nil
 }
 
-// rescoreInput is the evaluation of a verified run's final checkpoint
-// with this host's evaluator, or why none is made (the run has no
-// checkpoint, or its task scores otherwise than this catalog's does).
-func rescoreInput(ctx context.Context, src *bundle.Store, cat *tasks.Catalog, cfg *config.Config, c *bundle.Checked, o rescoreOptions) (activities.EvalInput, string, error) {
+// bundledResult is a verified run's result as bundled (its signed bytes).
+func bundledResult(ctx context.Context, src *bundle.Store, runID string) (*runs.Result, error) {
 	var r runs.Result
-	b, err := src.Result(ctx, c.RunID)
+	b, err := src.Result(ctx, runID)
 	if err == nil {
 		err = json.Unmarshal(b, &r)
 	}
 	if err != nil {
-		return activities.EvalInput{}, "", fmt.Errorf("its result: %w", err)
+		return nil, fmt.Errorf("its result: %w", err)
 	}
+	return &r, nil
+}
+
+// rescoreInput is the evaluation of a verified run's final checkpoint
+// with this host's evaluator, or why none is made (the run has no
+// checkpoint, or its task scores otherwise than this catalog's does).
+func rescoreInput(ctx context.Context, src *bundle.Store, cat *tasks.Catalog, cfg *config.Config, c *bundle.Checked, r *runs.Result, o rescoreOptions) (activities.EvalInput, string, error) {
 	var signed tasks.Spec
-	b, err = blob.ReadAll(ctx, src, bundle.MetaDir(c.RunID)+bundle.TaskFile, 64<<20)
+	b, err := blob.ReadAll(ctx, src, bundle.MetaDir(c.RunID)+bundle.TaskFile, 64<<20)
 	if err == nil {
 		err = json.Unmarshal(b, &signed)
 	}
@@ -215,15 +224,7 @@ func builtinOnly(spec *tasks.Spec) string {
 // rescoreOne evaluates a verified run's final checkpoint as a run's final
 // evaluation does, saying first what runs, and tells whether the scores
 // agree.
-func rescoreOne(g *globals, evals *activities.Evaluations, src *bundle.Store, c *bundle.Checked, in activities.EvalInput, flagImage string) (rescoreVerdict, error) {
-	var r runs.Result
-	b, err := src.Result(g.ctx, c.RunID)
-	if err == nil {
-		err = json.Unmarshal(b, &r)
-	}
-	if err != nil {
-		return notCompared, fmt.Errorf("its result: %w", err)
-	}
+func rescoreOne(g *globals, evals *activities.Evaluations, c *bundle.Checked, r *runs.Result, in activities.EvalInput, flagImage string) (rescoreVerdict, error) {
 	what := "as a process: mlrb's own reference evaluator"
 	if in.Image != "" {
 		what = "in a container of image " + in.Image
@@ -235,15 +236,15 @@ func rescoreOne(g *globals, evals *activities.Evaluations, src *bundle.Store, c 
 	fmt.Fprintf(g.out, "rescore %s: evaluating %s with this catalog's evaluator, %s: %s\n", c.RunID, in.Task.ID, what, strings.Join(in.Task.Evaluation.Command, " "))
 	res, err := evals.Evaluate(g.ctx, in)
 	if err != nil {
-		fmt.Fprintf(g.out, "rescore %s: bundle %s; here: %v\n", c.RunID, scoreText(&r), err)
-		if evaluatedScore(g, &r) != nil {
+		fmt.Fprintf(g.out, "rescore %s: bundle %s; here: %v\n", c.RunID, scoreText(r), err)
+		if evaluatedScore(g, r) != nil {
 			fmt.Fprintln(g.out, "  DISAGREE: the bundle's run was scored, and its model scores nothing here")
 			return disagreed, nil
 		}
 		fmt.Fprintln(g.out, "  NOT COMPARED: neither the bundle's run nor this evaluation has a score")
 		return notCompared, nil
 	}
-	return reportRescore(g, c, &r, res, in.Task.Evaluation.Tolerance, flagImage), nil
+	return reportRescore(g, c, r, res, in.Task.Evaluation.Tolerance, flagImage), nil
 }
 
 // rescoreVerdict is what one re-scoring found: a score that agrees with

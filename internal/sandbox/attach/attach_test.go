@@ -126,6 +126,12 @@ func TestCredentialsAndInvites(t *testing.T) {
 	if !back.Allows("ab") || !back.Allows("cd") || back.Allows("ef") {
 		t.Fatal("a credential allows endpoints it was not given, or not those it was")
 	}
+	// On a provisioned fleet the run's host comes up after the
+	// invitation: it is followed.
+	c.Provisioned = true
+	if back, _ := ParseCredential(c.String()); !back.Allows("ef") {
+		t.Fatal("a provisioned fleet's credential does not follow its run to a new host")
+	}
 	for _, bad := range []string{"", "mlrb-attach:", "mlrb-attach:!!", "other:" + c.String()} {
 		if _, err := ParseCredential(bad); err == nil {
 			t.Fatalf("%q parsed", bad)

@@ -54,7 +54,7 @@ func Attach(ctx context.Context, cred Credential, t Terminal) (string, error) {
 			return why, err
 		}
 		if !cred.Allows(next.Pin) {
-			return "", fmt.Errorf("the worker sent you on to %s, an endpoint this credential does not know (it was given %d when invited): not attaching there; ask for a new invitation", next.Addr, len(cred.Pins)+1)
+			return "", fmt.Errorf("the worker sent you on to %s, an endpoint this credential does not know (it was given %d when invited, on a static fleet): not attaching there; ask for a new invitation", next.Addr, len(cred.Pins)+1)
 		}
 		ep = *next
 	}

@@ -58,14 +58,19 @@ type Credential struct {
 	Via   Endpoint `json:"via"`
 	// Pins are the attach endpoints (their certificates' SHA-256) the
 	// person may be sent on to, as the operator's store listed them at
-	// the invitation: a worker that registers later, or names an
-	// endpoint of its own choosing, never receives the token.
+	// the invitation: on a static fleet, a worker that registers later,
+	// or names an endpoint of its own choosing, never receives the token.
 	Pins []string `json:"pins,omitempty"`
+	// Provisioned: the fleet provisions a host per attempt (Slurm, EC2),
+	// so the run's host comes up after the invitation and is followed to
+	// wherever the pinned worker says it is (the store's host records,
+	// which its workers write, are the only record of those hosts).
+	Provisioned bool `json:"provisioned,omitempty"`
 }
 
 // Allows tells whether the credential may be taken to an endpoint of pin.
 func (c Credential) Allows(pin string) bool {
-	return pin == c.Via.Pin || slices.Contains(c.Pins, pin)
+	return c.Provisioned || pin == c.Via.Pin || slices.Contains(c.Pins, pin)
 }
 
 const credentialPrefix = "mlrb-attach:"

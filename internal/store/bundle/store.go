@@ -44,12 +44,6 @@ func Union(root *safefs.Dir, checked []*Checked) *Store {
 	return NewStore(root, files)
 }
 
-// maxWhole is the largest file Get reads whole and checks before handing
-// out a byte; a larger one (a chunk) is checked as it is read, its last
-// Read failing on a mismatch (a chunk is read to its end, and its content
-// is checked against its name besides).
-const maxWhole = 16 << 20
-
 var errReadOnly = errors.New("a verified bundle is read-only")
 
 // Get opens a verified file.
@@ -67,7 +61,11 @@ func (s *Store) Get(_ context.Context, key string) (io.ReadCloser, error) {
 		return nil, fmt.Errorf("verified file %s: %d bytes now, %d when verified: changed since", key, st.Size, sub.Size)
 	}
 	r := &checked{r: io.LimitReader(f, st.Size+1), c: f, sum: sha256.New(), want: sub.SHA256, key: key}
-	if st.Size > maxWhole {
+	if strings.HasPrefix(key, "chunks/") {
+		// A chunk is read to its end (its last Read fails on a
+		// mismatch), and its content is checked against its name
+		// besides: it streams. Anything else (a manifest a decoder may
+		// stop short in) is read whole and checked before a byte is out.
 		return r, nil
 	}
 	defer func() { _ = r.Close() }()
