@@ -103,20 +103,7 @@ func runRescore(g *globals, o rescoreOptions, dir string) error {
 	}
 	counts := map[rescoreVerdict]int{}
 	for _, c := range checked {
-		r, err := bundledResult(g.ctx, src, c.RunID)
-		if err != nil {
-			return fmt.Errorf("rescore %s: %w", c.RunID, err)
-		}
-		in, why, err := rescoreInput(g.ctx, src, cat, cfg, c, r, o)
-		if err != nil {
-			return fmt.Errorf("rescore %s: %w", c.RunID, err)
-		}
-		if why != "" {
-			fmt.Fprintf(g.out, "rescore %s: NOT COMPARED: %s\n", c.RunID, why)
-			counts[notCompared]++
-			continue
-		}
-		v, err := rescoreOne(g, evals, c, r, in, o.image)
+		v, err := rescoreRun(g, evals, src, cat, cfg, c, o)
 		if err != nil {
 			return fmt.Errorf("rescore %s: %w", c.RunID, err)
 		}
@@ -126,6 +113,23 @@ func runRescore(g *globals, o rescoreOptions, dir string) error {
 		return fmt.Errorf("of %d run(s), %d disagree with their bundle and %d could not be compared (a run with no score agrees with nothing)", len(checked), counts[disagreed], counts[notCompared])
 	}
 	return nil
+}
+
+// rescoreRun re-scores one verified run, or says why it cannot be compared.
+func rescoreRun(g *globals, evals *activities.Evaluations, src *bundle.Store, cat *tasks.Catalog, cfg *config.Config, c *bundle.Checked, o rescoreOptions) (rescoreVerdict, error) {
+	r, err := bundledResult(g.ctx, src, c.RunID)
+	if err != nil {
+		return notCompared, err
+	}
+	in, why, err := rescoreInput(g.ctx, src, cat, cfg, c, r, o)
+	if err != nil {
+		return notCompared, err
+	}
+	if why != "" {
+		fmt.Fprintf(g.out, "rescore %s: NOT COMPARED: %s\n", c.RunID, why)
+		return notCompared, nil
+	}
+	return rescoreOne(g, evals, c, r, in, o.image)
 }
 
 // bundledResult is a verified run's result as bundled (its signed bytes).
