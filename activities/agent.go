@@ -321,7 +321,7 @@ func (a *Attempts) agentTask(ctx context.Context, in AgentInput, at *attempt, dl
 		provider = def.Provider
 	}
 	env := contract.Env{Task: in.Task.ID, Seed: in.Seed, Deadline: dl.Hard, TimeRemaining: time.Until(dl.Hard), Attempt: in.Attempt,
-		Resumed: resumed, Suite: in.Task.Suite, Provider: provider, Model: def.Model}
+		Resumed: resumed, Suite: in.Task.Suite, Provider: provider, Model: def.Model, LLMBudgetUSD: in.LLMBudget.USD}
 	spec := a.Sandbox.Workspace.AgentTask(at, def.Command(), agentImage(in), &env)
 	names := slices.Clone(in.Secrets)
 	for _, n := range def.Secrets {

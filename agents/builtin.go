@@ -12,7 +12,14 @@ var builtins = map[string][]string{
 	"reference": {"{self}", "reference-agent"},
 	"noop":      {"{self}", "noop-agent"},
 	"idle":      {"{self}", "idle-agent"},
+	// researcher is mlrb's LLM research agent (agents/researcher): the
+	// one built-in agent that calls a model, its definition's.
+	"researcher": {"{self}", "researcher"},
 }
+
+// thinking are the built-in agents that call an LLM: their definitions
+// name a provider and a model.
+var thinking = map[string]bool{"researcher": true}
 
 // Builtins lists the built-in agents, sorted.
 func Builtins() []string {

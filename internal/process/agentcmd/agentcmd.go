@@ -120,7 +120,7 @@ func Commands() []*cobra.Command {
 	door.Flags().StringVar(&listen, "listen", "127.0.0.1:3128", "address to accept on (in the agent's network)")
 	door.Flags().StringVar(&socket, "socket", "/door/door.sock", "the worker's gateway socket")
 	door.Flags().StringVar(&ready, "ready", "/door/ready", "file written once the door accepts")
-	return []*cobra.Command{agent, noop, idle, eval, door, holdCommand()}
+	return []*cobra.Command{agent, noop, idle, researcherCommand(), trainCommand(), eval, door, holdCommand()}
 }
 
 // evaluate scores the model on split and writes its results (to

@@ -42,6 +42,9 @@ const (
 	// EnvModel is the model the agent's definition names (its provider is
 	// PROVIDER, as MLRB's harness sets it).
 	EnvModel = "MLRB_MODEL"
+	// EnvLLMBudget is the run's LLM budget in dollars (unset: none), so an
+	// agent can pace its calls; the gateway enforces it.
+	EnvLLMBudget = "MLRB_LLM_BUDGET_USD"
 	// What MLRB's run.sh sets, for agent images written against it.
 	EnvHarnessTask      = "TASK_NAME"
 	EnvHarnessBenchmark = "BENCHMARK"
@@ -77,6 +80,8 @@ type Env struct {
 	Suite    string
 	Provider string
 	Model    string
+	// LLMBudgetUSD is the run's LLM budget (0: none).
+	LLMBudgetUSD float64
 }
 
 // OutputDir is where the agent leaves its model and reports.
@@ -106,6 +111,9 @@ func (e Env) Environ() map[string]string {
 	}
 	if e.ResumeFile != "" {
 		env[EnvResumeFile] = e.ResumeFile
+	}
+	if e.LLMBudgetUSD > 0 {
+		env[EnvLLMBudget] = strconv.FormatFloat(e.LLMBudgetUSD, 'f', -1, 64)
 	}
 	return env
 }
@@ -175,7 +183,12 @@ func FromEnv(getenv func(string) string) (Env, error) {
 	e.Resumed = getenv(EnvResumed) == "1"
 	e.ResumeFile = getenv(EnvResumeFile)
 	e.TaskSpec, e.PromptFile = getenv(EnvTaskSpec), getenv(EnvPromptFile)
-	e.Provider = getenv(EnvHarnessProvider)
+	e.Provider, e.Model = getenv(EnvHarnessProvider), getenv(EnvModel)
+	if s := getenv(EnvLLMBudget); s != "" {
+		if e.LLMBudgetUSD, err = strconv.ParseFloat(s, 64); err != nil || e.LLMBudgetUSD < 0 {
+			return e, fmt.Errorf("%s: %q is not a budget in dollars", EnvLLMBudget, s)
+		}
+	}
 	if getenv(EnvHarnessBenchmark) == "mini_benchmark" {
 		e.Suite = "mini"
 	}

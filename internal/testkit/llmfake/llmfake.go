@@ -35,6 +35,8 @@ type Fake struct {
 	Keep bool
 	// Gate, if set, holds every answer until it is closed.
 	Gate chan struct{}
+	// Script, if set, answers every call: a scripted model (script.go).
+	Script *Script
 
 	limited  atomic.Int64 // 429s still to give
 	calls    atomic.Int64
@@ -156,6 +158,10 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	stream := gjson.GetBytes(body, "stream").Bool()
 	in := int64(len(body)/4 + 1)
 	a := &answer{w: rec, model: model, words: max(f.Words, 1), delay: f.Delay, in: in}
+	if f.Script != nil {
+		a.scripted(f.Script, apiOf(r.URL.Path), stream, body)
+		return
+	}
 	switch {
 	case strings.HasSuffix(r.URL.Path, "/chat/completions"):
 		a.chat(stream, gjson.GetBytes(body, "stream_options.include_usage").Bool())
@@ -196,4 +202,15 @@ func writeError(w http.ResponseWriter, status int, anthropic bool, kind, msg str
 		b, _ = json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": kind, "code": nil}})
 	}
 	_, _ = w.Write(b)
+}
+
+// apiOf names the API a path is of.
+func apiOf(path string) string {
+	switch {
+	case strings.HasSuffix(path, "/chat/completions"):
+		return "chat"
+	case strings.HasSuffix(path, "/responses"):
+		return "responses"
+	}
+	return "messages"
 }
