@@ -21,6 +21,9 @@ type Turn struct {
 	Check func(body []byte) error
 	Text  string
 	Calls []ToolCall
+	// Status, if set, answers the call with that HTTP error (Text its
+	// message), as a provider or the gateway refuses one.
+	Status int
 }
 
 // ToolCall is a scripted call: Args is marshalled as its JSON.
@@ -162,6 +165,10 @@ func (a *answer) scripted(s *Script, api string, stream bool, body []byte) {
 	pos, t, err := s.turn(api, body)
 	if err != nil {
 		writeError(a.w, http.StatusBadRequest, api == "messages", "invalid_request_error", err.Error())
+		return
+	}
+	if t.Status != 0 {
+		writeError(a.w, t.Status, api == "messages", "permission_error", t.Text)
 		return
 	}
 	a.words = max(len(strings.Fields(t.Text)), 1) + 8*len(t.Calls)
