@@ -31,8 +31,8 @@ Rules of the harness:
 - The deadline is in the file %s (it may be extended); you will be told the time left and the LLM budget used. At the deadline the harness stops you, and the last submission stands.
 - Everything in the work dir survives a crash of the machine: you may be resumed from a checkpoint with this conversation, and told what was lost.
 
-The task:
-%s`, a.Env.Workdir, a.Env.OutputDir(), a.Env.DeadlineFile, brief), nil
+The task (%s):
+%s`, a.Env.Workdir, a.Env.OutputDir(), a.Env.DeadlineFile, a.Env.Task, brief), nil
 }
 
 // firstMessage opens a new conversation.

@@ -21,16 +21,20 @@ const humanImage = "mlrb-human:e2e"
 // buildHumanImage builds the person's shell image from
 // deploy/human.Dockerfile, as an operator would: Debian's static busybox
 // and mlrb's static helper, nothing pulled.
-func buildHumanImage(t *testing.T) {
+func buildHumanImage(t *testing.T) { buildBusyboxImage(t, humanImage, "human.Dockerfile") }
+
+// buildBusyboxImage builds an image of deploy/ whose context is Debian's
+// static busybox and mlrb's static binary, as an operator would.
+func buildBusyboxImage(t *testing.T, tag, dockerfile string) {
 	t.Helper()
 	bb, err := exec.LookPath("busybox")
 	if err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatal("busybox (Debian's busybox-static) is needed for the human image")
+			t.Fatalf("busybox (Debian's busybox-static) is needed for %s", dockerfile)
 		}
 		t.Skip("no busybox: apt-get install busybox-static")
 	}
-	df, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "human.Dockerfile"))
+	df, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", dockerfile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,13 +42,13 @@ func buildHumanImage(t *testing.T) {
 	d := docker(t)
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	if _, ok := built[humanImage]; ok {
+	if _, ok := built[tag]; ok {
 		return
 	}
-	if err := runtime.BuildImage(context.Background(), d, humanImage, map[string]string{"busybox": bb, "mlrb": agent}, string(df)); err != nil {
+	if err := runtime.BuildImage(context.Background(), d, tag, map[string]string{"busybox": bb, "mlrb": agent}, string(df)); err != nil {
 		t.Fatal(err)
 	}
-	built[humanImage] = ""
+	built[tag] = ""
 }
 
 // terminal is a person's terminal: a tmux session of its own, typed into
