@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mlrb/mlrb/internal/run/llm"
 	"github.com/mlrb/mlrb/internal/run/runs"
@@ -122,4 +123,125 @@ func TestResearcherSolvesMiniTasks(t *testing.T) {
 			t.Logf("%s: score %.4f, %d calls, $%.4f", id, *res.Score, res.Cost.LLM.Calls, res.Cost.LLM.USD)
 		}
 	}
+}
+
+// served records which turns each task's conversation was answered, in
+// order.
+type served struct {
+	mu  sync.Mutex
+	pos map[string][]int
+}
+
+func (s *served) add(task string, pos int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pos[task] = append(s.pos[task], pos)
+}
+
+func (s *served) of(task string) []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.pos[task])
+}
+
+// TestResearcherResumesAfterWorkerKill: the worker SIGKILLed while the
+// LLM agent (built in, beside the worker) is mid-conversation: one run
+// between a tool call and its result, one waiting on a long background
+// job. Each run resumes from its checkpoint with the same conversation:
+// the first request of the resumed attempt carries the earlier turns,
+// the worker's resume note and what the crash cut off, and no turn the
+// checkpoint held an answer to is asked for again.
+func TestResearcherResumesAfterWorkerKill(t *testing.T) {
+	parallel(t)
+	train := filepath.Join(bin, "mlrb-agent") + " train"
+	resumed := []string{"This is attempt 2, resumed", "The worker's resume note: attempt 2 after attempt 1 (lost)", "Restored checkpoint #"}
+	scripts := map[string][]llmfake.Turn{
+		"e2e_rcrash_call": {
+			{Calls: []llmfake.ToolCall{{Name: "shell", Args: map[string]any{"command": train + " --out output/model"}}}},
+			{Want: []string{"saved=output/model"}, Calls: []llmfake.ToolCall{{Name: "shell", Args: map[string]any{"command": "sleep 120"}}}},
+			{Want: append(slices.Clone(resumed), "saved=output/model", "your call call_1_0 (shell) was interrupted"),
+				Calls: []llmfake.ToolCall{{Name: "submit", Args: map[string]any{"model_dir": "output/model", "done": true}}}},
+		},
+		"e2e_rcrash_job": {
+			{Calls: []llmfake.ToolCall{{Name: "job_start", Args: map[string]any{"command": train + " --out output/model; echo epoch-1; sleep 120"}}}},
+			{Want: []string{"started job-1"}, Calls: []llmfake.ToolCall{{Name: "job_check", Args: map[string]any{"id": "job-1", "wait_s": 300}}}},
+			{Want: append(slices.Clone(resumed), "job job-1 was running and is gone"),
+				Calls: []llmfake.ToolCall{{Name: "read_file", Args: map[string]any{"path": ".researcher/jobs/job-1.log"}}}},
+			{Want: []string{"epoch-1"}, Calls: []llmfake.ToolCall{{Name: "submit", Args: map[string]any{"model_dir": "output/model", "done": true}}}},
+		},
+	}
+	log := &served{pos: map[string][]int{}}
+	script := &llmfake.Script{Next: func(pos int, body []byte) (llmfake.Turn, error) {
+		texts := llmfake.Texts(body)
+		for task, turns := range scripts {
+			if strings.Contains(texts, "The task ("+task+")") && pos < len(turns) {
+				log.add(task, pos)
+				return turns[pos], nil
+			}
+		}
+		return llmfake.Turn{}, os.ErrNotExist
+	}}
+	fake := &llmfake.Fake{OpenAIKey: gwOpenAIKey, AnthropicKey: gwAnthropicKey, Script: script}
+	up, err := fake.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fake.Close() })
+	envFile := filepath.Join(t.TempDir(), "agent.env")
+	if err := os.WriteFile(envFile, []byte("OPENAI_API_KEY="+gwOpenAIKey+"\nANTHROPIC_API_KEY="+gwAnthropicKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := agentDefs(t, map[string]string{
+		"rb-openai":    "builtin: researcher\nprovider: openai\nmodel: gpt-4o\nllm_budget_usd: 2\n",
+		"rb-anthropic": "builtin: researcher\nprovider: anthropic\nmodel: claude-sonnet-4-20250514\nllm_budget_usd: 2\n",
+	})
+	e := newEnv(t, "MLRB_AGENT_ENV_FILE="+envFile, "MLRB_GATEWAY_OPENAI_URL="+up+"/v1", "MLRB_GATEWAY_ANTHROPIC_URL="+up,
+		"MLRB_AGENTS_DIR="+dir, "MLRB_CHECKPOINT_INTERVAL="+interval.String(), "MLRB_AGENT_HEARTBEAT_TIMEOUT="+hbTimeout.String(), "MLRB_AGENT_GRACE=2s")
+	for task := range scripts {
+		e.addTask(task, "mini_baby_lm", nil)
+	}
+	w := e.start("worker", "--dev")
+	e.waitServer()
+	ids := map[string]string{
+		"e2e_rcrash_call": e.startRun("--task", "e2e_rcrash_call", "--agent", "rb-openai", "--seed", "1", "--time-limit", "4m"),
+		"e2e_rcrash_job":  e.startRun("--task", "e2e_rcrash_job", "--agent", "rb-anthropic", "--seed", "1", "--time-limit", "4m"),
+	}
+	// The crash comes once both are at their second turn and a checkpoint
+	// has been taken since: the checkpoint holds the call in flight.
+	for task, id := range ids {
+		for !slices.Contains(log.of(task), 1) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		st := e.waitCheckpoints(id, 1)
+		e.waitCheckpoints(id, st.Checkpoints+1)
+	}
+	w.kill(t)
+	e.start("worker", "--dev")
+	e.waitServer()
+	for task, id := range ids {
+		var res result
+		e.starterJSON(&res, "result", id, "--wait", "--json")
+		if res.Outcome != "scored" || res.Attempts != 2 {
+			e.dumpLogs()
+			t.Fatalf("%s: %+v (script: %v)", id, res, script.Err())
+		}
+		got := log.of(task)
+		if want := len(scripts[task]); !slices.Equal(got, seq(want)) {
+			t.Fatalf("%s: turns served %v, want each of %d once: a call made before the checkpoint was made again", id, got, want)
+		}
+		var full runs.Result
+		e.starterJSON(&full, "result", id, "--json")
+		t.Logf("%s: lost %.1f s of agent time to the crash, %d LLM calls in all ($%.4f), none made again", id, res.Budget.LostS, full.Cost.LLM.Calls, full.Cost.LLM.USD)
+	}
+	if err := script.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
