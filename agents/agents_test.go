@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mlrb/mlrb/internal/run/llm"
 )
 
 // TestShippedAgentsLoad: every shipped definition is valid, named by its
@@ -16,7 +18,7 @@ func TestShippedAgentsLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []string{"reference", "noop", "idle", "mlrb-claude-3-5-sonnet", "mlrb-gpt-4o"} {
+	for _, n := range []string{"reference", "noop", "idle", "mlrb-claude-3-5-sonnet", "mlrb-gpt-4o", "researcher-gpt-5", "researcher-claude-sonnet-4-5"} {
 		if _, err := c.Get(n); err != nil {
 			t.Fatal(err)
 		}
@@ -25,6 +27,18 @@ func TestShippedAgentsLoad(t *testing.T) {
 	b, _ := c.Get("mlrb-gpt-4o")
 	if a.Image != b.Image || a.Hash() == b.Hash() {
 		t.Fatalf("same image, other models: hashes %s %s", a.Hash(), b.Hash())
+	}
+	// Every shipped definition that names a model has it priced: the
+	// gateway refuses a call it cannot cost.
+	prices, err := llm.BuiltinPrices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.Names() {
+		d, _ := c.Get(n)
+		if _, ok := prices.Lookup(d.Model); d.Model != "" && !ok {
+			t.Errorf("agent %s names model %s, which the built-in price table (%s) does not price", d.Name, d.Model, prices.Date)
+		}
 	}
 	var unknown *UnknownAgentError
 	if _, err := c.Get("nope"); !errors.As(err, &unknown) || !strings.Contains(err.Error(), "reference") {

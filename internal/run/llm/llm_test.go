@@ -27,7 +27,7 @@ func TestBuiltinPrices(t *testing.T) {
 	if _, ok := p.Lookup("gpt-4o-mini-2099"); ok {
 		t.Error("an unlisted name is priced")
 	}
-	if p.Ref().SHA256 == "" || p.Ref().Date != "2025-08-01" {
+	if p.Ref().SHA256 == "" || p.Ref().Date != "2025-11-24" {
 		t.Errorf("ref %+v", p.Ref())
 	}
 }
