@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/subosito/gotenv"
+	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/config"
@@ -99,6 +100,11 @@ func (a *Attempts) llmFor(ctx context.Context, in AgentInput, secrets []string, 
 				log.Warn("agent.env_file unreadable: LLM calls are refused", zap.String("problem", envFileProblem(a.Sandbox.EnvFile)))
 			}
 			oa.Key, an.Key = file[oa.KeyName], file[an.KeyName]
+		}
+	}
+	if in.ReplayOf != "" {
+		if err := a.replayUpstream(ctx, in.ReplayOf, &oa, &an, log); err != nil {
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, err)
 		}
 	}
 	prior, err := transcript.Totals(ctx, a.Runs.Engine.Store, in.RunID, in.Attempt)

@@ -211,16 +211,16 @@ type AgentInput struct {
 	// AgentDef is the run's agent (nil: a run from before definitions).
 	AgentDef *agents.Definition `json:",omitempty"`
 	Lease    Lease
-	// Budget is the run's ledger when the attempt starts: the deadlines
-	// come from its time left.
+	// Budget is the run's ledger at the attempt's start (its deadlines).
 	Budget   budget.Account
 	Resume   *CheckpointRef
 	NextSeq  int
 	Interval time.Duration
 	Grace    time.Duration
-	// LLMBudget bounds the run's LLM calls through the gateway, all its
-	// attempts together.
+	// LLMBudget bounds the run's LLM calls, all its attempts together.
 	LLMBudget llm.Budget `json:",omitzero"`
+	// ReplayOf: a finished run whose transcript answers the LLM calls.
+	ReplayOf string `json:",omitempty"`
 	// Marks are the run's curve marks in agent seconds: retention keeps
 	// the checkpoints next to them for the curve's evaluations.
 	Marks []float64 `json:",omitempty"`

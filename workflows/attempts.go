@@ -232,7 +232,7 @@ func (al *attemptLoop) runAgent(ctx workflow.Context, attempt int, lease activit
 		RunID: al.c.st.RunID, Attempt: attempt, Task: al.c.spec.Spec, Agent: al.c.in.Agent, Seed: al.c.in.Seed,
 		LLMProvider: al.c.in.LLMProvider, Image: al.c.image(), Secrets: al.c.in.Secrets, AgentDef: al.c.in.AgentDef, Lease: lease, Budget: al.c.st.Budget,
 		Resume: al.c.last, NextSeq: al.c.nextSeq(), Interval: al.c.interval(), Grace: p.Grace, LLMBudget: al.usage.llmBudget(), Marks: al.curve.curveMarks(),
-		KeepLease: al.c.env.isLean() && al.c.st.Host == nil, LastInResult: true,
+		KeepLease: al.c.env.isLean() && al.c.st.Host == nil, LastInResult: true, ReplayOf: al.c.in.ReplayOf,
 	}
 	al.person.input(&in)
 	al.c.st.AttemptHost = lease.HostID

@@ -191,6 +191,9 @@ type RunInput struct {
 	LLMBudget *llm.Budget `json:",omitempty"`
 	// ForkFrom starts the run from another run's checkpoint (an ablation).
 	ForkFrom *ForkSource `json:",omitempty"`
+	// ReplayOf names a finished run whose LLM transcript answers this
+	// run's calls in place of the providers (`starter replay-calls`).
+	ReplayOf string `json:",omitempty"`
 	// Continue says this run id ran before (its benchmark is resumed):
 	// carry on from its latest checkpoint, or only evaluate it when the
 	// agent had already ended.

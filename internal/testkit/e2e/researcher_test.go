@@ -123,6 +123,25 @@ func TestResearcherSolvesMiniTasks(t *testing.T) {
 			t.Logf("%s: score %.4f, %d calls, $%.4f", id, *res.Score, res.Cost.LLM.Calls, res.Cost.LLM.USD)
 		}
 	}
+
+	// The finished run's conversation replayed against the agent, free:
+	// the same seed makes every call as recorded; another seed's data
+	// change a tool result, and the replay names the call.
+	src := b + "/res-openai/mini_baby_lm/s1"
+	served := len(script.Served())
+	out, errs, code := e.starter("replay-calls", src)
+	if code != 0 || !strings.Contains(out, "PASS: all 4 calls made as recorded (outcome scored)") {
+		e.dumpLogs()
+		t.Fatalf("replay-calls (exit %d): %s %s", code, out, errs)
+	}
+	out, errs, code = e.starter("replay-calls", src, "--seed", "2")
+	if code != 1 || !strings.Contains(out, "FAIL after 1 of 4 calls: replay: call 2 of 4 (run "+src+", attempt 1, seq ") || !strings.Contains(out, "the request differs from the recorded one at $.messages[3].content: recorded \"exit 0") {
+		t.Fatalf("replay-calls with another seed (exit %d): %s %s", code, out, errs)
+	}
+	if n := len(script.Served()); n != served {
+		t.Fatalf("the replays reached the provider %d times", n-served)
+	}
+	t.Logf("replay of another seed: %s", strings.TrimSpace(out))
 }
 
 // served records which turns each task's conversation was answered, in
