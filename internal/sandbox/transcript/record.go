@@ -209,7 +209,9 @@ func (r *Recorder) add(c Call, req, resp []byte) {
 			r.mu.Lock()
 			r.pending -= size
 			r.queued--
-			if r.coalesced > 0 && r.queued < MaxQueued/2 {
+			// Past gateway.max_records the count waits for Wait: a
+			// summary per store round trip would be records without end.
+			if r.coalesced > 0 && r.queued < MaxQueued/2 && !r.over {
 				r.flushCoalesced()
 				return
 			}
