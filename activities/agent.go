@@ -83,6 +83,7 @@ func (a *Attempts) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, e
 	hk.deadlineMoved(dl.Hard)
 	sv := &supervisor{h: h, dl: dl, stopped: StopExited, started: start, base: in.Budget.UsedS, now: time.Now, hooks: hk, log: log, person: roomClock(person)}
 	end := sv.run(ctx, activity.GetWorkerStopChannel(ctx), activity.GetInfo(ctx).HeartbeatTimeout, in.Interval)
+	a.keepWrites(ctx, &in, h, bindTargets(spec.Binds), log)
 	return a.conclude(ctx, sv, end, hk, notes, spec.Image)
 }
 
@@ -176,6 +177,12 @@ func (a *Attempts) ended(ctx context.Context, sv *supervisor, end ending, hk *at
 func agentEnding(sv *supervisor, end ending) *AgentResult {
 	res := &AgentResult{StoppedBy: sv.stopped, ExitCode: end.exit.ExitCode, Signal: end.exit.Signal, OOMKilled: end.exit.OOMKilled, AgentSeconds: end.used}
 	personal(sv, res)
+	switch {
+	case sv.hardKilled:
+		res.Reason = KilledAfterGrace + ": " + end.exit.String()
+	case sv.stopped == StopDeadline || sv.stopped == StopCanceled || sv.stopped == StopLLMBudget:
+		res.Reason = "exited after SIGTERM: " + end.exit.String()
+	}
 	if (!end.exit.Successful() || sv.failure != "") && sv.stopped == StopExited {
 		res.Reason = end.exit.String()
 		if sv.failure != "" {

@@ -33,6 +33,8 @@ type supervisor struct {
 	// followPerson.
 	person    *attach.Clock
 	submitted bool
+	// hardKilled: the agent outlived its grace after SIGTERM.
+	hardKilled bool
 }
 
 // hooks are the supervisor's effects beyond the agent.
@@ -236,6 +238,7 @@ func (s *supervisor) hardDeadline() {
 		s.stopped = StopDeadline
 	}
 	s.log.Info("hard deadline: kill")
+	s.hardKilled = true
 	s.kill()
 }
 

@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/mlrb/mlrb/agents"
+	"github.com/mlrb/mlrb/internal/process/certify"
 	"github.com/mlrb/mlrb/internal/process/cli"
 )
 
@@ -57,8 +58,9 @@ func runAgentsList(g *globals) error {
 	if err != nil {
 		return err
 	}
+	certified := certificates(g)
 	tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tRUNS\tPROVIDER\tMODEL\tHASH\tDESCRIPTION")
+	fmt.Fprintln(tw, "NAME\tRUNS\tPROVIDER\tMODEL\tHASH\tCERTIFIED\tDESCRIPTION")
 	for _, n := range c.Names() {
 		d, _ := c.Get(n)
 		runs := d.Image
@@ -69,9 +71,26 @@ func runAgentsList(g *globals) error {
 		if len(desc) > 60 {
 			desc = desc[:57] + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, runs, dash(d.Provider), dash(d.Model), d.Hash()[:19], cli.Printable(desc))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, runs, dash(d.Provider), dash(d.Model), d.Hash()[:19], certified(d.Hash()), cli.Printable(desc))
 	}
 	return tw.Flush()
+}
+
+// certificates tells each definition's certification (`starter
+// certify`), from the store; "—" where none is kept or the store is out
+// of reach.
+func certificates(g *globals) func(hash string) string {
+	store, err := g.store()
+	return func(hash string) string {
+		if err != nil {
+			return "—"
+		}
+		c, err := certify.Load(g.ctx, store, hash)
+		if err != nil || c == nil {
+			return "—"
+		}
+		return c.Line()
+	}
 }
 
 func dash(s string) string {

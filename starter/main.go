@@ -21,7 +21,7 @@ func newRoot() *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.String("config", "", "config file (default $MLRB_CONFIG, else ./mlrb.yaml)")
 	config.AddFlags(pf, "temporal.address", "temporal.namespace", "tasks.dir", "agents.dir", "dev.state_dir")
-	root.AddCommand(setupCmd(), runCmd(), agentsCmd(), anchorsCmd(), statusCmd(), listCmd(), resultCmd(), demoCmd(), tasksCmd(), configCmd(), checkpointCmd(), storageCmd(), logsCmd(), callsCmd(), experimentsCmd(), retryEvalCmd(), benchmarkCmd(), resultsCmd(), planCmd(), exportCmd(), reportCmd(), forkCmd(), replayCallsCmd(), cancelCmd(), extendCmd(), watchCmd(), hostsCmd(), replayCmd(), keysCmd(), inviteCmd(), attachCmd(), sessionsCmd(), bundleCmd(), verifyCmd(), rescoreCmd(), reviewCmd())
+	root.AddCommand(setupCmd(), runCmd(), agentsCmd(), anchorsCmd(), statusCmd(), listCmd(), resultCmd(), demoCmd(), tasksCmd(), configCmd(), checkpointCmd(), storageCmd(), logsCmd(), callsCmd(), experimentsCmd(), retryEvalCmd(), benchmarkCmd(), resultsCmd(), planCmd(), exportCmd(), reportCmd(), forkCmd(), replayCallsCmd(), certifyCmd(), cancelCmd(), extendCmd(), watchCmd(), hostsCmd(), replayCmd(), keysCmd(), inviteCmd(), attachCmd(), sessionsCmd(), bundleCmd(), verifyCmd(), rescoreCmd(), reviewCmd())
 	root.AddCommand(agentcmd.Commands()...)
 	return root
 }

@@ -357,3 +357,24 @@ func (d *Docker) Remove(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// Differ is a task whose writes outside its mounts the runtime can list.
+type Differ interface {
+	// Changes are the paths the task added, changed or deleted in its
+	// own filesystem (its mounts aside), sorted.
+	Changes(ctx context.Context) ([]string, error)
+}
+
+// Changes lists the container's filesystem changes (`docker diff`).
+func (h *dockerHandle) Changes(ctx context.Context) ([]string, error) {
+	res, err := h.d.c.ContainerDiff(ctx, h.id, client.ContainerDiffOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("changes of %s: %w", h.name, err)
+	}
+	out := make([]string, 0, len(res.Changes))
+	for _, c := range res.Changes {
+		out = append(out, c.Path)
+	}
+	slices.Sort(out)
+	return out, nil
+}
