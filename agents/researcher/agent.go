@@ -42,11 +42,14 @@ type Agent struct {
 	tools  []tool
 	python string
 	noCall int
+	// margin is this attempt's stopMargin.
+	margin time.Duration
 }
 
 // Bounds of the loop.
 const (
-	// stopMargin is the time kept before the deadline to submit.
+	// stopMargin is the time kept before the deadline to submit: a tenth
+	// of a short budget, at least a second (margin).
 	stopMargin = 20 * time.Second
 	// maxIdleTurns: turns in a row without a tool call end the work.
 	maxIdleTurns = 3
@@ -64,7 +67,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	var runErr error
 	failures := 0
-	for !a.state.Done && ctx.Err() == nil && time.Until(a.Env.CurrentDeadline()) > stopMargin {
+	for !a.state.Done && ctx.Err() == nil && time.Until(a.Env.CurrentDeadline()) > a.margin {
 		err := a.step(ctx)
 		switch {
 		case err == nil:
@@ -96,6 +99,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // begin loads the state a checkpoint restored, or starts a conversation.
 func (a *Agent) begin() error {
 	a.jobs = newJobs(a.Env.Workdir)
+	a.margin = min(stopMargin, max(time.Second, time.Until(a.Env.CurrentDeadline())/10))
 	a.tools = a.toolset()
 	if a.Window == 0 {
 		a.Window = Window(a.ModelName)
@@ -234,7 +238,7 @@ func (a *Agent) save() error {
 // waitJobs lets the jobs of this attempt run out when no call can be
 // made: what they train may still be submitted.
 func (a *Agent) waitJobs(ctx context.Context) {
-	for a.jobs.running() > 0 && ctx.Err() == nil && time.Until(a.Env.CurrentDeadline()) > stopMargin {
+	for a.jobs.running() > 0 && ctx.Err() == nil && time.Until(a.Env.CurrentDeadline()) > a.margin {
 		sleep(ctx, time.Second)
 	}
 }

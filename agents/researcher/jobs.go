@@ -188,7 +188,7 @@ func (a *Agent) jobCheck(ctx context.Context, args json.RawMessage) (string, err
 	if err := decode(args, &in); err != nil {
 		return "", err
 	}
-	if w := min(time.Duration(in.WaitS)*time.Second, maxJobWait, time.Until(a.Env.CurrentDeadline())-stopMargin); w > 0 {
+	if w := min(time.Duration(in.WaitS)*time.Second, maxJobWait, time.Until(a.Env.CurrentDeadline())-a.margin); w > 0 {
 		a.jobs.wait(ctx, in.ID, w)
 	}
 	a.mu.Lock()

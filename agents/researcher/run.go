@@ -25,7 +25,7 @@ func (a *Agent) timeout(asked int) time.Duration {
 	if asked > 0 {
 		d = min(time.Duration(asked)*time.Second, maxTimeout)
 	}
-	if left := time.Until(a.Env.CurrentDeadline()) - stopMargin; left < d {
+	if left := time.Until(a.Env.CurrentDeadline()) - a.margin; left < d {
 		d = max(left, time.Second)
 	}
 	return d

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"os/exec"
 	"strings"
 	"sync"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/process/certify"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/testkit/llmfake"
 )
 
 const certImage = "mlrb-certagent:e2e"
@@ -68,7 +71,34 @@ func TestCertify(t *testing.T) {
 	for mode := range fails {
 		defs["cert-"+mode] = "image: " + certImage + "\nprovider: openai\nmodel: gpt-4o\nenv: {CERTAGENT_MODE: " + mode + "}\n"
 	}
-	e := dockerEnv(t, "MLRB_AGENTS_DIR="+agentDefs(t, defs))
+	// mlrb's LLM agent on a scripted model: a baseline trained, a long
+	// job waited on until it ends (or is lost to a crash), the model
+	// submitted; every scenario's run follows it.
+	script := &llmfake.Script{Next: func(pos int, body []byte) (llmfake.Turn, error) {
+		texts := llmfake.Texts(body)
+		switch {
+		case pos == 0:
+			return llmfake.Turn{Calls: []llmfake.ToolCall{{Name: "shell", Args: map[string]any{"command": "mlrb train --out output/model"}}}}, nil
+		case pos == 1:
+			return llmfake.Turn{Calls: []llmfake.ToolCall{{Name: "job_start", Args: map[string]any{"command": "sleep 15; echo epoch done"}}}}, nil
+		case strings.Contains(texts, "job-1 exited") || strings.Contains(texts, "job job-1 was running and is gone"):
+			return llmfake.Turn{Calls: []llmfake.ToolCall{{Name: "submit", Args: map[string]any{"model_dir": "output/model", "done": true}}}}, nil
+		}
+		return llmfake.Turn{Calls: []llmfake.ToolCall{{Name: "job_check", Args: map[string]any{"id": "job-1", "wait_s": 120}}}}, nil
+	}}
+	fake := &llmfake.Fake{OpenAIKey: gwOpenAIKey, AnthropicKey: gwAnthropicKey, Script: script}
+	up, err := fake.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fake.Close() })
+	envFile := filepath.Join(t.TempDir(), "agent.env")
+	if err := os.WriteFile(envFile, []byte("OPENAI_API_KEY="+gwOpenAIKey+"\nANTHROPIC_API_KEY="+gwAnthropicKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	buildBusyboxImage(t, researcherImage, "researcher.Dockerfile")
+	defs["cert-researcher"] = "image: " + researcherImage + "\nprovider: openai\nmodel: gpt-4o\nargs: [/mlrb, researcher]\n"
+	e := dockerEnv(t, "MLRB_AGENTS_DIR="+agentDefs(t, defs), "MLRB_AGENT_ENV_FILE="+envFile, "MLRB_GATEWAY_OPENAI_URL="+up+"/v1", "MLRB_GATEWAY_ANTHROPIC_URL="+up)
 	e.timeout = 10 * time.Minute
 	var wg sync.WaitGroup
 	certs := map[string]*certify.Certificate{}
@@ -86,8 +116,13 @@ func TestCertify(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if c := certs["cert-ref"]; !c.Passed() || c.Line() != "5/5 passed" {
-		t.Errorf("the reference image: %s: %+v", c.Line(), c.Checks)
+	for _, name := range []string{"cert-ref", "cert-researcher"} {
+		if c := certs[name]; !c.Passed() || c.Line() != "5/5 passed" {
+			t.Errorf("%s: %s: %+v", name, c.Line(), c.Checks)
+		}
+	}
+	if err := script.Err(); err != nil {
+		t.Errorf("the scripted model: %v", err)
 	}
 	for mode, want := range fails {
 		c := certs["cert-"+mode]
