@@ -37,6 +37,7 @@ func (a *Attempts) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, e
 	}
 	defer lv.close()
 	at := a.attempt(in.RunID, in.Attempt)
+	at.state = in.definition().StatePaths
 	// The attempt's files are gone with it: its work is in the checkpoints.
 	defer a.removeAttempt(at)
 	log := a.Logger.With(zap.String("run", in.RunID), zap.Int("attempt", in.Attempt))

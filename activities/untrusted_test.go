@@ -157,10 +157,10 @@ func TestPrepareNeverMakesDirectoriesThroughALink(t *testing.T) {
 	if err := w.Prepare(t.Context(), at, "", nil); err != nil {
 		t.Fatal(err) // a fresh start: the old tree is removed first
 	}
-	root := t.TempDir()
-	symlink(t, host, filepath.Join(root, "app", "work"))
+	cat := &attempt{runID: "r", n: 2, dir: t.TempDir()}
+	symlink(t, host, filepath.Join(cat.Root(), "app", "work"))
 	cw := &ContainerWorkspace{Workdir: "/app/work"}
-	if err := cw.mkdirs(root); !errors.Is(err, safefs.ErrRefused) {
+	if err := cw.mkdirs(cat); !errors.Is(err, safefs.ErrRefused) {
 		t.Fatalf("mkdirs through /app/work -> host: %v; want a refusal", err)
 	}
 	if _, err := os.Stat(filepath.Join(host, "output")); !os.IsNotExist(err) {

@@ -73,6 +73,9 @@ type attempt struct {
 	door string
 	// allow is the attempt's share of the worker.
 	allow *allowance
+	// state are the agent's declared state paths (its definition's
+	// state_paths), checkpointed with its workspace.
+	state []string
 }
 
 // doorSocket is a gateway socket's name in its door dir.

@@ -63,24 +63,54 @@ func (w *ContainerWorkspace) Prepare(ctx context.Context, at *attempt, image str
 	}
 	var err error
 	if m != nil {
+		if err = stateRestored(m, at.state); err != nil {
+			return err
+		}
 		err = w.Engine.Restore(ctx, m, at.Root())
 	} else {
 		if image == "" {
 			image = w.BuiltinImage
 		}
-		err = w.Docker.Seed(ctx, image, w.Paths, at.Root())
+		err = w.Docker.Seed(ctx, image, w.paths(at), at.Root())
 	}
 	if err != nil {
 		return err
 	}
-	return w.mkdirs(at.Root())
+	return w.mkdirs(at)
+}
+
+// paths are the attempt's checkpointed paths: the worker's and the
+// agent's declared state paths.
+func (w *ContainerWorkspace) paths(at *attempt) []string {
+	out := slices.Clone(w.Paths)
+	for _, p := range at.state {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// stateRestored: a checkpoint holds each declared state path, so the
+// agent's memory comes back whole; one that does not (taken before the
+// path was declared) is refused, as the infrastructure's failure, never
+// restored to an agent that would go on without its memory.
+func stateRestored(m *checkpoint.Manifest, state []string) error {
+	for _, p := range state {
+		rel := strings.TrimPrefix(path.Clean(p), "/")
+		if !slices.ContainsFunc(m.Files, func(f checkpoint.File) bool { return f.Path == rel }) {
+			return fmt.Errorf("checkpoint #%d holds no %s, one of the agent's state_paths: its memory would not come back whole", m.Seq, p)
+		}
+	}
+	return nil
 }
 
 // mkdirs makes what every mount needs, its source, and the agent its
 // output dir, under the restored root. The tree is the agent's: a link it
 // left (/app/work -> /etc) is refused, never followed to make directories
 // on the host.
-func (w *ContainerWorkspace) mkdirs(dir string) error {
+func (w *ContainerWorkspace) mkdirs(at *attempt) error {
+	dir := at.Root()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -89,7 +119,7 @@ func (w *ContainerWorkspace) mkdirs(dir string) error {
 		return err
 	}
 	defer func() { _ = root.Close() }()
-	dirs := append(slices.Clone(w.Paths), path.Join(w.Workdir, contract.OutputDir))
+	dirs := append(w.paths(at), path.Join(w.Workdir, contract.OutputDir))
 	if h := w.home(); h != "" {
 		dirs = append(dirs, h)
 	}
@@ -133,7 +163,7 @@ func (w *ContainerWorkspace) AgentTask(at *attempt, command []string, image stri
 		// The control dir, not its file, is mounted: a rewrite replaces
 		// the file, which a file mount would not follow.
 		Binds: []string{at.Spec() + ":" + spec + ":ro", at.Prompt() + ":" + prompt + ":ro", at.Control() + ":" + containerControlDir + ":ro"}}
-	for _, p := range w.Paths {
+	for _, p := range w.paths(at) {
 		t.Binds = append(t.Binds, w.onHost(at, p)+":"+p)
 	}
 	if image != "" {

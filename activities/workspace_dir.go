@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sync"
 
+	"go.temporal.io/sdk/temporal"
+
 	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
@@ -28,6 +30,10 @@ type DirWorkspace struct {
 
 // Prepare restores m into the attempt's work dir, or makes it empty.
 func (w *DirWorkspace) Prepare(ctx context.Context, at *attempt, _ string, m *checkpoint.Manifest) error {
+	if len(at.state) > 0 {
+		err := fmt.Errorf("state_paths %v: a process agent has no filesystem but its work dir; run it under host.runtime docker", at.state)
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, err)
+	}
 	if err := os.RemoveAll(at.Workdir()); err != nil {
 		return err
 	}

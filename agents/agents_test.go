@@ -92,6 +92,12 @@ func TestStrictDefinitions(t *testing.T) {
 		"bad image":       {"name: x\nimage: 'A B'\nprovider: openai\n", "image \"A B\""},
 		"model spaces":    {"name: x\nimage: a:1\nprovider: openai\nmodel: 'gpt 4o'\n", "model:"},
 		"empty":           {"", "empty"},
+		"state relative":  {"name: x\nimage: a:1\nprovider: openai\nstate_paths: [.claude]\n", `state_paths[0] ".claude" is not an absolute, clean path`},
+		"state root":      {"name: x\nimage: a:1\nprovider: openai\nstate_paths: [/]\n", "is the container's root"},
+		"state kernel":    {"name: x\nimage: a:1\nprovider: openai\nstate_paths: [/proc/x]\n", "is the kernel's"},
+		"state nested":    {"name: x\nimage: a:1\nprovider: openai\nstate_paths: [/root/.claude, /root/.claude/projects]\n", "inside state_paths[0]"},
+		"state builtin":   {"name: x\nbuiltin: noop\nstate_paths: [/root/.claude]\n", "keeps its state in its work dir"},
+		"researcher bare": {"name: x\nbuiltin: researcher\n", "mlrb's LLM agent: give provider"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -16,8 +16,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -55,10 +57,14 @@ type Definition struct {
 	// llm_budget_usd; without them the person is unassisted and the
 	// container reaches no gateway.
 	Human bool `yaml:"human,omitempty" json:"human,omitempty"`
+	// StatePaths are directories outside the workspace where the agent
+	// keeps its memory (Claude Code's ~/.claude, say): checkpointed and
+	// restored with the workspace, within its limits (container runtime).
+	StatePaths []string `yaml:"state_paths,omitempty" json:"state_paths,omitempty"`
 }
 
 // Fields are a definition's YAML fields, for error messages.
-var Fields = []string{"name", "description", "image", "builtin", "provider", "model", "env", "secrets", "args", "llm_budget_usd", "human"}
+var Fields = []string{"name", "description", "image", "builtin", "provider", "model", "env", "secrets", "args", "llm_budget_usd", "human", "state_paths"}
 
 // Providers an agent may name.
 var Providers = []string{"openai", "anthropic"}
@@ -149,6 +155,44 @@ func (d *Definition) Validate() error {
 	for i, a := range d.Args {
 		if len(a) > maxValue {
 			return fmt.Errorf("args[%d]: at most %d bytes", i, maxValue)
+		}
+	}
+	return d.checkStatePaths()
+}
+
+// maxStatePaths bounds a definition's state paths.
+const maxStatePaths = 8
+
+// kernelTrees are where no agent keeps memory: the runtime's own.
+var kernelTrees = []string{"/proc", "/sys", "/dev"}
+
+// checkStatePaths: absolute, clean directories, none the root, a kernel
+// tree or inside another; image agents only (a built-in agent keeps
+// everything in its work dir).
+func (d *Definition) checkStatePaths() error {
+	if len(d.StatePaths) > 0 && d.Builtin != "" {
+		return fmt.Errorf("state_paths: builtin agent %s keeps its state in its work dir; state paths are an image agent's", d.Builtin)
+	}
+	if len(d.StatePaths) > maxStatePaths {
+		return fmt.Errorf("state_paths: at most %d", maxStatePaths)
+	}
+	for i, p := range d.StatePaths {
+		bad := ""
+		switch {
+		case !path.IsAbs(p) || path.Clean(p) != p || len(p) > 256:
+			bad = "is not an absolute, clean path (e.g. /root/.claude)"
+		case p == "/":
+			bad = "is the container's root: name the directory the agent keeps its memory in"
+		case slices.ContainsFunc(kernelTrees, func(k string) bool { return p == k || strings.HasPrefix(p, k+"/") }):
+			bad = "is the kernel's, not the agent's"
+		}
+		for j, q := range d.StatePaths {
+			if bad == "" && i != j && (p == q || strings.HasPrefix(p, q+"/")) {
+				bad = "is inside state_paths[" + strconv.Itoa(j) + "] " + q
+			}
+		}
+		if bad != "" {
+			return fmt.Errorf("state_paths[%d] %q %s", i, p, bad)
 		}
 	}
 	return nil

@@ -71,6 +71,9 @@ func TestCertify(t *testing.T) {
 	for mode := range fails {
 		defs["cert-"+mode] = "image: " + certImage + "\nprovider: openai\nmodel: gpt-4o\nenv: {CERTAGENT_MODE: " + mode + "}\n"
 	}
+	// The same memory outside the workspace, declared: checkpointed with
+	// it, so the agent keeps the contract.
+	defs["cert-declared"] = defs["cert-outside"] + "state_paths: [/tmp/certagent]\n"
 	// mlrb's LLM agent on a scripted model: a baseline trained, a long
 	// job waited on until it ends (or is lost to a crash), the model
 	// submitted; every scenario's run follows it.
@@ -116,7 +119,7 @@ func TestCertify(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	for _, name := range []string{"cert-ref", "cert-researcher"} {
+	for _, name := range []string{"cert-ref", "cert-researcher", "cert-declared"} {
 		if c := certs[name]; !c.Passed() || c.Line() != "5/5 passed" {
 			t.Errorf("%s: %s: %+v", name, c.Line(), c.Checks)
 		}
