@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/mlrb/mlrb/internal/run/runs"
+	"github.com/mlrb/mlrb/internal/scoring/certificate"
 	"github.com/mlrb/mlrb/internal/scoring/leaderboard"
 	"github.com/mlrb/mlrb/internal/scoring/resume"
 	"github.com/mlrb/mlrb/internal/scoring/runresults"
@@ -41,6 +42,16 @@ func (a *Records) StoreResult(ctx context.Context, in StoreResultInput) error {
 	b, err := a.complete(ctx, in.Result)
 	if err != nil {
 		return fmt.Errorf("store result of %s: %w", in.RunID, err)
+	}
+	// The run's record carries its agent's certificate as it stands at
+	// the run's end, and so does its bundle.
+	var agent struct {
+		Def *runs.AgentRef `json:"agent_definition"`
+	}
+	if json.Unmarshal(b, &agent) == nil && agent.Def != nil && agent.Def.Hash != "" {
+		if err := certificate.Record(ctx, a.Engine.Store, in.RunID, agent.Def.Hash); err != nil {
+			return err
+		}
 	}
 	return runresults.Put(ctx, a.Engine.Store, in.RunID, b)
 }

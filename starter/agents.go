@@ -10,8 +10,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/mlrb/mlrb/agents"
-	"github.com/mlrb/mlrb/internal/process/certify"
 	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/scoring/certificate"
 )
 
 func agentsCmd() *cobra.Command {
@@ -85,7 +85,7 @@ func certificates(g *globals) func(hash string) string {
 		if err != nil {
 			return "—"
 		}
-		c, err := certify.Load(g.ctx, store, hash)
+		c, err := certificate.Load(g.ctx, store, hash)
 		if err != nil || c == nil {
 			return "—"
 		}

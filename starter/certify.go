@@ -15,6 +15,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/process/certify"
 	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/scoring/certificate"
 	"github.com/mlrb/mlrb/tasks"
 )
 
@@ -132,7 +133,7 @@ func isFile(p string) bool {
 	return err == nil && st.Mode().IsRegular()
 }
 
-func printCertificate(g *globals, c *certify.Certificate) error {
+func printCertificate(g *globals, c *certificate.Certificate) error {
 	fmt.Fprintf(g.out, "%s (%s) on %s under %s: %s\n", c.Agent, c.DefinitionHash[:19], c.Task, c.Runtime, c.Line())
 	tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
 	for _, ch := range c.Checks {

@@ -17,6 +17,7 @@ import (
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/scoring/anchors"
 	"github.com/mlrb/mlrb/internal/scoring/campaign"
+	"github.com/mlrb/mlrb/internal/scoring/certificate"
 	"github.com/mlrb/mlrb/internal/scoring/leaderboard"
 	"github.com/mlrb/mlrb/internal/scoring/results"
 )
@@ -192,7 +193,8 @@ func printBenchmark(g *globals, id, format string) error {
 
 // withAnchors gives the setup the anchors of the runs' tasks as they are
 // now (the store's measurements, else the catalog's): anchors measured
-// after a benchmark ended apply to its leaderboard too.
+// after a benchmark ended apply to its leaderboard too; and so do the
+// agents' certificates.
 func withAnchors(g *globals, setup leaderboard.Setup, results []runs.Result) (leaderboard.Setup, error) {
 	_, cat, err := g.catalog()
 	if err != nil {
@@ -206,6 +208,7 @@ func withAnchors(g *globals, setup leaderboard.Setup, results []runs.Result) (le
 	for i, r := range results {
 		ids[i] = r.Task
 	}
+	setup.Certified = certificate.Lines(g.ctx, store, results)
 	setup.Anchors, err = anchors.ForLeaderboard(g.ctx, store, cat, ids)
 	return setup, err
 }

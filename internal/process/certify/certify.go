@@ -18,6 +18,7 @@ import (
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/process/app"
 	"github.com/mlrb/mlrb/internal/run/runs"
+	"github.com/mlrb/mlrb/internal/scoring/certificate"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"github.com/mlrb/mlrb/workflows"
@@ -57,7 +58,7 @@ const (
 
 // Run certifies o.Agent: the worker started, the scenarios run, the
 // certificate built and kept in the store.
-func Run(ctx context.Context, o Options) (*Certificate, error) {
+func Run(ctx context.Context, o Options) (*certificate.Certificate, error) {
 	suffix := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffff)
 	w, err := newWorker(o.WorkerBin, o.Config, "certify-"+suffix)
 	if err != nil {
@@ -77,7 +78,7 @@ func Run(ctx context.Context, o Options) (*Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w\nthe worker's log ends:\n%s", err, w.logTail())
 	}
-	return cert, Keep(ctx, o.Store, cert)
+	return cert, certificate.Keep(ctx, o.Store, cert)
 }
 
 // session is one certification under way.
@@ -98,7 +99,7 @@ func (s *session) say(format string, a ...any) {
 
 // scenarios runs the plain, SIGTERM and extended runs at once, then the
 // crash alone (a worker's death takes every run on it).
-func (s *session) scenarios(ctx context.Context) (*Certificate, error) {
+func (s *session) scenarios(ctx context.Context) (*certificate.Certificate, error) {
 	plain, err := s.start(ctx, "plain", seedPlain, s.o.TimeLimit)
 	if err != nil {
 		return nil, err
@@ -124,7 +125,7 @@ func (s *session) scenarios(ctx context.Context) (*Certificate, error) {
 		return nil, err
 	}
 	results["resume"] = res
-	cert := &Certificate{Agent: s.o.Agent.Name, DefinitionHash: s.o.Agent.Hash(), Task: s.o.Task, At: time.Now().UTC(), Runtime: string(s.o.Config.Host.Runtime)}
+	cert := &certificate.Certificate{Agent: s.o.Agent.Name, DefinitionHash: s.o.Agent.Hash(), Task: s.o.Task, At: time.Now().UTC(), Runtime: string(s.o.Config.Host.Runtime)}
 	if r := results["plain"]; r.AgentDef != nil {
 		cert.Image = r.AgentDef.Image
 	}
@@ -132,7 +133,7 @@ func (s *session) scenarios(ctx context.Context) (*Certificate, error) {
 	// What the agent does with a far deadline tells what it would have
 	// done with the near ones.
 	unhurried := results["plain"].Budget.UsedS
-	cert.Checks = []Check{
+	cert.Checks = []certificate.Check{
 		ev.plain(ctx, results["plain"]),
 		ev.sigterm(ctx, results["sigterm"], unhurried, s.o.Short, s.o.Config.Agent.Grace),
 		ev.resume(ctx, results["resume"], s.restored),

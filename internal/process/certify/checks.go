@@ -14,6 +14,7 @@ import (
 	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/sandbox/transcript"
+	"github.com/mlrb/mlrb/internal/scoring/certificate"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 )
@@ -62,11 +63,11 @@ func (e *evidence) llmCalls(ctx context.Context, run string) []transcript.Call {
 // plain: a model, submission.json, and usage.json when the agent called
 // an LLM, in the final checkpoint; nothing written outside the
 // workspace (where the runtime can tell).
-func (e *evidence) plain(ctx context.Context, res *runs.Result) Check {
-	ch := Check{Name: "plain", Run: res.RunID}
+func (e *evidence) plain(ctx context.Context, res *runs.Result) certificate.Check {
+	ch := certificate.Check{Name: "plain", Run: res.RunID}
 	fin := final(e.manifests(ctx, res.RunID))
 	if (res.Outcome != runs.OutcomeScored && res.Outcome != runs.OutcomeLimitReached) || res.Score == nil || fin == nil {
-		ch.Status, ch.Summary = Fail, fmt.Sprintf("the run ended %s: %s", res.Outcome, res.Reason)
+		ch.Status, ch.Summary = certificate.Fail, fmt.Sprintf("the run ended %s: %s", res.Outcome, res.Reason)
 		return ch
 	}
 	key := checkpoint.ManifestKey(res.RunID, fin.Seq)
@@ -84,13 +85,13 @@ func (e *evidence) plain(ctx context.Context, res *runs.Result) Check {
 	outside := e.outside(ctx, res)
 	switch {
 	case len(missing) > 0:
-		ch.Status, ch.Summary = Fail, fmt.Sprintf("scored, but the final checkpoint #%d holds no %s (the contract's files)", fin.Seq, strings.Join(missing, ", "))
+		ch.Status, ch.Summary = certificate.Fail, fmt.Sprintf("scored, but the final checkpoint #%d holds no %s (the contract's files)", fin.Seq, strings.Join(missing, ", "))
 	case len(outside) > 0:
-		ch.Status = Fail
+		ch.Status = certificate.Fail
 		ch.Summary = fmt.Sprintf("wrote outside the workspace and its declared state paths: %s", strings.Join(outside[:min(len(outside), 5)], ", "))
 		ch.Evidence = append(ch.Evidence, outside...)
 	default:
-		ch.Status = Pass
+		ch.Status = certificate.Pass
 		ch.Summary = fmt.Sprintf("scored %s with %s in the final checkpoint #%d", score(res), strings.Join(want, " and "), fin.Seq)
 	}
 	return ch
@@ -133,8 +134,8 @@ func lastAttempt(res *runs.Result) runs.AttemptRecord {
 // that stopped before it (its own reading of the deadline) left its
 // submission. unhurried is the agent time it takes with a far deadline
 // (the plain run's): one done before the SIGTERM comes is not tested.
-func (e *evidence) sigterm(ctx context.Context, res *runs.Result, unhurried float64, limit, grace time.Duration) Check {
-	ch := Check{Name: "sigterm", Run: res.RunID}
+func (e *evidence) sigterm(ctx context.Context, res *runs.Result, unhurried float64, limit, grace time.Duration) certificate.Check {
+	ch := certificate.Check{Name: "sigterm", Run: res.RunID}
 	a := lastAttempt(res)
 	g := min(grace, limit/4)
 	soft := (limit - g).Seconds()
@@ -147,17 +148,17 @@ func (e *evidence) sigterm(ctx context.Context, res *runs.Result, unhurried floa
 	}
 	switch {
 	case a.End == "exited" && unhurried < soft:
-		ch.Status, ch.Summary = NotApplicable, fmt.Sprintf("the agent is done in %.1f s unhurried, before the SIGTERM at %.0f s", unhurried, soft)
+		ch.Status, ch.Summary = certificate.NotApplicable, fmt.Sprintf("the agent is done in %.1f s unhurried, before the SIGTERM at %.0f s", unhurried, soft)
 	case a.End != "exited" && a.End != "deadline":
-		ch.Status, ch.Summary = Fail, fmt.Sprintf("the attempt ended %s (%s), not at its deadline", a.End, a.Detail)
+		ch.Status, ch.Summary = certificate.Fail, fmt.Sprintf("the attempt ended %s (%s), not at its deadline", a.End, a.Detail)
 	case strings.HasPrefix(a.Detail, activities.KilledAfterGrace):
-		ch.Status, ch.Summary = Fail, fmt.Sprintf("ignored SIGTERM: killed %s after it, at the hard deadline (agent.grace, at most a quarter of the budget)", g)
+		ch.Status, ch.Summary = certificate.Fail, fmt.Sprintf("ignored SIGTERM: killed %s after it, at the hard deadline (agent.grace, at most a quarter of the budget)", g)
 	case !submitted:
-		ch.Status, ch.Summary = Fail, "stopped at its deadline without output/submission.json in its final checkpoint"
+		ch.Status, ch.Summary = certificate.Fail, "stopped at its deadline without output/submission.json in its final checkpoint"
 	case a.End == "exited":
-		ch.Status, ch.Summary = Pass, fmt.Sprintf("stopped on its own at %.1f s, before the SIGTERM at %.0f s, with its submission in the final checkpoint #%d", a.ToS, soft, fin.Seq)
+		ch.Status, ch.Summary = certificate.Pass, fmt.Sprintf("stopped on its own at %.1f s, before the SIGTERM at %.0f s, with its submission in the final checkpoint #%d", a.ToS, soft, fin.Seq)
 	default:
-		ch.Status = Pass
+		ch.Status = certificate.Pass
 		ch.Summary = fmt.Sprintf("exited within %s of SIGTERM (at %.1f s) with its submission in the final checkpoint #%d; scored %s", g, a.ToS, fin.Seq, score(res))
 	}
 	return ch
@@ -166,8 +167,8 @@ func (e *evidence) sigterm(ctx context.Context, res *runs.Result, unhurried floa
 // extend: with the deadline extended while it ran, an agent that works
 // past the original deadline when unhurried (the plain run) worked past
 // it: it reads MLRB_DEADLINE_FILE, not only its start's deadline.
-func (e *evidence) extend(_ context.Context, res *runs.Result, unhurried float64, limit time.Duration, extendErr error) Check {
-	ch := Check{Name: "extend", Run: res.RunID}
+func (e *evidence) extend(_ context.Context, res *runs.Result, unhurried float64, limit time.Duration, extendErr error) certificate.Check {
+	ch := certificate.Check{Name: "extend", Run: res.RunID}
 	a := lastAttempt(res)
 	used, orig := res.Budget.UsedS, limit.Seconds()
 	ch.Figures = map[string]float64{"agent_s": used, "original_deadline_s": orig, "granted_s": res.Budget.GrantedS(), "unhurried_s": unhurried}
@@ -175,13 +176,13 @@ func (e *evidence) extend(_ context.Context, res *runs.Result, unhurried float64
 	const margin = 0.5
 	switch {
 	case extendErr != nil:
-		ch.Status, ch.Summary = NotApplicable, fmt.Sprintf("the run could not be extended while it ran: %v", extendErr)
+		ch.Status, ch.Summary = certificate.NotApplicable, fmt.Sprintf("the run could not be extended while it ran: %v", extendErr)
 	case used > orig+margin:
-		ch.Status, ch.Summary = Pass, fmt.Sprintf("worked to %.1f s, past the original deadline of %.0f s", used, orig)
+		ch.Status, ch.Summary = certificate.Pass, fmt.Sprintf("worked to %.1f s, past the original deadline of %.0f s", used, orig)
 	case unhurried <= orig+margin:
-		ch.Status, ch.Summary = NotApplicable, fmt.Sprintf("the agent is done in %.1f s unhurried, before the original deadline of %.0f s", unhurried, orig)
+		ch.Status, ch.Summary = certificate.NotApplicable, fmt.Sprintf("the agent is done in %.1f s unhurried, before the original deadline of %.0f s", unhurried, orig)
 	default:
-		ch.Status = Fail
+		ch.Status = certificate.Fail
 		ch.Summary = fmt.Sprintf("stopped at %.1f s, by the original deadline (%.0f s), though extended while it ran and %.1f s of work unhurried: it does not read MLRB_DEADLINE_FILE", used, orig, unhurried)
 	}
 	return ch

@@ -11,6 +11,7 @@ import (
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/sandbox/transcript"
+	"github.com/mlrb/mlrb/internal/scoring/certificate"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 )
@@ -19,10 +20,10 @@ import (
 // restored, measured: LLM calls it made again that the checkpoint had
 // answers to, files it rewrote that were restored unchanged, and the
 // agent time it took to be back where it was.
-func (e *evidence) resume(ctx context.Context, res *runs.Result, atCrash *checkpoint.Manifest) Check {
-	ch := Check{Name: "resume", Run: res.RunID}
+func (e *evidence) resume(ctx context.Context, res *runs.Result, atCrash *checkpoint.Manifest) certificate.Check {
+	ch := certificate.Check{Name: "resume", Run: res.RunID}
 	if len(res.AttemptLog) < 2 || res.AttemptLog[0].End != "lost" {
-		ch.Status, ch.Summary = Fail, fmt.Sprintf("the crash did not lose the attempt (%d attempts): the run was not resumed", len(res.AttemptLog))
+		ch.Status, ch.Summary = certificate.Fail, fmt.Sprintf("the crash did not lose the attempt (%d attempts): the run was not resumed", len(res.AttemptLog))
 		return ch
 	}
 	first, second := res.AttemptLog[0], res.AttemptLog[1]
@@ -36,7 +37,7 @@ func (e *evidence) resume(ctx context.Context, res *runs.Result, atCrash *checkp
 		for _, m := range ms {
 			have = append(have, fmt.Sprintf("#%d of attempt %d", m.Seq, m.Attempt))
 		}
-		ch.Status = Fail
+		ch.Status = certificate.Fail
 		ch.Summary = fmt.Sprintf("the run has no checkpoint of the lost attempt %d and one of the resumed attempt %d to compare (it has %s)", first.N, second.N, strings.Join(have, ", "))
 		return ch
 	}
@@ -52,13 +53,13 @@ func (e *evidence) resume(ctx context.Context, res *runs.Result, atCrash *checkp
 	ch.Evidence = append(ch.Evidence, again[:min(len(again), 5)]...)
 	switch {
 	case len(again) > 0:
-		ch.Status = Fail
+		ch.Status = certificate.Fail
 		ch.Summary = fmt.Sprintf("made %d LLM call(s) again that the restored checkpoint #%d had the answers to: it does not resume its conversation", len(again), restored.Seq)
 	case len(rewritten) >= 3 && len(rewritten)*4 >= regular:
-		ch.Status = Fail
+		ch.Status = certificate.Fail
 		ch.Summary = fmt.Sprintf("rewrote %d of the %d files checkpoint #%d restored, unchanged: it starts over on a restored workspace", len(rewritten), regular, restored.Seq)
 	default:
-		ch.Status = Pass
+		ch.Status = certificate.Pass
 		ch.Summary = fmt.Sprintf("went on from checkpoint #%d (%.1f s): no call made again, %d of %d restored files rewritten unchanged; %.1f s of agent work lost to the crash; scored %s",
 			restored.Seq, second.FromS, len(rewritten), regular, res.Budget.LostS, score(res))
 	}
@@ -130,8 +131,8 @@ var providers = []string{"api.openai.com", "api.anthropic.com"}
 
 // sandbox: the agent ran as a user other than root, with no way out but
 // the door, and made its LLM calls through the gateway only.
-func (e *evidence) sandbox(ctx context.Context, res *runs.Result) Check {
-	ch := Check{Name: "sandbox", Run: res.RunID}
+func (e *evidence) sandbox(ctx context.Context, res *runs.Result) certificate.Check {
+	ch := certificate.Check{Name: "sandbox", Run: res.RunID}
 	key := activities.PolicyKey(res.RunID, 1)
 	b, err := blob.ReadAll(ctx, e.store, key, 1<<20)
 	var p activities.AttemptPolicy
@@ -139,12 +140,12 @@ func (e *evidence) sandbox(ctx context.Context, res *runs.Result) Check {
 		err = json.Unmarshal(b, &p)
 	}
 	if err != nil {
-		ch.Status, ch.Summary = Fail, fmt.Sprintf("the run's sandbox policy (%s) is unreadable: %v", key, err)
+		ch.Status, ch.Summary = certificate.Fail, fmt.Sprintf("the run's sandbox policy (%s) is unreadable: %v", key, err)
 		return ch
 	}
 	ch.Evidence = append(ch.Evidence, key)
 	if p.Sandbox.Runtime != "docker" {
-		ch.Status, ch.Summary = NotApplicable, fmt.Sprintf("host.runtime %s has no sandbox: certify an image agent under host.runtime docker", p.Sandbox.Runtime)
+		ch.Status, ch.Summary = certificate.NotApplicable, fmt.Sprintf("host.runtime %s has no sandbox: certify an image agent under host.runtime docker", p.Sandbox.Runtime)
 		return ch
 	}
 	calls, _ := transcript.List(ctx, e.store, res.RunID, 0)
@@ -164,15 +165,15 @@ func (e *evidence) sandbox(ctx context.Context, res *runs.Result) Check {
 	user := p.Sandbox.User
 	switch {
 	case user == "" || user == "0" || user == "root" || strings.HasPrefix(user, "0:") || strings.HasPrefix(user, "root:"):
-		ch.Status, ch.Summary = Fail, fmt.Sprintf("ran as %q: root in its container", user)
+		ch.Status, ch.Summary = certificate.Fail, fmt.Sprintf("ran as %q: root in its container", user)
 	case p.Sandbox.Network != "door" && p.Sandbox.Network != "none":
-		ch.Status, ch.Summary = Fail, fmt.Sprintf("its network was %q, not the door", p.Sandbox.Network)
+		ch.Status, ch.Summary = certificate.Fail, fmt.Sprintf("its network was %q, not the door", p.Sandbox.Network)
 	case len(around) > 0:
-		ch.Status, ch.Summary, ch.Evidence = Fail, "tried to reach a provider around the gateway: "+around[0], append(ch.Evidence, around...)
+		ch.Status, ch.Summary, ch.Evidence = certificate.Fail, "tried to reach a provider around the gateway: "+around[0], append(ch.Evidence, around...)
 	case len(refused) > 0:
-		ch.Status, ch.Summary, ch.Evidence = Fail, "tried connections the door refused: "+refused[0], append(ch.Evidence, refused...)
+		ch.Status, ch.Summary, ch.Evidence = certificate.Fail, "tried connections the door refused: "+refused[0], append(ch.Evidence, refused...)
 	default:
-		ch.Status = Pass
+		ch.Status = certificate.Pass
 		ch.Summary = fmt.Sprintf("ran as %s with network %s; every connection went through the door, every LLM call through the gateway", user, p.Sandbox.Network)
 	}
 	return ch

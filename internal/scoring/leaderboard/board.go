@@ -25,7 +25,11 @@ type Board struct {
 // Build computes the board of runs under setup.
 func Build(runs []Entry, setup Setup) Board {
 	rows := Summarise(runs, setup.Anchors)
-	return Board{Rows: rows, Pairs: Paired(runs, setup.Anchors), Agents: Agents(rows), Cost: CostOf(runs),
+	agents := Agents(rows)
+	for i := range agents {
+		agents[i].Certified = setup.Certified[agents[i].Agent]
+	}
+	return Board{Rows: rows, Pairs: Paired(runs, setup.Anchors), Agents: agents, Cost: CostOf(runs),
 		Warnings: append(anchorWarnings(runs, setup.Anchors), flagLines(runs)...), EqualSpend: EqualSpend(runs)}
 }
 

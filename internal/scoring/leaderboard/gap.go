@@ -44,7 +44,9 @@ func (a Anchor) GapClosed(score float64) (pct float64, near bool) {
 // Welch–Satterthwaite's over the tasks' seeds: tasks are fixed), and
 // what its runs cost.
 type AgentSummary struct {
-	Agent       string  `json:"agent"`
+	Agent string `json:"agent"`
+	// Certified is its certification's line ("": none known).
+	Certified   string  `json:"certified,omitempty"`
 	Runs        int     `json:"runs"`
 	Scored      int     `json:"scored"`
 	AgentFailed int     `json:"agent_failed"`

@@ -185,6 +185,9 @@ type Setup struct {
 	// Anchors are the tasks' baseline and top scores, where known: each
 	// row's gap closed is measured against them.
 	Anchors map[string]Anchor `json:"anchors,omitempty"`
+	// Certified is each agent's certification (`starter certify`), as a
+	// line: read when the board is shown, never stored with it.
+	Certified map[string]string `json:"-"`
 	// Terse leaves where each anchor comes from (its runs and evaluator
 	// digests, a few hundred characters a task) out of the table format,
 	// which then ends with what a reader acts on; the other formats and

@@ -117,7 +117,7 @@ func jsonAgents(as []AgentSummary) []map[string]any {
 	for _, a := range as {
 		out = append(out, map[string]any{"agent": a.Agent, "runs": a.Runs, "scored": a.Scored, "agent_failed": a.AgentFailed, "invalid": a.Invalid,
 			"success_rate": finite(a.SuccessRate), "success_ci95": interval(a.SuccessLow, a.SuccessHigh),
-			"gap_closed_pct": finite(a.Gap), "gap_closed_ci95": interval(a.GapLow, a.GapHigh), "gap_tasks": a.GapTasks, "cost": a.Cost})
+			"gap_closed_pct": finite(a.Gap), "gap_closed_ci95": interval(a.GapLow, a.GapHigh), "gap_tasks": a.GapTasks, "cost": a.Cost, "certified": a.Certified})
 	}
 	return out
 }
@@ -228,13 +228,17 @@ func gapInterval(g, lo, hi float64) string {
 
 // WriteAgents prints each agent's summary: success rate, gap closed, cost.
 func WriteAgents(w io.Writer, as []AgentSummary) {
-	fmt.Fprintf(w, "%-24s %5s %-20s %-22s %10s %10s\n", "agent", "runs", "success [95 %]", "gap closed % [95 %]", "GPU h", "LLM $")
+	fmt.Fprintf(w, "%-24s %5s %-20s %-22s %10s %10s  %s\n", "agent", "runs", "success [95 %]", "gap closed % [95 %]", "GPU h", "LLM $", "certified")
 	for _, a := range as {
 		gap := "—"
 		if a.GapTasks > 0 {
 			gap = gapInterval(a.Gap, a.GapLow, a.GapHigh) + fmt.Sprintf(" (%d tasks)", a.GapTasks)
 		}
-		fmt.Fprintf(w, "%-24s %5d %-20s %-22s %10.3f %10.2f\n", a.Agent, a.Runs, SuccessCell(a.SuccessRate, a.SuccessLow, a.SuccessHigh), gap, a.Cost.GPUHours, a.Cost.LLMUSD)
+		cert := a.Certified
+		if cert == "" {
+			cert = "—"
+		}
+		fmt.Fprintf(w, "%-24s %5d %-20s %-22s %10.3f %10.2f  %s\n", a.Agent, a.Runs, SuccessCell(a.SuccessRate, a.SuccessLow, a.SuccessHigh), gap, a.Cost.GPUHours, a.Cost.LLMUSD, cert)
 	}
 }
 

@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mlrb/mlrb/internal/process/certify"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/scoring/certificate"
+	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/testkit/llmfake"
 )
 
@@ -44,10 +45,10 @@ func buildCertImage(t *testing.T) {
 }
 
 // certifyJSON runs `starter certify` and reads its certificate.
-func (e *env) certifyJSON(agent string, args ...string) (*certify.Certificate, string, int) {
+func (e *env) certifyJSON(agent string, args ...string) (*certificate.Certificate, string, int) {
 	e.t.Helper()
 	out, errs, code := e.starter(append([]string{"certify", agent, "--json"}, args...)...)
-	var c certify.Certificate
+	var c certificate.Certificate
 	if err := json.Unmarshal([]byte(out), &c); err != nil {
 		e.t.Fatalf("certify %s (exit %d): %v\n%s\n%s", agent, code, err, out, errs)
 	}
@@ -104,7 +105,7 @@ func TestCertify(t *testing.T) {
 	e := dockerEnv(t, "MLRB_AGENTS_DIR="+agentDefs(t, defs), "MLRB_AGENT_ENV_FILE="+envFile, "MLRB_GATEWAY_OPENAI_URL="+up+"/v1", "MLRB_GATEWAY_ANTHROPIC_URL="+up)
 	e.timeout = 10 * time.Minute
 	var wg sync.WaitGroup
-	certs := map[string]*certify.Certificate{}
+	certs := map[string]*certificate.Certificate{}
 	var mu sync.Mutex
 	for name := range defs {
 		wg.Add(1)
@@ -130,11 +131,33 @@ func TestCertify(t *testing.T) {
 	for mode, want := range fails {
 		c := certs["cert-"+mode]
 		for _, ch := range c.Checks {
-			bad := ch.Status == certify.Fail
+			bad := ch.Status == certificate.Fail
 			if bad != (ch.Name == want.check) || (bad && !strings.Contains(ch.Summary, want.says)) {
 				t.Errorf("cert-%s: check %s is %s (%s); want only %s to fail, saying %q; evidence %v", mode, ch.Name, ch.Status, ch.Summary, want.check, want.says, ch.Evidence)
 			}
 		}
+	}
+	// A benchmark's leaderboard shows each agent's certificate, and each
+	// run's record (so its bundle) carries it.
+	e.start("worker", "--dev")
+	e.waitServer()
+	const b = "certified-bench"
+	if _, errs, code := e.starter("benchmark", "--agents", "cert-ref,cert-startover", "--tasks", "mini_baby_lm", "--seeds", "1", "--time-limit", "20s", "--id", b); code != 0 {
+		t.Fatalf("benchmark: %s", errs)
+	}
+	e.awaitBenchmark(b)
+	board, errs, code := e.starter("results", b)
+	if code != 0 || !strings.Contains(board, "5/5 passed") || !strings.Contains(board, "4/5 passed (failed: resume)") {
+		t.Errorf("the leaderboard shows no certificates (exit %d):\n%s%s", code, board, errs)
+	}
+	fsStore, err := blob.NewFS(filepath.Join(e.state, "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := blob.ReadAll(context.Background(), fsStore, certificate.RecordKey(b+"/cert-ref/mini_baby_lm/s1"), 1<<20)
+	var kept certificate.Certificate
+	if err != nil || json.Unmarshal(rec, &kept) != nil || kept.DefinitionHash != certs["cert-ref"].DefinitionHash || !kept.Passed() {
+		t.Errorf("the run's record carries no certificate of its definition: %v %s", err, rec)
 	}
 	out, _, _ := e.starter("agents", "list")
 	if !strings.Contains(out, "5/5 passed") || !strings.Contains(out, "4/5 passed (failed: resume)") {

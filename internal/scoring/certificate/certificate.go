@@ -1,4 +1,9 @@
-package certify
+// Package certificate is an agent definition's certification as `starter
+// certify` makes it (internal/process/certify) and everything after reads
+// it: each check's verdict with its evidence, kept in the store under the
+// definition's hash, shown by the agent list and the leaderboard, and
+// carried in a run's record (so in its bundle).
+package certificate
 
 import (
 	"bytes"
@@ -9,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/store/blob"
 )
 
@@ -116,4 +122,55 @@ func Load(ctx context.Context, store blob.Store, definitionHash string) (*Certif
 		return nil, fmt.Errorf("certificate %s: %w", Key(definitionHash), err)
 	}
 	return &c, nil
+}
+
+// Lines are each agent's certification as of now, by the definition its
+// runs ran ("not certified" when none is kept; "definitions differ" for
+// an agent whose runs ran several).
+func Lines(ctx context.Context, store blob.Store, results []runs.Result) map[string]string {
+	hashes := map[string]map[string]bool{}
+	for _, r := range results {
+		if r.AgentDef == nil || r.AgentDef.Hash == "" {
+			continue
+		}
+		if hashes[r.Agent] == nil {
+			hashes[r.Agent] = map[string]bool{}
+		}
+		hashes[r.Agent][r.AgentDef.Hash] = true
+	}
+	out := map[string]string{}
+	for agent, hs := range hashes {
+		if len(hs) > 1 {
+			out[agent] = "definitions differ"
+			continue
+		}
+		for h := range hs {
+			out[agent] = "not certified"
+			if c, err := Load(ctx, store, h); err == nil && c != nil {
+				out[agent] = c.Line()
+			}
+		}
+	}
+	return out
+}
+
+// RecordKey is where a run's record keeps the certificate its agent's
+// definition had when the run ended: its bundle carries it.
+func RecordKey(runID string) string { return blob.RunPrefix(runID) + "certificate.json" }
+
+// Record copies the definition's certificate into the run's record
+// (none kept: nothing).
+func Record(ctx context.Context, store blob.Store, runID, definitionHash string) error {
+	c, err := Load(ctx, store, definitionHash)
+	if err != nil || c == nil {
+		return err
+	}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode the certificate: %w", err)
+	}
+	if err := store.Put(ctx, RecordKey(runID), bytes.NewReader(b)); err != nil {
+		return fmt.Errorf("record the certificate of %s: %w", runID, err)
+	}
+	return nil
 }
