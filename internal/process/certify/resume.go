@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/run/runs"
@@ -42,8 +43,20 @@ func (e *evidence) resume(ctx context.Context, res *runs.Result, atCrash *checkp
 		return ch
 	}
 	rewritten, regular := rewrittenUnchanged(restored, after)
-	again := e.callsAgain(ctx, res.RunID, first.N, second.N, restored)
-	ch.Figures = map[string]float64{"lost_agent_s": res.Budget.LostS, "calls_made_again": float64(len(again)),
+	again, lastCall := e.callsAgain(ctx, res.RunID, first.N, second.N, restored)
+	// Back where it was: the last repeat, a call made again or a file
+	// written again, after the resumed attempt got its lease.
+	last := lastCall
+	for _, f := range after.Files {
+		if t := time.Unix(0, f.MTime); slices.Contains(rewritten, f.Path) && t.After(last) {
+			last = t
+		}
+	}
+	back := 0.0
+	if !last.IsZero() && last.After(second.LeasedAt) {
+		back = last.Sub(second.LeasedAt).Seconds()
+	}
+	ch.Figures = map[string]float64{"lost_agent_s": res.Budget.LostS, "calls_made_again": float64(len(again)), "back_where_it_was_s": back,
 		"files_rewritten_unchanged": float64(len(rewritten)), "files_restored": float64(regular), "resumed_from_s": second.FromS}
 	ch.Evidence = append(ch.Evidence, checkpoint.ManifestKey(res.RunID, restored.Seq), checkpoint.ManifestKey(res.RunID, after.Seq),
 		fmt.Sprintf("attempt %d: lost (%s) at %.1f s; attempt %d from %.1f s", first.N, first.Detail, first.ToS, second.N, second.FromS))
@@ -57,7 +70,7 @@ func (e *evidence) resume(ctx context.Context, res *runs.Result, atCrash *checkp
 		ch.Summary = fmt.Sprintf("made %d LLM call(s) again that the restored checkpoint #%d had the answers to: it does not resume its conversation", len(again), restored.Seq)
 	case len(rewritten) >= 3 && len(rewritten)*4 >= regular:
 		ch.Status = certificate.Fail
-		ch.Summary = fmt.Sprintf("rewrote %d of the %d files checkpoint #%d restored, unchanged: it starts over on a restored workspace", len(rewritten), regular, restored.Seq)
+		ch.Summary = fmt.Sprintf("rewrote %d of the %d files checkpoint #%d restored, unchanged: it starts over on a restored workspace (%.1f s to be back where it was)", len(rewritten), regular, restored.Seq, back)
 	default:
 		ch.Status = certificate.Pass
 		ch.Summary = fmt.Sprintf("went on from checkpoint #%d (%.1f s): no call made again, %d of %d restored files rewritten unchanged; %.1f s of agent work lost to the crash; scored %s",
@@ -106,9 +119,10 @@ func rewrittenUnchanged(restored, after *checkpoint.Manifest) ([]string, int) {
 // callsAgain are the resumed attempt's LLM calls whose request is one the
 // lost attempt made before the restored checkpoint: answers the
 // checkpoint held, paid for again.
-func (e *evidence) callsAgain(ctx context.Context, run string, lost, resumed int, restored *checkpoint.Manifest) []string {
+func (e *evidence) callsAgain(ctx context.Context, run string, lost, resumed int, restored *checkpoint.Manifest) ([]string, time.Time) {
 	var before [][]byte
 	var out []string
+	var last time.Time
 	for _, c := range e.llmCalls(ctx, run) {
 		body, err := transcript.ReadBody(ctx, e.store, run, c.Request)
 		if err != nil {
@@ -120,10 +134,11 @@ func (e *evidence) callsAgain(ctx context.Context, run string, lost, resumed int
 		case c.Attempt == resumed:
 			if slices.ContainsFunc(before, func(b []byte) bool { return transcript.Differs(b, body) == "" }) {
 				out = append(out, fmt.Sprintf("call made again: attempt %d seq %d (%s)", c.Attempt, c.Seq, c.API))
+				last = c.Start
 			}
 		}
 	}
-	return out
+	return out, last
 }
 
 // providers are the hosts an LLM call reaches around the gateway.
