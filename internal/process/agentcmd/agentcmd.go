@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	refagent "github.com/mlrb/mlrb/agents/reference"
 	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/internal/sandbox/gateway/door"
 	"github.com/mlrb/mlrb/internal/scoring/lmeval"
@@ -75,12 +76,12 @@ func Commands() []*cobra.Command {
 	agent := agentCommand("reference-agent", "run the reference agent under the agent contract (MLRB_* env)",
 		func(ctx context.Context, spec *tasks.Spec, env contract.Env) error {
 			// At the soft deadline it stops searching and keeps the best.
-			a := &reference.Agent{Spec: spec, Env: env, Log: os.Stdout}
+			a := &refagent.Agent{Spec: spec, Env: env, Log: os.Stdout}
 			return a.Run(ctx)
 		})
 	noop := agentCommand("noop-agent", "submit an untrained model at once (to measure orchestration overhead)",
-		func(_ context.Context, spec *tasks.Spec, env contract.Env) error { return reference.Noop(spec, env) })
-	idle := agentCommand("idle-agent", "submit an untrained model at once, then wait for the soft deadline (SIGTERM)", reference.Idle)
+		func(_ context.Context, spec *tasks.Spec, env contract.Env) error { return refagent.Noop(spec, env) })
+	idle := agentCommand("idle-agent", "submit an untrained model at once, then wait for the soft deadline (SIGTERM)", refagent.Idle)
 	var task, model, output, resultsFile, devResultsFile, split string
 	var seed uint64
 	var name bool

@@ -10,10 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	refagent "github.com/mlrb/mlrb/agents/reference"
 	"github.com/mlrb/mlrb/agents/researcher"
 	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/internal/run/llm"
-	"github.com/mlrb/mlrb/internal/scoring/reference"
 	"github.com/mlrb/mlrb/tasks"
 )
 
@@ -90,13 +90,13 @@ func trainCommand() *cobra.Command {
 				cfg[k] = f
 			}
 			if len(args) == 0 {
-				keys, n, err := reference.TrialKeys(spec, uint64(env.Seed))
+				keys, n, err := refagent.TrialKeys(spec, uint64(env.Seed))
 				if err != nil {
 					return err
 				}
 				fmt.Printf("task %s: settings (defaults) %v; the reference grid has %d settings\n", spec.ID, keys, n)
 			}
-			res, err := reference.Trial(spec, uint64(env.Seed), cfg, out)
+			res, err := refagent.Trial(spec, uint64(env.Seed), cfg, out)
 			if err != nil {
 				return err
 			}

@@ -16,8 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	refagent "github.com/mlrb/mlrb/agents/reference"
 	"github.com/mlrb/mlrb/internal/run/contract"
-	"github.com/mlrb/mlrb/internal/scoring/reference"
 	"github.com/mlrb/mlrb/tasks"
 )
 
@@ -62,7 +62,7 @@ func experiment(kind string) error {
 		if err := json.Unmarshal(b, &spec); err != nil {
 			return err
 		}
-		return reference.Noop(&spec, env)
+		return refagent.Noop(&spec, env)
 	case "crash":
 		time.Sleep(2 * time.Second)
 		return fmt.Errorf("diverged: loss is NaN")

@@ -1,8 +1,14 @@
+// Package reference is mlrb's reference agent of the mini suite (no LLM):
+// a search over the task's models from simple to rich, keeping the best
+// in output/model, resumed from the trials its workspace holds; and the
+// no-op and idle agents. It builds models with the reference evaluator's
+// code (internal/scoring/reference) and never scores one on held-out data.
 package reference
 
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +20,7 @@ import (
 	"time"
 
 	"github.com/mlrb/mlrb/internal/run/contract"
+	mini "github.com/mlrb/mlrb/internal/scoring/reference"
 	"github.com/mlrb/mlrb/tasks"
 )
 
@@ -22,7 +29,7 @@ type trial struct {
 	N       int                `json:"n"`
 	Config  map[string]float64 `json:"config"`
 	Params  int64              `json:"params"`
-	Valid   float64            `json:"validation"` // perplexity (lower is better) or BLEU (higher)
+	Valid   float64            `json:"validation"` // perplexity (lower is better) or mini.BLEU (higher)
 	Skipped string             `json:"skipped,omitempty"`
 	Attempt int                `json:"attempt"`
 }
@@ -90,7 +97,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	grid := search.grid()
-	r := stream(uint64(a.Env.Seed), "search")
+	r := mini.Stream(uint64(a.Env.Seed), "search")
 	r.Shuffle(len(grid), func(i, j int) { grid[i], grid[j] = grid[j], grid[i] })
 	if len(grid) > ref.Trials {
 		grid = grid[:ref.Trials]
@@ -217,29 +224,29 @@ type searcher interface {
 type lmSearch struct {
 	start      string
 	train, dev [][]string
-	base       *NGram
-	experts    []*NGram
-	large      *NGram
+	base       *mini.NGram
+	experts    []*mini.NGram
+	large      *mini.NGram
 	maxParams  int64
 }
 
 func newLMSearch(spec *tasks.Spec, seed uint64) (*lmSearch, error) {
 	ref := spec.Reference
-	l := NewLanguage(seed)
+	l := mini.NewLanguage(seed)
 	s := &lmSearch{start: ref.Start, maxParams: spec.Constraints.MaxParams}
 	corpus := l.Corpus("train", ref.TrainSentences, nil)
 	cut := len(corpus) * 9 / 10
 	s.train, s.dev = corpus[:cut], corpus[cut:]
 	switch ref.Start {
 	case "base":
-		general := l.Corpus("base", 4*ref.TrainSentences, &Slice{Lo: 0, Hi: len(l.nounsSg) * 6 / 10})
-		s.base = Train(general, 3, 0.8)
+		general := l.Corpus("base", 4*ref.TrainSentences, &mini.Slice{Lo: 0, Hi: l.NounCount() * 6 / 10})
+		s.base = mini.Train(general, 3, 0.8)
 	case "experts":
 		for i, sl := range l.ExpertSlices(3) {
-			s.experts = append(s.experts, Train(l.Corpus(fmt.Sprintf("expert-%d", i), ref.TrainSentences, &sl), 4, 0.8))
+			s.experts = append(s.experts, mini.Train(l.Corpus(fmt.Sprintf("expert-%d", i), ref.TrainSentences, &sl), 4, 0.8))
 		}
 	case "large":
-		s.large = Train(l.Corpus("large", 2*ref.TrainSentences, nil), 5, 0.8)
+		s.large = mini.Train(l.Corpus("large", 2*ref.TrainSentences, nil), 5, 0.8)
 	case "scratch":
 	default:
 		return nil, fmt.Errorf("unknown start %q", ref.Start)
@@ -293,16 +300,16 @@ func (s *lmSearch) grid() []map[string]float64 {
 }
 
 func (s *lmSearch) run(c map[string]float64) (saver, float64, int64, error) {
-	var m *NGram
+	var m *mini.NGram
 	switch s.start {
 	case "scratch":
-		m = Train(s.train, int(c["order"]), c["lambda"]).Prune(int(c["prune"]))
+		m = mini.Train(s.train, int(c["order"]), c["lambda"]).Prune(int(c["prune"]))
 	case "base":
 		// Adapting = continuing to count on in-domain data, weighted.
-		inDomain := Train(s.train, 3, c["lambda"])
-		m = Merge([]*NGram{s.base, inDomain}, []float64{1, c["in_domain_weight"]}, c["lambda"]).Truncate(int(c["order"]))
+		inDomain := mini.Train(s.train, 3, c["lambda"])
+		m = mini.Merge([]*mini.NGram{s.base, inDomain}, []float64{1, c["in_domain_weight"]}, c["lambda"]).Truncate(int(c["order"]))
 	case "experts":
-		m = Merge(s.experts, []float64{c["w0"], c["w1"], c["w2"]}, c["lambda"])
+		m = mini.Merge(s.experts, []float64{c["w0"], c["w1"], c["w2"]}, c["lambda"])
 	case "large":
 		m = s.large.Truncate(int(c["order"])).Prune(int(c["prune"]))
 		m.Lambda = c["lambda"]
@@ -314,10 +321,10 @@ func (s *lmSearch) run(c map[string]float64) (saver, float64, int64, error) {
 	return m, ppl, m.Params(), nil
 }
 
-type translateSearch struct{ train, dev []Pair }
+type translateSearch struct{ train, dev []mini.Pair }
 
 func newTranslateSearch(spec *tasks.Spec, seed uint64) *translateSearch {
-	pairs := NewArith(seed).Pairs("train", spec.Reference.TrainSentences)
+	pairs := mini.NewArith(seed).Pairs("train", spec.Reference.TrainSentences)
 	cut := len(pairs) * 9 / 10
 	return &translateSearch{train: pairs[:cut], dev: pairs[cut:]}
 }
@@ -335,10 +342,10 @@ func (s *translateSearch) grid() []map[string]float64 {
 }
 
 func (s *translateSearch) run(c map[string]float64) (saver, float64, int64, error) {
-	lex := TrainLexicon(s.train, c["threshold"], c["dedup"] == 1)
+	lex := mini.TrainLexicon(s.train, c["threshold"], c["dedup"] == 1)
 	sum := 0.0
 	for _, p := range s.dev {
-		sum += BLEU(lex.Translate(p.Informal), p.Formal)
+		sum += mini.BLEU(lex.Translate(p.Informal), p.Formal)
 	}
 	return lex, sum / float64(len(s.dev)), lex.Params(), nil
 }
@@ -346,21 +353,10 @@ func (s *translateSearch) run(c map[string]float64) (saver, float64, int64, erro
 // Noop submits an untrained model at once: the baseline for measuring
 // what the orchestration itself costs.
 func Noop(spec *tasks.Spec, env contract.Env) error {
-	if err := Untrained(spec, filepath.Join(env.OutputDir(), "model")); err != nil {
+	if err := mini.Untrained(spec, filepath.Join(env.OutputDir(), "model")); err != nil {
 		return err
 	}
 	return writeJSON(filepath.Join(env.OutputDir(), contract.SubmissionFile), contract.Submission{ModelPath: contract.OutputDir + "/model"})
-}
-
-// Untrained saves a mini task's untrained model in dir: what the no-op
-// agent submits, and the control model a worker scores to tell a broken
-// evaluator from a model that breaks it.
-func Untrained(spec *tasks.Spec, dir string) error {
-	var m saver = Train(nil, 1, 0.5)
-	if spec.Reference != nil && spec.Reference.Kind == "translate" {
-		m = &Lexicon{Map: map[string]string{}}
-	}
-	return m.Save(dir)
 }
 
 // Idle is the no-op agent that keeps its whole budget: it submits an
@@ -373,5 +369,29 @@ func Idle(ctx context.Context, spec *tasks.Spec, env contract.Env) error {
 		return err
 	}
 	<-ctx.Done()
+	return nil
+}
+
+// writeJSON replaces path whole: a checkpoint sees the old or the new.
+func writeJSON(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
 	return nil
 }

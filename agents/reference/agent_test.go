@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mlrb/mlrb/internal/scoring/lmeval"
+	mini "github.com/mlrb/mlrb/internal/scoring/reference"
 	"github.com/mlrb/mlrb/tasks"
 
 	"github.com/mlrb/mlrb/internal/run/contract"
@@ -48,7 +49,7 @@ func TestMiniSuite(t *testing.T) {
 				if err := a.Run(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				res, err := Evaluate(spec, seed, filepath.Join(dir, "output", "model"), contract.SplitTest)
+				res, err := mini.Evaluate(spec, seed, filepath.Join(dir, "output", "model"), contract.SplitTest)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -134,7 +135,7 @@ func TestIdleHoldsItsBudget(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	res, err := Evaluate(spec, 1, filepath.Join(env.OutputDir(), "model"), contract.SplitTest)
+	res, err := mini.Evaluate(spec, 1, filepath.Join(env.OutputDir(), "model"), contract.SplitTest)
 	if err != nil || len(res.Results) == 0 {
 		t.Fatalf("its submission does not evaluate: %+v %v", res, err)
 	}
