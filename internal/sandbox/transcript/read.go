@@ -120,13 +120,26 @@ func Each(ctx context.Context, store blob.Store, runID string, attempt int, fn f
 // (0: all), from its last record: what those attempts spent, crashed ones
 // included, up to their last recorded call.
 func Totals(ctx context.Context, store blob.Store, runID string, before int) (map[int]llm.Ledger, error) {
-	keys, err := Keys(ctx, store, runID, 0)
-	if err != nil {
-		return nil, err
-	}
 	byAttempt := map[int][]string{}
-	for _, k := range keys {
-		if a, _, _ := parseKey(k); before == 0 || a < before {
+	if before > 0 {
+		// Each earlier attempt's own records only: never the run's body
+		// chunks, nor a later attempt's.
+		for a := 1; a < before; a++ {
+			ks, err := Keys(ctx, store, runID, a)
+			if err != nil {
+				return nil, err
+			}
+			if len(ks) > 0 {
+				byAttempt[a] = ks
+			}
+		}
+	} else {
+		keys, err := Keys(ctx, store, runID, 0)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range keys {
+			a, _, _ := parseKey(k)
 			byAttempt[a] = append(byAttempt[a], k) // keys are in seq order
 		}
 	}
