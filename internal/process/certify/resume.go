@@ -23,6 +23,11 @@ import (
 // agent time it took to be back where it was.
 func (e *evidence) resume(ctx context.Context, res *runs.Result, atCrash *checkpoint.Manifest) certificate.Check {
 	ch := certificate.Check{Name: "resume", Run: res.RunID}
+	if atCrash == nil && len(res.AttemptLog) == 1 && res.AttemptLog[0].End != "lost" {
+		ch.Status = certificate.NotApplicable
+		ch.Summary = fmt.Sprintf("the agent ended (%s) before its second checkpoint, at %.1f s: no crash could take it; give it more work", res.AttemptLog[0].End, res.AttemptLog[0].ToS)
+		return ch
+	}
 	if len(res.AttemptLog) < 2 || res.AttemptLog[0].End != "lost" {
 		ch.Status, ch.Summary = certificate.Fail, fmt.Sprintf("the crash did not lose the attempt (%d attempts): the run was not resumed", len(res.AttemptLog))
 		return ch
