@@ -84,7 +84,7 @@ func (a *Attempts) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, e
 	hk.deadlineMoved(dl.Hard)
 	sv := &supervisor{h: h, dl: dl, stopped: StopExited, started: start, base: in.Budget.UsedS, now: time.Now, hooks: hk, log: log, person: roomClock(person)}
 	end := sv.run(ctx, activity.GetWorkerStopChannel(ctx), activity.GetInfo(ctx).HeartbeatTimeout, in.Interval)
-	a.keepWrites(ctx, &in, h, bindTargets(spec.Binds), log)
+	a.keepWrites(ctx, &in, h, log)
 	return a.conclude(ctx, sv, end, hk, notes, spec.Image)
 }
 

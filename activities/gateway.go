@@ -57,6 +57,9 @@ type attemptLLM struct {
 	sent   llm.Ledger
 	sentAt time.Time
 	every  time.Duration
+	// stopReplay stops the transcript serving a replay's calls (nil:
+	// the providers answer).
+	stopReplay func()
 }
 
 // UsageEvery is the least time between two reports of an attempt's
@@ -102,8 +105,10 @@ func (a *Attempts) llmFor(ctx context.Context, in AgentInput, secrets []string, 
 			oa.Key, an.Key = file[oa.KeyName], file[an.KeyName]
 		}
 	}
+	var stopReplay func()
 	if in.ReplayOf != "" {
-		if err := a.replayUpstream(ctx, in.ReplayOf, &oa, &an, log); err != nil {
+		var err error
+		if stopReplay, err = a.replayUpstream(ctx, in.ReplayOf, &oa, &an, log); err != nil {
 			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, err)
 		}
 	}
@@ -122,7 +127,7 @@ func (a *Attempts) llmFor(ctx context.Context, in AgentInput, secrets []string, 
 	if door != nil {
 		rec.Exceeded = door.Exceeded
 	}
-	return &attemptLLM{prices: a.Sandbox.LLM.Prices.Ref(), prior: prior, every: a.Sandbox.LLM.every(),
+	return &attemptLLM{prices: a.Sandbox.LLM.Prices.Ref(), prior: prior, every: a.Sandbox.LLM.every(), stopReplay: stopReplay,
 		serve: &gateway.LLM{Token: token, OpenAI: oa, Anthropic: an, Prices: a.Sandbox.LLM.Prices, Meter: meter, Record: rec, Live: live, Log: log, ServerTools: a.Sandbox.LLM.ServerTools, AnthropicBeta: a.Sandbox.LLM.AnthropicBeta, Bounds: a.Sandbox.LLM.Bounds, Allowance: door}}, nil
 }
 

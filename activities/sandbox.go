@@ -116,6 +116,10 @@ func (s *Sandbox) start(ctx context.Context, spec runtime.TaskSpec, doorDir stri
 		if base, closeDoor, err = s.openDoor(doorDir, spec.Door != nil, ai, allow, clock, log); err != nil {
 			return nil, nil, err
 		}
+		if ai != nil && ai.stopReplay != nil {
+			shut := closeDoor
+			closeDoor = func() { shut(); ai.stopReplay() }
+		}
 		if ai != nil {
 			if spec.Env == nil {
 				spec.Env = map[string]string{}

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 
 	"go.uber.org/zap"
 
@@ -35,16 +33,12 @@ func WritesKey(runID string, attempt int) string {
 	return fmt.Sprintf("%ssandbox/writes-%04d.json", blob.RunPrefix(runID), attempt)
 }
 
-// runtimeMade are what the runtime itself puts in a container's
-// filesystem: its init, its name and resolver files, the kernel's trees.
-var runtimeMade = []string{"/sbin/docker-init", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/.dockerenv", "/dev", "/proc", "/sys"}
-
 // maxWrites bounds the paths kept: an agent can write a million.
 const maxWrites = 200
 
 // keepWrites records what the agent's container wrote outside its
 // mounts, where the runtime can tell (a container; a process cannot).
-func (a *Attempts) keepWrites(ctx context.Context, in *AgentInput, h runtime.Handle, mounts []string, log *zap.Logger) {
+func (a *Attempts) keepWrites(ctx context.Context, in *AgentInput, h runtime.Handle, log *zap.Logger) {
 	d, ok := h.(runtime.Differ)
 	if !ok {
 		return
@@ -54,45 +48,9 @@ func (a *Attempts) keepWrites(ctx context.Context, in *AgentInput, h runtime.Han
 		log.Warn("the container's writes outside its workspace are not known", zap.Error(err))
 		return
 	}
-	w := AttemptWrites{Attempt: in.Attempt, Outside: []string{}}
-	mounts = append(mounts, runtimeMade...)
-	for i, p := range changed {
-		// A directory listed because something under it changed is not
-		// itself a write: the leaves are (changed is sorted).
-		if ancestorOrMount(p, mounts) || i+1 < len(changed) && strings.HasPrefix(changed[i+1], strings.TrimSuffix(p, "/")+"/") {
-			continue
-		}
-		if len(w.Outside) == maxWrites {
-			w.More++
-			continue
-		}
-		w.Outside = append(w.Outside, p)
-	}
-	slices.Sort(w.Outside)
+	w := AttemptWrites{Attempt: in.Attempt, Outside: append([]string{}, changed[:min(len(changed), maxWrites)]...), More: max(0, len(changed)-maxWrites)}
 	b, _ := json.Marshal(w)
 	if err := a.Runs.Engine.Store.Put(ctx, WritesKey(in.RunID, in.Attempt), bytes.NewReader(b)); err != nil {
 		log.Warn("the container's writes outside its workspace are not kept", zap.Error(err))
 	}
-}
-
-// ancestorOrMount: p is a mount point or a directory on the way to one
-// (made for the mount, not written by the agent).
-func ancestorOrMount(p string, mounts []string) bool {
-	for _, m := range mounts {
-		if p == m || strings.HasPrefix(m, strings.TrimSuffix(p, "/")+"/") {
-			return true
-		}
-	}
-	return false
-}
-
-// bindTargets are the container paths of Docker binds (host:container[:opts]).
-func bindTargets(binds []string) []string {
-	out := make([]string, 0, len(binds))
-	for _, b := range binds {
-		if parts := strings.Split(b, ":"); len(parts) >= 2 {
-			out = append(out, parts[1])
-		}
-	}
-	return out
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/mlrb/mlrb/internal/process/app"
 	"github.com/mlrb/mlrb/internal/process/certify"
 	"github.com/mlrb/mlrb/internal/process/cli"
 	"github.com/mlrb/mlrb/internal/scoring/certificate"
@@ -115,22 +115,13 @@ func workerBinary(flag string) (string, error) {
 		}
 		return flag, nil
 	}
-	if self, err := os.Executable(); err == nil {
-		for _, n := range []string{"worker", "mlrb-worker"} {
-			if p := filepath.Join(filepath.Dir(self), n); isFile(p) {
-				return p, nil
-			}
-		}
+	if p, ok := app.Sibling("worker", "mlrb-worker"); ok {
+		return p, nil
 	}
 	if p, err := exec.LookPath("mlrb-worker"); err == nil {
 		return p, nil
 	}
 	return "", cli.Usagef("--worker: no worker binary beside this one or on PATH: build it (`task build`: bin/worker) and name it")
-}
-
-func isFile(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.Mode().IsRegular()
 }
 
 func printCertificate(g *globals, c *certificate.Certificate) error {

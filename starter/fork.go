@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"go.temporal.io/sdk/client"
 
+	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/process/app"
 	"github.com/mlrb/mlrb/internal/process/cli"
 	"github.com/mlrb/mlrb/internal/run/runs"
@@ -79,12 +79,9 @@ func runFork(g *globals, o forkOptions, source string) error {
 	if id == "" {
 		id = fmt.Sprintf("%s-fork%d-%s", source, o.seq, randomSuffix())
 	}
-	in := workflows.RunInput{Task: src.Task, Agent: src.Agent, Seed: src.Seed, TimeLimit: src.TimeLimit, LLMProvider: src.LLMProvider, Image: src.Image, Secrets: src.Secrets,
-		ForkFrom: &workflows.ForkSource{RunID: source, Seq: o.seq}, Policy: app.Policy(cfg)}
-	run, err := c.ExecuteWorkflow(g.ctx, client.StartWorkflowOptions{ID: id, TaskQueue: cfg.Temporal.TaskQueue,
-		Memo:                  map[string]any{"task": src.Task, "agent": src.Agent, "seed": src.Seed, "forked_from": fmt.Sprintf("%s#%d", source, o.seq)},
-		TypedSearchAttributes: workflows.RunSearchAttributes(in)},
-		workflows.RunWorkflowName, in)
+	in := sameAgent(src, cfg)
+	in.ForkFrom = &workflows.ForkSource{RunID: source, Seq: o.seq}
+	run, err := app.StartRun(g.ctx, c, cfg.Temporal.TaskQueue, id, in, map[string]any{"forked_from": fmt.Sprintf("%s#%d", source, o.seq)})
 	if err != nil {
 		return fmt.Errorf("start fork: %w", err)
 	}
@@ -98,4 +95,17 @@ func runFork(g *globals, o forkOptions, source string) error {
 	}
 	withResearch(g, &res)
 	return printResult(g.out, &res, o.json)
+}
+
+// sameAgent is a new run of what src ran: its task, seed and budget, its
+// agent whole (definition, image, provider, secrets' names, LLM budget),
+// under this config's policy.
+func sameAgent(src workflows.RunInput, cfg *config.Config) workflows.RunInput {
+	in := workflows.RunInput{Task: src.Task, Agent: src.Agent, Seed: src.Seed, TimeLimit: src.TimeLimit, LLMProvider: src.LLMProvider, Image: src.Image,
+		Secrets: src.Secrets, LLMBudget: src.LLMBudget, Policy: app.Policy(cfg)}
+	if src.AgentDef != nil {
+		d := *src.AgentDef
+		in.AgentDef = &d
+	}
+	return in
 }

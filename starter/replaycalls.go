@@ -82,9 +82,7 @@ func runReplayCalls(g *globals, o replayCallsOptions, source string) error {
 	if id == "" {
 		id = source + "-replay-" + randomSuffix()
 	}
-	run, err := c.ExecuteWorkflow(g.ctx, client.StartWorkflowOptions{ID: id, TaskQueue: g.cfg.Temporal.TaskQueue,
-		Memo:                  map[string]any{"task": in.Task, "agent": in.Agent, "seed": in.Seed, "replay_of": source},
-		TypedSearchAttributes: workflows.RunSearchAttributes(in)}, workflows.RunWorkflowName, in)
+	run, err := app.StartRun(g.ctx, c, g.cfg.Temporal.TaskQueue, id, in, map[string]any{"replay_of": source})
 	if err != nil {
 		return fmt.Errorf("start the replay: %w", err)
 	}
@@ -102,12 +100,8 @@ func replayInput(g *globals, c client.Client, o replayCallsOptions, source strin
 	if err := startInput(g.ctx, c, source, &src); err != nil {
 		return src, notFound(err, source)
 	}
-	in := workflows.RunInput{Task: src.Task, Agent: src.Agent, Seed: src.Seed, TimeLimit: src.TimeLimit, LLMProvider: src.LLMProvider, Image: src.Image,
-		Secrets: src.Secrets, LLMBudget: src.LLMBudget, ReplayOf: source, Policy: app.Policy(g.cfg)}
-	if src.AgentDef != nil {
-		d := *src.AgentDef
-		in.AgentDef = &d
-	}
+	in := sameAgent(src, g.cfg)
+	in.ReplayOf = source
 	if o.seed >= 0 {
 		in.Seed = o.seed
 	}

@@ -133,11 +133,7 @@ func startRun(g *globals, o runOptions) (client.WorkflowRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	run, err := c.ExecuteWorkflow(g.ctx, client.StartWorkflowOptions{
-		ID: id, TaskQueue: g.cfg.Temporal.TaskQueue,
-		Memo:                  map[string]any{"task": in.Task, "agent": in.Agent, "seed": in.Seed},
-		TypedSearchAttributes: workflows.RunSearchAttributes(in),
-	}, workflows.RunWorkflowName, in)
+	run, err := app.StartRun(g.ctx, c, g.cfg.Temporal.TaskQueue, id, in, nil)
 	if err != nil {
 		return nil, fmt.Errorf("start run: %w", err)
 	}

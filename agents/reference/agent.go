@@ -8,7 +8,6 @@ package reference
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -128,13 +127,13 @@ func (a *Agent) Run(ctx context.Context) error {
 			if err := model.Save(filepath.Join(a.Env.OutputDir(), "model")); err != nil {
 				return fmt.Errorf("save model: %w", err)
 			}
-			if err := writeJSON(filepath.Join(a.Env.OutputDir(), contract.SubmissionFile), contract.Submission{ModelPath: contract.OutputDir + "/model"}); err != nil {
+			if err := mini.WriteJSON(filepath.Join(a.Env.OutputDir(), contract.SubmissionFile), contract.Submission{ModelPath: contract.OutputDir + "/model"}); err != nil {
 				return err
 			}
 			tt := t
 			best = &tt
 		}
-		if err := writeJSON(filepath.Join(trialsDir, fmt.Sprintf("trial-%03d.json", n)), t); err != nil {
+		if err := mini.WriteJSON(filepath.Join(trialsDir, fmt.Sprintf("trial-%03d.json", n)), t); err != nil {
 			return err
 		}
 		a.logf("trial %d %v params=%d validation=%.4f %s", n, grid[n], params, valid, t.Skipped)
@@ -183,7 +182,7 @@ func loadTrials(dir string) ([]trial, error) {
 	var out []trial
 	for i, n := range names {
 		var t trial
-		if err := readJSON(n, &t); err != nil {
+		if err := mini.ReadJSON(n, &t); err != nil {
 			return nil, err
 		}
 		if t.N != i {
@@ -356,7 +355,7 @@ func Noop(spec *tasks.Spec, env contract.Env) error {
 	if err := mini.Untrained(spec, filepath.Join(env.OutputDir(), "model")); err != nil {
 		return err
 	}
-	return writeJSON(filepath.Join(env.OutputDir(), contract.SubmissionFile), contract.Submission{ModelPath: contract.OutputDir + "/model"})
+	return mini.WriteJSON(filepath.Join(env.OutputDir(), contract.SubmissionFile), contract.Submission{ModelPath: contract.OutputDir + "/model"})
 }
 
 // Idle is the no-op agent that keeps its whole budget: it submits an
@@ -369,29 +368,5 @@ func Idle(ctx context.Context, spec *tasks.Spec, env contract.Env) error {
 		return err
 	}
 	<-ctx.Done()
-	return nil
-}
-
-// writeJSON replaces path whole: a checkpoint sees the old or the new.
-func writeJSON(path string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
-func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
 	return nil
 }

@@ -73,7 +73,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		case err == nil:
 			failures = 0
 			continue
-		case errors.Is(err, ErrBudget):
+		case errors.Is(err, ErrRefused):
 			a.logf("stopping LLM calls: %v", err)
 			a.waitJobs(ctx)
 		case ctx.Err() != nil:

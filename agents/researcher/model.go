@@ -52,12 +52,12 @@ type Model interface {
 	Send(ctx context.Context, r Request) (Reply, error)
 }
 
-// ErrBudget: the gateway refused the call for the run's LLM budget (or
-// its key); no later call would be admitted either.
-var ErrBudget = errors.New("the gateway refused the call: the run's LLM budget is spent")
+// ErrRefused: the gateway refused the call for the run's LLM budget, or
+// the attempt's token; no later call would be admitted either.
+var ErrRefused = errors.New("the gateway refused the call (the run's LLM budget is spent, or the token is not this attempt's)")
 
 // refused maps the gateway's refusal of a call for the budget (403)
-// or an unknown key (401) to ErrBudget; other errors pass.
+// or an unknown token (401) to ErrRefused; other errors pass.
 func refused(err error) error {
 	var oe *openai.Error
 	var ae *anthropic.Error
@@ -69,7 +69,7 @@ func refused(err error) error {
 		status = ae.StatusCode
 	}
 	if status == http.StatusForbidden || status == http.StatusUnauthorized {
-		return fmt.Errorf("%w (%v)", ErrBudget, err)
+		return fmt.Errorf("%w (%v)", ErrRefused, err)
 	}
 	return err
 }

@@ -139,7 +139,11 @@ func TestSIGTERMSubmitsTheBestSoFar(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
 	for st, _ := LoadState(dir); st == nil || !lastCall(st, "shell") || len(st.Messages) < 4; st, _ = LoadState(dir) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent never reached its long call (script: %v)", s.Err())
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	cancel()

@@ -195,10 +195,25 @@ func AgentBinary(cfg *config.Config) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("find own binary: %w", err)
 	}
-	if sib := filepath.Join(filepath.Dir(self), AgentBinaryName); executable(sib) {
+	if sib, ok := Sibling(AgentBinaryName); ok {
 		return sib, nil
 	}
 	return self, nil
+}
+
+// Sibling is the first of names that is an executable beside this
+// binary, as `task build` lays the binaries out.
+func Sibling(names ...string) (string, bool) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", false
+	}
+	for _, n := range names {
+		if p := filepath.Join(filepath.Dir(self), n); executable(p) {
+			return p, true
+		}
+	}
+	return "", false
 }
 
 func executable(p string) bool {

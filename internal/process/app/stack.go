@@ -2,7 +2,7 @@ package app
 
 import (
 	"context"
-	"github.com/mlrb/mlrb/internal/research/observe"
+	"maps"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -11,6 +11,7 @@ import (
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/fleet/metrics"
 	"github.com/mlrb/mlrb/internal/process/devserver"
+	"github.com/mlrb/mlrb/internal/research/observe"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -34,7 +35,7 @@ func StartStack(ctx context.Context, cfg *config.Config, logger *zap.Logger, dev
 			return nil, err
 		}
 		s.Server = srv
-		cfg.Temporal.Address = srv.Address()
+		Embedded(cfg, srv.Address())
 	}
 	if serverOnly {
 		return s, nil
@@ -64,6 +65,14 @@ func StartStack(ctx context.Context, cfg *config.Config, logger *zap.Logger, dev
 	}
 	s.Worker = w
 	return s, nil
+}
+
+// Embedded points cfg's Temporal client at an embedded server on
+// address: plain loopback gRPC, whatever TLS and API key the config names
+// for a cluster (a `--dev` worker beside a production config dials its
+// own server, never the cluster's way).
+func Embedded(cfg *config.Config, address string) {
+	cfg.Temporal.Address, cfg.Temporal.APIKey, cfg.Temporal.TLS = address, "", config.TemporalTLS{}
 }
 
 // Stop stops the worker, then the client, then the server.
@@ -123,4 +132,14 @@ func observeOptions(cfg *config.Config) observe.Options {
 		o.GPU = &observe.GPUQuery{Command: cfg.Observe.GPUCommand}
 	}
 	return o
+}
+
+// StartRun starts a run of in as workflow id on queue: its memo the
+// task, agent and seed and what extra adds, its search attributes the
+// run's.
+func StartRun(ctx context.Context, c client.Client, queue, id string, in workflows.RunInput, extra map[string]any) (client.WorkflowRun, error) {
+	memo := map[string]any{"task": in.Task, "agent": in.Agent, "seed": in.Seed}
+	maps.Copy(memo, extra)
+	return c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue, Memo: memo,
+		TypedSearchAttributes: workflows.RunSearchAttributes(in)}, workflows.RunWorkflowName, in)
 }

@@ -152,9 +152,7 @@ func (s *session) start(ctx context.Context, name string, seed int64, limit time
 	in := workflows.RunInput{Task: s.o.Task, Agent: def.Name, Seed: seed, TimeLimit: limit, AgentDef: &def, Image: def.Image,
 		LLMProvider: def.Provider, LLMBudget: def.Budget(nil), Policy: p}
 	id := s.prefix + "-" + name
-	_, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: s.o.Config.Temporal.TaskQueue,
-		Memo:                  map[string]any{"task": in.Task, "agent": in.Agent, "seed": in.Seed, "certify": name},
-		TypedSearchAttributes: workflows.RunSearchAttributes(in)}, workflows.RunWorkflowName, in)
+	_, err := app.StartRun(ctx, s.c, s.o.Config.Temporal.TaskQueue, id, in, map[string]any{"certify": name})
 	if err != nil {
 		return "", fmt.Errorf("start the %s run: %w", name, err)
 	}

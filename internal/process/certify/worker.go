@@ -106,7 +106,7 @@ func (w *worker) stop() {
 // dial connects to the child's server once it serves (a cold embedded
 // server takes seconds).
 func (w *worker) dial(ctx context.Context, cfg config.Config) (client.Client, error) {
-	cfg.Temporal.Address = w.address()
+	app.Embedded(&cfg, w.address())
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		c, err := app.Dial(ctx, &cfg, zap.NewNop())

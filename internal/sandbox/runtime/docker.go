@@ -70,6 +70,9 @@ type dockerHandle struct {
 	pid  int    // its first process, on the host
 	done chan ExitResult
 	sent sentSignals
+	// mounted are the container paths not of its own layer: its binds
+	// and its volumes' tmpfs.
+	mounted []string
 }
 
 func (h *dockerHandle) ID() string              { return h.name }
@@ -247,7 +250,7 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 		d.removeDoor(door)
 		return nil, fmt.Errorf("create container for %s from %s: %w", spec.Name, spec.Image, err)
 	}
-	h := &dockerHandle{d: d, id: created.ID, name: spec.Name, door: door, done: make(chan ExitResult, 1)}
+	h := &dockerHandle{d: d, id: created.ID, name: spec.Name, door: door, done: make(chan ExitResult, 1), mounted: mountTargets(spec.Binds, mounts)}
 	wait := d.c.ContainerWait(context.Background(), created.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
 	kills := d.watchKills(created.ID)
 	if _, err := d.c.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
@@ -356,25 +359,4 @@ func (d *Docker) Remove(ctx context.Context, id string) error {
 		return fmt.Errorf("remove container %.12s: %w", id, err)
 	}
 	return nil
-}
-
-// Differ is a task whose writes outside its mounts the runtime can list.
-type Differ interface {
-	// Changes are the paths the task added, changed or deleted in its
-	// own filesystem (its mounts aside), sorted.
-	Changes(ctx context.Context) ([]string, error)
-}
-
-// Changes lists the container's filesystem changes (`docker diff`).
-func (h *dockerHandle) Changes(ctx context.Context) ([]string, error) {
-	res, err := h.d.c.ContainerDiff(ctx, h.id, client.ContainerDiffOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("changes of %s: %w", h.name, err)
-	}
-	out := make([]string, 0, len(res.Changes))
-	for _, c := range res.Changes {
-		out = append(out, c.Path)
-	}
-	slices.Sort(out)
-	return out, nil
 }

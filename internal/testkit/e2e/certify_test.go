@@ -3,7 +3,8 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"os"
+	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -44,15 +45,15 @@ func buildCertImage(t *testing.T) {
 	built[certImage] = ""
 }
 
-// certifyJSON runs `starter certify` and reads its certificate.
-func (e *env) certifyJSON(agent string, args ...string) (*certificate.Certificate, string, int) {
-	e.t.Helper()
+// certifyJSON runs `starter certify` and reads its certificate; it may
+// run beside others, so it reports, never fails the test itself.
+func (e *env) certifyJSON(agent string, args ...string) (*certificate.Certificate, string, int, error) {
 	out, errs, code := e.starter(append([]string{"certify", agent, "--json"}, args...)...)
 	var c certificate.Certificate
 	if err := json.Unmarshal([]byte(out), &c); err != nil {
-		e.t.Fatalf("certify %s (exit %d): %v\n%s\n%s", agent, code, err, out, errs)
+		return nil, errs, code, fmt.Errorf("certify %s (exit %d): %w\n%s\n%s", agent, code, err, out, errs)
 	}
-	return &c, errs, code
+	return &c, errs, code, nil
 }
 
 // TestCertify: `starter certify` of the reference image passes every
@@ -90,36 +91,35 @@ func TestCertify(t *testing.T) {
 		}
 		return llmfake.Turn{Calls: []llmfake.ToolCall{{Name: "job_check", Args: map[string]any{"id": "job-1", "wait_s": 120}}}}, nil
 	}}
-	fake := &llmfake.Fake{OpenAIKey: gwOpenAIKey, AnthropicKey: gwAnthropicKey, Script: script}
-	up, err := fake.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = fake.Close() })
-	envFile := filepath.Join(t.TempDir(), "agent.env")
-	if err := os.WriteFile(envFile, []byte("OPENAI_API_KEY="+gwOpenAIKey+"\nANTHROPIC_API_KEY="+gwAnthropicKey+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	provider := scriptedProvider(t, script)
 	buildBusyboxImage(t, researcherImage, "researcher.Dockerfile")
 	defs["cert-researcher"] = "image: " + researcherImage + "\nprovider: openai\nmodel: gpt-4o\nargs: [/mlrb, researcher]\n"
-	e := dockerEnv(t, "MLRB_AGENTS_DIR="+agentDefs(t, defs), "MLRB_AGENT_ENV_FILE="+envFile, "MLRB_GATEWAY_OPENAI_URL="+up+"/v1", "MLRB_GATEWAY_ANTHROPIC_URL="+up)
+	e := dockerEnv(t, provider.vars("MLRB_AGENTS_DIR="+agentDefs(t, defs))...)
 	e.timeout = 10 * time.Minute
 	var wg sync.WaitGroup
 	certs := map[string]*certificate.Certificate{}
 	var mu sync.Mutex
+	var failed []error
 	for name := range defs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			c, errs, code := e.certifyJSON(name, "--time-limit", "45s", "--deadline", "8s", "--extend-by", "30s")
-			t.Logf("certify %s: exit %d in %s: %s\n%s", name, code, time.Since(start).Round(time.Second), c.Line(), errs)
+			c, errs, code, err := e.certifyJSON(name, "--time-limit", "45s", "--deadline", "8s", "--extend-by", "30s")
 			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed = append(failed, err)
+				return
+			}
+			t.Logf("certify %s: exit %d in %s: %s\n%s", name, code, time.Since(start).Round(time.Second), c.Line(), errs)
 			certs[name] = c
-			mu.Unlock()
 		}()
 	}
 	wg.Wait()
+	if len(failed) > 0 {
+		t.Fatal(errors.Join(failed...))
+	}
 	for _, name := range []string{"cert-ref", "cert-researcher", "cert-declared"} {
 		if c := certs[name]; !c.Passed() || c.Line() != "5/5 passed" {
 			t.Errorf("%s: %s: %+v", name, c.Line(), c.Checks)

@@ -64,23 +64,13 @@ func TestResearcherSolvesMiniTasks(t *testing.T) {
 		scripts[task] = solveScript("mlrb train")
 	}
 	script := scriptsByTask(scripts)
-	fake := &llmfake.Fake{OpenAIKey: gwOpenAIKey, AnthropicKey: gwAnthropicKey, Script: script}
-	up, err := fake.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = fake.Close() })
-	envFile := filepath.Join(t.TempDir(), "agent.env")
-	if err := os.WriteFile(envFile, []byte("OPENAI_API_KEY="+gwOpenAIKey+"\nANTHROPIC_API_KEY="+gwAnthropicKey+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	provider := scriptedProvider(t, script)
 	buildBusyboxImage(t, researcherImage, "researcher.Dockerfile")
 	dir := agentDefs(t, map[string]string{
 		"res-openai":    "image: " + researcherImage + "\nprovider: openai\nmodel: gpt-4o\nargs: [/mlrb, researcher]\nllm_budget_usd: 2\n",
 		"res-anthropic": "image: " + researcherImage + "\nprovider: anthropic\nmodel: claude-sonnet-4-20250514\nargs: [/mlrb, researcher]\nllm_budget_usd: 2\n",
 	})
-	e := dockerEnv(t, "MLRB_AGENT_ENV_FILE="+envFile, "MLRB_GATEWAY_OPENAI_URL="+up+"/v1", "MLRB_GATEWAY_ANTHROPIC_URL="+up,
-		"MLRB_AGENTS_DIR="+dir, "MLRB_CHECKPOINT_INTERVAL=3s")
+	e := dockerEnv(t, provider.vars("MLRB_AGENTS_DIR="+dir, "MLRB_CHECKPOINT_INTERVAL=3s")...)
 	e.start("worker", "--dev")
 	e.waitServer()
 	const b = "researcher-mini"
@@ -144,6 +134,30 @@ func TestResearcherSolvesMiniTasks(t *testing.T) {
 	t.Logf("replay of another seed: %s", strings.TrimSpace(out))
 }
 
+// provider is a scripted model served to the worker's gateway as both
+// providers, with the keys the gateway sends it in an agent.env_file.
+type provider struct{ url, envFile string }
+
+func scriptedProvider(t *testing.T, script *llmfake.Script) provider {
+	t.Helper()
+	fake := &llmfake.Fake{OpenAIKey: gwOpenAIKey, AnthropicKey: gwAnthropicKey, Script: script}
+	up, err := fake.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fake.Close() })
+	envFile := filepath.Join(t.TempDir(), "agent.env")
+	if err := os.WriteFile(envFile, []byte("OPENAI_API_KEY="+gwOpenAIKey+"\nANTHROPIC_API_KEY="+gwAnthropicKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return provider{url: up, envFile: envFile}
+}
+
+// vars are the worker's settings for the provider, then more.
+func (p provider) vars(more ...string) []string {
+	return append([]string{"MLRB_AGENT_ENV_FILE=" + p.envFile, "MLRB_GATEWAY_OPENAI_URL=" + p.url + "/v1", "MLRB_GATEWAY_ANTHROPIC_URL=" + p.url}, more...)
+}
+
 // served records which turns each task's conversation was answered, in
 // order.
 type served struct {
@@ -200,22 +214,12 @@ func TestResearcherResumesAfterWorkerKill(t *testing.T) {
 		}
 		return llmfake.Turn{}, os.ErrNotExist
 	}}
-	fake := &llmfake.Fake{OpenAIKey: gwOpenAIKey, AnthropicKey: gwAnthropicKey, Script: script}
-	up, err := fake.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = fake.Close() })
-	envFile := filepath.Join(t.TempDir(), "agent.env")
-	if err := os.WriteFile(envFile, []byte("OPENAI_API_KEY="+gwOpenAIKey+"\nANTHROPIC_API_KEY="+gwAnthropicKey+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	provider := scriptedProvider(t, script)
 	dir := agentDefs(t, map[string]string{
 		"rb-openai":    "builtin: researcher\nprovider: openai\nmodel: gpt-4o\nllm_budget_usd: 2\n",
 		"rb-anthropic": "builtin: researcher\nprovider: anthropic\nmodel: claude-sonnet-4-20250514\nllm_budget_usd: 2\n",
 	})
-	e := newEnv(t, "MLRB_AGENT_ENV_FILE="+envFile, "MLRB_GATEWAY_OPENAI_URL="+up+"/v1", "MLRB_GATEWAY_ANTHROPIC_URL="+up,
-		"MLRB_AGENTS_DIR="+dir, "MLRB_CHECKPOINT_INTERVAL="+interval.String(), "MLRB_AGENT_HEARTBEAT_TIMEOUT="+hbTimeout.String(), "MLRB_AGENT_GRACE=2s")
+	e := newEnv(t, provider.vars("MLRB_AGENTS_DIR="+dir, "MLRB_CHECKPOINT_INTERVAL="+interval.String(), "MLRB_AGENT_HEARTBEAT_TIMEOUT="+hbTimeout.String(), "MLRB_AGENT_GRACE=2s")...)
 	for task := range scripts {
 		e.addTask(task, "mini_baby_lm", nil)
 	}
@@ -228,8 +232,11 @@ func TestResearcherResumesAfterWorkerKill(t *testing.T) {
 	// The crash comes once both are at their second turn and a checkpoint
 	// has been taken since: the checkpoint holds the call in flight.
 	for task, id := range ids {
-		for !slices.Contains(log.of(task), 1) {
-			time.Sleep(50 * time.Millisecond)
+		for deadline := time.Now().Add(2 * time.Minute); !slices.Contains(log.of(task), 1); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				e.dumpLogs()
+				t.Fatalf("%s never reached its second turn (served %v; script: %v)", task, log.of(task), script.Err())
+			}
 		}
 		st := e.waitCheckpoints(id, 1)
 		e.waitCheckpoints(id, st.Checkpoints+1)
