@@ -97,7 +97,7 @@ func TestStrictDefinitions(t *testing.T) {
 		"state kernel":    {"name: x\nimage: a:1\nprovider: openai\nstate_paths: [/proc/x]\n", "is the kernel's"},
 		"state nested":    {"name: x\nimage: a:1\nprovider: openai\nstate_paths: [/root/.claude, /root/.claude/projects]\n", "inside state_paths[0]"},
 		"state builtin":   {"name: x\nbuiltin: noop\nstate_paths: [/root/.claude]\n", "keeps its state in its work dir"},
-		"researcher bare": {"name: x\nbuiltin: researcher\n", "mlrb's LLM agent: give provider"},
+		"researcher":      {"name: x\nbuiltin: researcher\nprovider: openai\nmodel: gpt-4o\n", `builtin "researcher": is not one of`},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -7,19 +7,15 @@ import (
 
 // Built-in agents run a subcommand of the mlrb binary ({self}) as
 // processes or in the reference image; every other agent is an image
-// that runs its own command.
+// that runs its own command. None calls an LLM: a model's commands are
+// never run as a process beside the worker (host.runtime process runs
+// with the worker's uid), so mlrb's LLM agent is an image agent
+// (`args: [/mlrb, researcher]` in deploy/researcher*.Dockerfile's images).
 var builtins = map[string][]string{
 	"reference": {"{self}", "reference-agent"},
 	"noop":      {"{self}", "noop-agent"},
 	"idle":      {"{self}", "idle-agent"},
-	// researcher is mlrb's LLM research agent (agents/researcher): the
-	// one built-in agent that calls a model, its definition's.
-	"researcher": {"{self}", "researcher"},
 }
-
-// thinking are the built-in agents that call an LLM: their definitions
-// name a provider and a model.
-var thinking = map[string]bool{"researcher": true}
 
 // Builtins lists the built-in agents, sorted.
 func Builtins() []string {

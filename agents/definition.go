@@ -116,9 +116,7 @@ func (d *Definition) Validate() error {
 		return fmt.Errorf("builtin %q: is not one of %s", d.Builtin, strings.Join(Builtins(), ", "))
 	case d.Image != "" && !imagePattern.MatchString(d.Image):
 		return fmt.Errorf("image %q: is not an image reference (name[:tag][@sha256:digest], lower case)", d.Image)
-	case d.Builtin != "" && thinking[d.Builtin] && (!slices.Contains(Providers, d.Provider) || d.Model == "" || len(d.Args) > 0):
-		return fmt.Errorf("builtin agent %s is mlrb's LLM agent: give provider (one of %s) and model, and no args", d.Builtin, strings.Join(Providers, ", "))
-	case d.Builtin != "" && !thinking[d.Builtin] && (d.Provider != "" || d.Model != "" || len(d.Args) > 0):
+	case d.Builtin != "" && (d.Provider != "" || d.Model != "" || len(d.Args) > 0):
 		return fmt.Errorf("builtin agent %s calls no LLM and runs a fixed command: remove provider, model and args", d.Builtin)
 	case d.Human && (d.Image == "" || len(d.Args) > 0):
 		return errors.New(`a human agent works in "image" (a shell image, e.g. mlrb-human built from deploy/human.Dockerfile), with no "builtin" or "args": the worker holds the container for the person`)

@@ -178,7 +178,7 @@ func (s *served) of(task string) []int {
 }
 
 // TestResearcherResumesAfterWorkerKill: the worker SIGKILLed while the
-// LLM agent (built in, beside the worker) is mid-conversation: one run
+// LLM agent (its image, in a container) is mid-conversation: one run
 // between a tool call and its result, one waiting on a long background
 // job. Each run resumes from its checkpoint with the same conversation:
 // the first request of the resumed attempt carries the earlier turns,
@@ -186,7 +186,7 @@ func (s *served) of(task string) []int {
 // checkpoint held an answer to is asked for again.
 func TestResearcherResumesAfterWorkerKill(t *testing.T) {
 	parallel(t)
-	train := filepath.Join(bin, "mlrb-agent") + " train"
+	train := "mlrb train"
 	resumed := []string{"This is attempt 2, resumed", "The worker's resume note: attempt 2 after attempt 1 (lost)", "Restored checkpoint #"}
 	scripts := map[string][]llmfake.Turn{
 		"e2e_rcrash_call": {
@@ -216,10 +216,11 @@ func TestResearcherResumesAfterWorkerKill(t *testing.T) {
 	}}
 	provider := scriptedProvider(t, script)
 	dir := agentDefs(t, map[string]string{
-		"rb-openai":    "builtin: researcher\nprovider: openai\nmodel: gpt-4o\nllm_budget_usd: 2\n",
-		"rb-anthropic": "builtin: researcher\nprovider: anthropic\nmodel: claude-sonnet-4-20250514\nllm_budget_usd: 2\n",
+		"rb-openai":    "image: " + researcherImage + "\nprovider: openai\nmodel: gpt-4o\nargs: [/mlrb, researcher]\nllm_budget_usd: 2\n",
+		"rb-anthropic": "image: " + researcherImage + "\nprovider: anthropic\nmodel: claude-sonnet-4-20250514\nargs: [/mlrb, researcher]\nllm_budget_usd: 2\n",
 	})
-	e := newEnv(t, provider.vars("MLRB_AGENTS_DIR="+dir, "MLRB_CHECKPOINT_INTERVAL="+interval.String(), "MLRB_AGENT_HEARTBEAT_TIMEOUT="+hbTimeout.String(), "MLRB_AGENT_GRACE=2s")...)
+	buildBusyboxImage(t, researcherImage, "researcher.Dockerfile")
+	e := dockerEnv(t, provider.vars("MLRB_AGENTS_DIR="+dir, "MLRB_CHECKPOINT_INTERVAL="+interval.String(), "MLRB_AGENT_HEARTBEAT_TIMEOUT="+hbTimeout.String(), "MLRB_AGENT_GRACE=2s")...)
 	for task := range scripts {
 		e.addTask(task, "mini_baby_lm", nil)
 	}
