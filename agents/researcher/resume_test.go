@@ -105,7 +105,9 @@ func TestResumesTheConversation(t *testing.T) {
 			}
 			s := &llmfake.Script{Turns: append(slices.Clone(c.before), after...)}
 			fake(t, s)
-			ckpt := crashWhen(t, func(st *State) bool { return lastCall(st, c.cut) })
+			// The crash comes in the second turn's call (call_1_0), never
+			// the first's, which may be a call of the same tool.
+			ckpt := crashWhen(t, func(st *State) bool { return lastCall(st, c.cut) && pending(st.Messages)[0].ID == "call_1_0" })
 			first := s.Served()
 			a := agentFor(t, ckpt, 2)
 			a.Env.ResumeFile = resumeNote(t, contract.ResumedProcess{PID: 4242, Command: "sleep 60"})
