@@ -76,6 +76,7 @@ func (a *Evaluations) Evaluate(ctx context.Context, in EvalInput) (res *EvalResu
 	rel, _ := filepath.Rel(root.dir, root.model)
 	res = &EvalResult{Score: score, Metrics: metrics, ModelPath: filepath.ToSlash(rel), Params: check.Params, Violations: check.Violations, Flags: check.Flags, Provenance: withData(r.Provenance, ev.data), ResultsFile: kept,
 		Image: digest, Usage: readUsage(root)}
+	res.ImageCopies = a.imageCopies(ctx, in, ev.model)
 	a.afterFinal(ctx, in, ev, image, lv, res)
 	return res, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/run/budget"
 	"github.com/mlrb/mlrb/internal/run/contract"
+	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"github.com/mlrb/mlrb/tasks"
 )
@@ -331,39 +332,13 @@ type EvalInput struct {
 	// the same restored model too (a mark stands for the final checkpoint
 	// on the dev split): one restore of a 20 GB checkpoint, not two.
 	AlsoMark bool `json:",omitempty"`
+	// AgentImage is the image the run's agent ran ("": none, or the
+	// built-in one): the scored model's weights are compared with its
+	// files.
+	AgentImage string `json:",omitempty"`
 	// Release: the run needs the slot no more once this evaluation (and
 	// its mark) succeeds, so the evaluation gives the lease back itself.
 	Release bool `json:",omitempty"`
-}
-
-// BothSplits: the final evaluation's first evaluator run scores the dev
-// split too (the task's curve.dev_args), as its mark; a task with an
-// output check runs them apart.
-func (in EvalInput) BothSplits() bool {
-	c := in.Task.Evaluation.Curve
-	return in.AlsoMark && c != nil && len(c.DevArgs) > 0 && in.Task.Evaluation.Check == nil
-}
-
-// EvaluatorRuns is the most evaluator runs the evaluation makes: the
-// model's and then the mark's or, when the model's failed, a control
-// model's; with both splits in one run, that run comes first and the
-// two follow only if it failed.
-func (in EvalInput) EvaluatorRuns() int {
-	if in.BothSplits() {
-		return 3
-	}
-	return 2
-}
-
-// RunTimeout is how long one evaluator run may take: the evaluation's
-// timeout, and as long again for the check stage after it when the task
-// has one (runChecks).
-func (in EvalInput) RunTimeout() time.Duration {
-	t := in.Task.Evaluation.Timeout.D()
-	if in.Task.Evaluation.Check != nil {
-		t *= 2
-	}
-	return t
 }
 
 // MarkScore is the curve command's answer for the final checkpoint
@@ -391,6 +366,8 @@ type EvalResult struct {
 	ResultsFile string
 	// Image is the evaluator image's digest (container runtime only).
 	Image string
+	// ImageCopies are the model's weight files the agent's image holds.
+	ImageCopies []runs.ImageCopy `json:",omitempty"`
 	// Usage is the LLM usage the agent reported, if it did.
 	Usage *contract.SelfReport
 	// Mark is the curve command's score of the same model (AlsoMark).

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"path"
 	"path/filepath"
 	"strconv"
@@ -58,6 +59,9 @@ type Workspace interface {
 	// tasks are processes, the {self} binary's content hash. An error
 	// means this workspace cannot run it.
 	Digest(ctx context.Context, image string) (string, error)
+	// ImageFiles calls each with every regular file of image whose size
+	// want accepts (nothing where tasks are processes: no image).
+	ImageFiles(ctx context.Context, image string, want func(size int64) bool, each func(name string, size int64, r io.Reader) error) error
 	// Outside is what a running task writes outside its workspace's
 	// directory (a container's writable layer), which its workspace
 	// limit counts too; nil where there is nothing of the kind.

@@ -103,6 +103,11 @@ func (w *DirWorkspace) Outside(runtime.TaskSpec) func(context.Context) (int64, i
 	return nil
 }
 
+// ImageFiles finds none: a process runs no image.
+func (w *DirWorkspace) ImageFiles(context.Context, string, func(int64) bool, func(string, int64, io.Reader) error) error {
+	return nil
+}
+
 func (w *DirWorkspace) Digest(_ context.Context, image string) (string, error) {
 	if image != "" {
 		return "", errors.New("this worker runs agents as processes; an agent image needs host.runtime docker")

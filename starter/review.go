@@ -112,7 +112,10 @@ func reviewRun(g *globals, engine *checkpoint.Engine, cat *tasks.Catalog, runID 
 	if err != nil {
 		return nil, err
 	}
-	in := review.Input{Result: &r, Spec: spec, Observations: obs, Experiments: runresults.Research(&r, obs, minExperiment).Experiments, Margin: margin}
+	in := review.Input{Result: &r, Spec: spec, Observations: obs, Experiments: runresults.Research(&r, obs, minExperiment).Experiments, Margin: margin,
+		ReadFile: func(m *checkpoint.Manifest, p string, limit int64) ([]byte, error) {
+			return engine.ReadFile(g.ctx, m, p, limit)
+		}}
 	if seq := r.FinalSeq(); seq > 0 {
 		if in.Final, err = engine.Load(g.ctx, runID, seq); err != nil {
 			return nil, err
@@ -127,7 +130,7 @@ func reviewRun(g *globals, engine *checkpoint.Engine, cat *tasks.Catalog, runID 
 			}
 		}
 	}
-	if err := transcript.Each(g.ctx, store, runID, 0, func(c transcript.Call) error { in.Refusals.Add(c); return nil }); err != nil {
+	if err := transcript.Each(g.ctx, store, runID, 0, func(c transcript.Call) error { in.Refusals.Add(c); in.Downloads.Add(c); return nil }); err != nil {
 		return nil, err
 	}
 	v, err := review.Latest(g.ctx, store, runID)

@@ -115,7 +115,7 @@ func (e *evaluation) setRetryHandler(ctx workflow.Context) error {
 // run evaluates the final checkpoint with the retry policy and records
 // the try; image replaces the evaluator image when set.
 func (e *evaluation) run(ctx workflow.Context, image string) (*activities.EvalResult, error) {
-	in := activities.EvalInput{RunID: e.c.st.RunID, Task: e.c.spec.Spec, Seed: e.c.in.Seed, Final: *e.c.last, Image: image, N: len(e.tries) + 1}
+	in := activities.EvalInput{RunID: e.c.st.RunID, Task: e.c.spec.Spec, Seed: e.c.in.Seed, Final: *e.c.last, Image: image, N: len(e.tries) + 1, AgentImage: e.c.image()}
 	in.AlsoMark = e.c.env.foldsFinalMark() && e.curve.foldable()
 	args := callArgs{pol: e.c.pol, evalWork: evalWork(in), bytes: e.c.last.Bytes}
 	started := workflow.Now(ctx)

@@ -140,10 +140,14 @@ type Result struct {
 	Flags []string `json:"flags,omitempty"`
 	// Provenance is what the evaluator scored against (its held-out
 	// set's hash).
-	Provenance  map[string]string `json:"evaluation_provenance,omitempty"`
-	EvalTries   int               `json:"evaluation_attempts"`
-	Evaluations []EvalAttempt     `json:"evaluations,omitempty"`
-	Cost        Cost              `json:"cost"`
+	Provenance map[string]string `json:"evaluation_provenance,omitempty"`
+	// ImageCopies are the scored model's weight files byte-identical to
+	// a file of the agent's image (the worker compares them as it
+	// evaluates): weights the image brought, not ones the run made.
+	ImageCopies []ImageCopy   `json:"image_copies,omitempty"`
+	EvalTries   int           `json:"evaluation_attempts"`
+	Evaluations []EvalAttempt `json:"evaluations,omitempty"`
+	Cost        Cost          `json:"cost"`
 	// TimeLimitS and Hardware are the budget (before extensions) and the
 	// hardware class ("CPU", "1× A100") the run had.
 	TimeLimitS float64 `json:"time_limit_s,omitempty"`
@@ -175,6 +179,14 @@ type Result struct {
 	Research *Measures `json:"research,omitempty"`
 	// Review is a reviewer's latest verdict on the run (nil: none).
 	Review *Verdict `json:"review,omitempty"`
+}
+
+// ImageCopy is a model file (its path under the model) byte-identical to
+// a file of the agent's image.
+type ImageCopy struct {
+	File  string `json:"file"`
+	Image string `json:"image_file"`
+	Size  int64  `json:"size"`
 }
 
 // Verdicts a reviewer gives a run.

@@ -180,6 +180,13 @@ func copierImage(t *testing.T, e *env) {
 	for _, en := range entries {
 		files["prebuilt/model/"+en.Name()] = filepath.Join(model, en.Name())
 	}
+	// Weights of a size review compares with the image's files (the mini
+	// model's own may be smaller).
+	extra := filepath.Join(t.TempDir(), "extra.dat")
+	if err := os.WriteFile(extra, bytes.Repeat([]byte("prebuilt weights "), 8<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files["prebuilt/model/extra.dat"] = extra
 	d := docker(t)
 	if err := runtime.BuildImage(context.Background(), d, "mlrb-copyagent:e2e", files,
 		"FROM scratch\nCOPY copyagent /copyagent\nCOPY prebuilt /prebuilt\nCMD [\"/copyagent\"]\n"); err != nil {
@@ -223,6 +230,16 @@ func reviewed(t *testing.T, e *env, b string) {
 		}
 		if copier && (r.Flags[0].Kind != "model_without_work" || len(r.Flags[0].Evidence) == 0) {
 			t.Fatalf("copier's flag %+v", r.Flags[0])
+		}
+		// The image brought the weights: the worker found them in it.
+		if copier && !slices.ContainsFunc(r.Flags, func(f struct {
+			Kind     string
+			What     string
+			Evidence []string
+		}) bool {
+			return f.Kind == "weights_copied" && strings.Contains(f.What, "output/model/extra.dat") && strings.Contains(f.What, "/prebuilt/model/extra.dat")
+		}) {
+			t.Fatalf("the copier's weights are not found in its image: %+v", r.Flags)
 		}
 	}
 	so, _, _ := e.starter("review", b)
