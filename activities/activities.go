@@ -1,3 +1,5 @@
+// The shared sandbox of agents and evaluators, ResolveTask, and the worker's secrets for runs.
+
 package activities
 
 import (

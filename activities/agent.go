@@ -1,3 +1,5 @@
+// RunAgent runs one attempt of the agent.
+
 package activities
 
 import (
@@ -15,9 +17,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/internal/fleet/metrics"
-	"github.com/mlrb/mlrb/internal/research/observe"
 	"github.com/mlrb/mlrb/internal/run/budget"
 	"github.com/mlrb/mlrb/internal/run/contract"
+	"github.com/mlrb/mlrb/internal/sandbox/observe"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"github.com/mlrb/mlrb/internal/store/logstore"

@@ -1,3 +1,5 @@
+// An attempt's agent from its definition: image, command, state paths and LLM side.
+
 package activities
 
 import (

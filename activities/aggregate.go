@@ -1,3 +1,5 @@
+// Aggregate: the benchmark's leaderboard activity.
+
 package activities
 
 import (
@@ -6,8 +8,8 @@ import (
 	"fmt"
 	"net/url"
 
-	"github.com/mlrb/mlrb/internal/scoring/anchors"
-	"github.com/mlrb/mlrb/internal/scoring/leaderboard"
+	"github.com/mlrb/mlrb/internal/results/anchors"
+	"github.com/mlrb/mlrb/internal/results/leaderboard"
 )
 
 // AggregateName is the leaderboard activity.

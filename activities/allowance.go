@@ -1,3 +1,5 @@
+// allowance is one attempt's share of its worker.
+
 package activities
 
 import (

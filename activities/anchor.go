@@ -1,3 +1,5 @@
+// StoreAnchor: an anchor measurement kept with its task.
+
 package activities
 
 import (
@@ -5,7 +7,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
-	"github.com/mlrb/mlrb/internal/scoring/anchors"
+	"github.com/mlrb/mlrb/internal/results/anchors"
 	"github.com/mlrb/mlrb/tasks"
 )
 

@@ -1,3 +1,5 @@
+// The check stage of an evaluation: each output the evaluator left checked in a task of its own.
+
 package activities
 
 import (

@@ -1,3 +1,5 @@
+// checkpointer takes an attempt's checkpoints.
+
 package activities
 
 import (

@@ -13,11 +13,11 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/internal/results/anchors"
+	"github.com/mlrb/mlrb/internal/results/runresults"
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
-	"github.com/mlrb/mlrb/internal/scoring/anchors"
 	"github.com/mlrb/mlrb/internal/scoring/evaldata"
-	"github.com/mlrb/mlrb/internal/scoring/runresults"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"github.com/mlrb/mlrb/tasks"

@@ -1,3 +1,5 @@
+// PickMarks and the curve's evaluations: which checkpoints score the run over time, and the final model's mark.
+
 package activities
 
 import (

@@ -1,3 +1,5 @@
+// Evaluate restores the final checkpoint into a fresh directory (never the agent's), finds the model, checks the task's constraints, runs the evaluator.
+
 package activities
 
 import (

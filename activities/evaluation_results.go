@@ -1,3 +1,5 @@
+// An evaluation's results and log kept in the store.
+
 package activities
 
 import (

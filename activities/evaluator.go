@@ -1,3 +1,5 @@
+// evaluator names the evaluator that ran spec (the task's command template).
+
 package activities
 
 import (

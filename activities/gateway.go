@@ -1,3 +1,5 @@
+// LLMGateway is how agents' LLM calls leave this worker.
+
 package activities
 
 import (

@@ -1,3 +1,5 @@
+// attemptHooks are what a supervised attempt does beyond its agent.
+
 package activities
 
 import (
@@ -30,7 +32,7 @@ type attemptHooks struct {
 	// run's signals its ledger goes by.
 	llm   *attemptLLM
 	notes *notifier
-	// ob observes the attempt's research (internal/research/observe).
+	// ob observes the attempt's research (internal/sandbox/observe).
 	ob *observer
 	// closeDoor shuts the agent's door before its observation and ledger
 	// are settled: a call or connection still open then is recorded (and

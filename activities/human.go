@@ -1,3 +1,5 @@
+// humanRoom prepares a person's attempt.
+
 package activities
 
 import (
@@ -12,9 +14,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
-	"github.com/mlrb/mlrb/internal/research/observe"
 	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/internal/sandbox/attach"
+	"github.com/mlrb/mlrb/internal/sandbox/observe"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 )
 

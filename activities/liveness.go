@@ -1,3 +1,5 @@
+// liveness heartbeats an activity from its first line to its return, whatever the activity is doing, on a goroutine of its own.
+
 package activities
 
 import (

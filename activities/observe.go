@@ -1,3 +1,5 @@
+// observer watches one attempt's research from the host (internal/ observe).
+
 package activities
 
 import (
@@ -8,10 +10,10 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/mlrb/mlrb/internal/research/observe"
+	"github.com/mlrb/mlrb/internal/results/review"
+	"github.com/mlrb/mlrb/internal/sandbox/observe"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 	"github.com/mlrb/mlrb/internal/sandbox/transcript"
-	"github.com/mlrb/mlrb/internal/scoring/review"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 )
 

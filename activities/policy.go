@@ -1,3 +1,5 @@
+// AttemptPolicy is the sandbox an attempt's agent ran in, kept with the run (runs/<run>/sandbox/attempt-N.json) and signed in its bundle.
+
 package activities
 
 import (

@@ -1,3 +1,5 @@
+// ProvisionHost and ReleaseHost: hosts obtained for a run (static, Slurm, EC2).
+
 package activities
 
 import (

@@ -1,3 +1,5 @@
+// replayUpstream points an attempt's gateway at a finished run's transcript in place of the providers.
+
 package activities
 
 import (

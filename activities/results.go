@@ -1,3 +1,5 @@
+// StoreResult and the benchmark's results kept out of Temporal payloads.
+
 package activities
 
 import (
@@ -13,11 +15,11 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 
+	"github.com/mlrb/mlrb/internal/results/certificate"
+	"github.com/mlrb/mlrb/internal/results/leaderboard"
+	"github.com/mlrb/mlrb/internal/results/resume"
+	"github.com/mlrb/mlrb/internal/results/runresults"
 	"github.com/mlrb/mlrb/internal/run/runs"
-	"github.com/mlrb/mlrb/internal/scoring/certificate"
-	"github.com/mlrb/mlrb/internal/scoring/leaderboard"
-	"github.com/mlrb/mlrb/internal/scoring/resume"
-	"github.com/mlrb/mlrb/internal/scoring/runresults"
 	"github.com/mlrb/mlrb/internal/store/blob"
 )
 

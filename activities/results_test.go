@@ -10,12 +10,12 @@ import (
 
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/mlrb/mlrb/internal/research/observe"
+	"github.com/mlrb/mlrb/internal/results/leaderboard"
+	"github.com/mlrb/mlrb/internal/results/review"
+	"github.com/mlrb/mlrb/internal/results/runresults"
 	"github.com/mlrb/mlrb/internal/run/gpucost"
 	"github.com/mlrb/mlrb/internal/run/runs"
-	"github.com/mlrb/mlrb/internal/scoring/leaderboard"
-	"github.com/mlrb/mlrb/internal/scoring/review"
-	"github.com/mlrb/mlrb/internal/scoring/runresults"
+	"github.com/mlrb/mlrb/internal/sandbox/observe"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 )

@@ -1,3 +1,5 @@
+// The resume note an attempt gets: what the last one left running and where it stopped.
+
 package activities
 
 import (
@@ -8,8 +10,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/mlrb/mlrb/internal/research/observe"
 	"github.com/mlrb/mlrb/internal/run/contract"
+	"github.com/mlrb/mlrb/internal/sandbox/observe"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 )
 

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mlrb/mlrb/internal/research/observe"
 	"github.com/mlrb/mlrb/internal/run/contract"
+	"github.com/mlrb/mlrb/internal/sandbox/observe"
 )
 
 // TestResumeNoteFromTheLastAttempt: the note names the latest attempt

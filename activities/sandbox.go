@@ -1,3 +1,5 @@
+// openDoor serves a task's gateway, with the attempt's LLM side when it has one (an agent's).
+
 package activities
 
 import (

@@ -1,3 +1,5 @@
+// Set is a worker's activities by concern, each receiver holding only what its activities use.
+
 package activities
 
 import (
@@ -10,9 +12,9 @@ import (
 	"github.com/mlrb/mlrb/internal/fleet/gpu"
 	"github.com/mlrb/mlrb/internal/fleet/metrics"
 	"github.com/mlrb/mlrb/internal/fleet/provision"
-	"github.com/mlrb/mlrb/internal/research/observe"
 	"github.com/mlrb/mlrb/internal/run/gpucost"
 	"github.com/mlrb/mlrb/internal/sandbox/attach"
+	"github.com/mlrb/mlrb/internal/sandbox/observe"
 	"github.com/mlrb/mlrb/internal/scoring/evaldata"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"

@@ -1,3 +1,5 @@
+// The workspace's size watch: bytes and entries against the attempt's limits.
+
 package activities
 
 import (
@@ -9,7 +11,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
-	"github.com/mlrb/mlrb/internal/process/every"
+	"github.com/mlrb/mlrb/internal/kit/every"
 	"github.com/mlrb/mlrb/internal/store/safefs"
 )
 

@@ -1,3 +1,5 @@
+// supervisor watches one running agent.
+
 package activities
 
 import (

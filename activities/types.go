@@ -1,6 +1,7 @@
 // Package activities holds every side effect of a run: resolving the task,
 // leasing a GPU slot, running the agent, checkpointing, evaluating.
-// Activities hold no orchestration logic; the workflows decide.
+// Activities hold no orchestration logic; the workflows decide. It
+// stands on floor 7, over the wings of internal/.
 package activities
 
 import (

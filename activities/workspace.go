@@ -1,3 +1,5 @@
+// Workspace is where an attempt runs, chosen once when the worker is assembled (host.runtime).
+
 package activities
 
 import (

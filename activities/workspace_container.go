@@ -1,3 +1,5 @@
+// ContainerWorkspace: attempts and evaluations in Docker containers.
+
 package activities
 
 import (

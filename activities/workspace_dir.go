@@ -1,3 +1,5 @@
+// DirWorkspace runs agents and evaluators as local processes.
+
 package activities
 
 import (

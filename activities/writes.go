@@ -1,3 +1,5 @@
+// What an attempt wrote outside its mounts, and the reasons an attempt ended.
+
 package activities
 
 import (

@@ -1,3 +1,5 @@
+// Built-in agents run a subcommand of the mlrb binary ({self}) as processes or in the reference image.
+
 package agents
 
 import (

@@ -1,3 +1,5 @@
+// Catalog is a loaded set of definitions.
+
 package agents
 
 import (

@@ -1,3 +1,5 @@
+// AddFlags declares on fs the flags of the keys named, each from its Table row.
+
 package config
 
 import (

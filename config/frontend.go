@@ -1,3 +1,5 @@
+// TLSConfig builds the client side of the frontend connection from temporal.tls and temporal.api_key (nil.
+
 package config
 
 import (

@@ -1,3 +1,5 @@
+// Human configures people's runs (human baselines).
+
 package config
 
 import "time"

@@ -1,3 +1,5 @@
+// Key is one configuration key, everything about it in one row.
+
 package config
 
 import (

@@ -1,3 +1,5 @@
+// The enumerated kinds of config values (storage.kind, host.runtime, provision.kind).
+
 package config
 
 import (

@@ -1,3 +1,5 @@
+// Loading the config: defaults < file < env < flags.
+
 package config
 
 import (

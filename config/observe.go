@@ -1,3 +1,5 @@
+// Config of bundles' signing and the host-side observer.
+
 package config
 
 import "time"

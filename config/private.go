@@ -1,3 +1,5 @@
+// PrivateFile refuses a secret-holding file (a TLS key, agent.env_file, a signing key) that its group or others may read or write, as ssh refuses such.
+
 package config
 
 import (

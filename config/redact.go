@@ -1,3 +1,5 @@
+// Redacted returns the config as YAML with secrets replaced.
+
 package config
 
 import (

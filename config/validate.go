@@ -1,3 +1,5 @@
+// Validate: every key's value checked, naming the field and the fix.
+
 package config
 
 import (

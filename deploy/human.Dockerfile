@@ -3,7 +3,7 @@
 # worker's clock) and to hold the container open. Nothing is pulled.
 # Build context: a directory holding `busybox` (/bin/busybox of Debian's
 # busybox-static package) and the static binary `mlrb`
-# (CGO_ENABLED=0 go build -o mlrb ./deploy/agent).
+# (CGO_ENABLED=0 go build -o mlrb ./cmd/mlrb-agent).
 FROM scratch
 COPY busybox /bin/busybox
 COPY mlrb /mlrb

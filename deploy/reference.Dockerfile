@@ -1,5 +1,5 @@
 # The reference agent and evaluator image. Build context: a directory
-# holding the static binary `mlrb` (CGO_ENABLED=0 go build -o mlrb ./deploy/agent).
+# holding the static binary `mlrb` (CGO_ENABLED=0 go build -o mlrb ./cmd/mlrb-agent).
 FROM scratch
 COPY mlrb /mlrb
 WORKDIR /app

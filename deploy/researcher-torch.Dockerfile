@@ -5,7 +5,7 @@
 # Nothing is pip-installed here, so the evaluator's pins are the agent's:
 # a model the agent trains loads in the evaluator that scores it.
 # Build context: a directory holding the static binary `mlrb`
-# (CGO_ENABLED=0 go build -o mlrb ./deploy/agent), after the evaluator:
+# (CGO_ENABLED=0 go build -o mlrb ./cmd/mlrb-agent), after the evaluator:
 #
 #   docker build -f deploy/researcher-torch.Dockerfile -t mlrb-researcher-torch:latest CONTEXT
 #

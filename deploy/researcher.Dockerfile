@@ -4,7 +4,7 @@
 # (`mlrb train key=value ...`). Nothing is pulled.
 # Build context: a directory holding `busybox` (/bin/busybox of Debian's
 # busybox-static package) and the static binary `mlrb`
-# (CGO_ENABLED=0 go build -o mlrb ./deploy/agent).
+# (CGO_ENABLED=0 go build -o mlrb ./cmd/mlrb-agent).
 #
 #   docker build -f deploy/researcher.Dockerfile -t mlrb-researcher:latest CONTEXT
 FROM scratch

@@ -1,3 +1,5 @@
+// agentCatalog loads the agent definitions once.
+
 package main
 
 import (
@@ -11,7 +13,7 @@ import (
 
 	"github.com/mlrb/mlrb/agents"
 	"github.com/mlrb/mlrb/internal/process/cli"
-	"github.com/mlrb/mlrb/internal/scoring/certificate"
+	"github.com/mlrb/mlrb/internal/results/certificate"
 )
 
 func agentsCmd() *cobra.Command {

@@ -1,3 +1,5 @@
+// `starter anchors measure`: its flags and what it does.
+
 package main
 
 import (
@@ -14,7 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/mlrb/mlrb/internal/process/cli"
-	"github.com/mlrb/mlrb/internal/scoring/anchors"
+	"github.com/mlrb/mlrb/internal/results/anchors"
 	"github.com/mlrb/mlrb/tasks"
 	"github.com/mlrb/mlrb/workflows"
 )

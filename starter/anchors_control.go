@@ -1,3 +1,5 @@
+// `starter anchors control`: its flags and what it does.
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+// `starter benchmark`: its flags and what it does.
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+// `starter bundle`: its flags and what it does.
+
 package main
 
 import (
@@ -11,8 +13,8 @@ import (
 	"github.com/mlrb/mlrb/agents"
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/results/runresults"
 	"github.com/mlrb/mlrb/internal/run/runs"
-	"github.com/mlrb/mlrb/internal/scoring/runresults"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/bundle"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"

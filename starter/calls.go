@@ -1,3 +1,5 @@
+// `starter calls`: its flags and what it does.
+
 package main
 
 import (

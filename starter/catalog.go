@@ -1,3 +1,5 @@
+// `starter tasks list`: its flags and what it does.
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+// `starter certify`: its flags and what it does.
+
 package main
 
 import (
@@ -15,7 +17,7 @@ import (
 	"github.com/mlrb/mlrb/internal/process/app"
 	"github.com/mlrb/mlrb/internal/process/certify"
 	"github.com/mlrb/mlrb/internal/process/cli"
-	"github.com/mlrb/mlrb/internal/scoring/certificate"
+	"github.com/mlrb/mlrb/internal/results/certificate"
 	"github.com/mlrb/mlrb/tasks"
 )
 

@@ -1,3 +1,5 @@
+// `starter checkpoint list`: its flags and what it does.
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+// Checks of the ids and names a command is given.
+
 package main
 
 import (

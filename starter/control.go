@@ -1,3 +1,5 @@
+// `starter cancel` and the other signals to a run.
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+// `starter demo`: its flags and what it does.
+
 package main
 
 import (

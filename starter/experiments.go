@@ -1,3 +1,5 @@
+// `starter experiments`: its flags and what it does.
+
 package main
 
 import (
@@ -12,9 +14,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/mlrb/mlrb/internal/process/cli"
-	"github.com/mlrb/mlrb/internal/research/observe"
+	"github.com/mlrb/mlrb/internal/results/runresults"
 	"github.com/mlrb/mlrb/internal/run/runs"
-	"github.com/mlrb/mlrb/internal/scoring/runresults"
+	"github.com/mlrb/mlrb/internal/sandbox/observe"
 	"github.com/mlrb/mlrb/internal/store/blob"
 )
 

@@ -1,3 +1,5 @@
+// `starter fork`: its flags and what it does.
+
 package main
 
 import (

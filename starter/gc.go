@@ -1,3 +1,5 @@
+// `starter storage gc`: its flags and what it does.
+
 package main
 
 import (

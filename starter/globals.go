@@ -1,3 +1,5 @@
+// What every command's run function is given, as restic's GlobalOptions.
+
 package main
 
 import (

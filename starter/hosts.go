@@ -1,3 +1,5 @@
+// `starter hosts`: the fleet register shown.
+
 package main
 
 import (

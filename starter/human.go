@@ -1,3 +1,5 @@
+// `starter invite` and `starter attach`: a person let into their run.
+
 package main
 
 import (

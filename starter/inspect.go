@@ -1,3 +1,5 @@
+// `starter status` and `starter inspect`: what a run is doing.
+
 package main
 
 import (

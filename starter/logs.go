@@ -1,3 +1,5 @@
+// `starter logs`: its flags and what it does.
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+// `starter plan`: its flags and what it does.
+
 package main
 
 import (
@@ -8,7 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/mlrb/mlrb/internal/process/cli"
-	"github.com/mlrb/mlrb/internal/scoring/leaderboard"
+	"github.com/mlrb/mlrb/internal/results/leaderboard"
 )
 
 // planOptions are `starter plan`'s flags.

@@ -8,12 +8,12 @@ import (
 
 	"github.com/mlrb/mlrb/internal/fleet/gpu"
 	"github.com/mlrb/mlrb/internal/fleet/hosts"
+	"github.com/mlrb/mlrb/internal/results/board"
+	"github.com/mlrb/mlrb/internal/results/leaderboard"
+	"github.com/mlrb/mlrb/internal/results/runresults"
 	"github.com/mlrb/mlrb/internal/run/budget"
 	"github.com/mlrb/mlrb/internal/run/llm"
 	"github.com/mlrb/mlrb/internal/run/runs"
-	"github.com/mlrb/mlrb/internal/scoring/leaderboard"
-	"github.com/mlrb/mlrb/internal/scoring/results"
-	"github.com/mlrb/mlrb/internal/scoring/runresults"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -98,10 +98,10 @@ func TestLeaderboardRowsCountCutOffRuns(t *testing.T) {
 	all := runresults.Matrix{BenchmarkID: "b", Agents: []string{"a"}, Tasks: []string{"t"}, Seeds: []int64{1, 2}}.Runs()
 	score := 1.0
 	got := []*runs.Result{{RunID: all[0].ID, Task: "t", Agent: "a", Seed: 1, Outcome: runs.OutcomeScored, Score: &score}, nil}
-	if rows := results.Rows("b", all, got, false); len(rows) != 1 {
+	if rows := board.Rows("b", all, got, false); len(rows) != 1 {
 		t.Fatalf("running: %d rows", len(rows))
 	}
-	rows := results.Rows("b", all, got, true)
+	rows := board.Rows("b", all, got, true)
 	if len(rows) != 2 || rows[1].Outcome != runs.OutcomeInfraFailed || !strings.Contains(rows[1].Reason, "starter benchmark resume b") {
 		t.Fatalf("ended: %+v", rows)
 	}

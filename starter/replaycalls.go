@@ -1,3 +1,5 @@
+// `starter replay-calls`: its flags and what it does.
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+// `starter rescore`: a bundle scored again with the verifier's own evaluator.
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+// `starter results`: its flags and what it does.
+
 package main
 
 import (
@@ -14,12 +16,12 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/results/anchors"
+	"github.com/mlrb/mlrb/internal/results/board"
+	"github.com/mlrb/mlrb/internal/results/campaign"
+	"github.com/mlrb/mlrb/internal/results/certificate"
+	"github.com/mlrb/mlrb/internal/results/leaderboard"
 	"github.com/mlrb/mlrb/internal/run/runs"
-	"github.com/mlrb/mlrb/internal/scoring/anchors"
-	"github.com/mlrb/mlrb/internal/scoring/campaign"
-	"github.com/mlrb/mlrb/internal/scoring/certificate"
-	"github.com/mlrb/mlrb/internal/scoring/leaderboard"
-	"github.com/mlrb/mlrb/internal/scoring/results"
 )
 
 // resultsOptions are `starter results`'s flags.
@@ -80,9 +82,9 @@ func runResults(g *globals, o resultsOptions, ids []string) error {
 	return printLeaderboard(g.out, strings.Join(ids, " + "), b.runs, b.setup, o.format)
 }
 
-// board is what the read side gives a command: the runs, the setup they
+// shown is what the read side gives a command: the runs, the setup they
 // ran under and, for benchmarks still running, what is not done yet.
-type board struct {
+type shown struct {
 	runs    []runs.Result
 	setup   leaderboard.Setup
 	partial []string
@@ -91,16 +93,16 @@ type board struct {
 // loadCampaign is the runs and setup of one or more benchmarks, pooled by
 // task, agent and seed (see campaign.Pool); a pool of runs that are not
 // one experiment is refused unless mixed.
-func loadCampaign(g *globals, ids []string, mixed bool) (board, error) {
+func loadCampaign(g *globals, ids []string, mixed bool) (shown, error) {
 	if err := checkDistinct("BENCH_ID", ids); err != nil {
-		return board{}, err
+		return shown{}, err
 	}
 	sets := make([]campaign.Set, 0, len(ids))
 	var partial []string
 	for _, id := range ids {
 		b, err := loadBoard(g, id)
 		if err != nil {
-			return board{}, err
+			return shown{}, err
 		}
 		sets = append(sets, campaign.Set{ID: id, Results: b.runs, Setup: b.setup})
 		partial = append(partial, b.partial...)
@@ -111,10 +113,10 @@ func loadCampaign(g *globals, ids []string, mixed bool) (board, error) {
 	p, err := campaign.Pool(sets, mixed)
 	var ce *campaign.ConflictError
 	if errors.As(err, &ce) {
-		return board{}, cli.Usagef("%v", err)
+		return shown{}, cli.Usagef("%v", err)
 	}
 	if err != nil {
-		return board{}, err
+		return shown{}, err
 	}
 	for _, c := range p.Conflicts {
 		fmt.Fprintf(g.errOut, "warning: %s\n", c)
@@ -123,22 +125,22 @@ func loadCampaign(g *globals, ids []string, mixed bool) (board, error) {
 		fmt.Fprintf(g.errOut, "warning: %s\n", w)
 	}
 	setup, err := withAnchors(g, p.Setup, p.Results)
-	return board{runs: p.Results, setup: setup, partial: partial}, err
+	return shown{runs: p.Results, setup: setup, partial: partial}, err
 }
 
 // loadBoard is a benchmark's runs and setup (without anchors: the pool
 // adds them once): so far, while it runs.
-func loadBoard(g *globals, id string) (board, error) {
+func loadBoard(g *globals, id string) (shown, error) {
 	c, err := g.client()
 	if err != nil {
-		return board{}, err
+		return shown{}, err
 	}
 	store, err := g.store()
 	if err != nil {
-		return board{}, err
+		return shown{}, err
 	}
-	b, err := results.Of(g.ctx, &boardSource{g: g, c: c, store: store}, id)
-	return board{runs: b.Runs, setup: b.Setup, partial: b.Partial}, err
+	b, err := board.Of(g.ctx, &boardSource{g: g, c: c, store: store}, id)
+	return shown{runs: b.Runs, setup: b.Setup, partial: b.Partial}, err
 }
 
 // recosted is the runs with their measured LLM use costed under prices:

@@ -1,3 +1,5 @@
+// boardSource is where the starter reads a benchmark's board.
+
 package main
 
 import (
@@ -8,10 +10,10 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/results/board"
+	"github.com/mlrb/mlrb/internal/results/runresults"
 	"github.com/mlrb/mlrb/internal/run/gpucost"
 	"github.com/mlrb/mlrb/internal/run/runs"
-	"github.com/mlrb/mlrb/internal/scoring/results"
-	"github.com/mlrb/mlrb/internal/scoring/runresults"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -29,7 +31,7 @@ type boardSource struct {
 
 // Benchmark describes benchmark id from Temporal: its input (its runs),
 // and its result once ended, or its progress while it runs.
-func (s *boardSource) Benchmark(ctx context.Context, id string) (*results.Benchmark, error) {
+func (s *boardSource) Benchmark(ctx context.Context, id string) (*board.Benchmark, error) {
 	info, err := describe(ctx, s.c, id)
 	if err != nil {
 		return nil, err
@@ -37,7 +39,7 @@ func (s *boardSource) Benchmark(ctx context.Context, id string) (*results.Benchm
 	if info.GetType().GetName() != workflows.BenchmarkWorkflowName {
 		return nil, cli.Usagef("%s is a run, not a benchmark: `starter result %s` prints it (results, plan, report and export take benchmark ids; report takes a run too)", id, id)
 	}
-	b := &results.Benchmark{ID: id}
+	b := &board.Benchmark{ID: id}
 	if info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		snap, err := snapshotBenchmark(ctx, s.c, id, true)
 		if err != nil {

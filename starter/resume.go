@@ -1,3 +1,5 @@
+// `starter benchmark resume`: its flags and what it does.
+
 package main
 
 import (
@@ -19,7 +21,7 @@ import (
 	"github.com/mlrb/mlrb/agents"
 	"github.com/mlrb/mlrb/internal/process/app"
 	"github.com/mlrb/mlrb/internal/process/cli"
-	"github.com/mlrb/mlrb/internal/scoring/resume"
+	"github.com/mlrb/mlrb/internal/results/resume"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -53,7 +55,7 @@ an agent that had finished is only evaluated again, never re-run.`,
 	return cmd
 }
 
-// runResume plans the resume of an ended benchmark (internal/scoring/resume),
+// runResume plans the resume of an ended benchmark (internal/results/resume),
 // stores the plan and starts the benchmark again under its id.
 func runResume(g *globals, o resumeOptions, id string) error {
 	return restart(g, o, id, "resumed", nil)

@@ -1,3 +1,5 @@
+// resumeSource is where a resume's plan reads a benchmark's runs.
+
 package main
 
 import (
@@ -10,9 +12,9 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/mlrb/mlrb/internal/results/resume"
+	"github.com/mlrb/mlrb/internal/results/runresults"
 	"github.com/mlrb/mlrb/internal/run/runs"
-	"github.com/mlrb/mlrb/internal/scoring/resume"
-	"github.com/mlrb/mlrb/internal/scoring/runresults"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/workflows"
 )

@@ -1,3 +1,5 @@
+// `starter retry-eval`: its flags and what it does.
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+// `starter review`: each run's flags, and `review mark` for verdicts.
+
 package main
 
 import (
@@ -11,11 +13,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/mlrb/mlrb/internal/process/cli"
-	"github.com/mlrb/mlrb/internal/research/observe"
+	"github.com/mlrb/mlrb/internal/results/review"
+	"github.com/mlrb/mlrb/internal/results/runresults"
 	"github.com/mlrb/mlrb/internal/run/runs"
+	"github.com/mlrb/mlrb/internal/sandbox/observe"
 	"github.com/mlrb/mlrb/internal/sandbox/transcript"
-	"github.com/mlrb/mlrb/internal/scoring/review"
-	"github.com/mlrb/mlrb/internal/scoring/runresults"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"github.com/mlrb/mlrb/tasks"

@@ -1,3 +1,5 @@
+// `starter run`: its flags and what it does.
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+// sessionsCmd lists a person's run's attach sessions, and replays one in this terminal as it was seen (asciicast v2, which asciinema plays too).
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+// `starter setup`: its flags and what it does.
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+// Opening a run's store and checkpoint engine.
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+// Reading what the server knows of a run or benchmark.
+
 package main
 
 import (

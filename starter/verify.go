@@ -1,3 +1,5 @@
+// `starter verify`: bundles checked against the trusted keys.
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+// `starter watch`: its flags and what it does.
+
 package main
 
 import (

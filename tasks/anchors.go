@@ -1,3 +1,5 @@
+// Anchors are a task's two reference scores.
+
 package tasks
 
 import (

@@ -1,3 +1,5 @@
+// Curve is how a run's research is scored over time.
+
 package tasks
 
 import (

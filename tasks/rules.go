@@ -1,3 +1,5 @@
+// The worker's checks of a submitted model, by name.
+
 package tasks
 
 import (

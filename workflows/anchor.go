@@ -1,3 +1,5 @@
+// AnchorWorkflow: a task's anchors measured.
+
 package workflows
 
 import (

@@ -1,3 +1,5 @@
+// The run's attempt loop: lost attempts and how far they got.
+
 package workflows
 
 import (

@@ -1,3 +1,5 @@
+// BenchmarkWorkflow: runs fanned out, the next picked, continued as new.
+
 package workflows
 
 import (
@@ -11,9 +13,9 @@ import (
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/agents"
+	"github.com/mlrb/mlrb/internal/results/resume"
+	"github.com/mlrb/mlrb/internal/results/runresults"
 	"github.com/mlrb/mlrb/internal/run/runs"
-	"github.com/mlrb/mlrb/internal/scoring/resume"
-	"github.com/mlrb/mlrb/internal/scoring/runresults"
 )
 
 // planWindow is how many runs' resume-plan entries one ReadPlan fetches.

@@ -1,11 +1,13 @@
+// BenchmarkInput fans out runs.
+
 package workflows
 
 import (
 	"github.com/mlrb/mlrb/agents"
+	"github.com/mlrb/mlrb/internal/results/leaderboard"
+	"github.com/mlrb/mlrb/internal/results/runresults"
 	"github.com/mlrb/mlrb/internal/run/budget"
 	"github.com/mlrb/mlrb/internal/run/runs"
-	"github.com/mlrb/mlrb/internal/scoring/leaderboard"
-	"github.com/mlrb/mlrb/internal/scoring/runresults"
 )
 
 // The benchmark's payloads: its input, carried state, result and progress.

@@ -1,3 +1,5 @@
+// The first BenchmarkWorkflow's shape, kept for histories that replay it.
+
 package workflows
 
 import (
@@ -10,9 +12,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/results/leaderboard"
+	"github.com/mlrb/mlrb/internal/results/runresults"
 	"github.com/mlrb/mlrb/internal/run/runs"
-	"github.com/mlrb/mlrb/internal/scoring/leaderboard"
-	"github.com/mlrb/mlrb/internal/scoring/runresults"
 )
 
 // progressV0 is benchmarkV0's answer to the progress query: every run's

@@ -1,3 +1,5 @@
+// The activity catalogue: every activity the workflows call, with its options.
+
 package workflows
 
 import (
@@ -9,9 +11,9 @@ import (
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/agents"
+	"github.com/mlrb/mlrb/internal/results/resume"
 	"github.com/mlrb/mlrb/internal/run/budget"
 	"github.com/mlrb/mlrb/internal/run/runs"
-	"github.com/mlrb/mlrb/internal/scoring/resume"
 )
 
 // The activity catalogue: every activity the workflows call, each with

@@ -1,3 +1,5 @@
+// runCore is all a part of a run sees of it.
+
 package workflows
 
 import (

@@ -1,3 +1,5 @@
+// costOf is what a run consumed, from its ledger and the usage its agent reported.
+
 package workflows
 
 import (

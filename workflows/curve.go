@@ -1,3 +1,5 @@
+// curveState is the run's score over time.
+
 package workflows
 
 import (

@@ -1,3 +1,5 @@
+// The final model's evaluation, its retries and retry-eval.
+
 package workflows
 
 import (

@@ -1,3 +1,5 @@
+// How a run ends: its verdict made the result.
+
 package workflows
 
 import (

@@ -1,3 +1,5 @@
+// gate is the run's one operator gate.
+
 package workflows
 
 import (

@@ -1,3 +1,5 @@
+// intake takes in, for the run's whole life, the checkpoint commits and failures and the LLM ledgers its attempts signal, and keeps the run's timeline.
+
 package workflows
 
 import (

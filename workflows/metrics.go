@@ -1,3 +1,5 @@
+// Figures the runs record through the SDK's metrics handler (runCore.metrics), which leaves out replays.
+
 package workflows
 
 import "time"

@@ -1,3 +1,5 @@
+// Activity options: timeouts and retry policies.
+
 package workflows
 
 import (

@@ -1,3 +1,5 @@
+// A person's run (a human agent) waits for its person before each lease.
+
 package workflows
 
 import (

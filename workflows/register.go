@@ -1,3 +1,5 @@
+// WorkflowRegistry is what takes workflows.
+
 package workflows
 
 import (

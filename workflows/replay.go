@@ -1,3 +1,5 @@
+// History is an exported history and the workflow id it ran under.
+
 package workflows
 
 import (

@@ -1,3 +1,5 @@
+// RunWorkflow's state, its handlers and its one sequencer.
+
 package workflows
 
 import (

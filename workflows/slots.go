@@ -1,3 +1,5 @@
+// slots is the run's hold on hosts and their GPU slots.
+
 package workflows
 
 import (

@@ -1,6 +1,7 @@
 // Package workflows holds mlrb's deterministic orchestration: RunWorkflow
 // (one task × seed × agent), BenchmarkWorkflow (a fan-out of runs), the
 // budget ledger and the status types. No disk, clock or network here.
+// It stands on floor 8, over activities.
 package workflows
 
 import (
@@ -11,10 +12,10 @@ import (
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/agents"
+	"github.com/mlrb/mlrb/internal/results/leaderboard"
 	"github.com/mlrb/mlrb/internal/run/budget"
 	"github.com/mlrb/mlrb/internal/run/llm"
 	"github.com/mlrb/mlrb/internal/run/runs"
-	"github.com/mlrb/mlrb/internal/scoring/leaderboard"
 	"github.com/mlrb/mlrb/tasks"
 )
 

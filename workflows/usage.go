@@ -1,3 +1,5 @@
+// RunLLM is what a run's LLM calls through the gateway used.
+
 package workflows
 
 import (

@@ -1,3 +1,5 @@
+// Changes to workflow code that live runs replay are gated, so that a run started before a deployment replays the way it ran (a 24 h run, plus up to.
+
 package workflows
 
 import "go.temporal.io/sdk/workflow"

@@ -1,3 +1,5 @@
+// The reference agents' search: trials of the mini tasks' models.
+
 package reference
 
 import (

@@ -1,3 +1,5 @@
+// Agent is one attempt of the research agent.
+
 package researcher
 
 import (

@@ -1,3 +1,5 @@
+// messagesModel speaks Anthropic's Messages API, streamed.
+
 package researcher
 
 import (

@@ -1,3 +1,5 @@
+// Job is a background command.
+
 package researcher
 
 import (

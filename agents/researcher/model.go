@@ -1,3 +1,5 @@
+// The model interface of the research agent, over the three provider APIs.
+
 package researcher
 
 import (

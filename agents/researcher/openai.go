@@ -1,3 +1,5 @@
+// chatModel speaks Chat Completions, streamed with usage in the last chunk.
+
 package researcher
 
 import (

@@ -1,3 +1,5 @@
+// systemPrompt is the agent's standing instructions.
+
 package researcher
 
 import (

@@ -1,3 +1,5 @@
+// The research agent's shell tool: a command run with its bound, output kept.
+
 package researcher
 
 import (

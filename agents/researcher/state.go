@@ -1,3 +1,5 @@
+// Home is the agent's own directory in the workspace.
+
 package researcher
 
 import (

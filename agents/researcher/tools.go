@@ -1,3 +1,5 @@
+// tool is one tool: its spec and what it does with the call's JSON.
+
 package researcher
 
 import (

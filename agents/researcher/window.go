@@ -1,3 +1,5 @@
+// windows are the context windows of the models the shipped definitions name, by prefix (the longest that matches).
+
 package researcher
 
 import (

@@ -1,3 +1,5 @@
+// The disk's sequential write speed, for the checkpoint bench's figures.
+
 package main
 
 import (

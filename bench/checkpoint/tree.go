@@ -1,3 +1,5 @@
+// The workspaces the checkpoint bench saves: safetensors weights and many small files.
+
 package main
 
 import (

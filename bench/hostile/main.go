@@ -29,7 +29,7 @@ import (
 	"github.com/prometheus/procfs"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/mlrb/mlrb/internal/process/ports"
+	"github.com/mlrb/mlrb/internal/kit/ports"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 )
 
@@ -159,7 +159,7 @@ func run(n int, limit time.Duration) error {
 // build compiles the worker, the starter, the hostile subject and the
 // reference agent, and builds the images from them.
 func (b *bench) build() error {
-	for name, pkg := range map[string]string{"worker": "./worker", "starter": "./starter", "testtask": "./internal/sandbox/runtime/testdata/testtask", "mlrb": "./deploy/agent"} {
+	for name, pkg := range map[string]string{"worker": "./worker", "starter": "./starter", "testtask": "./internal/sandbox/runtime/testdata/testtask", "mlrb": "./cmd/mlrb-agent"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(b.bin, name), pkg)
 		if name == "testtask" || name == "mlrb" {
 			// Static, for FROM scratch images; the worker and the starter

@@ -1,3 +1,5 @@
+// child is a running server or worker process.
+
 package main
 
 import (

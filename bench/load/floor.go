@@ -1,3 +1,5 @@
+// The floor under a run's overhead: a workflow of the run's shape alone.
+
 package main
 
 import (

@@ -34,11 +34,11 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mlrb/mlrb/config"
+	"github.com/mlrb/mlrb/internal/kit/ports"
 	"github.com/mlrb/mlrb/internal/process/agentcmd"
 	"github.com/mlrb/mlrb/internal/process/app"
-	"github.com/mlrb/mlrb/internal/process/ports"
+	"github.com/mlrb/mlrb/internal/results/runresults"
 	"github.com/mlrb/mlrb/internal/run/runs"
-	"github.com/mlrb/mlrb/internal/scoring/runresults"
 	"github.com/mlrb/mlrb/tasks"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -71,7 +71,7 @@ func main() {
 	flag.StringVar(&o.profile, "cpuprofile", "", "a directory where the server and the worker each write a CPU profile (server.pprof, worker.pprof; `go tool pprof -top`)")
 	flag.IntVar(&o.observed, "observed", 0, "then this many idle agents at once, observed and not, for the worker's CPU and memory (0: skip)")
 	flag.BoolVar(&o.external, "external", false, "drive the Temporal cluster the environment's MLRB_TEMPORAL_* settings name (readied by `starter setup`) instead of an embedded server; its services' memory is theirs to read")
-	flag.StringVar(&o.agentBin, "agent-binary", "build", "host.agent_binary of the worker: build (deploy/agent, with the go tool), self (this binary, which embeds the server), or a path")
+	flag.StringVar(&o.agentBin, "agent-binary", "build", "host.agent_binary of the worker: build (cmd/mlrb-agent, with the go tool), self (this binary, which embeds the server), or a path")
 	flag.Parse()
 	t0 := time.Now()
 	if err := run(o); err != nil {
@@ -223,12 +223,12 @@ func agentBinary(flagVal, dir string) (string, error) {
 		return os.Executable()
 	case "build":
 		p := filepath.Join(dir, app.AgentBinaryName)
-		cmd := exec.Command("go", "build", "-o", p, "./deploy/agent")
+		cmd := exec.Command("go", "build", "-o", p, "./cmd/mlrb-agent")
 		// Static, as task build makes it: no dynamic loader at each start.
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
-			return "", fmt.Errorf("-agent-binary build: go build ./deploy/agent (run from the repository): %w", err)
+			return "", fmt.Errorf("-agent-binary build: go build ./cmd/mlrb-agent (run from the repository): %w", err)
 		}
 		return p, nil
 	}

@@ -1,3 +1,5 @@
+// observedLoad measures what observing agents costs their worker.
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+// oneAtATime times o.seq no-op runs one after another on the idle server and worker, each after a run of the floor's shape on the same server.
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+// await waits for every run and returns the span of each scored one from its first workflow task to its close, and how many did not end scored.
+
 package main
 
 import (

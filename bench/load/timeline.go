@@ -1,3 +1,5 @@
+// timeline prints where one run's wall time went, from its history.
+
 package main
 
 import (

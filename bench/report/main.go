@@ -18,15 +18,15 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/mlrb/mlrb/internal/research/observe"
-	"github.com/mlrb/mlrb/internal/research/observe/observetest"
-	"github.com/mlrb/mlrb/internal/research/report"
+	"github.com/mlrb/mlrb/internal/results/leaderboard"
+	"github.com/mlrb/mlrb/internal/results/report"
 	"github.com/mlrb/mlrb/internal/run/budget"
 	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/internal/run/llm"
 	"github.com/mlrb/mlrb/internal/run/runs"
+	"github.com/mlrb/mlrb/internal/sandbox/observe"
+	"github.com/mlrb/mlrb/internal/sandbox/observe/observetest"
 	"github.com/mlrb/mlrb/internal/sandbox/transcript"
-	"github.com/mlrb/mlrb/internal/scoring/leaderboard"
 	"github.com/mlrb/mlrb/internal/store/blob"
 )
 

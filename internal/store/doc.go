@@ -3,6 +3,5 @@
 // checkpoint (content-addressed workspaces; layout.go names every key
 // family of the store), logstore (agent logs), bundle (signed run
 // bundles) and safefs (a tree an agent writes, read through
-// descriptors). It may import the run wing, and nothing else of
-// internal/ but process's leaf helpers.
+// descriptors). It stands on floor 2.
 package store

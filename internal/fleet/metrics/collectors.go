@@ -1,3 +1,5 @@
+// GPUs exports a host's pool as it is at the scrape.
+
 package metrics
 
 import (
@@ -9,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mlrb/mlrb/internal/fleet/gpu"
-	"github.com/mlrb/mlrb/internal/research/observe"
+	"github.com/mlrb/mlrb/internal/sandbox/observe"
 )
 
 var (

@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/mlrb/mlrb/internal/research/observe"
+	"github.com/mlrb/mlrb/internal/sandbox/observe"
 )
 
 // TestGPUSamples: the leased GPUs' last samples are exported by device;

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
-	"github.com/mlrb/mlrb/internal/process/every"
+	"github.com/mlrb/mlrb/internal/kit/every"
 	"go.uber.org/zap"
 )
 

@@ -1,3 +1,5 @@
+// EC2: an instance per attempt through the official AWS SDK, spot or on-demand.
+
 package provision
 
 import (

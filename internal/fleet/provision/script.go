@@ -1,3 +1,5 @@
+// Boot scripts from deploy/ filled in, and the shell quoting they use.
+
 package provision
 
 import (
@@ -17,4 +19,14 @@ func render(name, text string, values any) (string, error) {
 		return "", fmt.Errorf("%s: %w", name, err)
 	}
 	return b.String(), nil
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = shellQuote(a)
+	}
+	return strings.Join(q, " ")
 }

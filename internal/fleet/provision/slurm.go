@@ -1,3 +1,5 @@
+// Slurm submits a batch job per attempt that runs a worker with the job's own host id and devices.
+
 package provision
 
 import (
@@ -386,14 +388,4 @@ func (s *Slurm) runIn(ctx context.Context, stdin, name string, args ...string) (
 		return "", err
 	}
 	return string(out), nil
-}
-
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-func shellJoin(args []string) string {
-	q := make([]string, len(args))
-	for i, a := range args {
-		q[i] = shellQuote(a)
-	}
-	return strings.Join(q, " ")
 }

@@ -1,3 +1,5 @@
+// `mlrb-agent researcher`: the LLM research agent's subcommand.
+
 package agentcmd
 
 import (

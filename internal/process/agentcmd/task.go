@@ -1,3 +1,5 @@
+// `task`: a person's command inside their run's container (submit, note, pause, status).
+
 package agentcmd
 
 import (

@@ -1,3 +1,5 @@
+// startAttach serves people's runs on this worker (human.listen).
+
 package app
 
 import (

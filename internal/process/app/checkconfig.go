@@ -1,3 +1,5 @@
+// CheckConfig checks what config.Validate cannot without the engines that read it (config stays a leaf).
+
 package app
 
 import (

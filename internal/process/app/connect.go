@@ -1,3 +1,5 @@
+// Dialling the Temporal frontend, and saying why it could not be used.
+
 package app
 
 import (

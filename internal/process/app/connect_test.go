@@ -24,7 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/config"
-	"github.com/mlrb/mlrb/internal/process/ports"
+	"github.com/mlrb/mlrb/internal/kit/ports"
 )
 
 // tlsServer listens with a certificate from its own CA, asking for a

@@ -1,3 +1,5 @@
+// Self-fencing: tasks of runs that have moved on are stopped.
+
 package app
 
 import (

@@ -1,3 +1,5 @@
+// The host's record in the fleet register, kept fresh.
+
 package app
 
 import (

@@ -1,3 +1,5 @@
+// The Go garbage collector's target for a process that embeds the dev server.
+
 package app
 
 import (

@@ -174,7 +174,7 @@ func (z zapSDK) Info(msg string, kv ...any)  { z.l.Infow(msg, kv...) }
 func (z zapSDK) Warn(msg string, kv ...any)  { z.l.Warnw(msg, kv...) }
 func (z zapSDK) Error(msg string, kv ...any) { z.l.Errorw(msg, kv...) }
 
-// AgentBinaryName is the small binary (deploy/agent) that the process
+// AgentBinaryName is the small binary (cmd/mlrb-agent) that the process
 // runtime prefers, beside the worker's, for the built-in agents and the
 // reference evaluator.
 const AgentBinaryName = "mlrb-agent"

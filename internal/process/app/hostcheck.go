@@ -1,3 +1,5 @@
+// Whether a host's worker is live: its pollers seen by the server.
+
 package app
 
 import (

@@ -1,3 +1,5 @@
+// The work dir's lock: one worker per work dir.
+
 package app
 
 import (

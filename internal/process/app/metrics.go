@@ -1,3 +1,5 @@
+// The fleet's run counts for the Prometheus endpoint.
+
 package app
 
 import (

@@ -1,3 +1,5 @@
+// The namespace: made where missing, its retention checked.
+
 package app
 
 import (

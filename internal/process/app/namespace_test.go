@@ -10,8 +10,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/mlrb/mlrb/internal/kit/ports"
 	"github.com/mlrb/mlrb/internal/process/devserver"
-	"github.com/mlrb/mlrb/internal/process/ports"
 	"github.com/mlrb/mlrb/workflows"
 )
 

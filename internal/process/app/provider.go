@@ -1,3 +1,5 @@
+// The host provider provision.kind names.
+
 package app
 
 import (

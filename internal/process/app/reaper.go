@@ -1,3 +1,5 @@
+// The reaper: provisioned hosts of ended runs given back, leftover tasks killed.
+
 package app
 
 import (
@@ -9,7 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/internal/fleet/provision"
-	"github.com/mlrb/mlrb/internal/process/every"
+	"github.com/mlrb/mlrb/internal/kit/every"
 )
 
 // reapJobs gives back, every interval, the provisioned hosts (Slurm jobs,

@@ -1,3 +1,5 @@
+// StandaloneEvaluations are a worker's evaluations run outside any worker and server (a rescore).
+
 package app
 
 import (

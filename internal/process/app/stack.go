@@ -1,3 +1,5 @@
+// Stack is what one process hosts.
+
 package app
 
 import (
@@ -11,7 +13,7 @@ import (
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/fleet/metrics"
 	"github.com/mlrb/mlrb/internal/process/devserver"
-	"github.com/mlrb/mlrb/internal/research/observe"
+	"github.com/mlrb/mlrb/internal/sandbox/observe"
 	"github.com/mlrb/mlrb/workflows"
 )
 

@@ -1,3 +1,5 @@
+// OpenStore opens the configured blob store.
+
 package app
 
 import (

@@ -1,3 +1,5 @@
+// The build's version.
+
 package app
 
 import (

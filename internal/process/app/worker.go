@@ -1,3 +1,5 @@
+// Worker is a running worker.
+
 package app
 
 import (

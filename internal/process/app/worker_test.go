@@ -10,7 +10,7 @@ import (
 
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/fleet/metrics"
-	"github.com/mlrb/mlrb/internal/process/ports"
+	"github.com/mlrb/mlrb/internal/kit/ports"
 )
 
 // TestStartWorkerUndoesAFailedStep: a start that fails at any step

@@ -1,3 +1,5 @@
+// Certify's checks: what each scenario left in the store, read as evidence.
+
 package certify
 
 import (
@@ -11,10 +13,10 @@ import (
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/config"
+	"github.com/mlrb/mlrb/internal/results/certificate"
 	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/sandbox/transcript"
-	"github.com/mlrb/mlrb/internal/scoring/certificate"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 )

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mlrb/mlrb/internal/results/certificate"
 	"github.com/mlrb/mlrb/internal/run/budget"
 	"github.com/mlrb/mlrb/internal/run/runs"
-	"github.com/mlrb/mlrb/internal/scoring/certificate"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 )
 

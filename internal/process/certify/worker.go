@@ -1,3 +1,5 @@
+// The worker certify runs its scenarios on.
+
 package certify
 
 import (
@@ -14,8 +16,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/config"
+	"github.com/mlrb/mlrb/internal/kit/ports"
 	"github.com/mlrb/mlrb/internal/process/app"
-	"github.com/mlrb/mlrb/internal/process/ports"
 )
 
 // worker is the worker certify runs its scenarios on: a child process

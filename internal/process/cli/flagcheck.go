@@ -1,3 +1,5 @@
+// KeyFlags checks a command tree's flags against config.Table and returns the key flags it exposes.
+
 package cli
 
 import (

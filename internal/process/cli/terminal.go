@@ -1,3 +1,5 @@
+// ForTerminal wraps w so that, when it is a terminal, the control characters in what an agent wrote (escape sequences that move the cursor, rewrite the.
+
 package cli
 
 import (

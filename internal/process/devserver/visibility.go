@@ -1,3 +1,5 @@
+// The embedded server's visibility indexes.
+
 package devserver
 
 import (

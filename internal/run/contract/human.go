@@ -1,3 +1,5 @@
+// The person's `task` command's wire to the worker through the run's door.
+
 package contract
 
 import (

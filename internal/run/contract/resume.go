@@ -1,3 +1,5 @@
+// The resume note: its file and what it says.
+
 package contract
 
 import (

@@ -1,3 +1,5 @@
+// Secret names runs may ask for, and the worker's own they may not.
+
 package contract
 
 import (

@@ -1,3 +1,5 @@
+// The LLM budget meter: dollars and tokens reserved and settled.
+
 package llm
 
 import (

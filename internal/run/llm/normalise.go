@@ -1,3 +1,5 @@
+// LLM usage normalised across the provider APIs.
+
 package llm
 
 import (

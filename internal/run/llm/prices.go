@@ -1,3 +1,5 @@
+// The LLM price table, dated.
+
 package llm
 
 import (

@@ -1,3 +1,5 @@
+// An LLM request body parsed strictly.
+
 package llm
 
 import (

@@ -1,3 +1,5 @@
+// Holder: whom a lease or a provisioned host belongs to.
+
 package runs
 
 import (

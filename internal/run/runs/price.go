@@ -1,3 +1,5 @@
+// A run's hardware class.
+
 package runs
 
 import (

@@ -1,3 +1,5 @@
+// A run's research measures at a glance.
+
 package runs
 
 // Measures are a run's research at a glance.

@@ -1,3 +1,5 @@
+// Cast records a session as asciicast v2 (asciinema's format).
+
 package attach
 
 import (

@@ -1,3 +1,5 @@
+// Identity is a worker's attach certificate, self-signed and kept in dir (key 0600) so that its pin outlives restarts.
+
 package attach
 
 import (

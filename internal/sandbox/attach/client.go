@@ -1,3 +1,5 @@
+// The person's side of an attach: `starter attach` in their terminal.
+
 package attach
 
 import (

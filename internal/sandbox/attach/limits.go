@@ -1,3 +1,5 @@
+// What people's sessions may hold of a worker, by kind (audit M1, L5).
+
 package attach
 
 import (

@@ -1,3 +1,5 @@
+// The paused prompt a person sees.
+
 package attach
 
 import (

@@ -1,3 +1,5 @@
+// Room is a person's attempt on this worker.
+
 package attach
 
 import (

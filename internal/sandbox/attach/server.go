@@ -1,3 +1,5 @@
+// The worker's attach server: hellos, credentials, sessions.
+
 package attach
 
 import (

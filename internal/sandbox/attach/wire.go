@@ -1,3 +1,5 @@
+// The wire between `starter attach` and a worker's attach server, over TLS pinned to the worker's certificate.
+
 package attach
 
 import (

@@ -1,3 +1,5 @@
+// admit checks the call's model, its provider and its budget, and reserves its worst case.
+
 package gateway
 
 import (

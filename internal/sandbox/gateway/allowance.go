@@ -1,3 +1,5 @@
+// An attempt's door allowance: refused calls and connections counted.
+
 package gateway
 
 import (

@@ -1,3 +1,5 @@
+// apiSpec is what the gateway knows of one LLM API.
+
 package gateway
 
 import (

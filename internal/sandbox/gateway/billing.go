@@ -1,3 +1,5 @@
+// Billing of an LLM call: service tiers and the price table.
+
 package gateway
 
 import (

@@ -1,3 +1,5 @@
+// Bounds are what one attempt's calls may take of the worker at once, whatever the agent sends.
+
 package gateway
 
 import (

@@ -1,3 +1,5 @@
+// chatAPI is OpenAI's chat completions.
+
 package gateway
 
 import (

@@ -1,3 +1,5 @@
+// The LLM relay: a provider called with the worker's key under the attempt's token.
+
 package gateway
 
 import (

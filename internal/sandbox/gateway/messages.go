@@ -1,3 +1,5 @@
+// messagesAPI is Anthropic's messages.
+
 package gateway
 
 import (

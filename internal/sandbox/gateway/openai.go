@@ -1,3 +1,5 @@
+// OpenAI's server-side tools, refused or billed.
+
 package gateway
 
 import (

@@ -1,3 +1,5 @@
+// Policy decides where an agent may connect.
+
 package gateway
 
 import (

@@ -1,3 +1,5 @@
+// responsesAPI is OpenAI's Responses.
+
 package gateway
 
 import (

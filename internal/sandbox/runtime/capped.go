@@ -1,3 +1,5 @@
+// capped passes the first limit bytes through, then a line saying the rest was dropped, then nothing.
+
 package runtime
 
 import (

@@ -1,3 +1,5 @@
+// Differ is a task whose writes outside its mounts the runtime can list.
+
 package runtime
 
 import (

@@ -1,3 +1,5 @@
+// Docker: tasks as containers through the Engine API.
+
 package runtime
 
 import (

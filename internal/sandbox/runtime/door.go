@@ -1,3 +1,5 @@
+// The agent's door container: its one way out.
+
 package runtime
 
 import (

@@ -1,3 +1,5 @@
+// killWatch follows a container's kill, oom and die events.
+
 package runtime
 
 import (

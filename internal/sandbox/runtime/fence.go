@@ -1,10 +1,12 @@
+// Labels of an attempt's task, by which the reaper and the fence find it.
+
 package runtime
 
 import (
 	"context"
 	"time"
 
-	"github.com/mlrb/mlrb/internal/process/every"
+	"github.com/mlrb/mlrb/internal/kit/every"
 	"go.uber.org/zap"
 )
 

@@ -1,3 +1,5 @@
+// BuildImage builds an image from a Dockerfile and local files (name in the context -> host path) through the Engine API.
+
 package runtime
 
 import (

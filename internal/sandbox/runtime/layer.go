@@ -1,3 +1,5 @@
+// A container's writable layer and its image's volumes, bounded.
+
 package runtime
 
 import (

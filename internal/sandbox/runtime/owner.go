@@ -1,3 +1,5 @@
+// ownMounts gives the sources of the bind mounts to user (uid[:gid]), so that a task running as that user can write its workspace and read what is.
+
 package runtime
 
 import (

@@ -1,3 +1,5 @@
+// Policy is the sandbox a task ran in, as kept with its run (and signed in its bundle).
+
 package runtime
 
 import (

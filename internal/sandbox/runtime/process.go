@@ -1,3 +1,5 @@
+// Process runs tasks as local processes, each in its own process group.
+
 package runtime
 
 import (

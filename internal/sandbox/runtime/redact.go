@@ -1,3 +1,5 @@
+// redactor masks secret values in what passes through.
+
 package runtime
 
 import (

@@ -1,3 +1,5 @@
+// Seed copies paths of image (what the image ships under /app, say) into root on this host, root/<path> for each path, once, before the first attempt.
+
 package runtime
 
 import (

@@ -1,3 +1,5 @@
+// Shells is a task a person works in (a container).
+
 package runtime
 
 import (

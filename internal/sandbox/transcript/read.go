@@ -1,3 +1,5 @@
+// Reading a transcript back, record by record, bounded.
+
 package transcript
 
 import (

@@ -1,3 +1,5 @@
+// The recorder: each call and connection kept, bodies bounded.
+
 package transcript
 
 import (

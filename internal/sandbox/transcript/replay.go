@@ -1,3 +1,5 @@
+// Replayer: a finished run's calls served back, strictly.
+
 package transcript
 
 import (

@@ -1,3 +1,5 @@
+// The inode number of a data file where the platform has none: its hash alone names it.
+
 //go:build !unix
 
 package evaldata

@@ -1,3 +1,5 @@
+// The inode number of a data file on unix, which names it beside its hash.
+
 //go:build unix
 
 package evaldata

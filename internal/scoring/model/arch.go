@@ -1,3 +1,5 @@
+// Arch is what a Hugging Face config.json says of a model's shape, under the names the common families use (Llama and most.
+
 package model
 
 import (

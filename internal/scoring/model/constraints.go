@@ -1,3 +1,5 @@
+// Check is what the worker found of a model against its task's rules.
+
 package model
 
 import (

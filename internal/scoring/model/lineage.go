@@ -1,3 +1,5 @@
+// A model's lineage: its tensors against the architecture's table.
+
 package model
 
 import (

@@ -1,3 +1,5 @@
+// Restore lays out in root what an evaluation of checkpoint m reads.
+
 package model
 
 import (

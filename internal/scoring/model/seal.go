@@ -1,3 +1,5 @@
+// Seal makes the model the evaluator loads.
+
 package model
 
 import (

@@ -1,3 +1,5 @@
+// What the agents read of the mini tasks' worlds.
+
 package reference
 
 import "math/rand/v2"

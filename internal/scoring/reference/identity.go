@@ -1,3 +1,5 @@
+// The reference evaluator's name: its subcommand and its scoring code's hash.
+
 package reference
 
 import (

@@ -1,3 +1,5 @@
+// Untrained saves a mini task's untrained model in dir.
+
 package reference
 
 import "github.com/mlrb/mlrb/tasks"

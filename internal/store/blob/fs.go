@@ -1,3 +1,5 @@
+// FS stores blobs as files under a root directory.
+
 package blob
 
 import (

@@ -1,3 +1,5 @@
+// Overlay reads through Upper to Lower and writes to Upper only.
+
 package blob
 
 import (

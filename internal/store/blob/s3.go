@@ -1,3 +1,5 @@
+// S3: the store over any S3 API, through aws-sdk-go-v2.
+
 package blob
 
 import (

@@ -1,3 +1,5 @@
+// Which bundle of a run is the latest: the run's bundle log.
+
 package bundle
 
 import (

@@ -1,3 +1,5 @@
+// Signing keys: made, loaded, and the verifier.
+
 package bundle
 
 import (

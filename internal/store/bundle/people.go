@@ -1,3 +1,5 @@
+// A bundle without people's recordings and notes, unless asked.
+
 package bundle
 
 import (

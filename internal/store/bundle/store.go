@@ -1,3 +1,5 @@
+// Store is a bundle read as a store, serving exactly the files verify checked and nothing else.
+
 package bundle
 
 import (

@@ -1,3 +1,5 @@
+// Verify: a bundle checked against its signature, file by file.
+
 package bundle
 
 import (

@@ -1,3 +1,5 @@
+// Writer writes run bundles into one directory from an operator's store.
+
 package bundle
 
 import (

@@ -1,3 +1,5 @@
+// Bounds that make every checkpoint restorable and readable.
+
 package checkpoint
 
 import (

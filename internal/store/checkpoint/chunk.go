@@ -1,3 +1,5 @@
+// Chunks: BLAKE3-named, zstd-compressed, stored once.
+
 package checkpoint
 
 import (

@@ -1,3 +1,5 @@
+// O_DIRECT writes on restore.
+
 package checkpoint
 
 import (

@@ -1,3 +1,5 @@
+// Attempt fences: a later attempt's save refuses an earlier one's.
+
 package checkpoint
 
 import (

@@ -1,3 +1,5 @@
+// Retention and garbage collection of checkpoints, under a lock.
+
 package checkpoint
 
 import (

@@ -1,3 +1,5 @@
+// The store's key families of checkpoints.
+
 package checkpoint
 
 import (
@@ -16,7 +18,7 @@ import (
 //	gc/generation                         changes whenever a GC deletes chunks
 //
 // Beside them, outside this package: runs/<run>/result.json and
-// evaluations/ (internal/scoring/runresults, activities), runs/<run>/logs/
+// evaluations/ (internal/results/runresults, activities), runs/<run>/logs/
 // (internal/store/logstore), runs/<run>/calls/ (internal/sandbox/transcript),
 // runs/<run>/sandbox/ (activities/policy.go), runs/<run>/bundle/ (only in
 // a run bundle: internal/store/bundle),

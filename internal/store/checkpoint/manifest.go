@@ -1,3 +1,5 @@
+// Manifest lists a checkpoint's files and the chunks they are made of.
+
 package checkpoint
 
 import (

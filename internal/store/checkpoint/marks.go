@@ -1,3 +1,5 @@
+// Which checkpoints a run's curve scores.
+
 package checkpoint
 
 import "sort"

@@ -1,3 +1,5 @@
+// A manifest narrowed to some entries.
+
 package checkpoint
 
 import (

@@ -1,3 +1,5 @@
+// Packs: small files saved in one chunk, and unpacked on restore.
+
 package checkpoint
 
 import (

@@ -1,3 +1,5 @@
+// Placing a restored file: written beside, renamed into place through its parent's descriptor.
+
 package checkpoint
 
 import (

@@ -1,3 +1,5 @@
+// ReadFile is the content of the regular file rel of m, read from its chunks or pack (each verified) without restoring anything to disk, if it is at.
+
 package checkpoint
 
 import (

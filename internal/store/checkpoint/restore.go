@@ -1,3 +1,5 @@
+// Restore writes a checkpoint's tree into dir, verifying every chunk hash.
+
 package checkpoint
 
 import (

@@ -1,3 +1,5 @@
+// Save: a workspace walked through descriptors into a checkpoint.
+
 package checkpoint
 
 import (

@@ -1,3 +1,5 @@
+// Torn files: a file that kept changing while it was read.
+
 package checkpoint
 
 import (

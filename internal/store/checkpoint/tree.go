@@ -1,3 +1,5 @@
+// checkTree refuses a manifest that is not one tree a save could have walked, before anything reads it.
+
 package checkpoint
 
 import (

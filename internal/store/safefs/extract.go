@@ -1,3 +1,5 @@
+// ExtractTar writes a tar stream under dir.
+
 package safefs
 
 import (

@@ -1,3 +1,5 @@
+// Dir is an open directory of a tree an agent can write while the worker reads it.
+
 package safefs
 
 import (

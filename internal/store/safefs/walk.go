@@ -1,3 +1,5 @@
+// Walk: a tree walked from descriptors.
+
 package safefs
 
 import (

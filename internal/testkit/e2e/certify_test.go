@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mlrb/mlrb/internal/results/certificate"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
-	"github.com/mlrb/mlrb/internal/scoring/certificate"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/testkit/llmfake"
 )

@@ -90,7 +90,7 @@ func dockerEnv(t *testing.T, vars ...string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	buildImage(t, refImage, "mlrb", staticBinary(t, "deploy/agent"), string(df))
+	buildImage(t, refImage, "mlrb", staticBinary(t, "cmd/mlrb-agent"), string(df))
 	e := newEnv(t, append([]string{
 		"MLRB_HOST_RUNTIME=docker",
 		"MLRB_CONTAINER_AGENT_IMAGE=" + refImage,

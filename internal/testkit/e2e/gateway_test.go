@@ -15,9 +15,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/mlrb/mlrb/internal/results/leaderboard"
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/sandbox/transcript"
-	"github.com/mlrb/mlrb/internal/scoring/leaderboard"
 	"github.com/mlrb/mlrb/internal/testkit/llmfake"
 	"github.com/mlrb/mlrb/internal/testkit/testenv"
 )

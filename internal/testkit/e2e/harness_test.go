@@ -21,7 +21,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/mlrb/mlrb/internal/process/ports"
+	"github.com/mlrb/mlrb/internal/kit/ports"
 )
 
 var bin string // dir holding the worker and starter binaries
@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 	// One build of each binary for the whole package; mlrb-agent beside
 	// them runs the built-in agents, built static as `task build` lays it
 	// out, and is the reference image's binary too (staticBinary).
-	for b, pkg := range map[string]string{"worker": "worker", "starter": "starter", "mlrb-agent": "deploy/agent"} {
+	for b, pkg := range map[string]string{"worker": "worker", "starter": "starter", "mlrb-agent": "cmd/mlrb-agent"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b), "github.com/mlrb/mlrb/"+pkg)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if b == "mlrb-agent" {

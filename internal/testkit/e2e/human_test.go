@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mlrb/mlrb/internal/research/report"
+	"github.com/mlrb/mlrb/internal/results/report"
 	"github.com/mlrb/mlrb/internal/sandbox/attach"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 	"github.com/mlrb/mlrb/internal/testkit/llmfake"
@@ -38,7 +38,7 @@ func buildBusyboxImage(t *testing.T, tag, dockerfile string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent := staticBinary(t, "deploy/agent")
+	agent := staticBinary(t, "cmd/mlrb-agent")
 	d := docker(t)
 	buildMu.Lock()
 	defer buildMu.Unlock()

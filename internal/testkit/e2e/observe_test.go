@@ -14,8 +14,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/mlrb/mlrb/internal/research/observe"
 	"github.com/mlrb/mlrb/internal/run/runs"
+	"github.com/mlrb/mlrb/internal/sandbox/observe"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/testkit/testenv"
 )

@@ -1,3 +1,5 @@
+// answer writes one call's answer in an API's shape.
+
 package llmfake
 
 import (

@@ -1,3 +1,5 @@
+// Turn is one scripted answer.
+
 package llmfake
 
 import (

@@ -1,3 +1,5 @@
+// Scripted turns as each API gives them.
+
 package llmfake
 
 import (

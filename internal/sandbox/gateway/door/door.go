@@ -1,7 +1,7 @@
 // Package door is the gateway's door: the relay that carries an agent's
 // connections from inside its container to the worker's socket, and the
 // copy both halves share. It stands apart from the gateway so that the
-// small agent binary (deploy/agent) holds nothing else of it.
+// small agent binary (cmd/mlrb-agent) holds nothing else of it.
 package door
 
 import (
