@@ -1,3 +1,5 @@
+// The wire: activity names, their inputs and results, heartbeats and error types.
+
 // Package activities holds every side effect of a run: resolving the task,
 // leasing a GPU slot, running the agent, checkpointing, evaluating.
 // Activities hold no orchestration logic; the workflows decide. It

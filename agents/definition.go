@@ -1,3 +1,5 @@
+// An agent's definition: its fields, checked strictly, and its hash.
+
 // Package agents is the agent catalogue: one YAML definition per agent
 // (the shipped ones embedded from this directory, the operator's in
 // agents.dir), strict like the task catalogue. A definition names an

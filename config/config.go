@@ -1,3 +1,5 @@
+// The typed Config: every section and its defaults.
+
 // Package config holds mlrb's one typed Config, loaded by viper from
 // defaults < mlrb.yaml < MLRB_* environment < flags, and validated.
 package config

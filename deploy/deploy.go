@@ -1,3 +1,5 @@
+// The embedded boot scripts of provisioned hosts (Slurm job, EC2 user data).
+
 // Package deploy holds what a deployment runs beside the binaries: the
 // Dockerfiles, the systemd unit of a static host, and the scripts a
 // provisioned host boots with. The provisioners fill those scripts in

@@ -1,3 +1,5 @@
+// A task's spec, as the catalog file states it, and its checks.
+
 // Package tasks is the MLRB task catalog: one YAML file per task, embedded
 // in the binaries, optionally extended by a directory of the user's own.
 package tasks

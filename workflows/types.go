@@ -1,3 +1,5 @@
+// The workflows' names, queries, search attributes and status types.
+
 // Package workflows holds mlrb's deterministic orchestration: RunWorkflow
 // (one task × seed × agent), BenchmarkWorkflow (a fan-out of runs), the
 // budget ledger and the status types. No disk, clock or network here.

@@ -1,3 +1,5 @@
+// The reference agent's search over the mini tasks' models, resumed from its trials; the no-op and idle agents.
+
 // Package reference is mlrb's reference agent of the mini suite (no LLM):
 // a search over the task's models from simple to rich, keeping the best
 // in output/model, resumed from the trials its workspace holds; and the

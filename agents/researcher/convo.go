@@ -1,3 +1,5 @@
+// The agent's own provider-neutral conversation: messages, roles, compaction.
+
 // Package researcher is mlrb's own LLM research agent: a tool loop
 // (shell, python, files, search, background jobs, submit) that talks to
 // the run's gateway through the official SDKs, keeps its whole state in

@@ -1,3 +1,5 @@
+// The host's lease pool: GPU slots leased, renewed, expired, kept across restarts.
+
 // Package gpu is a host's local GPU allocator: a lease takes one agent
 // slot and specific device ids under a token, lives as long as its holder
 // keeps renewing it, and is given back on release or when it expires.

@@ -1,3 +1,5 @@
+// The fleet register: each worker's host record in the store.
+
 // Package hosts is the fleet's register: each worker publishes what its
 // host is and holds (GPU type, slots, leases) in the blob store, which
 // every worker and starter of a deployment share, and `starter hosts`

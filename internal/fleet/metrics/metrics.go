@@ -1,3 +1,5 @@
+// The worker's Prometheus metrics: mlrb's figures beside the SDK's.
+
 // Package metrics is a worker's Prometheus endpoint: the Temporal SDK's
 // own metrics (through its OpenTelemetry contrib) and mlrb's, from the
 // activities this worker runs (checkpoints, evaluations, the running

@@ -1,3 +1,5 @@
+// Spot interruption and rebalance notices read from the EC2 metadata service.
+
 // Package preempt watches for the notice that a host is about to be taken
 // back, so that the worker can hand its attempts back first: the EC2
 // instance metadata service (IMDSv2) posts a spot interruption notice two

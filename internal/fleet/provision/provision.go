@@ -1,3 +1,5 @@
+// The Provider interface: hosts obtained and given back (static, Slurm, EC2).
+
 // Package provision obtains GPU hosts for attempts and gives them back:
 // each provisioned host is a worker started for one attempt, on a host
 // queue named for it, so that the attempt's lease and agent go there.

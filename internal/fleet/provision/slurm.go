@@ -1,4 +1,4 @@
-// Slurm submits a batch job per attempt that runs a worker with the job's own host id and devices.
+// Slurm: a batch job per attempt that runs a worker with the job's own host id and devices, its credentials written 0600 and swept after.
 
 package provision
 

@@ -1,3 +1,5 @@
+// Tick: a function called every period until its context ends.
+
 // Package every runs a function on a period until its context ends or
 // the function says it is done: the loop of the provisioned-host reaper,
 // the container fence, the workspace size watch and the spot-notice

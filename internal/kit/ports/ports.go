@@ -1,3 +1,5 @@
+// Ports held for a server's life, out of the kernel's ephemeral range.
+
 // Package ports hands out TCP ports that stay free for as long as they are
 // held. A port found by listening on :0 and closing it comes from the
 // kernel's ephemeral range, where any outgoing connection of any process

@@ -1,3 +1,5 @@
+// The built-in agents' and the reference evaluator's subcommands, and the spec they read.
+
 // Package agentcmd holds the hidden subcommands through which the worker
 // binary runs the reference agent, the no-op and idle agents and the reference
 // evaluator as separate processes under the agent contract.

@@ -1,3 +1,5 @@
+// The process logger, the host's identity and the agent binary beside the worker.
+
 // Package app wires a worker process: the embedded server of the dev
 // default, the Temporal client, the engines and the SDK workers. Both the
 // worker binary and `starter demo` use it.

@@ -1,3 +1,5 @@
+// Certify: the scenarios an agent is put through, on a worker of its own, and their verdicts.
+
 // Package certify is `starter certify`: an agent's definition run
 // through the agent contract's scenarios, each a real run on a worker of
 // its own (a plain run, SIGTERM at the deadline, the worker SIGKILLed

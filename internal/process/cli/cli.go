@@ -1,3 +1,5 @@
+// Cobra plumbing: config loaded for a command, exit codes.
+
 // Package cli is the cobra plumbing the worker and the starter share:
 // config from flags, one line on error and the exit codes (2 for bad
 // input, nothing started; 1 for failures).

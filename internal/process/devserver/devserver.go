@@ -1,3 +1,5 @@
+// The embedded Temporal server and Web UI.
+
 // Package devserver embeds a real Temporal server (SQLite in a file) and its
 // Web UI in the current process, so the default needs nothing installed.
 package devserver

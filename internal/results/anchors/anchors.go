@@ -1,3 +1,5 @@
+// A task's anchors measured and stored, and read back over the catalog's.
+
 // Package anchors keeps the reference scores the leaderboard measures the
 // gap closed against: a task's baseline and top, each measured here
 // (`starter anchors measure`, stored in the blob store with the run and

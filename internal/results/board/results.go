@@ -1,3 +1,5 @@
+// What a leaderboard shows of a benchmark: its runs, the cut-off ones, those waiting for a retry.
+
 // Package board builds what a leaderboard shows of a benchmark, its
 // runs and its setup, from a Source: the starter's reads Temporal and
 // the blob store, a test's answers from memory. Every command that shows

@@ -1,3 +1,5 @@
+// Benchmarks pooled into one population, conflicts named.
+
 // Package campaign pools the runs of several benchmarks into one
 // population per task and agent, as `starter results B1 B2 …`, plan,
 // report and export read them: yesterday's agent beside today's. Runs

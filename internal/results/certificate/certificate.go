@@ -1,3 +1,5 @@
+// An agent definition's certificate: each check's verdict and evidence, kept under the definition's hash.
+
 // Package certificate is an agent definition's certification as `starter
 // certify` makes it (internal/process/certify) and everything after reads
 // it: each check's verdict with its evidence, kept in the store under the

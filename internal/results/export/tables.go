@@ -1,3 +1,5 @@
+// The export's tables: rows and the schema from their tags.
+
 // Package export writes a benchmark as tables for notebooks: runs,
 // attempts, checkpoints, curve marks, LLM calls and connections, and
 // metric scores, in Parquet or CSV. The row types below are the schema:

@@ -1,3 +1,5 @@
+// The leaderboard's entries and setup.
+
 // Package leaderboard turns run results into per-task summaries. Runs that
 // ended without a score (infra or evaluator failures) are counted apart
 // and never averaged in as 0.

@@ -1,3 +1,5 @@
+// The static report: its pages, a run's page, its calls in pages.
+
 // Package report writes a benchmark's (or a run's) report as static
 // files that open from disk with no server: the leaderboard with its
 // intervals and gap closed, score-over-time curves per task and agent,

@@ -1,3 +1,5 @@
+// Which runs a resumed benchmark keeps, re-runs or carries, and their lost time.
+
 // Package resume plans the resume of an ended benchmark: which of its
 // runs are kept, which run again from their checkpoints, and the lost,
 // waited and granted time those carry over.

@@ -1,3 +1,5 @@
+// Review's flags: the kinds, the input, and the rules over checkpoints, observations and the transcript.
+
 // Package review points a reviewer at the runs that deserve a second
 // look: flags computed from what a run already records (its checkpoints,
 // the worker's observations of its processes, its transcript, its curve,

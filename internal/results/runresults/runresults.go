@@ -1,3 +1,5 @@
+// Each run's result kept in the store, read back bounded.
+
 // Package runresults names a benchmark's runs and keeps each run's
 // result in the blob store, one object a run, so that a benchmark's
 // results never travel through Temporal as one payload: a campaign of

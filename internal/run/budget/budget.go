@@ -1,3 +1,5 @@
+// A run's time account: granted, used, lost, and its deadlines.
+
 // Package budget is a run's time account and the arithmetic on it: time
 // left, the soft and hard deadlines of an attempt, the safety timeout of
 // the agent activity and the agent time a lost attempt lost. The

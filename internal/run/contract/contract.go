@@ -1,3 +1,5 @@
+// The agent contract: the MLRB_* environment, the files behind it (the deadline file written here), submission.json and usage.json.
+
 // Package contract is the agent contract in one place: what mlrb tells an
 // agent (the MLRB_* environment and the files behind it, plus the
 // variables MLRB's own harness sets) and what an agent leaves for

@@ -1,3 +1,5 @@
+// The GPU price table, dated and hashed.
+
 // Package gpucost prices GPU time: a table of US dollars per GPU-hour by
 // host class, dated and hashed like the LLM price table, so that a run's
 // GPU dollars stand beside its LLM dollars and can be costed again.

@@ -1,3 +1,5 @@
+// LLM tokens normalised across providers.
+
 // Package llm is the vocabulary of metered LLM use: a call's usage in one
 // normalised form whatever the provider, the price table that turns it
 // into dollars, and the run's budget that calls reserve against.

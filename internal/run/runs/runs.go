@@ -1,3 +1,5 @@
+// The run vocabulary: outcomes, phases, the result and its parts.
+
 // Package runs is the vocabulary of a run, shared by the workflows, the
 // activities, the starter and the stores: how a run ends (Outcome), where
 // it is (Phase), where a benchmark's run is (ChildState), what it reports

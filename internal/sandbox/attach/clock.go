@@ -1,3 +1,5 @@
+// The person's clock: it runs only while they are in, and freezes or thaws their container as it stops and starts (Settle).
+
 // Package attach puts a person on an agent's rails: the worker's clock
 // for their run (Clock), the rooms a worker holds for people's runs
 // (Rooms), and the attach server that lets a person with a run's

@@ -1,3 +1,5 @@
+// The attempt's gateway: its socket, its routes, and its life.
+
 // Package gateway is an agent's one door out: each attempt's container has
 // no network but a loopback shared with a relay (mlrb-agent door), which
 // carries every connection to a unix socket this package serves on the

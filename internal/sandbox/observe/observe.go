@@ -1,3 +1,5 @@
+// An attempt's observation: its processes, GPUs and checkpoints as sampled, kept in the store.
+
 // Package observe watches an agent's research from the harness side, for
 // any agent under any runtime: the processes it runs (sampled from the
 // host's /proc, within its container's cgroup or its process tree), the

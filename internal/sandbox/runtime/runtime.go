@@ -1,3 +1,5 @@
+// The driver interface: a task's spec, its handle and exit, declared capabilities.
+
 // Package runtime is the seam between activities and whatever runs agent
 // and evaluator code: local processes (Process) or containers (Docker).
 // Its shape follows Nomad's task driver: Start returns a handle, the

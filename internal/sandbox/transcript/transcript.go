@@ -1,3 +1,5 @@
+// The transcript's records: calls and connections, and where they are kept.
+
 // Package transcript keeps what an agent said to the world: every LLM
 // call's request and response and every connection through its door,
 // recorded in the blob store while the run goes, one record per call, so

@@ -1,3 +1,5 @@
+// The data sets an evaluator reads, found and checked against their hashes.
+
 // Package evaldata finds the data sets a task's evaluator reads (its
 // evaluation.data) on a worker and checks each against the hash its spec
 // names: a held-out set that is missing, or is not the one the spec was

@@ -1,3 +1,5 @@
+// lm-eval results read, and the task's score from them.
+
 // Package lmeval reads and writes results files in the shape
 // lm-evaluation-harness 0.4 writes with --output_path, and turns them into
 // a task's headline score.

@@ -1,3 +1,5 @@
+// The model an agent left: found in its output, its small files read bounded.
+
 // Package model is what the worker reads of the model an agent left: where
 // it is (FindModel: the reported path, else the newest Hugging Face model
 // dir) and what it is (CheckConstraints: the parameters, bytes and dtypes

@@ -1,3 +1,5 @@
+// Safetensors headers: parameters, bytes, dtypes; pickles refused.
+
 // Package safetensors reads the headers of .safetensors files (an 8-byte
 // little-endian length, then a JSON table of tensors) to learn a model's
 // parameter count, byte size and dtypes without loading its weights.

@@ -1,3 +1,5 @@
+// The Store interface and the run's key prefix.
+
 // Package blob is the object store behind checkpoints, logs and results.
 // Keys are slash-separated; a Put is atomic: readers see all or nothing.
 package blob

@@ -1,3 +1,5 @@
+// A run bundle's statement: in-toto over DSSE, its files and their hashes.
+
 // Package bundle turns a run's stored record into evidence a third party
 // can check without the operator's store, server or network: a directory
 // laid out as a blob store (so the checkpoint engine restores the scored

@@ -1,3 +1,5 @@
+// The checkpoint engine and its options.
+
 // Package checkpoint snapshots a workspace into a blob store as
 // content-addressed, zstd-compressed chunks plus one manifest per
 // checkpoint. The manifest is written last: a checkpoint without its

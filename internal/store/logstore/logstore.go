@@ -1,3 +1,5 @@
+// Agent logs shipped to the store as they grow.
+
 // Package logstore ships an agent's log file to the blob store in
 // segments, per run and attempt, so the log outlives the host it was
 // written on; and reads the segments back.

@@ -1,3 +1,5 @@
+// Reading an agent's tree safely: names refused that leave the root or pass a link.
+
 // Package safefs reads what an untrusted agent left, as data: a name is
 // resolved inside a root from directory descriptors, never through a
 // symlink, never to anything but a regular file or a directory, and a

@@ -1,3 +1,5 @@
+// The fake provider: OpenAI's and Anthropic's APIs on one listener.
+
 // Package llmfake is an LLM provider at the wire level, for what cannot
 // be reached from here: OpenAI's chat completions and Responses APIs and
 // Anthropic's messages API, whole or streamed as server-sent events with

@@ -1,3 +1,5 @@
+// A real S3 server (versitygw) for tests.
+
 // Package s3test runs a real S3 API server (versitygw) on 127.0.0.1 for
 // tests. Without the binary a test skips, unless CI is set: then it fails.
 package s3test

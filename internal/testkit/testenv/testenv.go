@@ -1,3 +1,5 @@
+// The missing-tool rule: skip here, fail under CI=1.
+
 // Package testenv is what a test does when a real engine or tool it needs
 // is missing: it skips on a laptop, and fails when CI is set (as .ci/run
 // sets it), so that CI never passes by skipping.

@@ -1,3 +1,5 @@
+// The door's relay inside the agent's network, and the copy between its halves.
+
 // Package door is the gateway's door: the relay that carries an agent's
 // connections from inside its container to the worker's socket, and the
 // copy both halves share. It stands apart from the gateway so that the

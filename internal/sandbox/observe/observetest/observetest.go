@@ -1,3 +1,5 @@
+// Made-up observations for tests and bench/report (a synthetic 24 h attempt).
+
 // Package observetest holds observations made up for tests and
 // benchmarks, as net/http/httptest does for HTTP: nothing in a worker or
 // the starter imports it.
