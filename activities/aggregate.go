@@ -6,10 +6,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/url"
 
 	"github.com/mlrb/mlrb/internal/results/anchors"
 	"github.com/mlrb/mlrb/internal/results/leaderboard"
+	"github.com/mlrb/mlrb/internal/store/keys"
 )
 
 // AggregateName is the leaderboard activity.
@@ -45,17 +45,16 @@ func (a *Records) storeLeaderboard(ctx context.Context, benchmarkID string, runs
 			return nil, err
 		}
 	}
-	prefix := "benchmarks/" + url.PathEscape(benchmarkID) + "/leaderboard."
-	var keys []string
+	var stored []string
 	for _, format := range []string{"json", "csv", "md", "svg"} {
 		var b bytes.Buffer
 		if err := leaderboard.Write(&b, format, benchmarkID, runs, setup); err != nil {
 			return nil, fmt.Errorf("leaderboard %s: %w", format, err)
 		}
-		if err := a.Engine.Store.Put(ctx, prefix+format, bytes.NewReader(b.Bytes())); err != nil {
+		if err := a.Engine.Store.Put(ctx, keys.Leaderboard(benchmarkID, format), bytes.NewReader(b.Bytes())); err != nil {
 			return nil, fmt.Errorf("store leaderboard: %w", err)
 		}
-		keys = append(keys, prefix+format)
+		stored = append(stored, keys.Leaderboard(benchmarkID, format))
 	}
-	return keys, nil
+	return stored, nil
 }

@@ -5,8 +5,6 @@ package activities
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +24,7 @@ import (
 	"github.com/mlrb/mlrb/internal/scoring/reference"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
+	"github.com/mlrb/mlrb/internal/store/keys"
 	"github.com/mlrb/mlrb/internal/store/safefs"
 	"github.com/mlrb/mlrb/tasks"
 )
@@ -71,12 +70,11 @@ const MaxControlBytes = 32 << 30
 // ControlKey is where a task's control for an evaluator (its image digest
 // and final command) is kept.
 func ControlKey(taskID, evaluator string) string {
-	sum := sha256.Sum256([]byte(evaluator))
-	return controlPrefix(taskID) + hex.EncodeToString(sum[:8]) + ".json"
+	return keys.Control(taskID, evaluator)
 }
 
 // controlPrefix holds a task's controls, one per evaluator.
-func controlPrefix(taskID string) string { return "controls/" + taskID + "/" }
+func controlPrefix(taskID string) string { return keys.Controls(taskID) }
 
 // evaluatorID names an evaluator for its control: the digest of the image
 // that ran (the task's, a retry's, or the deployment's default) and the

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,7 +19,7 @@ import (
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 	"github.com/mlrb/mlrb/internal/scoring/lmeval"
 	"github.com/mlrb/mlrb/internal/scoring/model"
-	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/keys"
 	"github.com/mlrb/mlrb/internal/store/safefs"
 )
 
@@ -272,7 +271,7 @@ const EvaluatorLogKeep = 1 << 20
 // results, under the evaluation's directory name (final-N-try-M: the
 // final model's Nth evaluation, a retry-eval's among them; mark-S-try-M).
 func EvaluatorLogKey(runID, evaluation string) string {
-	return blob.RunPrefix(runID) + path.Join("evaluations", evaluation, EvaluatorLogName)
+	return keys.Evaluation(runID, evaluation, EvaluatorLogName)
 }
 
 // EvaluatorLogName is the kept log's name in its evaluation's directory.

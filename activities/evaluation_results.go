@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,7 +17,7 @@ import (
 	"github.com/mlrb/mlrb/internal/scoring/evaldata"
 	"github.com/mlrb/mlrb/internal/scoring/lmeval"
 	"github.com/mlrb/mlrb/internal/scoring/model"
-	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/keys"
 	"github.com/mlrb/mlrb/internal/store/safefs"
 )
 
@@ -26,7 +25,7 @@ import (
 // store, under the evaluation's name (its directory goes), and returns
 // its key.
 func (a *Evaluations) keepResults(ctx context.Context, runID, evaluation, name string, body []byte) (string, error) {
-	key := blob.RunPrefix(runID) + path.Join("evaluations", evaluation, path.Base(name))
+	key := keys.Evaluation(runID, evaluation, name)
 	if err := a.Runs.Engine.Store.Put(ctx, key, bytes.NewReader(body)); err != nil {
 		return "", fmt.Errorf("keep results: %w", err)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/run/llm"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
-	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/keys"
 )
 
 // AttemptPolicy is the sandbox an attempt's agent ran in, kept with the
@@ -29,7 +29,7 @@ type AttemptPolicy struct {
 
 // PolicyKey is where an attempt's policy is kept.
 func PolicyKey(runID string, attempt int) string {
-	return fmt.Sprintf("%ssandbox/attempt-%04d.json", blob.RunPrefix(runID), attempt)
+	return keys.Policy(runID, attempt)
 }
 
 // keepPolicy stores the policy the agent's task is about to start under.

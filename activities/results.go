@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/mlrb/mlrb/internal/results/runresults"
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/keys"
 )
 
 // Names of the activities that keep a benchmark's results out of its
@@ -174,7 +174,7 @@ func (a *Records) AwaitRuns(ctx context.Context, ids []string) ([]runs.End, erro
 
 // PlanKey is where a benchmark's resume plan is stored, one per resume.
 func PlanKey(benchmarkID string, at time.Time) string {
-	return fmt.Sprintf("benchmarks/%s/resume/%d.json", url.PathEscape(benchmarkID), at.UnixNano())
+	return keys.Plan(benchmarkID, at)
 }
 
 // ReadPlanInput asks for the plan entries of some runs.

@@ -6,12 +6,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
-	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/keys"
 )
 
 // KilledAfterGrace opens the reason of an attempt whose agent was killed
@@ -32,7 +31,7 @@ type AttemptWrites struct {
 
 // WritesKey is where an attempt's writes outside its workspace are kept.
 func WritesKey(runID string, attempt int) string {
-	return fmt.Sprintf("%ssandbox/writes-%04d.json", blob.RunPrefix(runID), attempt)
+	return keys.Writes(runID, attempt)
 }
 
 // maxWrites bounds the paths kept: an agent can write a million.

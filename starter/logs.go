@@ -15,6 +15,7 @@ import (
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/process/cli"
 	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/keys"
 	"github.com/mlrb/mlrb/internal/store/logstore"
 )
 
@@ -107,7 +108,7 @@ func latestLogged(g *globals, store blob.Store, id string, follow bool) (int, er
 // evaluatorLogs prints the kept logs of a run's evaluations, each under
 // its evaluation's name (final-N-try-M, mark-S-try-M).
 func evaluatorLogs(g *globals, id string) error {
-	prefix := blob.RunPrefix(id) + "evaluations/"
+	prefix := keys.Evaluations(id)
 	var objs []blob.Object
 	store, err := runStore(g, id, func(s blob.Store) (bool, error) {
 		var err error

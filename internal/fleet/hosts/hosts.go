@@ -21,6 +21,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/fleet/gpu"
 	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/keys"
 )
 
 // Record is one host as its worker last published it.
@@ -56,12 +57,12 @@ type Attach struct {
 // Free is the slots not leased.
 func (r Record) Free() int { return max(0, r.Slots-len(r.Leases)) }
 
-const prefix = "hosts/"
+const prefix = keys.Hosts
 
 // maxRecord bounds a host record (its leases included) as read.
 const maxRecord = 1 << 20
 
-func key(id string) string { return prefix + url.PathEscape(id) + ".json" }
+func key(id string) string { return keys.Host(id) }
 
 // Put publishes a host's record.
 func Put(ctx context.Context, s blob.Store, r Record) error {

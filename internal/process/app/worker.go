@@ -26,6 +26,7 @@ import (
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 	"github.com/mlrb/mlrb/internal/scoring/evaldata"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
+	"github.com/mlrb/mlrb/internal/store/keys"
 	"github.com/mlrb/mlrb/tasks"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -199,14 +200,14 @@ func (s *startup) assemble() error {
 	}
 	// Kept by its hash beside the runs it costs: any of them can be
 	// costed again, under it or another.
-	if err := s.engine.Store.Put(s.ctx, llm.PricesKey(prices.Ref()), bytes.NewReader(prices.JSON())); err != nil {
+	if err := s.engine.Store.Put(s.ctx, keys.Prices(prices.Ref().SHA256), bytes.NewReader(prices.JSON())); err != nil {
 		return fmt.Errorf("store the price table: %w", err)
 	}
 	gpuPrices, err := gpucost.Load(cfg.Cost.GPUPrices)
 	if err != nil {
 		return err
 	}
-	if err := s.engine.Store.Put(s.ctx, gpuPrices.Key(), bytes.NewReader(gpuPrices.JSON())); err != nil {
+	if err := s.engine.Store.Put(s.ctx, keys.GPUPrices(gpuPrices.SHA256()), bytes.NewReader(gpuPrices.JSON())); err != nil {
 		return fmt.Errorf("store the GPU price table: %w", err)
 	}
 	host := &activities.Host{HostID: cfg.Host.ID, HostQueue: s.hq, GPUType: cfg.Host.GPUType, GPUs: s.pool, WorkDir: cfg.WorkDir(), Observe: observeOptions(cfg)}

@@ -13,12 +13,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 
 	"github.com/mlrb/mlrb/internal/results/leaderboard"
 	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/keys"
 	"github.com/mlrb/mlrb/tasks"
 )
 
@@ -38,7 +38,7 @@ func CheckRole(role string) error {
 
 // key is where a task's measured anchor of role is: anchors/<task>/<role>.json.
 func key(task, role string) string {
-	return "anchors/" + url.PathEscape(task) + "/" + role + ".json"
+	return keys.Anchor(task, role)
 }
 
 // maxAnchor caps what is read of one stored anchor.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/keys"
 )
 
 // Status is a check's verdict.
@@ -95,7 +96,7 @@ func (c *Certificate) Line() string {
 
 // Key is where a definition's certificate is kept.
 func Key(definitionHash string) string {
-	return "certificates/" + strings.TrimPrefix(definitionHash, "sha256:") + ".json"
+	return keys.Certificate(definitionHash)
 }
 
 // Keep stores the certificate, replacing the definition's last.
@@ -158,7 +159,7 @@ func Lines(ctx context.Context, store blob.Store, results []runs.Result) map[str
 
 // RecordKey is where a run's record keeps the certificate its agent's
 // definition had when the run ended: its bundle carries it.
-func RecordKey(runID string) string { return blob.RunPrefix(runID) + "certificate.json" }
+func RecordKey(runID string) string { return keys.RunCertificate(runID) }
 
 // Record copies the definition's certificate into the run's record
 // (none kept: nothing).

@@ -12,6 +12,7 @@ import (
 	"github.com/mlrb/mlrb/internal/sandbox/transcript"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
+	"github.com/mlrb/mlrb/internal/store/keys"
 )
 
 // imageCopied flags the model's weight files the worker found
@@ -100,5 +101,5 @@ func downloaded(in Input) []Flag {
 	return []Flag{{Kind: WeightsDownloaded,
 		What: fmt.Sprintf("model %q (%d weight bytes) appeared whole in checkpoint #%d at %.0f s of agent time, %.0f s after the door had brought in %d bytes, with no work between, and never changed",
 			dir, weights, c.Seq, c.AgentS, c.AgentS-last, got),
-		Evidence: []string{blob.RunPrefix(in.Result.RunID) + "calls/", "starter calls " + in.Result.RunID, observe.Key(in.Result.RunID, attempt[dir]), checkpoint.ManifestKey(in.Result.RunID, c.Seq)}}}
+		Evidence: []string{keys.Calls(in.Result.RunID), "starter calls " + in.Result.RunID, observe.Key(in.Result.RunID, attempt[dir]), checkpoint.ManifestKey(in.Result.RunID, c.Seq)}}}
 }

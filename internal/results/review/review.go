@@ -18,8 +18,8 @@ import (
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/sandbox/observe"
 	"github.com/mlrb/mlrb/internal/sandbox/transcript"
-	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
+	"github.com/mlrb/mlrb/internal/store/keys"
 	"github.com/mlrb/mlrb/tasks"
 )
 
@@ -248,7 +248,7 @@ func refused(in Input) []Flag {
 		return nil
 	}
 	return []Flag{{Kind: RefusedCalls, What: fmt.Sprintf("%d refused or failed calls and connections, the first: %s", n, first),
-		Evidence: []string{blob.RunPrefix(in.Result.RunID) + "calls/", "starter calls " + in.Result.RunID}}}
+		Evidence: []string{keys.Calls(in.Result.RunID), "starter calls " + in.Result.RunID}}}
 }
 
 // DefaultMargin is near_limit's margin below a limit.
@@ -268,7 +268,7 @@ func nearLimit(in Input) []Flag {
 		v, ok := in.Result.Metrics[l.metric]
 		if ok && l.limit > 0 && v <= l.limit && v >= (1-margin)*l.limit {
 			out = append(out, Flag{Kind: NearLimit, What: fmt.Sprintf("%s is %.0f, within %g %% of its limit %.0f", l.metric, v, 100*margin, l.limit),
-				Evidence: []string{blob.RunPrefix(in.Result.RunID) + "result.json"}})
+				Evidence: []string{keys.Result(in.Result.RunID)}})
 		}
 	}
 	return out
@@ -290,7 +290,7 @@ func aboveTop(in Input) []Flag {
 		return nil
 	}
 	return []Flag{{Kind: AboveTop, What: fmt.Sprintf("score %.4g is above the task's top anchor %.4g by more than a tenth of the gap from its baseline", *r.Score, a.Score),
-		Evidence: []string{blob.RunPrefix(r.RunID) + "result.json", "starter anchors show " + r.Task}}}
+		Evidence: []string{keys.Result(r.RunID), "starter anchors show " + r.Task}}}
 }
 
 // quoted lists agent-chosen names each quoted (%q): a name with an

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/keys"
 )
 
 // Verdicts are kept one object each, never replaced: a run's review
@@ -19,11 +20,11 @@ import (
 //
 //	runs/<run>/review/<unix nanos>.json
 
-func prefix(runID string) string { return blob.RunPrefix(runID) + "review/" }
+func prefix(runID string) string { return keys.Reviews(runID) }
 
 // Key is where a verdict given at v.At is kept.
 func Key(runID string, v *runs.Verdict) string {
-	return fmt.Sprintf("%s%020d.json", prefix(runID), v.At.UnixNano())
+	return keys.Review(runID, v.At)
 }
 
 // Put keeps a verdict.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/keys"
 )
 
 // maxResult bounds a stored result read back: a run's result is a few
@@ -69,7 +70,7 @@ func (m Matrix) Runs() []Child {
 }
 
 // Key is where a run's result is stored.
-func Key(runID string) string { return blob.RunPrefix(runID) + "result.json" }
+func Key(runID string) string { return keys.Result(runID) }
 
 // Stored lists the runs of benchmarkID whose results the store holds,
 // from the store alone (a benchmark's history may be gone from Temporal).

@@ -79,9 +79,9 @@ func Parse(b []byte, what string) (*Table, error) {
 	return &t, nil
 }
 
-// Key is where the table is kept in the blob store, by its hash, beside
-// the runs it costs.
-func (t *Table) Key() string { return "prices/gpu/" + t.sha256 + ".json" }
+// SHA256 is the table's hash, which names it in the store
+// (keys.GPUPrices) beside the runs it costs.
+func (t *Table) SHA256() string { return t.sha256 }
 
 // JSON is the table as hashed.
 func (t *Table) JSON() []byte { return t.json }

@@ -143,9 +143,6 @@ func (p *Prices) Lookup(model string) (Price, bool) {
 	return m, ok
 }
 
-// PricesKey is where a table is kept in the blob store, by its hash.
-func PricesKey(r PriceRef) string { return "prices/" + r.SHA256 + ".json" }
-
 // Ref names the table.
 func (p *Prices) Ref() PriceRef { return PriceRef{SHA256: p.sha256, Date: p.Date} }
 

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/keys"
 )
 
 // Cast records a session as asciicast v2 (asciinema's format): a header
@@ -122,10 +122,10 @@ func fmtSize(s Size) string {
 }
 
 // SessionKey is where a run's session recording is kept in the store.
-func SessionKey(runID, name string) string { return blob.RunPrefix(runID) + "sessions/" + name }
+func SessionKey(runID, name string) string { return keys.Session(runID, name) }
 
 // SessionsPrefix is where a run's session recordings are.
-func SessionsPrefix(runID string) string { return blob.RunPrefix(runID) + "sessions/" }
+func SessionsPrefix(runID string) string { return keys.Sessions(runID) }
 
 // CastEvent is one event of a recording: its time in seconds from the
 // start, its kind ("o" output, "i" input, "r" resize) and its data.

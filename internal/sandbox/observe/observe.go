@@ -14,12 +14,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/keys"
 )
 
 // Observation is one attempt's, as sampled: its processes, the GPU
@@ -118,7 +118,7 @@ const (
 
 // Key is where an attempt's observation is kept: beside its transcript.
 func Key(runID string, attempt int) string {
-	return blob.RunPrefix(runID) + path.Join("observe", fmt.Sprintf("attempt-%04d.json", attempt))
+	return keys.Observation(runID, attempt)
 }
 
 // Put stores an observation (again: each store replaces the last).
@@ -135,7 +135,7 @@ func Put(ctx context.Context, store blob.Store, o *Observation) error {
 
 // Load reads every stored observation of a run, in attempt order.
 func Load(ctx context.Context, store blob.Store, runID string) ([]*Observation, error) {
-	prefix := blob.RunPrefix(runID) + "observe/"
+	prefix := keys.Observations(runID)
 	objs, err := store.List(ctx, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("list observations of %s: %w", runID, err)

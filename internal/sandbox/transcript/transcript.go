@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/mlrb/mlrb/internal/run/llm"
-	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/keys"
 )
 
 // Kind is what a record is of.
@@ -93,16 +93,16 @@ type Call struct {
 	Count int `json:"count,omitempty"`
 }
 
-func runPrefix(runID string) string { return blob.RunPrefix(runID) + "calls/" }
+func runPrefix(runID string) string { return keys.Calls(runID) }
 
-func chunkKey(runID, h string) string { return runPrefix(runID) + "chunks/" + h[:2] + "/" + h }
+func chunkKey(runID, h string) string { return keys.CallChunk(runID, h) }
 
 func attemptPrefix(runID string, attempt int) string {
-	return fmt.Sprintf("%sattempt-%03d/", runPrefix(runID), attempt)
+	return keys.CallAttempt(runID, attempt)
 }
 
 func recordKey(runID string, attempt, seq int) string {
-	return fmt.Sprintf("%s%09d.json", attemptPrefix(runID, attempt), seq)
+	return keys.CallRecord(runID, attempt, seq)
 }
 
 // parseKey reads a record key's attempt and seq.

@@ -10,13 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"time"
+
+	"github.com/mlrb/mlrb/internal/store/keys"
 )
 
 // RunPrefix is where a run's blobs live (its checkpoints, logs and
 // evaluation results below it): one layout for every writer and reader.
-func RunPrefix(runID string) string { return "runs/" + url.PathEscape(runID) + "/" }
+func RunPrefix(runID string) string { return keys.Run(runID) }
 
 // ErrNotFound is returned by Get for a key that does not exist.
 var ErrNotFound = errors.New("blob not found")

@@ -32,7 +32,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/keys"
 )
 
 // PayloadType is the DSSE payload type of an in-toto statement.
@@ -52,7 +52,7 @@ const (
 )
 
 // MetaDir is where a run's bundle files lie in the bundle directory.
-func MetaDir(runID string) string { return blob.RunPrefix(runID) + "bundle/" }
+func MetaDir(runID string) string { return keys.BundleMeta(runID) }
 
 // EnvelopeKey is the run's envelope in the bundle directory.
 func EnvelopeKey(runID string) string { return path.Join(MetaDir(runID), EnvelopeFile) }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/keys"
 )
 
 // A signature proves who signed a bundle, not that it is the run's
@@ -44,7 +45,7 @@ func (w *Writer) log(ctx context.Context, p *Predicate, env []byte) error {
 	if err != nil {
 		return fmt.Errorf("log the bundle: %w", err)
 	}
-	key := fmt.Sprintf("%s%s%020d.json", blob.RunPrefix(p.RunID), logDir, at.UnixNano())
+	key := keys.BundleEntry(p.RunID, at)
 	if err := w.Store.Put(ctx, key, bytes.NewReader(b)); err != nil {
 		return fmt.Errorf("log the bundle in %s: %w", w.Store, err)
 	}

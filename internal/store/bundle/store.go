@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/keys"
 	"github.com/mlrb/mlrb/internal/store/safefs"
 )
 
@@ -133,5 +134,5 @@ func (c *checked) Close() error { return c.c.Close() }
 // signed (by its SHA-256), never the predicate's copy, whose numbers the
 // statement's encoding made float64.
 func (s *Store) Result(ctx context.Context, runID string) ([]byte, error) {
-	return blob.ReadAll(ctx, s, blob.RunPrefix(runID)+"result.json", maxEnvelope)
+	return blob.ReadAll(ctx, s, keys.Result(runID), maxEnvelope)
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
+	"github.com/mlrb/mlrb/internal/store/keys"
 )
 
 // Writer writes run bundles into one directory from an operator's store.
@@ -354,7 +355,7 @@ func (w *Writer) writeMeta(ctx context.Context, in Input, out *Written) error {
 // seal signs the statement over every file of the run's bundle.
 func (w *Writer) seal(ctx context.Context, in Input, out *Written) error {
 	slices.SortFunc(out.Subjects, func(a, b Subject) int { return strings.Compare(a.Name, b.Name) })
-	res, err := os.ReadFile(filepath.Join(w.Dir, filepath.FromSlash(blob.RunPrefix(in.RunID)+"result.json")))
+	res, err := os.ReadFile(filepath.Join(w.Dir, filepath.FromSlash(keys.Result(in.RunID))))
 	if err != nil {
 		return fmt.Errorf("%s has no stored result: %w", in.RunID, err)
 	}
@@ -362,7 +363,7 @@ func (w *Writer) seal(ctx context.Context, in Input, out *Written) error {
 	p.RunID, p.Final, p.Marks, p.Store = in.RunID, in.Final, in.Marks, w.Store.String()
 	p.BundledAt, p.Result, p.WithSessions = time.Now().UTC().Format(time.RFC3339Nano), res, w.WithSessions
 	for _, s := range out.Subjects {
-		if v, ok := strings.CutPrefix(s.Name, blob.RunPrefix(in.RunID)+"review/"); ok {
+		if v, ok := strings.CutPrefix(s.Name, keys.Reviews(in.RunID)); ok {
 			p.Verdict = v // sorted: the last is the latest
 		}
 	}

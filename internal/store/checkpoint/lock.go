@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/mlrb/mlrb/internal/store/keys"
 )
 
 // Locking: a save holds a shared lock object from its first chunk to its
@@ -76,7 +78,7 @@ func (e *Engine) liveLocks(ctx context.Context, prefix, mine string) ([]string, 
 // storeNow is the store's time: the modification time it gives an
 // object written now.
 func (e *Engine) storeNow(ctx context.Context) (time.Time, error) {
-	key := lockPrefix + "clock-" + newID()
+	key := keys.ClockLocks + newID()
 	if err := e.Store.Put(ctx, key, strings.NewReader("")); err != nil {
 		return time.Time{}, fmt.Errorf("read the store's clock: %w", err)
 	}

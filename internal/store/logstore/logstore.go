@@ -17,10 +17,11 @@ import (
 	"strings"
 
 	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/keys"
 )
 
 func prefix(runID string, attempt int) string {
-	return fmt.Sprintf("%slogs/attempt-%03d/", blob.RunPrefix(runID), attempt)
+	return keys.AttemptLogs(runID, attempt)
 }
 
 // Shipper uploads what a log file gained since the last call.
@@ -71,7 +72,7 @@ func (s *Shipper) Ship(ctx context.Context, final bool) error {
 
 // Attempts lists the attempts that have log segments.
 func Attempts(ctx context.Context, store blob.Store, runID string) ([]int, error) {
-	objs, err := store.List(ctx, blob.RunPrefix(runID)+"logs/")
+	objs, err := store.List(ctx, keys.Logs(runID))
 	if err != nil {
 		return nil, err
 	}
