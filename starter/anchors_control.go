@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/process/app"
 	"github.com/mlrb/mlrb/internal/process/cli"
-	"github.com/mlrb/mlrb/internal/store/checkpoint"
 )
 
 // anchorsControlOptions are `starter anchors control`'s flags.
@@ -53,7 +53,7 @@ func runAnchorsControl(g *globals, o anchorsControlOptions, task string) error {
 	if err != nil {
 		return err
 	}
-	engine := checkpoint.New(store, checkpoint.Options{ChunkSize: cfg.Checkpoint.ChunkSize, Parallel: cfg.Storage.Parallel})
+	engine := app.Engine(store, cfg)
 	c, err := activities.SetControl(g.ctx, engine, spec, o.run, "the operator "+whoAmI())
 	if err != nil {
 		return cli.Usagef("anchors control: %v", err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mlrb/mlrb/agents"
 	"github.com/mlrb/mlrb/config"
+	"github.com/mlrb/mlrb/internal/process/app"
 	"github.com/mlrb/mlrb/internal/process/cli"
 	"github.com/mlrb/mlrb/internal/results/runresults"
 	"github.com/mlrb/mlrb/internal/run/runs"
@@ -104,7 +105,7 @@ func runBundle(g *globals, o bundleOptions, id string) error {
 	if err != nil {
 		return err
 	}
-	engine := checkpoint.New(store, checkpoint.Options{ChunkSize: cfg.Checkpoint.ChunkSize})
+	engine := app.Engine(store, cfg)
 	for _, runID := range ids {
 		in, err := bundleInput(g, engine, cat, defs, runID, o.marks)
 		if err != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/mlrb/mlrb/internal/process/cli"
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/store/blob"
-	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -64,13 +63,13 @@ func runFork(g *globals, o forkOptions, source string) error {
 	}
 	cfg := g.cfg
 	store, err := runStore(g, source, func(s blob.Store) (bool, error) {
-		_, err := checkpoint.New(s, checkpoint.Options{ChunkSize: cfg.Checkpoint.ChunkSize}).Load(g.ctx, source, o.seq)
+		_, err := app.Engine(s, cfg).Load(g.ctx, source, o.seq)
 		return err == nil, nil
 	})
 	if err != nil {
 		return err
 	}
-	if _, err := checkpoint.New(store, checkpoint.Options{ChunkSize: cfg.Checkpoint.ChunkSize}).Load(g.ctx, source, o.seq); err != nil {
+	if _, err := app.Engine(store, cfg).Load(g.ctx, source, o.seq); err != nil {
 		return cli.Usagef("--from-checkpoint: %v (see `starter checkpoint list %s`)", err, source)
 	}
 	var src workflows.RunInput

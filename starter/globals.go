@@ -5,9 +5,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"github.com/mlrb/mlrb/agents"
 	"io"
 	"os"
+
+	"github.com/mlrb/mlrb/agents"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"

@@ -5,13 +5,14 @@ package main
 import (
 	"context"
 	"fmt"
-	workflowpb "go.temporal.io/api/workflow/v1"
 	"io"
 	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	workflowpb "go.temporal.io/api/workflow/v1"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"

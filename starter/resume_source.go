@@ -5,9 +5,10 @@ package main
 import (
 	"context"
 	"fmt"
-	enumspb "go.temporal.io/api/enums/v1"
 	"strings"
 	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
 
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"

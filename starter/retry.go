@@ -5,8 +5,9 @@ package main
 import (
 	"context"
 	"fmt"
-	workflowpb "go.temporal.io/api/workflow/v1"
 	"strings"
+
+	workflowpb "go.temporal.io/api/workflow/v1"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"

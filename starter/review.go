@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/mlrb/mlrb/internal/process/app"
 	"github.com/mlrb/mlrb/internal/process/cli"
 	"github.com/mlrb/mlrb/internal/results/review"
 	"github.com/mlrb/mlrb/internal/results/runresults"
@@ -66,7 +67,7 @@ func runReview(g *globals, id string, asJSON bool, margin float64) error {
 	if err != nil {
 		return err
 	}
-	engine := checkpoint.New(store, checkpoint.Options{ChunkSize: cfg.Checkpoint.ChunkSize})
+	engine := app.Engine(store, cfg)
 	var all []reviewed
 	for _, runID := range ids {
 		rv, err := reviewRun(g, engine, cat, runID, cfg.Observe.MinExperiment, margin)

@@ -28,7 +28,7 @@ func runEngine(g *globals, runID string) (*checkpoint.Engine, error) {
 		return nil, err
 	}
 	store, err := runStore(g, runID, func(s blob.Store) (bool, error) {
-		_, err := checkpoint.New(s, checkpoint.Options{ChunkSize: cfg.Checkpoint.ChunkSize}).Latest(g.ctx, runID)
+		_, err := app.Engine(s, cfg).Latest(g.ctx, runID)
 		if errors.Is(err, checkpoint.ErrNoCheckpoint) {
 			return false, nil
 		}
@@ -37,7 +37,7 @@ func runEngine(g *globals, runID string) (*checkpoint.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return checkpoint.New(store, checkpoint.Options{ChunkSize: cfg.Checkpoint.ChunkSize, Parallel: cfg.Storage.Parallel}), nil
+	return app.Engine(store, cfg), nil
 }
 
 // runStore opens the blob store that holds runID's checkpoints and logs:

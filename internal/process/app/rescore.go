@@ -12,7 +12,6 @@ import (
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/scoring/evaldata"
 	"github.com/mlrb/mlrb/internal/store/blob"
-	"github.com/mlrb/mlrb/internal/store/checkpoint"
 )
 
 // StandaloneEvaluations are a worker's evaluations run outside any worker
@@ -26,7 +25,7 @@ func StandaloneEvaluations(ctx context.Context, cfg *config.Config, src blob.Sto
 	if err != nil {
 		return nil, nil, err
 	}
-	engine := checkpoint.New(&blob.Overlay{Upper: upper, Lower: src}, checkpoint.Options{ChunkSize: cfg.Checkpoint.ChunkSize, Parallel: cfg.Storage.Parallel})
+	engine := Engine(&blob.Overlay{Upper: upper, Lower: src}, cfg)
 	local := *cfg
 	// Its own work dir: a worker on this host reaps what it finds in its own.
 	local.Host.WorkDir = filepath.Join(scratch, "work")

@@ -28,7 +28,13 @@ func OpenEngine(ctx context.Context, cfg *config.Config) (*checkpoint.Engine, er
 	if err != nil {
 		return nil, err
 	}
-	e := checkpoint.New(store, checkpoint.Options{ChunkSize: cfg.Checkpoint.ChunkSize, Parallel: cfg.Storage.Parallel, Exclude: cfg.Checkpoint.Exclude,
+	return Engine(store, cfg), nil
+}
+
+// Engine is the checkpoint engine over store with the options config
+// gives: the one way every command and the worker open it, so that a
+// reader and the writer agree on chunks, packs and bounds.
+func Engine(store blob.Store, cfg *config.Config) *checkpoint.Engine {
+	return checkpoint.New(store, checkpoint.Options{ChunkSize: cfg.Checkpoint.ChunkSize, Parallel: cfg.Storage.Parallel, Exclude: cfg.Checkpoint.Exclude,
 		MaxEntries: cfg.Agent.WorkspaceMaxEntries, NoPacks: !cfg.Checkpoint.PackSmallFiles})
-	return e, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/config"
+	"github.com/mlrb/mlrb/internal/process/app"
 	"github.com/mlrb/mlrb/internal/results/certificate"
 	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/internal/run/runs"
@@ -28,7 +29,7 @@ type evidence struct {
 }
 
 func (e *evidence) engine() *checkpoint.Engine {
-	return checkpoint.New(e.store, checkpoint.Options{ChunkSize: e.cfg.Checkpoint.ChunkSize})
+	return app.Engine(e.store, e.cfg)
 }
 
 // manifests are a run's checkpoints, oldest first.
