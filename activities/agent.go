@@ -359,6 +359,19 @@ func (a *Attempts) agentTask(ctx context.Context, in AgentInput, at *attempt, dl
 		spec.Redact = append(spec.Redact, v)
 	}
 	spec.Labels, spec.Devices = at.Labels(in.Lease.Token, in.Task.ID), in.Lease.Devices
+	spec.Starting = a.restartDeadline(in, at)
 	a.Sandbox.bound(&spec, &in.Task)
 	return spec, a.keepPolicy(ctx, &in, spec, names)
+}
+
+// restartDeadline writes the deadline file again just before the agent's
+// process starts: the deadline counts from its start, and the setup
+// between (the door, the workspace's owner, a daemon under load) must not
+// eat a short budget before the agent first reads it.
+func (a *Attempts) restartDeadline(in AgentInput, at *attempt) func() {
+	return func() {
+		if err := contract.WriteDeadline(at.Control(), in.Budget.Attempt(time.Now(), in.Grace).Hard); err != nil {
+			a.Logger.Warn("deadline file", zap.String("run", in.RunID), zap.Error(err))
+		}
+	}
 }

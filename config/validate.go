@@ -27,9 +27,10 @@ func validListen(addr string) bool {
 	return err == nil && n > 0 && n <= 65535
 }
 
-// Validate checks the values that decode but make no sense.
+// Validate checks the values that decode but make no sense: the files
+// that must be private first, then each part's rules in turn, the first
+// broken one named with its fix.
 func (c *Config) Validate() error {
-	bad := func(format string, a ...any) error { return &Error{Msg: fmt.Sprintf(format, a...)} }
 	if _, err := c.Temporal.TLSConfig(); err != nil {
 		return err
 	}
@@ -39,6 +40,19 @@ func (c *Config) Validate() error {
 	if err := PrivateFile("bundle.signing_key", c.Bundle.SigningKey); err != nil {
 		return err
 	}
+	for _, rules := range []func(*Config) error{validateFrontend, validateStore, validateRuns, validateHost, validateGateway, validateLists} {
+		if err := rules(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bad is a broken rule's error.
+func bad(format string, a ...any) error { return &Error{Msg: fmt.Sprintf(format, a...)} }
+
+// validateFrontend checks the Temporal frontend and the dev server.
+func validateFrontend(c *Config) error {
 	switch {
 	case c.Temporal.Address == "" || !strings.Contains(c.Temporal.Address, ":"):
 		return bad("temporal.address: %q is not host:port (e.g. 127.0.0.1:7233)", c.Temporal.Address)
@@ -52,6 +66,13 @@ func (c *Config) Validate() error {
 		return bad("dev.port: %d is not a TCP port (1-65535)", c.Dev.Port)
 	case c.Dev.UIPort < 0 || c.Dev.UIPort > 65535:
 		return bad("dev.ui_port: %d is not a TCP port (0 disables the UI)", c.Dev.UIPort)
+	}
+	return nil
+}
+
+// validateStore checks the store and checkpoints.
+func validateStore(c *Config) error {
+	switch {
 	case oneOf("storage.kind", c.Storage.Kind, StorageKinds) != nil:
 		return &Error{Msg: oneOf("storage.kind", c.Storage.Kind, StorageKinds).Error()}
 	case c.Storage.Kind == StorageS3 && c.Storage.S3.Bucket == "":
@@ -64,6 +85,13 @@ func (c *Config) Validate() error {
 		return bad("checkpoint.alert_after: %d must be at least 1", c.Checkpoint.AlertAfter)
 	case c.Checkpoint.ChunkSize < 64<<10 || c.Checkpoint.ChunkSize > 256<<20:
 		return bad("checkpoint.chunk_size: %d is out of range (64 KiB to 256 MiB)", c.Checkpoint.ChunkSize)
+	}
+	return nil
+}
+
+// validateRuns checks agents, people and evaluations.
+func validateRuns(c *Config) error {
+	switch {
 	case c.Agent.MaxInfraAttempts < 1:
 		return bad("agent.max_infra_attempts: %d must be at least 1", c.Agent.MaxInfraAttempts)
 	case c.Human.ReleaseAfter < time.Second:
@@ -72,32 +100,29 @@ func (c *Config) Validate() error {
 		return bad("human.wait_limit: %s must be 1m or more (e.g. 336h)", c.Human.WaitLimit)
 	case c.Eval.Attempts < 1:
 		return bad("eval.attempts: %d must be at least 1", c.Eval.Attempts)
-	case oneOf("host.runtime", c.Host.Runtime, Runtimes) != nil:
-		return &Error{Msg: oneOf("host.runtime", c.Host.Runtime, Runtimes).Error()}
-	case c.Host.Runtime == RuntimeDocker && (c.Container.AgentImage == "" || c.Container.EvalImage == ""):
-		return bad("container.agent_image and container.eval_image: must be set for host.runtime docker")
-	case c.Gateway.MaxRefused < 1:
-		return bad("gateway.max_refused: %d must be at least 1 (e.g. 100000)", c.Gateway.MaxRefused)
-	case c.Gateway.MaxRefusedMB < 1:
-		return bad("gateway.max_refused_mb: %d must be at least 1 (e.g. 4096)", c.Gateway.MaxRefusedMB)
-	case c.Gateway.MaxRecords < 1000:
-		return bad("gateway.max_records: %d is under 1000; a day's run makes thousands of calls and connections (e.g. 1000000)", c.Gateway.MaxRecords)
-	case c.Gateway.MaxConnections < 1 || c.Gateway.MaxConnections > 65536:
-		return bad("gateway.max_connections: %d is out of range (1 to 65536)", c.Gateway.MaxConnections)
-	case c.Gateway.UsageEvery < time.Second:
-		return bad("gateway.usage_every: %s is under 1s; each report is an event in the run's history (e.g. 1m)", c.Gateway.UsageEvery)
-	case c.Provision.Slurm.CommandTimeout <= 0:
-		return bad("provision.slurm.command_timeout: %s must be positive (e.g. 30s)", c.Provision.Slurm.CommandTimeout)
-	case c.Host.MaxAgents < 1:
-		return bad("host.max_agents: %d must be at least 1", c.Host.MaxAgents)
-	case c.Host.ID == "":
-		return bad("host.id: must not be empty (set MLRB_HOST_ID)")
 	case c.Agent.LogLimitMB < 0:
 		return bad("agent.log_limit_mb: %d must be 0 (no limit) or more", c.Agent.LogLimitMB)
 	case c.Agent.WorkspaceMaxEntries < 0:
 		return bad("agent.workspace_max_entries: %d must be 0 (no limit) or more", c.Agent.WorkspaceMaxEntries)
 	case c.Agent.WorkspaceLimitGB < 0:
 		return bad("agent.workspace_limit_gb: %g must be 0 (no limit) or more", c.Agent.WorkspaceLimitGB)
+	}
+	return nil
+}
+
+// validateHost checks the host: its runtime, containers, provisioning and metrics.
+func validateHost(c *Config) error {
+	switch {
+	case oneOf("host.runtime", c.Host.Runtime, Runtimes) != nil:
+		return &Error{Msg: oneOf("host.runtime", c.Host.Runtime, Runtimes).Error()}
+	case c.Host.Runtime == RuntimeDocker && (c.Container.AgentImage == "" || c.Container.EvalImage == ""):
+		return bad("container.agent_image and container.eval_image: must be set for host.runtime docker")
+	case c.Provision.Slurm.CommandTimeout <= 0:
+		return bad("provision.slurm.command_timeout: %s must be positive (e.g. 30s)", c.Provision.Slurm.CommandTimeout)
+	case c.Host.MaxAgents < 1:
+		return bad("host.max_agents: %d must be at least 1", c.Host.MaxAgents)
+	case c.Host.ID == "":
+		return bad("host.id: must not be empty (set MLRB_HOST_ID)")
 	case c.Container.GPUs != GPUsNVIDIA && c.Container.GPUs != GPUsDevices:
 		return bad("container.gpus: %q is not %s or %s", c.Container.GPUs, GPUsNVIDIA, GPUsDevices)
 	case c.Container.User != UserImage && !userSpec.MatchString(c.Container.User):
@@ -113,6 +138,28 @@ func (c *Config) Validate() error {
 	case c.Host.LeaseTTL < c.Agent.HeartbeatTimeout:
 		return bad("host.lease_ttl: %s is shorter than agent.heartbeat_timeout (%s); heartbeats renew leases, so make it at least that", c.Host.LeaseTTL, c.Agent.HeartbeatTimeout)
 	}
+	return nil
+}
+
+// validateGateway checks the gateway's bounds.
+func validateGateway(c *Config) error {
+	switch {
+	case c.Gateway.MaxRefused < 1:
+		return bad("gateway.max_refused: %d must be at least 1 (e.g. 100000)", c.Gateway.MaxRefused)
+	case c.Gateway.MaxRefusedMB < 1:
+		return bad("gateway.max_refused_mb: %d must be at least 1 (e.g. 4096)", c.Gateway.MaxRefusedMB)
+	case c.Gateway.MaxRecords < 1000:
+		return bad("gateway.max_records: %d is under 1000; a day's run makes thousands of calls and connections (e.g. 1000000)", c.Gateway.MaxRecords)
+	case c.Gateway.MaxConnections < 1 || c.Gateway.MaxConnections > 65536:
+		return bad("gateway.max_connections: %d is out of range (1 to 65536)", c.Gateway.MaxConnections)
+	case c.Gateway.UsageEvery < time.Second:
+		return bad("gateway.usage_every: %s is under 1s; each report is an event in the run's history (e.g. 1m)", c.Gateway.UsageEvery)
+	}
+	return nil
+}
+
+// validateLists checks the keys that hold lists and URLs.
+func validateLists(c *Config) error {
 	for _, u := range []struct{ key, url string }{{"gateway.openai_url", c.Gateway.OpenAIURL}, {"gateway.anthropic_url", c.Gateway.AnthropicURL}} {
 		if p, err := url.Parse(u.url); err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" {
 			return bad("%s: %q is not an http(s) URL (e.g. https://api.openai.com/v1)", u.key, u.url)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 )
 
@@ -170,7 +171,10 @@ func gpuFiles(ids []string) []container.DeviceMapping {
 
 // Start creates and starts a container: never privileged, no new
 // privileges, limits as given, GPU device requests for exactly the leased
-// devices (none when the lease is empty). Its output goes to LogPath.
+// devices (none when the lease is empty). Its output goes to LogPath. The
+// steps: the host config, the door (the network it joins), the mounts
+// given to the task's user, the container made and started, its exit
+// followed.
 func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 	if spec.Image == "" {
 		return nil, fmt.Errorf("start %s: no image", spec.Name)
@@ -179,17 +183,71 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", spec.Name, err)
 	}
-	// The visible GPUs are set whatever the image says: exactly the leased
-	// ones, or none ("void") under a default nvidia runtime.
-	visible := "void"
-	if len(spec.Devices) > 0 {
-		visible = strings.Join(spec.deviceIDs(), ",")
-	}
-	env := append(spec.envList(), "NVIDIA_VISIBLE_DEVICES="+visible)
 	labels := map[string]string{LabelManaged: "true", LabelHost: d.host, LabelName: spec.Name}
 	for k, v := range spec.Labels {
 		labels[labelPrefix+k] = v
 	}
+	hc := d.hostConfig(spec, mounts)
+	var door string
+	if spec.Door != nil {
+		if door, err = d.startDoor(ctx, spec, labels); err != nil {
+			return nil, err
+		}
+		hc.NetworkMode = container.NetworkMode("container:" + door)
+	}
+	if spec.User != "" {
+		if err := ownMounts(spec.Binds, spec.User); err != nil {
+			d.removeDoor(door)
+			return nil, fmt.Errorf("start %s: %w", spec.Name, err)
+		}
+	}
+	name := ContainerName(spec.Name)
+	// A container of the same name is a leftover of this very attempt:
+	// it must not run twice.
+	_, _ = d.c.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	created, err := d.c.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name:       name,
+		Config:     &container.Config{Image: spec.Image, Cmd: spec.Command, Env: containerEnv(spec), WorkingDir: spec.Dir, Labels: labels, User: spec.User},
+		HostConfig: hc,
+	})
+	if err != nil {
+		d.removeDoor(door)
+		return nil, fmt.Errorf("create container for %s from %s: %w", spec.Name, spec.Image, err)
+	}
+	h := &dockerHandle{d: d, id: created.ID, name: spec.Name, door: door, done: make(chan ExitResult, 1), mounted: mountTargets(spec.Binds, mounts)}
+	wait := d.c.ContainerWait(context.Background(), created.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
+	kills := d.watchKills(created.ID)
+	if spec.Starting != nil {
+		spec.Starting()
+	}
+	if _, err := d.c.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		kills.stop()
+		_, _ = d.c.ContainerRemove(context.Background(), created.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		d.removeDoor(door)
+		return nil, fmt.Errorf("start container %s: %w", name, err)
+	}
+	if in, err := d.c.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{}); err == nil && in.Container.State != nil {
+		h.pid = in.Container.State.Pid
+	}
+	d.follow(h, spec, wait, kills)
+	return h, nil
+}
+
+// containerEnv is the task's environment with the visible GPUs set
+// whatever the image says: exactly the leased ones, or none ("void")
+// under a default nvidia runtime.
+func containerEnv(spec TaskSpec) []string {
+	visible := "void"
+	if len(spec.Devices) > 0 {
+		visible = strings.Join(spec.deviceIDs(), ",")
+	}
+	return append(spec.envList(), "NVIDIA_VISIBLE_DEVICES="+visible)
+}
+
+// hostConfig is what the container may do and hold: no privileges, every
+// capability dropped but Capabilities, a private cgroup namespace, the
+// task's limits and exactly its leased devices.
+func (d *Docker) hostConfig(spec TaskSpec, mounts []mount.Mount) *container.HostConfig {
 	// An init process as PID 1 forwards signals (a process that is PID 1
 	// itself ignores SIGTERM's default action) and reaps zombies.
 	init := true
@@ -215,14 +273,6 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 	if spec.Network != "" {
 		hc.NetworkMode = container.NetworkMode(spec.Network)
 	}
-	var door string
-	if spec.Door != nil {
-		var err error
-		if door, err = d.startDoor(ctx, spec, labels); err != nil {
-			return nil, err
-		}
-		hc.NetworkMode = container.NetworkMode("container:" + door)
-	}
 	if spec.MemoryBytes > 0 {
 		hc.Resources.MemorySwap = spec.MemoryBytes // no swap beyond the limit
 	}
@@ -234,40 +284,16 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 	} else if len(spec.Devices) > 0 {
 		hc.Resources.DeviceRequests = []container.DeviceRequest{{Driver: "nvidia", DeviceIDs: spec.deviceIDs(), Capabilities: [][]string{{"gpu"}}}}
 	}
-	if spec.User != "" {
-		if err := ownMounts(spec.Binds, spec.User); err != nil {
-			return nil, fmt.Errorf("start %s: %w", spec.Name, err)
-		}
-	}
-	name := ContainerName(spec.Name)
-	// A container of the same name is a leftover of this very attempt:
-	// it must not run twice.
-	_, _ = d.c.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-	created, err := d.c.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Name:       name,
-		Config:     &container.Config{Image: spec.Image, Cmd: spec.Command, Env: env, WorkingDir: spec.Dir, Labels: labels, User: spec.User},
-		HostConfig: hc,
-	})
-	if err != nil {
-		d.removeDoor(door)
-		return nil, fmt.Errorf("create container for %s from %s: %w", spec.Name, spec.Image, err)
-	}
-	h := &dockerHandle{d: d, id: created.ID, name: spec.Name, door: door, done: make(chan ExitResult, 1), mounted: mountTargets(spec.Binds, mounts)}
-	wait := d.c.ContainerWait(context.Background(), created.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
-	kills := d.watchKills(created.ID)
-	if _, err := d.c.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
-		kills.stop()
-		_, _ = d.c.ContainerRemove(context.Background(), created.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-		d.removeDoor(door)
-		return nil, fmt.Errorf("start container %s: %w", name, err)
-	}
-	if in, err := d.c.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{}); err == nil && in.Container.State != nil {
-		h.pid = in.Container.State.Pid
-	}
+	return hc
+}
+
+// follow copies the started container's output to its log and, once it
+// exits and its output is all copied, reports how it ended on h.done.
+func (d *Docker) follow(h *dockerHandle, spec TaskSpec, wait client.ContainerWaitResult, kills *killWatch) {
 	logDone := make(chan struct{})
 	go func() {
 		defer close(logDone)
-		d.copyLogs(created.ID, spec.LogPath, spec.LogLimit, spec.Redact)
+		d.copyLogs(h.id, spec.LogPath, spec.LogLimit, spec.Redact)
 	}()
 	go func() {
 		var res ExitResult
@@ -280,7 +306,7 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 		case err := <-wait.Error:
 			res = ExitResult{ExitCode: -1, Err: err}
 		}
-		if in, err := d.c.ContainerInspect(context.Background(), created.ID, client.ContainerInspectOptions{}); err == nil && in.Container.State != nil {
+		if in, err := d.c.ContainerInspect(context.Background(), h.id, client.ContainerInspectOptions{}); err == nil && in.Container.State != nil {
 			res.OOMKilled = in.Container.State.OOMKilled
 		}
 		kills.attribute(&res, &h.sent)
@@ -288,7 +314,6 @@ func (d *Docker) Start(ctx context.Context, spec TaskSpec) (Handle, error) {
 		h.done <- res
 		close(h.done)
 	}()
-	return h, nil
 }
 
 func (d *Docker) copyLogs(id, path string, limit int64, secrets []string) {

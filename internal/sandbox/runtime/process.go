@@ -64,6 +64,21 @@ func (h *procHandle) Signal(s syscall.Signal) error {
 // worker's own secrets stay out of agent processes.
 var baseEnv = []string{"PATH", "HOME", "TMPDIR", "LANG", "TZ"}
 
+// processEnv is a process task's environment: the worker's base
+// variables, the task's, and the GPUs it may see.
+func processEnv(spec TaskSpec) []string {
+	var env []string
+	for _, k := range baseEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	env = append(env, spec.envList()...)
+	// Always set: empty hides every GPU from a task with no lease, rather
+	// than letting it see all of them.
+	return append(env, "CUDA_VISIBLE_DEVICES="+strings.Join(spec.deviceIDs(), ","))
+}
+
 // Start launches the task. The child gets SIGKILL when the worker dies
 // (Pdeathsig), so an agent never outlives the worker that ran it.
 func (p *Process) Start(_ context.Context, spec TaskSpec) (Handle, error) {
@@ -75,16 +90,7 @@ func (p *Process) Start(_ context.Context, spec TaskSpec) (Handle, error) {
 		return nil, fmt.Errorf("start %s: log: %w", spec.Name, err)
 	}
 	cmd := exec.Command(spec.Command[0], spec.Command[1:]...)
-	cmd.Dir = spec.Dir
-	for _, k := range baseEnv {
-		if v, ok := os.LookupEnv(k); ok {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-	}
-	cmd.Env = append(cmd.Env, spec.envList()...)
-	// Always set: empty hides every GPU from a task with no lease, rather
-	// than letting it see all of them.
-	cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES="+strings.Join(spec.deviceIDs(), ","))
+	cmd.Dir, cmd.Env = spec.Dir, processEnv(spec)
 	out := Redacting(Capped(logf, spec.LogLimit), spec.Redact)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -97,6 +103,9 @@ func (p *Process) Start(_ context.Context, spec TaskSpec) (Handle, error) {
 		goruntime.LockOSThread()
 		defer goruntime.UnlockOSThread()
 		defer func() { _ = out.Close(); _ = logf.Close() }()
+		if spec.Starting != nil {
+			spec.Starting()
+		}
 		if err := cmd.Start(); err != nil {
 			started <- err
 			return

@@ -53,6 +53,11 @@ type TaskSpec struct {
 	PidsLimit   int64
 	// Redact lists secret values masked in the captured log.
 	Redact []string
+	// Starting, if set, is called once everything else is ready, just
+	// before the task's process starts: what the task reads from its first
+	// instruction and that counts from its start (its deadline file) is
+	// written then, not before a setup whose length load decides.
+	Starting func() `json:"-"`
 }
 
 // envList is Env as KEY=value, sorted so that a task's environment does
