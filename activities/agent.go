@@ -282,16 +282,6 @@ func (a *Attempts) unheardOf(ctx context.Context, runID string, next int) (*Chec
 		Final: m.Final, Ending: m.Ending}, nil
 }
 
-// releaseOwn gives an ended attempt's lease back on this host, so that the
-// run does not have to reach the host again (it may be stopping).
-func (h *Host) releaseOwn(token string) bool {
-	if h.GPUs == nil || token == "" {
-		return false
-	}
-	h.GPUs.Release(token)
-	return true
-}
-
 // removeAttempt removes what the attempt left on this host, and the
 // run's directory when no attempt is left in it.
 func (a *Attempts) removeAttempt(at *attempt) {

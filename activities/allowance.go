@@ -27,9 +27,9 @@ type allowance struct {
 
 // newAllowance is an attempt's allowance, its door's sized by the
 // operator (gateway.max_refused, gateway.max_connections).
-func newAllowance(g LLMGateway) *allowance {
-	a := &allowance{}
-	a.door = &gateway.Allowance{MaxRefused: g.MaxRefused, MaxRefusedBytes: g.MaxRefusedBytes, MaxConns: g.MaxConns, Exceeded: a.exceed}
+func newAllowance(door *gateway.Allowance) *allowance {
+	a := &allowance{door: door}
+	door.Exceeded = a.exceed
 	return a
 }
 

@@ -249,12 +249,3 @@ func (n *notifier) flush(ctx context.Context) error {
 
 // close stops the sender once everything sent is delivered or abandoned.
 func (n *notifier) close() { close(n.queue) }
-
-// incompleteWhy says why a checkpoint left entries out.
-func incompleteWhy(m *checkpoint.Manifest) string {
-	if m.Incomplete != "" {
-		return m.Incomplete
-	}
-	// Saved before the reason was kept: the entry bound was the only one.
-	return "the workspace held more entries than agent.workspace_max_entries"
-}

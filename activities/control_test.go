@@ -243,7 +243,7 @@ func TestEvaluationDataIsMountedAndRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.a.Sandbox.Data = &evaldata.Dir{Root: root}
+	r.a.Data = &evaldata.Dir{Root: root}
 	results := `{"results":{"blimp":{"acc,none":0.5}},"configs":{},"versions":{}}`
 	r.task.Evaluation.Command = []string{"/bin/sh", "-c", "grep -q fine {data:held/test.txt} && echo '" + results + "' > {results}"}
 	r.task.Evaluation.Data = []tasks.EvalData{{Name: "held/test.txt", SHA256: sum, Source: "the test"}}

@@ -216,7 +216,7 @@ func (a *Evaluations) restoreModel(ctx context.Context, runID string, ref Checkp
 // results and outputs dirs, the task spec it reads, and the task's data
 // sets as this host holds them, each checked against its spec's hash.
 func (a *Evaluations) layEvaluation(dir, task string, in EvalInput) (*evalDirs, error) {
-	data, err := a.Sandbox.Data.Check(&in.Task)
+	data, err := a.Data.Check(&in.Task)
 	if err != nil {
 		return nil, fmt.Errorf("evaluation data: %w", err)
 	}

@@ -84,7 +84,7 @@ func (g LLMGateway) every() time.Duration {
 // transcripts: a crashed attempt's calls count), and its recorder, which
 // scrubs the token, the keys and the run's secrets from what it stores.
 func (a *Attempts) llmFor(ctx context.Context, in AgentInput, secrets []string, door *gateway.Allowance, live func() error, log *zap.Logger) (*attemptLLM, error) {
-	if def := in.definition(); a.Sandbox.LLM.Prices == nil || def.Human && def.Provider == "" {
+	if def := in.definition(); a.LLM.Prices == nil || def.Human && def.Provider == "" {
 		// No LLM side: an unassisted person's door serves only their clock.
 		return nil, nil
 	}
@@ -93,16 +93,16 @@ func (a *Attempts) llmFor(ctx context.Context, in AgentInput, secrets []string, 
 		return nil, fmt.Errorf("attempt token: %w", err)
 	}
 	token := "mlrb-" + hex.EncodeToString(b)
-	oa, an := a.Sandbox.LLM.OpenAI, a.Sandbox.LLM.Anthropic
-	if a.Sandbox.EnvFile != "" {
+	oa, an := a.LLM.OpenAI, a.LLM.Anthropic
+	if a.EnvFile != "" {
 		// Without the file, or a key, the gateway refuses those calls
 		// naming the key; the agent still runs.
-		if err := config.PrivateFile("agent.env_file", a.Sandbox.EnvFile); err != nil {
+		if err := config.PrivateFile("agent.env_file", a.EnvFile); err != nil {
 			log.Warn("LLM calls are refused", zap.Error(err))
 		} else {
-			file, err := gotenv.Read(a.Sandbox.EnvFile)
+			file, err := gotenv.Read(a.EnvFile)
 			if err != nil {
-				log.Warn("agent.env_file unreadable: LLM calls are refused", zap.String("problem", envFileProblem(a.Sandbox.EnvFile)))
+				log.Warn("agent.env_file unreadable: LLM calls are refused", zap.String("problem", envFileProblem(a.EnvFile)))
 			}
 			oa.Key, an.Key = file[oa.KeyName], file[an.KeyName]
 		}
@@ -125,12 +125,12 @@ func (a *Attempts) llmFor(ctx context.Context, in AgentInput, secrets []string, 
 	meter := llm.NewMeter(in.LLMBudget, spent.Usage)
 	redact := append([]string{token, oa.Key, an.Key}, secrets...)
 	rec := &transcript.Recorder{Store: a.Runs.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Redact: redact, Ledger: meter.Ledger, Log: log,
-		MaxRecords: a.Sandbox.LLM.MaxRecords}
+		MaxRecords: a.LLM.MaxRecords}
 	if door != nil {
 		rec.Exceeded = door.Exceeded
 	}
-	return &attemptLLM{prices: a.Sandbox.LLM.Prices.Ref(), prior: prior, every: a.Sandbox.LLM.every(), stopReplay: stopReplay,
-		serve: &gateway.LLM{Token: token, OpenAI: oa, Anthropic: an, Prices: a.Sandbox.LLM.Prices, Meter: meter, Record: rec, Live: live, Log: log, ServerTools: a.Sandbox.LLM.ServerTools, AnthropicBeta: a.Sandbox.LLM.AnthropicBeta, Bounds: a.Sandbox.LLM.Bounds, Allowance: door}}, nil
+	return &attemptLLM{prices: a.LLM.Prices.Ref(), prior: prior, every: a.LLM.every(), stopReplay: stopReplay,
+		serve: &gateway.LLM{Token: token, OpenAI: oa, Anthropic: an, Prices: a.LLM.Prices, Meter: meter, Record: rec, Live: live, Log: log, ServerTools: a.LLM.ServerTools, AnthropicBeta: a.LLM.AnthropicBeta, Bounds: a.LLM.Bounds, Allowance: door}}, nil
 }
 
 // report sends the attempt's ledger to the run when it changed since the
@@ -181,6 +181,23 @@ func (l *attemptLLM) finish(n *notifier, attempt int, hold bool) *UsageReport {
 	}
 	l.report(n, attempt, true)
 	return nil
+}
+
+// side is what the attempt's door serves of the gateway (nil: no LLM
+// side).
+func (l *attemptLLM) side() *gateway.LLM {
+	if l == nil {
+		return nil
+	}
+	return l.serve
+}
+
+// stopServing stops a replay's transcript server, for an attempt whose
+// task never started.
+func (l *attemptLLM) stopServing() {
+	if l != nil && l.stopReplay != nil {
+		l.stopReplay()
+	}
 }
 
 // spent tells whether the run's LLM budget is spent.

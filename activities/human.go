@@ -62,9 +62,13 @@ func (a *Attempts) startTask(ctx context.Context, in AgentInput, at *attempt, sp
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	h, closeDoor, err := a.Sandbox.start(ctx, spec, at.door, ai, at.allow.door, clockOf(person), log)
+	h, closeDoor, err := a.Sandbox.start(ctx, spec, at.door, ai.side(), at.allow.door, clockOf(person), log)
 	if err != nil {
+		ai.stopServing()
 		return nil, nil, nil, fmt.Errorf("start agent: %w", err)
+	}
+	if shut := closeDoor; ai != nil && ai.stopReplay != nil {
+		closeDoor = func() { shut(); ai.stopReplay() }
 	}
 	leave, err := a.openRoom(ctx, in, person, h)
 	if err != nil {

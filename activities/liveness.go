@@ -42,9 +42,6 @@ type liveness struct {
 	renew func()
 }
 
-// ErrFenced: this attempt may no longer act for its run.
-var ErrFenced = errors.New("attempt fenced")
-
 // pulse is where an activity's liveness reports: the host it runs on,
 // the client its heartbeats go through (nil: the SDK's), where progress
 // goes outside any activity, and its log.
@@ -221,21 +218,6 @@ func (l *liveness) close() {
 	<-l.stopped
 	l.cancel(nil)
 }
-
-// String is the step as an operator reads it: "restoring 4.1 of 19.8 GiB".
-func (p Heartbeat) String() string {
-	switch {
-	case p.Step == "":
-		return ""
-	case p.TotalBytes > 0:
-		return fmt.Sprintf("%s %.1f of %.1f GiB", p.Step, gib(p.DoneBytes), gib(p.TotalBytes))
-	case p.DoneBytes > 0:
-		return fmt.Sprintf("%s %.1f GiB", p.Step, gib(p.DoneBytes))
-	}
-	return p.Step
-}
-
-func gib(b int64) float64 { return float64(b) / (1 << 30) }
 
 // Steps an attempt or an evaluation reports.
 const (

@@ -8,29 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/mlrb/mlrb/internal/run/llm"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
-	"github.com/mlrb/mlrb/internal/store/keys"
 )
-
-// AttemptPolicy is the sandbox an attempt's agent ran in, kept with the
-// run (runs/<run>/sandbox/attempt-N.json) and signed in its bundle: the
-// runtime's isolation and limits, the door's allow-list, the budgets
-// and the names (never the values) of the secrets it was given.
-type AttemptPolicy struct {
-	Attempt          int            `json:"attempt"`
-	Sandbox          runtime.Policy `json:"sandbox"`
-	EgressAllow      []string       `json:"egress_allow"`
-	LLMBudget        llm.Budget     `json:"llm_budget,omitzero"`
-	WorkspaceLimit   int64          `json:"workspace_limit_bytes,omitempty"`
-	WorkspaceEntries int64          `json:"workspace_max_entries,omitempty"`
-	Secrets          []string       `json:"secret_names,omitempty"`
-}
-
-// PolicyKey is where an attempt's policy is kept.
-func PolicyKey(runID string, attempt int) string {
-	return keys.Policy(runID, attempt)
-}
 
 // keepPolicy stores the policy the agent's task is about to start under.
 func (a *Attempts) keepPolicy(ctx context.Context, in *AgentInput, spec runtime.TaskSpec, secrets []string) error {

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -29,7 +30,7 @@ import (
 // to carry the task's connections to, or, for a task with no door (the
 // process runtime), on a loopback port. It returns the base URL the task
 // reaches it at; close shuts it and every connection through it.
-func (s *Sandbox) openDoor(dir string, container bool, ai *attemptLLM, allow *gateway.Allowance, clock http.Handler, log *zap.Logger) (base string, close func(), err error) {
+func (s *Sandbox) openDoor(dir string, container bool, llm *gateway.LLM, allow *gateway.Allowance, clock http.Handler, log *zap.Logger) (base string, close func(), err error) {
 	_ = os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", nil, fmt.Errorf("the agent's door: %w", err)
@@ -60,8 +61,8 @@ func (s *Sandbox) openDoor(dir string, container bool, ai *attemptLLM, allow *ga
 		policy = &gateway.Policy{}
 	}
 	g := &gateway.Gateway{Policy: policy, Log: log.Named("gateway"), Allowance: allow, Clock: clock}
-	if ai != nil {
-		g.LLM, g.Record = ai.serve, ai.serve.Record
+	if llm != nil {
+		g.LLM, g.Record = llm, llm.Record
 	}
 	go func() {
 		if err := g.Serve(l); err != nil {
@@ -108,31 +109,27 @@ func (s *Sandbox) workspaceLimits(task *tasks.Spec) limits {
 
 // start starts a task, behind its door when it has one (the gateway served
 // from doorDir, with a person's clock when it has one); an agent with an
-// LLM side (ai) gets its gateway on a loopback port when it has no door,
+// LLM side (llm) gets its gateway on a loopback port when it has no door,
 // and is told where it is and its token. closeDoor shuts the door (once,
 // however often it is called); call it once the task is gone.
-func (s *Sandbox) start(ctx context.Context, spec runtime.TaskSpec, doorDir string, ai *attemptLLM, allow *gateway.Allowance, clock http.Handler, log *zap.Logger) (h runtime.Handle, closeDoor func(), err error) {
+func (s *Sandbox) start(ctx context.Context, spec runtime.TaskSpec, doorDir string, llm *gateway.LLM, allow *gateway.Allowance, clock http.Handler, log *zap.Logger) (h runtime.Handle, closeDoor func(), err error) {
 	closeDoor = func() {}
-	if spec.Door != nil || ai != nil {
+	if spec.Door != nil || llm != nil {
 		var base string
-		if base, closeDoor, err = s.openDoor(doorDir, spec.Door != nil, ai, allow, clock, log); err != nil {
+		if base, closeDoor, err = s.openDoor(doorDir, spec.Door != nil, llm, allow, clock, log); err != nil {
 			return nil, nil, err
 		}
-		if ai != nil && ai.stopReplay != nil {
-			shut := closeDoor
-			closeDoor = func() { shut(); ai.stopReplay() }
-		}
-		if ai != nil {
+		if llm != nil {
 			if spec.Env == nil {
 				spec.Env = map[string]string{}
 			}
-			maps.Copy(spec.Env, gateway.AgentEnv(base, ai.serve.Token))
+			maps.Copy(spec.Env, gateway.AgentEnv(base, llm.Token))
 			if spec.Door == nil {
 				// No door: the process may go around the proxy; told of it,
 				// what honours it is recorded and held to the allow-list.
 				proxy(spec.Env, base)
 			}
-			spec.Redact = append(spec.Redact, ai.serve.Token)
+			spec.Redact = append(spec.Redact, llm.Token)
 		}
 	}
 	if h, err = s.Workspace.Start(ctx, spec); err != nil {
@@ -166,3 +163,35 @@ func (s *Sandbox) runToEnd(ctx context.Context, spec runtime.TaskSpec, doorDir s
 		return res, false, nil
 	}
 }
+
+// Sandbox is how agents and evaluators run, and what bounds them.
+type Sandbox struct {
+	// Workspace is where attempts and evaluations run (processes or
+	// containers), chosen once when the worker is assembled.
+	Workspace Workspace
+	// WorkspaceLimit bounds an attempt's workspace on disk, in bytes (0:
+	// none): an agent that outgrows it fails the run, naming the limit.
+	WorkspaceLimit int64
+	// WorkspaceEntries bounds its entries (0: no limit).
+	WorkspaceEntries int64
+	// LogLimit bounds what is kept of an agent's or evaluator's output,
+	// in bytes (0: none).
+	LogLimit int64
+	// Egress is where an agent's door lets it connect (gateway.allow, and
+	// never anything of ours).
+	Egress *gateway.Policy
+	Logger *zap.Logger
+}
+
+// digest records which image really ran: the digest, not the tag ("" for
+// processes; the tag when the digest cannot be read).
+func (s *Sandbox) digest(ctx context.Context, image string) string {
+	d, err := s.Workspace.Digest(ctx, image)
+	if err != nil {
+		s.Logger.Warn("image digest", zap.String("image", image), zap.Error(err))
+		return image
+	}
+	return d
+}
+
+func runKey(runID string) string { return url.PathEscape(runID) }

@@ -20,7 +20,7 @@ func TestEnvFileErrorHidesTheLine(t *testing.T) {
 	if err := os.WriteFile(path, []byte("WANDB_API_KEY=sk-fine\nsk-live-SECRETVALUE oops\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a := &Attempts{Sandbox: &Sandbox{EnvFile: path}, Logger: zap.NewNop()}
+	a := &Attempts{Sandbox: &Sandbox{}, EnvFile: path, Logger: zap.NewNop()}
 	_, err := a.secretValues([]string{"WANDB_API_KEY"})
 	if err == nil || strings.Contains(err.Error(), "SECRETVALUE") || !strings.Contains(err.Error(), "line 2") {
 		t.Fatalf("err = %v; want line 2 named and its text left out", err)
@@ -39,7 +39,7 @@ func TestSecretNeverFromTheWorkersEnvironment(t *testing.T) {
 	if err := os.WriteFile(path, []byte("WANDB_API_KEY=sk-fine\nAWS_SECRET_ACCESS_KEY=in-file\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a := &Attempts{Sandbox: &Sandbox{EnvFile: path}, Logger: zap.NewNop()}
+	a := &Attempts{Sandbox: &Sandbox{}, EnvFile: path, Logger: zap.NewNop()}
 	for name, want := range map[string]string{
 		"MLRB_STORAGE_S3_SECRET_ACCESS_KEY": "the worker's own credentials",
 		"AWS_SECRET_ACCESS_KEY":             "the worker's own credentials",
@@ -55,7 +55,7 @@ func TestSecretNeverFromTheWorkersEnvironment(t *testing.T) {
 	if err != nil || got["WANDB_API_KEY"] != "sk-fine" {
 		t.Fatalf("a secret of the env file: %v, %v", got, err)
 	}
-	a.Sandbox.SecretNames = []string{"HUGGINGFACE_TOKEN"}
+	a.SecretNames = []string{"HUGGINGFACE_TOKEN"}
 	if _, err := a.secretValues([]string{"WANDB_API_KEY"}); err == nil || !strings.Contains(err.Error(), "agent.secret_names") {
 		t.Fatalf("a name outside the allow-list: %v", err)
 	}
@@ -72,7 +72,7 @@ func TestProviderKeysAreNeverSecrets(t *testing.T) {
 	if err := os.WriteFile(path, []byte("TEAM_OPENAI=sk-live\nHF=hf-x\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a := &Attempts{Sandbox: &Sandbox{EnvFile: path, LLM: LLMGateway{OpenAI: gateway.Upstream{KeyName: "TEAM_OPENAI"}}}, Logger: zap.NewNop()}
+	a := &Attempts{Sandbox: &Sandbox{}, EnvFile: path, LLM: LLMGateway{OpenAI: gateway.Upstream{KeyName: "TEAM_OPENAI"}}, Logger: zap.NewNop()}
 	if _, err := a.secretValues([]string{"team_openai"}); err == nil || !strings.Contains(err.Error(), "provider key") {
 		t.Fatalf("the renamed provider key as a secret: %v", err)
 	}
@@ -122,7 +122,7 @@ func TestSharedEnvFileGivesNoSecrets(t *testing.T) {
 	if err := os.WriteFile(path, []byte("WANDB_API_KEY=sk-fine\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a := &Attempts{Sandbox: &Sandbox{EnvFile: path}, Logger: zap.NewNop()}
+	a := &Attempts{Sandbox: &Sandbox{}, EnvFile: path, Logger: zap.NewNop()}
 	if _, err := a.secretValues([]string{"WANDB_API_KEY"}); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Fatalf("a 0644 env file: %v", err)
 	}

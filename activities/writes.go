@@ -10,29 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
-	"github.com/mlrb/mlrb/internal/store/keys"
 )
-
-// KilledAfterGrace opens the reason of an attempt whose agent was killed
-// at the hard deadline: it did not exit within agent.grace of SIGTERM.
-const KilledAfterGrace = "killed at the hard deadline, agent.grace after SIGTERM"
-
-// AttemptWrites are the paths an attempt's agent wrote outside its
-// workspace (its container's own layer: the checkpointed paths are
-// mounts, and never in it), kept with the run
-// (runs/<run>/sandbox/writes-N.json): what a crash loses, since no
-// checkpoint holds it.
-type AttemptWrites struct {
-	Attempt int      `json:"attempt"`
-	Outside []string `json:"outside"`
-	// More counts the paths past the ones listed.
-	More int `json:"more,omitempty"`
-}
-
-// WritesKey is where an attempt's writes outside its workspace are kept.
-func WritesKey(runID string, attempt int) string {
-	return keys.Writes(runID, attempt)
-}
 
 // maxWrites bounds the paths kept: an agent can write a million.
 const maxWrites = 200

@@ -41,7 +41,8 @@ func StandaloneEvaluations(ctx context.Context, cfg *config.Config, src blob.Sto
 	return &activities.Evaluations{
 		Runs:      activities.Runs{Engine: engine},
 		Host:      &activities.Host{HostID: "rescore", WorkDir: local.WorkDir()},
-		Sandbox:   &activities.Sandbox{Workspace: ws, LogLimit: local.Agent.LogLimitMB << 20, Data: &evaldata.Dir{Root: local.Eval.DataDir}, Logger: logger},
+		Sandbox:   &activities.Sandbox{Workspace: ws, LogLimit: local.Agent.LogLimitMB << 20, Logger: logger},
+		Data:      &evaldata.Dir{Root: local.Eval.DataDir},
 		Logger:    logger,
 		NoControl: true,
 	}, closeWS, nil

@@ -213,13 +213,12 @@ func (s *startup) assemble() error {
 	host := &activities.Host{HostID: cfg.Host.ID, HostQueue: s.hq, GPUType: cfg.Host.GPUType, GPUs: s.pool, WorkDir: cfg.WorkDir(), Observe: observeOptions(cfg)}
 	log := s.log.Named("activities")
 	data := &evaldata.Dir{Root: cfg.Eval.DataDir}
-	sandbox := &activities.Sandbox{Workspace: s.ws, EnvFile: cfg.Agent.EnvFile, SecretNames: cfg.Agent.SecretNames,
-		WorkspaceLimit: int64(cfg.Agent.WorkspaceLimitGB * (1 << 30)), WorkspaceEntries: cfg.Agent.WorkspaceMaxEntries, LogLimit: cfg.Agent.LogLimitMB << 20, Egress: egress,
-		LLM: activities.LLMGateway{Prices: prices, ServerTools: cfg.Gateway.ServerTools, AnthropicBeta: cfg.Gateway.AnthropicBeta, Bounds: gateway.Bounds{BodyTimeout: cfg.Gateway.BodyTimeout}, UsageEvery: cfg.Gateway.UsageEvery,
-			MaxRefused: cfg.Gateway.MaxRefused, MaxRefusedBytes: cfg.Gateway.MaxRefusedMB << 20, MaxRecords: cfg.Gateway.MaxRecords, MaxConns: cfg.Gateway.MaxConnections,
-			OpenAI:    gateway.Upstream{URL: cfg.Gateway.OpenAIURL, KeyName: cfg.Gateway.OpenAIKey},
-			Anthropic: gateway.Upstream{URL: cfg.Gateway.AnthropicURL, KeyName: cfg.Gateway.AnthropicKey}},
-		Data: data, Logger: log}
+	sandbox := &activities.Sandbox{Workspace: s.ws, WorkspaceLimit: int64(cfg.Agent.WorkspaceLimitGB * (1 << 30)), WorkspaceEntries: cfg.Agent.WorkspaceMaxEntries,
+		LogLimit: cfg.Agent.LogLimitMB << 20, Egress: egress, Logger: log}
+	llm := activities.LLMGateway{Prices: prices, ServerTools: cfg.Gateway.ServerTools, AnthropicBeta: cfg.Gateway.AnthropicBeta, Bounds: gateway.Bounds{BodyTimeout: cfg.Gateway.BodyTimeout}, UsageEvery: cfg.Gateway.UsageEvery,
+		MaxRefused: cfg.Gateway.MaxRefused, MaxRefusedBytes: cfg.Gateway.MaxRefusedMB << 20, MaxRecords: cfg.Gateway.MaxRecords, MaxConns: cfg.Gateway.MaxConnections,
+		OpenAI:    gateway.Upstream{URL: cfg.Gateway.OpenAIURL, KeyName: cfg.Gateway.OpenAIKey},
+		Anthropic: gateway.Upstream{URL: cfg.Gateway.AnthropicURL, KeyName: cfg.Gateway.AnthropicKey}}
 	runs := activities.Runs{Engine: s.engine, Keep: cfg.Checkpoint.Keep}
 	s.host = host
 	s.acts = &activities.Set{
@@ -227,8 +226,8 @@ func (s *startup) assemble() error {
 		Records:     &activities.Records{Catalog: s.catalog, Engine: s.engine, Client: s.c, MinExperiment: cfg.Observe.MinExperiment, GPUPrices: gpuPrices},
 		Leases:      &activities.Leases{Host: *host, Client: s.c},
 		Fleet:       &activities.Fleet{QueueOf: func(id string) string { return HostQueue(cfg.Temporal.TaskQueue, id) }},
-		Attempts:    &activities.Attempts{Sandbox: sandbox, Host: host, Runs: runs, Client: s.c, Logger: log, Metrics: s.m, Rooms: &attach.Rooms{}},
-		Evaluations: &activities.Evaluations{Sandbox: sandbox, Host: host, Runs: runs, Client: s.c, Logger: log, Metrics: s.m},
+		Attempts:    &activities.Attempts{Sandbox: sandbox, EnvFile: cfg.Agent.EnvFile, SecretNames: cfg.Agent.SecretNames, LLM: llm, Host: host, Runs: runs, Client: s.c, Logger: log, Metrics: s.m, Rooms: &attach.Rooms{}},
+		Evaluations: &activities.Evaluations{Sandbox: sandbox, Data: data, Host: host, Runs: runs, Client: s.c, Logger: log, Metrics: s.m},
 	}
 	return nil
 }
