@@ -39,7 +39,7 @@ func (a *Attempts) RunAgent(ctx context.Context, in AgentInput) (*AgentResult, e
 	}
 	defer lv.close()
 	at := a.attempt(in.RunID, in.Attempt)
-	at.state = in.definition().StatePaths
+	at.state = definition(in).StatePaths
 	// The attempt's files are gone with it: its work is in the checkpoints.
 	defer a.removeAttempt(at)
 	log := a.Logger.With(zap.String("run", in.RunID), zap.Int("attempt", in.Attempt))
@@ -245,7 +245,7 @@ func (a *Attempts) prepare(ctx context.Context, in *AgentInput, at *attempt, lv 
 	in.NextSeq = max(in.NextSeq, last+1)
 	image := agentImage(*in)
 	if in.Resume == nil {
-		return nil, nil, a.Sandbox.Workspace.Prepare(ctx, at, image, nil)
+		return nil, nil, a.prepareIn(ctx, at, image, nil)
 	}
 	src := in.RunID
 	if in.Resume.RunID != "" {
@@ -256,13 +256,23 @@ func (a *Attempts) prepare(ctx context.Context, in *AgentInput, at *attempt, lv 
 			return err
 		}
 		lv.step(stepRestoring, m.Bytes)
-		return a.Sandbox.Workspace.Prepare(ctx, at, image, m)
+		return a.prepareIn(ctx, at, image, m)
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("restore: %w", err)
 	}
 	log.Info("restored checkpoint", zap.Int("seq", m.Seq), zap.Int("files", len(m.Files)))
 	return m, nil, nil
+}
+
+// prepareIn makes the attempt's workspace; a task the workspace cannot
+// give what it asks is never retried.
+func (a *Attempts) prepareIn(ctx context.Context, at *attempt, image string, m *checkpoint.Manifest) error {
+	err := a.Sandbox.Workspace.Prepare(ctx, at, image, m)
+	if errors.Is(err, ErrUnfit) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, err)
+	}
+	return err
 }
 
 // unheardOf is this run's latest committed checkpoint when the run has
@@ -315,7 +325,7 @@ func (a *Attempts) agentTask(ctx context.Context, in AgentInput, at *attempt, dl
 	if err := contract.WriteDeadline(at.Control(), dl.Hard); err != nil {
 		return runtime.TaskSpec{}, err
 	}
-	def := in.definition()
+	def := definition(in)
 	provider := in.LLMProvider
 	if def.Provider != "" {
 		provider = def.Provider

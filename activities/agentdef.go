@@ -11,7 +11,7 @@ import (
 // digest when its run resolved it), "" (the workspace's own) for the
 // built-in agents.
 func agentImage(in AgentInput) string {
-	def := in.definition()
+	def := definition(in)
 	if def.Builtin != "" {
 		return ""
 	}
@@ -22,7 +22,7 @@ func agentImage(in AgentInput) string {
 }
 
 // definition is the attempt's agent.
-func (in AgentInput) definition() agents.Definition {
+func definition(in AgentInput) agents.Definition {
 	return agents.Of(in.AgentDef, in.Agent, in.Image, in.LLMProvider)
 }
 

@@ -12,16 +12,6 @@ import (
 	"github.com/mlrb/mlrb/internal/store/keys"
 )
 
-// AggregateName is the leaderboard activity.
-const AggregateName = "Aggregate"
-
-// AggregateInput is a finished benchmark's runs.
-type AggregateInput struct {
-	BenchmarkID string
-	Runs        []leaderboard.Entry
-	Setup       leaderboard.Setup
-}
-
 // Aggregate computes the leaderboard from the run results and stores it in
 // the blob store as JSON, CSV, Markdown and an SVG chart; it returns the
 // keys written.

@@ -8,23 +8,13 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/mlrb/mlrb/internal/results/anchors"
-	"github.com/mlrb/mlrb/tasks"
+	"github.com/mlrb/mlrb/internal/results/controls"
 )
-
-// StoreAnchorName is the wire name of StoreAnchor.
-const StoreAnchorName = "StoreAnchor"
-
-// StoreAnchorInput is a measured anchor: task's of role.
-type StoreAnchorInput struct {
-	Task   string
-	Role   string
-	Anchor tasks.Anchor
-}
 
 // StoreAnchor keeps a measured anchor in the blob store, where every
 // leaderboard of the task reads it (over the catalog's). A baseline
 // measured here also gives the task's evaluator its control: the model
-// of the anchor's first run, which that evaluator scored (SetControl).
+// of the anchor's first run, which that evaluator scored (controls.Set).
 func (a *Records) StoreAnchor(ctx context.Context, in StoreAnchorInput) error {
 	if err := anchors.Put(ctx, a.Engine.Store, in.Task, in.Role, in.Anchor); err != nil {
 		return err
@@ -36,7 +26,7 @@ func (a *Records) StoreAnchor(ctx context.Context, in StoreAnchorInput) error {
 	if err != nil || spec.Reference != nil {
 		return nil // a mini task's control is its untrained reference model
 	}
-	if _, err := SetControl(ctx, a.Engine, spec, in.Anchor.RunID, "the baseline anchor"); err != nil {
+	if _, err := controls.Set(ctx, a.Engine, spec, in.Anchor.RunID, "the baseline anchor"); err != nil {
 		activity.GetLogger(ctx).Warn("the baseline anchor's model is no control", "task", in.Task, "run", in.Anchor.RunID, "error", err)
 	}
 	return nil

@@ -170,7 +170,7 @@ func (a *Attempts) checkSpace(bytes int64) error {
 		return nil // unknown: the restore itself will say
 	}
 	if need := bytes + spaceMargin; free < need {
-		return temporal.NewApplicationError(fmt.Sprintf("host %s: %s has %.1f GiB free, the restore needs %.1f GiB", a.Host.HostID, a.Host.WorkDir, gib(free), gib(need)), ErrNoSpace)
+		return temporal.NewApplicationError(fmt.Sprintf("host %s: %s has %.1f GiB free, the restore needs %.1f GiB", a.Host.HostID, a.Host.WorkDir, float64(free)/(1<<30), float64(need)/(1<<30)), ErrNoSpace)
 	}
 	return nil
 }

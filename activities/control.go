@@ -1,30 +1,25 @@
-// Control is the model a task's evaluator is known to score, kept with the task's anchors.
+// Control evaluations: a failed evaluation tells a broken evaluator from a model that breaks it.
 
 package activities
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/internal/results/anchors"
+	"github.com/mlrb/mlrb/internal/results/controls"
 	"github.com/mlrb/mlrb/internal/results/runresults"
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/scoring/lmeval"
 	"github.com/mlrb/mlrb/internal/scoring/model"
 	"github.com/mlrb/mlrb/internal/scoring/reference"
-	"github.com/mlrb/mlrb/internal/store/blob"
-	"github.com/mlrb/mlrb/internal/store/checkpoint"
-	"github.com/mlrb/mlrb/internal/store/keys"
 	"github.com/mlrb/mlrb/internal/store/safefs"
 	"github.com/mlrb/mlrb/tasks"
 )
@@ -39,112 +34,11 @@ import (
 // operator (retry-eval) with the way to give it one. The error is retried like
 // any evaluation's, so the agent is blamed only when every try agrees.
 
-// Control is the model a task's evaluator is known to score, kept with
-// the task's anchors: the final model of the run its baseline anchor
-// was measured on (StoreAnchor keeps it), or a scored run the operator
-// chose (`starter anchors control`). Never an agent's model that
-// happened to be scored first: an agent could then shape the control
-// that judges its own crashes (audit M3). Its restore is budgeted at
-// its own size: only its model directory is restored (Bytes, at most
-// MaxControlBytes). Mini tasks need none (their untrained reference
-// model is the control).
-type Control struct {
-	RunID     string    `json:"run_id"`
-	Seq       int       `json:"seq"`
-	Attempt   int       `json:"attempt"`
-	Evaluator string    `json:"evaluator"`
-	Score     float64   `json:"score"`
-	Recorded  time.Time `json:"recorded"`
-	// ModelPath is the model directory in the checkpoint, Bytes its
-	// size; Source says who chose it.
-	ModelPath string `json:"model_path"`
-	Bytes     int64  `json:"bytes"`
-	Source    string `json:"source"`
-}
-
-// MaxControlBytes bounds a control model's directory: every evaluation's
-// timeout holds the time to restore one this large (workflows'
-// evalOptions), whatever the run's own size.
-const MaxControlBytes = 32 << 30
-
-// ControlKey is where a task's control for an evaluator (its image digest
-// and final command) is kept.
-func ControlKey(taskID, evaluator string) string {
-	return keys.Control(taskID, evaluator)
-}
-
-// controlPrefix holds a task's controls, one per evaluator.
-func controlPrefix(taskID string) string { return keys.Controls(taskID) }
-
 // evaluatorID names an evaluator for its control: the digest of the image
 // that ran (the task's, a retry's, or the deployment's default) and the
 // task's final command.
 func evaluatorID(digest string, in EvalInput) string {
-	return evaluatorOf(digest, &in.Task)
-}
-
-func evaluatorOf(digest string, task *tasks.Spec) string {
-	return digest + " " + strings.Join(task.Evaluation.Command, " ")
-}
-
-// SetControl makes runID's final model the control of its task's
-// evaluator (the one that scored it), replacing any: the run must be of
-// task, scored without a rule broken, its model directory at most
-// MaxControlBytes. source says who chose it.
-func SetControl(ctx context.Context, e *checkpoint.Engine, task *tasks.Spec, runID, source string) (*Control, error) {
-	var r runs.Result
-	if err := runresults.Get(ctx, e.Store, runID, &r); err != nil {
-		return nil, err
-	}
-	final := r.FinalSeq()
-	switch {
-	case r.Task != task.ID:
-		return nil, fmt.Errorf("run %s is of task %s, not %s", runID, r.Task, task.ID)
-	case r.Outcome != runs.OutcomeScored || r.Score == nil:
-		return nil, fmt.Errorf("run %s ended %s: a control is a model its evaluator scored", runID, r.Outcome)
-	case len(r.Violations) > 0:
-		return nil, fmt.Errorf("run %s broke the task's rules (%s)", runID, strings.Join(r.Violations, "; "))
-	case r.ModelPath == "" || final == 0 || r.EvaluatorImage == "":
-		return nil, fmt.Errorf("run %s's result names no model, final checkpoint or evaluator", runID)
-	}
-	m, err := e.Load(ctx, runID, final)
-	if err != nil {
-		return nil, err
-	}
-	sub := m.Only(r.ModelPath)
-	switch {
-	case sub == nil:
-		return nil, fmt.Errorf("run %s's checkpoint #%d holds no %s", runID, final, r.ModelPath)
-	case sub.Bytes > MaxControlBytes:
-		return nil, fmt.Errorf("run %s's model is %.1f GiB, over the %d GiB a control may be", runID, float64(sub.Bytes)/(1<<30), MaxControlBytes>>30)
-	}
-	c := Control{RunID: runID, Seq: final, Attempt: m.Attempt, Evaluator: evaluatorOf(r.EvaluatorImage, task), Score: *r.Score,
-		Recorded: time.Now().UTC(), ModelPath: r.ModelPath, Bytes: sub.Bytes, Source: source}
-	b, err := json.MarshalIndent(c, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	if err := e.Store.Put(ctx, ControlKey(task.ID, c.Evaluator), bytes.NewReader(b)); err != nil {
-		return nil, fmt.Errorf("keep the control of %s: %w", task.ID, err)
-	}
-	return &c, nil
-}
-
-// GetControl reads the control of task's evaluator (nil: none).
-func GetControl(ctx context.Context, s blob.Store, taskID, evaluator string) (*Control, error) {
-	return readControl(ctx, s, ControlKey(taskID, evaluator))
-}
-
-func readControl(ctx context.Context, s blob.Store, key string) (*Control, error) {
-	var c Control
-	err := blob.ReadJSON(ctx, s, key, 1<<16, &c)
-	if errors.Is(err, blob.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("control: %w", err)
-	}
-	return &c, nil
+	return controls.EvaluatorOf(digest, &in.Task)
 }
 
 // candidateControl is the task's own model for an evaluator that has no
@@ -153,34 +47,25 @@ func readControl(ctx context.Context, s blob.Store, key string) (*Control, error
 // of its evaluators (a retry's image). The evaluator scores it where a
 // model first failed it, and it is kept as that evaluator's control if
 // it scores (control). Nil: the task has none.
-func (a *Evaluations) candidateControl(ctx context.Context, in EvalInput) *Control {
+func (a *Evaluations) candidateControl(ctx context.Context, in EvalInput) *controls.Control {
 	if an, err := anchors.Get(ctx, a.Runs.Engine.Store, in.Task.ID, anchors.Baseline); err == nil && an != nil && an.RunID != "" && an.RunID != in.RunID {
 		var r runs.Result
 		if runresults.Get(ctx, a.Runs.Engine.Store, an.RunID, &r) == nil && r.Task == in.Task.ID && r.ModelPath != "" && r.FinalSeq() > 0 && len(r.Violations) == 0 {
-			return &Control{RunID: an.RunID, Seq: r.FinalSeq(), ModelPath: r.ModelPath, Source: "the baseline anchor"}
+			return &controls.Control{RunID: an.RunID, Seq: r.FinalSeq(), ModelPath: r.ModelPath, Source: "the baseline anchor"}
 		}
 	}
-	objs, err := a.Runs.Engine.Store.List(ctx, controlPrefix(in.Task.ID))
-	if err != nil {
+	c, err := controls.Any(ctx, a.Runs.Engine.Store, in.Task.ID, func(c *controls.Control) bool { return c.RunID == in.RunID })
+	if err != nil || c == nil {
 		return nil
 	}
-	for _, o := range objs {
-		if c, err := readControl(ctx, a.Runs.Engine.Store, o.Key); err == nil && c != nil && c.RunID != in.RunID {
-			return &Control{RunID: c.RunID, Seq: c.Seq, ModelPath: c.ModelPath, Source: c.Source + ", another evaluator's control"}
-		}
-	}
-	return nil
+	return &controls.Control{RunID: c.RunID, Seq: c.Seq, ModelPath: c.ModelPath, Source: c.Source + ", another evaluator's control"}
 }
 
 // keepControl keeps a candidate the evaluator has just scored as its
 // control.
-func (a *Evaluations) keepControl(ctx context.Context, in EvalInput, c *Control, evaluator string, score float64) {
+func (a *Evaluations) keepControl(ctx context.Context, in EvalInput, c *controls.Control, evaluator string, score float64) {
 	c.Evaluator, c.Score, c.Recorded = evaluator, score, time.Now().UTC()
-	b, err := json.MarshalIndent(c, "", "  ")
-	if err == nil {
-		err = a.Runs.Engine.Store.Put(ctx, ControlKey(in.Task.ID, evaluator), bytes.NewReader(b))
-	}
-	if err != nil {
+	if err := controls.Keep(ctx, a.Runs.Engine.Store, in.Task.ID, c); err != nil {
 		a.Logger.Warn("keep the control", zap.String("task", in.Task.ID), zap.Error(err))
 	}
 }
@@ -249,7 +134,7 @@ func shippedName(c *tasks.ControlModel) string {
 // a candidate (candidateControl, returned to be kept once it scores), its
 // model directory alone restored (never the run's own model, never its
 // whole workspace).
-func (a *Evaluations) controlModel(ctx context.Context, in EvalInput, evaluator, dir string, lv *liveness) (source string, candidate *Control, shipped string, err error) {
+func (a *Evaluations) controlModel(ctx context.Context, in EvalInput, evaluator, dir string, lv *liveness) (source string, candidate *controls.Control, shipped string, err error) {
 	if in.Task.Reference != nil {
 		if err := reference.Untrained(&in.Task, filepath.Join(dir, "model")); err != nil {
 			return "", nil, "", fmt.Errorf("the untrained reference model: %w", err)
@@ -259,7 +144,7 @@ func (a *Evaluations) controlModel(ctx context.Context, in EvalInput, evaluator,
 	if c := in.Task.Evaluation.Control; c != nil {
 		return "the task's control " + shippedName(c), nil, c.Path, nil
 	}
-	c, err := GetControl(ctx, a.Runs.Engine.Store, in.Task.ID, evaluator)
+	c, err := controls.Get(ctx, a.Runs.Engine.Store, in.Task.ID, evaluator)
 	switch {
 	case err != nil:
 		return "", nil, "", err
@@ -285,14 +170,14 @@ func (a *Evaluations) controlModel(ctx context.Context, in EvalInput, evaluator,
 
 // restoreControl restores the control's model directory alone under
 // dir/workspace and seals it as dir/model; it returns its bytes.
-func (a *Evaluations) restoreControl(ctx context.Context, c *Control, dir string, lv *liveness) (int64, error) {
+func (a *Evaluations) restoreControl(ctx context.Context, c *controls.Control, dir string, lv *liveness) (int64, error) {
 	m, err := a.Runs.Engine.Load(ctx, c.RunID, c.Seq)
 	if err != nil {
 		return 0, fmt.Errorf("control: run %s's checkpoint #%d: %w", c.RunID, c.Seq, err)
 	}
 	sub := m.Only(c.ModelPath)
-	if sub == nil || sub.Bytes > MaxControlBytes {
-		return 0, fmt.Errorf("control: run %s's checkpoint #%d holds no model at %s of at most %d GiB", c.RunID, c.Seq, c.ModelPath, MaxControlBytes>>30)
+	if sub == nil || sub.Bytes > controls.MaxBytes {
+		return 0, fmt.Errorf("control: run %s's checkpoint #%d holds no model at %s of at most %d GiB", c.RunID, c.Seq, c.ModelPath, controls.MaxBytes>>30)
 	}
 	root := filepath.Join(dir, "workspace")
 	lv.step(stepRestoring, sub.Bytes)

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/internal/results/anchors"
+	"github.com/mlrb/mlrb/internal/results/controls"
 	"github.com/mlrb/mlrb/internal/results/runresults"
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
@@ -150,19 +151,19 @@ func TestAModelThatBreaksItsEvaluatorIsBlamed(t *testing.T) {
 	if !isBroke(err) || !strings.Contains(err.Error(), "the baseline anchor") || !strings.Contains(err.Error(), "for the first time") {
 		t.Fatalf("a crash with the baseline anchor's model as the candidate: %v", err)
 	}
-	if c, err := GetControl(ctx, r.a.Runs.Engine.Store, r.task.ID, evaluatorOf(res.Image, &r.task)); err != nil || c == nil || c.RunID != "good" || c.Score != 0.75 {
+	if c, err := controls.Get(ctx, r.a.Runs.Engine.Store, r.task.ID, controls.EvaluatorOf(res.Image, &r.task)); err != nil || c == nil || c.RunID != "good" || c.Score != 0.75 {
 		t.Fatalf("the candidate scored is not kept as the control: %+v, %v", c, err)
 	}
 	r.keepResult(t, "cheat", res, good, "max_params: 9 > 8")
-	if _, err := SetControl(ctx, r.a.Runs.Engine, &r.task, "cheat", "operator"); err == nil || !strings.Contains(err.Error(), "broke the task's rules") {
+	if _, err := controls.Set(ctx, r.a.Runs.Engine, &r.task, "cheat", "operator"); err == nil || !strings.Contains(err.Error(), "broke the task's rules") {
 		t.Fatalf("a run that broke the rules as a control: %v", err)
 	}
 	other := r.task
 	other.ID = "another_task"
-	if _, err := SetControl(ctx, r.a.Runs.Engine, &other, "good", "operator"); err == nil || !strings.Contains(err.Error(), "not another_task") {
+	if _, err := controls.Set(ctx, r.a.Runs.Engine, &other, "good", "operator"); err == nil || !strings.Contains(err.Error(), "not another_task") {
 		t.Fatalf("another task's run as a control: %v", err)
 	}
-	c, err := SetControl(ctx, r.a.Runs.Engine, &r.task, "good", "the baseline anchor")
+	c, err := controls.Set(ctx, r.a.Runs.Engine, &r.task, "good", "the baseline anchor")
 	if err != nil {
 		t.Fatal(err)
 	}

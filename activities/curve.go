@@ -17,21 +17,6 @@ import (
 	"github.com/mlrb/mlrb/internal/store/safefs"
 )
 
-// MarksInput asks which checkpoints a run's curve scores.
-type MarksInput struct {
-	RunID string
-	// Marks are in agent seconds, ascending.
-	Marks []float64
-	// Final is the checkpoint the run's final evaluation scored: no
-	// later one counts (a zombie's never does).
-	Final CheckpointRef
-	// SlackS is how long after a mark a checkpoint may be taken and still
-	// stand for it (the checkpoint interval: the one due at the mark may
-	// commit late); a mark with none at or before it, nor within the
-	// slack after it, had no checkpoint yet.
-	SlackS float64
-}
-
 // PickMarks picks, for each mark, the run's committed checkpoint nearest
 // to it in agent time (the earlier on a tie; a later one only within the
 // slack), from the store's own manifests: a superseded attempt's are not

@@ -51,7 +51,7 @@ func (a *Evaluations) Evaluate(ctx context.Context, in EvalInput) (res *EvalResu
 		image = in.Image
 	}
 	spec, r, name, body, err := a.evaluateFinal(ctx, in, ev, image, lv)
-	digest := a.Sandbox.evaluator(ctx, spec, in.Task.Evaluation.Command)
+	digest := evaluatorName(ctx, a.Sandbox, spec, in.Task.Evaluation.Command)
 	var score float64
 	var metrics map[string]float64
 	if err == nil {
@@ -216,9 +216,13 @@ func (a *Evaluations) restoreModel(ctx context.Context, runID string, ref Checkp
 // results and outputs dirs, the task spec it reads, and the task's data
 // sets as this host holds them, each checked against its spec's hash.
 func (a *Evaluations) layEvaluation(dir, task string, in EvalInput) (*evalDirs, error) {
-	data, err := a.Data.Check(&in.Task)
+	checked, err := a.Data.Check(&in.Task)
 	if err != nil {
 		return nil, fmt.Errorf("evaluation data: %w", err)
+	}
+	data := make([]dataSet, len(checked))
+	for i, d := range checked {
+		data[i] = dataSet{name: d.Name, path: d.Path, sha256: d.SHA256}
 	}
 	ev := &evalDirs{name: task, dir: dir, model: filepath.Join(dir, "model"), results: filepath.Join(dir, "results"),
 		outputs: filepath.Join(dir, "outputs"), resultsName: resultsName(), spec: filepath.Join(dir, "task.json"), task: in.Task.ID, seed: in.Seed,
@@ -273,9 +277,6 @@ const EvaluatorLogKeep = 1 << 20
 func EvaluatorLogKey(runID, evaluation string) string {
 	return keys.Evaluation(runID, evaluation, EvaluatorLogName)
 }
-
-// EvaluatorLogName is the kept log's name in its evaluation's directory.
-const EvaluatorLogName = "evaluator.log"
 
 // keepLog stores the end of an evaluator's log, whether it succeeded or
 // not: the evaluation's directory goes when it ends, and an operator

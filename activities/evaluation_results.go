@@ -76,7 +76,7 @@ func readResults(ev *evalDirs, command []string) (string, []byte, error) {
 
 // withData adds to an evaluator's provenance the digest of each data
 // set the worker checked and gave it: what the score was measured on.
-func withData(p map[string]string, data []evaldata.Set) map[string]string {
+func withData(p map[string]string, data []dataSet) map[string]string {
 	if len(data) == 0 {
 		return p
 	}
@@ -85,7 +85,7 @@ func withData(p map[string]string, data []evaldata.Set) map[string]string {
 		out = map[string]string{}
 	}
 	for _, d := range data {
-		out[evaldata.ProvenanceKey(d.Name)] = d.SHA256
+		out[evaldata.ProvenanceKey(d.name)] = d.sha256
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-// evaluator names the evaluator that ran spec (the task's command template).
+// evaluatorName names the evaluator that ran spec (the task's command template).
 
 package activities
 
@@ -17,7 +17,7 @@ import (
 	"github.com/mlrb/mlrb/internal/scoring/reference"
 )
 
-// evaluator names the evaluator that ran spec (the task's command
+// evaluatorName names the evaluator that ran spec (the task's command
 // template): its image's digest, or its binary's hash; for the reference
 // evaluator ({self} reference-eval), the name it gives its scoring code
 // (`reference-eval --name`), asked once per image or binary. Any build
@@ -25,7 +25,7 @@ import (
 // evaluator: the mini suite's shipped anchors hold for its runs, and a
 // campaign outlives a rebuilt worker or image. A build too old to answer
 // is named by its digest.
-func (s *Sandbox) evaluator(ctx context.Context, spec runtime.TaskSpec, command []string) string {
+func evaluatorName(ctx context.Context, s *Sandbox, spec runtime.TaskSpec, command []string) string {
 	digest := s.digest(ctx, spec.Image)
 	if len(command) < 2 || command[0] != "{self}" || command[1] != reference.EvalCommand || len(spec.Command) == 0 {
 		return digest
@@ -33,7 +33,7 @@ func (s *Sandbox) evaluator(ctx context.Context, spec runtime.TaskSpec, command 
 	if n, ok := evaluatorNames.Load(digest); ok {
 		return n.(string)
 	}
-	name, err := s.askName(ctx, spec)
+	name, err := askName(ctx, s, spec)
 	var old *notAName
 	switch {
 	case errors.As(err, &old):
@@ -61,7 +61,7 @@ func (e *notAName) Error() string { return e.why }
 // askName runs spec's binary, in spec's image when it has one, as
 // `reference-eval --name`, with no network, no mounts and no environment
 // of the run's, and reads the name it prints.
-func (s *Sandbox) askName(ctx context.Context, spec runtime.TaskSpec) (string, error) {
+func askName(ctx context.Context, s *Sandbox, spec runtime.TaskSpec) (string, error) {
 	ask := runtime.TaskSpec{Name: spec.Name + "-name", Image: spec.Image, User: spec.User, Dir: spec.Dir, Labels: spec.Labels,
 		Network: runtime.NetworkNone, MemoryBytes: spec.MemoryBytes, CPUs: spec.CPUs, PidsLimit: spec.PidsLimit,
 		LogPath: spec.LogPath + ".name", LogLimit: 4 << 10, Command: []string{spec.Command[0], reference.EvalCommand, "--name"}}

@@ -36,7 +36,7 @@ func TestReferenceEvaluatorNamedByItsScoringCode(t *testing.T) {
 		a := &Sandbox{Workspace: &DirWorkspace{Process: proc, Self: self}, Logger: zap.NewNop()}
 		spec := runtime.TaskSpec{Name: "eval-" + filepath.Base(dir), Dir: dir, LogPath: filepath.Join(dir, "eval.log"),
 			Command: expand(template, map[string]string{"self": self})}
-		return a.evaluator(ctx, spec, template)
+		return evaluatorName(ctx, a, spec, template)
 	}
 	refEval := []string{"{self}", reference.EvalCommand, "--task", "mini_baby_lm"}
 	for i, build := range []string{

@@ -84,7 +84,7 @@ func (g LLMGateway) every() time.Duration {
 // transcripts: a crashed attempt's calls count), and its recorder, which
 // scrubs the token, the keys and the run's secrets from what it stores.
 func (a *Attempts) llmFor(ctx context.Context, in AgentInput, secrets []string, door *gateway.Allowance, live func() error, log *zap.Logger) (*attemptLLM, error) {
-	if def := in.definition(); a.LLM.Prices == nil || def.Human && def.Provider == "" {
+	if def := definition(in); a.LLM.Prices == nil || def.Human && def.Provider == "" {
 		// No LLM side: an unassisted person's door serves only their clock.
 		return nil, nil
 	}

@@ -33,7 +33,7 @@ import (
 // attach server finds the run in. Its shells and freezing come once the
 // container runs (openRoom).
 func (a *Attempts) humanRoom(in AgentInput, spec *runtime.TaskSpec) (*attach.Room, error) {
-	if !in.definition().Human {
+	if !definition(in).Human {
 		return nil, nil
 	}
 	if spec.Door == nil {

@@ -14,12 +14,6 @@ import (
 	"github.com/mlrb/mlrb/internal/run/runs"
 )
 
-// Provision kinds beyond static.
-const (
-	ProvisionKindSlurm = "slurm"
-	ProvisionKindEC2   = "ec2"
-)
-
 // ProvisionHost obtains a host for one attempt: a Slurm job or an EC2
 // instance running a worker for it. A retried request finds the host it
 // already obtained.

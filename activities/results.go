@@ -20,23 +20,7 @@ import (
 	"github.com/mlrb/mlrb/internal/results/runresults"
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/store/blob"
-	"github.com/mlrb/mlrb/internal/store/keys"
 )
-
-// Names of the activities that keep a benchmark's results out of its
-// payloads: runs store their results, the leaderboard reads them back.
-const (
-	StoreResultName      = "StoreResult"
-	AggregateResultsName = "AggregateResults"
-	AwaitRunsName        = "AwaitRuns"
-	ReadPlanName         = "ReadPlan"
-)
-
-// StoreResultInput is a finished run's result, as JSON.
-type StoreResultInput struct {
-	RunID  string
-	Result json.RawMessage
-}
 
 // StoreResult keeps a run's result in the blob store, where the
 // leaderboard and the starter read a benchmark's runs from.
@@ -74,23 +58,6 @@ func (a *Records) complete(ctx context.Context, body json.RawMessage) (json.RawM
 		return body, nil
 	}
 	return b, nil
-}
-
-// AggregateResultsInput names a benchmark's runs by their matrix, never
-// by a list that grows with the benchmark.
-type AggregateResultsInput struct {
-	Runs   runresults.Matrix
-	Policy leaderboard.Policy
-}
-
-// AggregateResult is the stored leaderboard's keys and its setup.
-type AggregateResult struct {
-	Keys  []string
-	Setup leaderboard.Setup
-	// Missing counts runs with no stored result: cut off (terminated,
-	// failed) before they stored one; the leaderboard counts them
-	// infra_failed.
-	Missing int
 }
 
 // AggregateResults reads the stored results of an ended benchmark's runs
@@ -170,17 +137,6 @@ func (a *Records) AwaitRuns(ctx context.Context, ids []string) ([]runs.End, erro
 		mu.Unlock()
 		return out, nil
 	}
-}
-
-// PlanKey is where a benchmark's resume plan is stored, one per resume.
-func PlanKey(benchmarkID string, at time.Time) string {
-	return keys.Plan(benchmarkID, at)
-}
-
-// ReadPlanInput asks for the plan entries of some runs.
-type ReadPlanInput struct {
-	Key    string
-	RunIDs []string
 }
 
 // ReadPlan returns the plan entries of the runs asked for (runs not in

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -109,24 +108,6 @@ func TestChecksScoreByExitStatusOnly(t *testing.T) {
 	setRate(r, c, rate, sem)
 	if r.Results["t"]["compile_rate,none"] != 0.4 || r.Results["t"]["compile_rate_stderr,none"] != sem {
 		t.Fatalf("results %v", r.Results)
-	}
-}
-
-// TestBoundFollowsTheTask: without limits of the runtime's own, a task
-// runs under its spec's memory and CPUs (never more CPUs than the host
-// has); the runtime's own limits stand.
-func TestBoundFollowsTheTask(t *testing.T) {
-	a := &Sandbox{LogLimit: 7}
-	task := &tasks.Spec{Resources: tasks.Resources{CPUs: 1 << 20, MemoryGB: 3}}
-	var spec runtime.TaskSpec
-	a.bound(&spec, task)
-	if spec.MemoryBytes != 3<<30 || spec.CPUs != float64(goruntime.NumCPU()) || spec.LogLimit != 7 {
-		t.Fatalf("bound = %+v", spec)
-	}
-	own := runtime.TaskSpec{MemoryBytes: 1 << 20, CPUs: 0.5}
-	a.bound(&own, task)
-	if own.MemoryBytes != 1<<20 || own.CPUs != 0.5 {
-		t.Fatalf("the runtime's own limits were replaced: %+v", own)
 	}
 }
 

@@ -96,7 +96,7 @@ func watchSize(ctx context.Context, root string, lim limits, outside func(contex
 		if lim.bytes <= 0 || used <= lim.bytes {
 			return true
 		}
-		return stop(fmt.Sprintf("workspace reached %.2f GiB (%.2f GiB of it outside the mounted paths, in the container's own layer), over its limit %s = %.2f GiB", gib(used), gib(m.layer.bytes), lim.bytesFrom, gib(lim.bytes)))
+		return stop(fmt.Sprintf("workspace reached %.2f GiB (%.2f GiB of it outside the mounted paths, in the container's own layer), over its limit %s = %.2f GiB", float64(used)/(1<<30), float64(m.layer.bytes)/(1<<30), lim.bytesFrom, float64(lim.bytes)/(1<<30)))
 	})
 }
 

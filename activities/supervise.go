@@ -145,12 +145,6 @@ func (s *supervisor) thawPerson() {
 	}
 }
 
-// MaxPausesPerAttempt bounds the time a person's attempt may spend
-// paused, in release_afters, however short each pause: past it the next
-// pause releases the attempt, so that the activity's timeout stays
-// bounded (AgentInput.ReleaseAfter).
-const MaxPausesPerAttempt = 3
-
 // paused: a person's clock is paused (no deadline passes meanwhile).
 func (s *supervisor) paused() bool {
 	if s.person == nil {

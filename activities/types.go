@@ -378,3 +378,12 @@ type EvalResult struct {
 	// Released: the evaluation gave its lease back (Release).
 	Released bool `json:",omitempty"`
 }
+
+// EvaluatorLogName is the kept log's name in its evaluation's directory.
+const EvaluatorLogName = "evaluator.log"
+
+// MaxPausesPerAttempt bounds the time a person's attempt may spend
+// paused, in release_afters, however short each pause: past it the next
+// pause releases the attempt, so that the activity's timeout stays
+// bounded (AgentInput.ReleaseAfter).
+const MaxPausesPerAttempt = 3

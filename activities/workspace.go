@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -15,9 +16,11 @@ import (
 
 	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
-	"github.com/mlrb/mlrb/internal/scoring/evaldata"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 )
+
+// ErrUnfit: the task asks what this workspace cannot give.
+var ErrUnfit = errors.New("the task does not fit this workspace")
 
 // Workspace is where an attempt runs, chosen once when the worker is
 // assembled (host.runtime): a directory on this host with the agent as a
@@ -41,7 +44,8 @@ type Workspace interface {
 	runtime.Runtime
 	// Prepare makes the attempt's workspace on this host: checkpoint m
 	// restored into it, or (m nil) a fresh one, seeded from the agent's
-	// image (image; "": the workspace's own) where it has one.
+	// image (image; "": the workspace's own) where it has one. An error
+	// that wraps ErrUnfit is the task's: trying again cannot mend it.
 	Prepare(ctx context.Context, at *attempt, image string, m *checkpoint.Manifest) error
 	// AgentTask describes the agent's task: command (nil: the image's
 	// own), image, mounts and limits; it fills in the paths env tells
@@ -134,11 +138,16 @@ type evalDirs struct {
 	task    string
 	seed    int64
 	// data are the task's data sets as this host holds them, checked.
-	data []evaldata.Set
+	data []dataSet
 	// shippedModel, when set, is a model the evaluator holds itself (a
 	// task's control, in its image) at this path, read in place of model.
 	shippedModel string
 }
+
+// dataSet is one of a task's evaluation data sets, given to its
+// evaluator read-only: its name ({data:<name>}), where this host holds
+// it, and the SHA-256 it was checked against (the result records it).
+type dataSet struct{ name, path, sha256 string }
 
 // resultsName is a results file name nobody can know before the
 // evaluation starts.
@@ -174,7 +183,7 @@ func evalVars(self, model, output, outputs string, ev *evalDirs) map[string]stri
 		vars["dev_results"] = path.Join(filepath.ToSlash(output), ev.devResultsName)
 	}
 	for _, d := range ev.data {
-		vars["data:"+d.Name] = d.Path
+		vars["data:"+d.name] = d.path
 	}
 	return vars
 }

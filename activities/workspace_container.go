@@ -231,9 +231,9 @@ func (w *ContainerWorkspace) EvalTask(ev *evalDirs, command []string, image stri
 	}
 	for _, d := range ev.data {
 		// Each data set read-only at /data/<name>.
-		in := path.Join(containerData, d.Name)
-		vars["data:"+d.Name] = in
-		binds = append(binds, d.Path+":"+in+":ro")
+		in := path.Join(containerData, d.name)
+		vars["data:"+d.name] = in
+		binds = append(binds, d.path+":"+in+":ro")
 	}
 	t := runtime.TaskSpec{Name: ev.name, LogPath: ev.Log(), Image: w.EvalImage, Dir: "/",
 		Command: expand(command, vars),

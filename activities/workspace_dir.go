@@ -13,8 +13,6 @@ import (
 	"path/filepath"
 	"sync"
 
-	"go.temporal.io/sdk/temporal"
-
 	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
@@ -33,8 +31,7 @@ type DirWorkspace struct {
 // Prepare restores m into the attempt's work dir, or makes it empty.
 func (w *DirWorkspace) Prepare(ctx context.Context, at *attempt, _ string, m *checkpoint.Manifest) error {
 	if len(at.state) > 0 {
-		err := fmt.Errorf("state_paths %v: a process agent has no filesystem but its work dir; run it under host.runtime docker", at.state)
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrBadTask, err)
+		return fmt.Errorf("%w: state_paths %v: a process agent has no filesystem but its work dir; run it under host.runtime docker", ErrUnfit, at.state)
 	}
 	if err := os.RemoveAll(at.Workdir()); err != nil {
 		return err

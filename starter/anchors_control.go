@@ -8,9 +8,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/process/app"
 	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/results/controls"
 )
 
 // anchorsControlOptions are `starter anchors control`'s flags.
@@ -54,7 +54,7 @@ func runAnchorsControl(g *globals, o anchorsControlOptions, task string) error {
 		return err
 	}
 	engine := app.Engine(store, cfg)
-	c, err := activities.SetControl(g.ctx, engine, spec, o.run, "the operator "+whoAmI())
+	c, err := controls.Set(g.ctx, engine, spec, o.run, "the operator "+whoAmI())
 	if err != nil {
 		return cli.Usagef("anchors control: %v", err)
 	}

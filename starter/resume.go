@@ -17,12 +17,12 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/agents"
 	"github.com/mlrb/mlrb/internal/process/app"
 	"github.com/mlrb/mlrb/internal/process/cli"
 	"github.com/mlrb/mlrb/internal/results/resume"
 	"github.com/mlrb/mlrb/internal/store/blob"
+	"github.com/mlrb/mlrb/internal/store/keys"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -244,7 +244,7 @@ func storePlan(ctx context.Context, store blob.Store, id string, p *resume.Plan)
 	if err != nil {
 		return "", fmt.Errorf("encode resume plan: %w", err)
 	}
-	key := activities.PlanKey(id, time.Now())
+	key := keys.Plan(id, time.Now())
 	if err := store.Put(ctx, key, bytes.NewReader(b)); err != nil {
 		return "", fmt.Errorf("store resume plan of %s: %w", id, err)
 	}

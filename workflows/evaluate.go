@@ -12,9 +12,9 @@ import (
 	"github.com/mlrb/mlrb/internal/run/runs"
 )
 
-// evaluation is the final model's: its tries, each an EvalAttempt of the
+// evalPhase is the final model's evaluation: its tries, each an EvalAttempt of the
 // result, and what an operator's retry found.
-type evaluation struct {
+type evalPhase struct {
 	c     *runCore
 	slots *slots
 	gate  *gate
@@ -33,7 +33,7 @@ type evaluation struct {
 // than fail a run whose agent work is done: the agent is never run
 // again. why, if set, is what the result says of an outcome its name
 // does not explain.
-func (e *evaluation) evaluate(ctx workflow.Context, outcome runs.Outcome, why string) (verdict, error) {
+func (e *evalPhase) evaluate(ctx workflow.Context, outcome runs.Outcome, why string) (verdict, error) {
 	e.c.setPhase(ctx, runs.PhaseEvaluating)
 	if e.c.env.foldsFinalMark() && e.curve.begin() {
 		// Picked first, so that the final evaluation scores the final
@@ -67,7 +67,7 @@ func (e *evaluation) evaluate(ctx workflow.Context, outcome runs.Outcome, why st
 
 // scoredOverTime is the verdict on a run whose final model is scored
 // (v.ev), after its curve.
-func (e *evaluation) scoredOverTime(ctx workflow.Context, v verdict) (verdict, error) {
+func (e *evalPhase) scoredOverTime(ctx workflow.Context, v verdict) (verdict, error) {
 	if e.c.env.version(ctx, versionCurve) == 1 {
 		if err := e.curve.scoreOverTime(ctx, v.ev); err != nil {
 			return verdict{}, err
@@ -77,7 +77,7 @@ func (e *evaluation) scoredOverTime(ctx workflow.Context, v verdict) (verdict, e
 }
 
 // lastError is why the last try failed ("" if it did not).
-func (e *evaluation) lastError() string {
+func (e *evalPhase) lastError() string {
 	if len(e.tries) == 0 {
 		return ""
 	}
@@ -99,7 +99,7 @@ func modelBrokeEvaluator(err error) string {
 // gate (from setup, with the other handlers): admitted only while the run
 // waits for one, so before that it is refused as it was when the handler
 // was registered later.
-func (e *evaluation) setRetryHandler(ctx workflow.Context) error {
+func (e *evalPhase) setRetryHandler(ctx workflow.Context) error {
 	return handleRetry(ctx, e.gate, UpdateRetryEvaluation, runs.PhaseAwaitingEvalRetry,
 		func(ctx workflow.Context, req RetryEvaluation) (runs.EvalAttempt, error) {
 			e.c.setPhase(ctx, runs.PhaseEvaluating)
@@ -116,7 +116,7 @@ func (e *evaluation) setRetryHandler(ctx workflow.Context) error {
 
 // run evaluates the final checkpoint with the retry policy and records
 // the try; image replaces the evaluator image when set.
-func (e *evaluation) run(ctx workflow.Context, image string) (*activities.EvalResult, error) {
+func (e *evalPhase) run(ctx workflow.Context, image string) (*activities.EvalResult, error) {
 	in := activities.EvalInput{RunID: e.c.st.RunID, Task: e.c.spec.Spec, Seed: e.c.in.Seed, Final: *e.c.last, Image: image, N: len(e.tries) + 1, AgentImage: e.c.image()}
 	in.AlsoMark = e.c.env.foldsFinalMark() && e.curve.foldable()
 	args := callArgs{pol: e.c.pol, evalWork: evalWork(in), bytes: e.c.last.Bytes}

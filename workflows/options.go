@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/results/controls"
 	"github.com/mlrb/mlrb/internal/run/budget"
 )
 
@@ -144,7 +145,7 @@ const evalMinHeartbeat = 30 * time.Second
 
 // evalOptions: one evaluation may run its evaluators (evalWork), plus the
 // restores of the final checkpoint (bytes) and of a control's model (at
-// most activities.MaxControlBytes, whatever the run's size), each at a
+// most controls.MaxBytes, whatever the run's size), each at a
 // slow pace, and a minute to read results; failures are retried with
 // backoff per policy, except a missing model or a bad task. On a leased
 // host's queue (hostQueue), a host that never picks it up is given up on
@@ -158,7 +159,7 @@ func evalOptions(ctx workflow.Context, a callArgs) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              hostQueue,
 		ScheduleToStartTimeout: toStart,
-		StartToCloseTimeout:    a.evalWork + budget.Transfer(bytes) + budget.Transfer(activities.MaxControlBytes) + time.Minute,
+		StartToCloseTimeout:    a.evalWork + budget.Transfer(bytes) + budget.Transfer(controls.MaxBytes) + time.Minute,
 		HeartbeatTimeout:       max(p.HeartbeatTimeout, evalMinHeartbeat),
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,

@@ -24,7 +24,7 @@ type runState struct {
 	loop   attemptLoop
 	slots  slots
 	// eval is the final evaluation's; gate the operator's retries'.
-	eval  evaluation
+	eval  evalPhase
 	gate  gate
 	curve curveState
 	// usage is the run's LLM ledger, per attempt; person a person's run's
@@ -42,7 +42,7 @@ func newRunState(in RunInput) *runState {
 	r.gate = gate{c: c}
 	r.slots = slots{c: c}
 	r.curve = curveState{c: c, slots: &r.slots, gate: &r.gate}
-	r.eval = evaluation{c: c, slots: &r.slots, gate: &r.gate, curve: &r.curve}
+	r.eval = evalPhase{c: c, slots: &r.slots, gate: &r.gate, curve: &r.curve}
 	r.intake = intake{c: c, usage: &r.usage, tookOver: r.loop.tookOver}
 	r.loop = attemptLoop{c: c, slots: &r.slots, usage: &r.usage, curve: &r.curve, intake: &r.intake, person: &r.person}
 	return r

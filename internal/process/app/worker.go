@@ -210,7 +210,7 @@ func (s *startup) assemble() error {
 	if err := s.engine.Store.Put(s.ctx, keys.GPUPrices(gpuPrices.SHA256()), bytes.NewReader(gpuPrices.JSON())); err != nil {
 		return fmt.Errorf("store the GPU price table: %w", err)
 	}
-	host := &activities.Host{HostID: cfg.Host.ID, HostQueue: s.hq, GPUType: cfg.Host.GPUType, GPUs: s.pool, WorkDir: cfg.WorkDir(), Observe: observeOptions(cfg)}
+	here := &activities.Host{HostID: cfg.Host.ID, HostQueue: s.hq, GPUType: cfg.Host.GPUType, GPUs: s.pool, WorkDir: cfg.WorkDir(), Observe: observeOptions(cfg)}
 	log := s.log.Named("activities")
 	data := &evaldata.Dir{Root: cfg.Eval.DataDir}
 	sandbox := &activities.Sandbox{Workspace: s.ws, WorkspaceLimit: int64(cfg.Agent.WorkspaceLimitGB * (1 << 30)), WorkspaceEntries: cfg.Agent.WorkspaceMaxEntries,
@@ -220,14 +220,14 @@ func (s *startup) assemble() error {
 		OpenAI:    gateway.Upstream{URL: cfg.Gateway.OpenAIURL, KeyName: cfg.Gateway.OpenAIKey},
 		Anthropic: gateway.Upstream{URL: cfg.Gateway.AnthropicURL, KeyName: cfg.Gateway.AnthropicKey}}
 	runs := activities.Runs{Engine: s.engine, Keep: cfg.Checkpoint.Keep}
-	s.host = host
+	s.host = here
 	s.acts = &activities.Set{
 		Tasks:       &activities.Tasks{Catalog: s.catalog, Store: s.engine.Store, Images: s.ws, Data: data},
 		Records:     &activities.Records{Catalog: s.catalog, Engine: s.engine, Client: s.c, MinExperiment: cfg.Observe.MinExperiment, GPUPrices: gpuPrices},
-		Leases:      &activities.Leases{Host: *host, Client: s.c},
+		Leases:      &activities.Leases{Host: *here, Client: s.c},
 		Fleet:       &activities.Fleet{QueueOf: func(id string) string { return HostQueue(cfg.Temporal.TaskQueue, id) }},
-		Attempts:    &activities.Attempts{Sandbox: sandbox, EnvFile: cfg.Agent.EnvFile, SecretNames: cfg.Agent.SecretNames, LLM: llm, Host: host, Runs: runs, Client: s.c, Logger: log, Metrics: s.m, Rooms: &attach.Rooms{}},
-		Evaluations: &activities.Evaluations{Sandbox: sandbox, Data: data, Host: host, Runs: runs, Client: s.c, Logger: log, Metrics: s.m},
+		Attempts:    &activities.Attempts{Sandbox: sandbox, EnvFile: cfg.Agent.EnvFile, SecretNames: cfg.Agent.SecretNames, LLM: llm, Host: here, Runs: runs, Client: s.c, Logger: log, Metrics: s.m, Rooms: &attach.Rooms{}},
+		Evaluations: &activities.Evaluations{Sandbox: sandbox, Data: data, Host: here, Runs: runs, Client: s.c, Logger: log, Metrics: s.m},
 	}
 	return nil
 }
