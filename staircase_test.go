@@ -139,3 +139,35 @@ func TestStaircase(t *testing.T) {
 		}
 	}
 }
+
+// concerns are activities' packages and the ones of them each may
+// import: the wire imports none, host only the wire, and no part of a
+// run imports another's.
+var concerns = map[string][]string{
+	"activities":            nil,
+	"activities/host":       {"activities"},
+	"activities/attempt":    {"activities", "activities/host"},
+	"activities/evaluation": {"activities", "activities/host"},
+	"activities/records":    {"activities"},
+}
+
+// TestActivitiesByConcern: inside activities, the wire stands under
+// host, and host under the attempt and the evaluation; no concern
+// imports another beside it.
+func TestActivitiesByConcern(t *testing.T) {
+	for src, deps := range imports(t) {
+		if roomOf(src) != "activities" {
+			continue
+		}
+		allowed, ok := concerns[src]
+		if !ok {
+			t.Errorf("%s is a package of activities that concerns names no place for", src)
+			continue
+		}
+		for _, d := range deps {
+			if roomOf(d) == "activities" && !slices.Contains(allowed, d) {
+				t.Errorf("%s imports %s: a concern imports only %v of activities", src, d, allowed)
+			}
+		}
+	}
+}

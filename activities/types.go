@@ -1,7 +1,11 @@
 // The wire: activity names, their inputs and results, heartbeats and error types.
 
-// Package activities holds every side effect of a run: resolving the task,
-// leasing a GPU slot, running the agent, checkpointing, evaluating.
+// Package activities is the wire between the workflows and every side
+// effect of a run: activity names, their inputs and results, heartbeats
+// and error types, each recorded in histories (a name never changes).
+// The side effects are its packages by concern, each with only its own
+// dependencies: host (leases, liveness), attempt (an agent run),
+// evaluation (a model scored) and records (tasks, hosts, results).
 // Activities hold no orchestration logic; the workflows decide. It
 // stands on floor 7, over the wings of internal/.
 package activities

@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/mlrb/mlrb/activities/evaluation"
+
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
@@ -118,7 +120,7 @@ func runRescore(g *globals, o rescoreOptions, dir string) error {
 }
 
 // rescoreRun re-scores one verified run, or says why it cannot be compared.
-func rescoreRun(g *globals, evals *activities.Evaluations, src *bundle.Store, cat *tasks.Catalog, cfg *config.Config, c *bundle.Checked, o rescoreOptions) (rescoreVerdict, error) {
+func rescoreRun(g *globals, evals *evaluation.Evaluations, src *bundle.Store, cat *tasks.Catalog, cfg *config.Config, c *bundle.Checked, o rescoreOptions) (rescoreVerdict, error) {
 	r, err := bundledResult(g.ctx, src, c.RunID)
 	if err != nil {
 		return notCompared, err
@@ -230,7 +232,7 @@ func builtinOnly(spec *tasks.Spec) string {
 // rescoreOne evaluates a verified run's final checkpoint as a run's final
 // evaluation does, saying first what runs, and tells whether the scores
 // agree.
-func rescoreOne(g *globals, evals *activities.Evaluations, c *bundle.Checked, r *runs.Result, in activities.EvalInput, flagImage string) (rescoreVerdict, error) {
+func rescoreOne(g *globals, evals *evaluation.Evaluations, c *bundle.Checked, r *runs.Result, in activities.EvalInput, flagImage string) (rescoreVerdict, error) {
 	what := "as a process: mlrb's own reference evaluator"
 	if in.Image != "" {
 		what = "in a container of image " + in.Image

@@ -6,6 +6,11 @@ import (
 	"context"
 	"time"
 
+	"github.com/mlrb/mlrb/activities/attempt"
+	"github.com/mlrb/mlrb/activities/evaluation"
+	"github.com/mlrb/mlrb/activities/host"
+	"github.com/mlrb/mlrb/activities/records"
+
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/workflow"
 
@@ -22,40 +27,40 @@ import (
 // and result. Workflows call the entries (runAgent.call(ctx, args, in));
 // workers register them (Register, RegisterShared, RegisterHost).
 var (
-	resolveTask = activityOf[*activities.Tasks, activities.ResolveInput, *activities.ResolvedTask]{
-		name: activities.ResolveTaskName, on: onShared, options: quickOptions, of: setTasks, fn: (*activities.Tasks).ResolveTask}
-	resolveAgents = activityOf[*activities.Tasks, []agents.Definition, map[string]string]{
-		name: activities.ResolveAgentsName, on: onShared, options: quickOptions, of: setTasks, fn: (*activities.Tasks).ResolveAgents}
-	loadCheckpoint = activityOf[*activities.Records, activities.CheckpointSource, *activities.CheckpointRef]{
-		name: activities.LoadCheckpointName, on: onShared, options: quickOptions, of: setRecords, fn: (*activities.Records).LoadCheckpoint}
-	provisionHost = activityOf[*activities.Fleet, activities.HostRequest, *activities.ProvisionedHost]{
-		name: activities.ProvisionHostName, on: onShared, options: provisionOptions, of: setFleet, fn: (*activities.Fleet).ProvisionHost}
-	releaseHost = actionOf[*activities.Fleet, activities.ProvisionedHost]{
-		name: activities.ReleaseHostName, on: onShared, options: hostReleaseOptions, of: setFleet, fn: (*activities.Fleet).ReleaseHost}
+	resolveTask = activityOf[*records.Tasks, activities.ResolveInput, *activities.ResolvedTask]{
+		name: activities.ResolveTaskName, on: onShared, options: quickOptions, of: setTasks, fn: (*records.Tasks).ResolveTask}
+	resolveAgents = activityOf[*records.Tasks, []agents.Definition, map[string]string]{
+		name: activities.ResolveAgentsName, on: onShared, options: quickOptions, of: setTasks, fn: (*records.Tasks).ResolveAgents}
+	loadCheckpoint = activityOf[*records.Records, activities.CheckpointSource, *activities.CheckpointRef]{
+		name: activities.LoadCheckpointName, on: onShared, options: quickOptions, of: setRecords, fn: (*records.Records).LoadCheckpoint}
+	provisionHost = activityOf[*records.Fleet, activities.HostRequest, *activities.ProvisionedHost]{
+		name: activities.ProvisionHostName, on: onShared, options: provisionOptions, of: setFleet, fn: (*records.Fleet).ProvisionHost}
+	releaseHost = actionOf[*records.Fleet, activities.ProvisionedHost]{
+		name: activities.ReleaseHostName, on: onShared, options: hostReleaseOptions, of: setFleet, fn: (*records.Fleet).ReleaseHost}
 	// A provisioned host's slot is leased on its own queue.
-	acquireLease = activityOf[*activities.Leases, activities.LeaseRequest, *activities.Lease]{
-		name: activities.AcquireLeaseName, on: onShared | onHost, options: leaseOptions, of: setLeases, fn: (*activities.Leases).AcquireLease}
-	releaseLease = actionOf[*activities.Leases, activities.Lease]{
-		name: activities.ReleaseLeaseName, on: onHost, options: releaseOptions, of: setLeases, fn: (*activities.Leases).ReleaseLease}
-	runAgent = activityOf[*activities.Attempts, activities.AgentInput, *activities.AgentResult]{
-		name: activities.RunAgentName, on: onHost, options: agentOptions, of: setAttempts, fn: (*activities.Attempts).RunAgent}
-	evaluate = activityOf[*activities.Evaluations, activities.EvalInput, *activities.EvalResult]{
-		name: activities.EvaluateName, on: onShared | onHost, options: evalOptions, of: setEvaluations, fn: (*activities.Evaluations).Evaluate}
-	pickMarks = activityOf[*activities.Evaluations, activities.MarksInput, []runs.Mark]{
-		name: activities.PickMarksName, on: onShared, options: quickOptions, of: setEvaluations, fn: (*activities.Evaluations).PickMarks}
-	storeResult = actionOf[*activities.Records, activities.StoreResultInput]{
-		name: activities.StoreResultName, on: onShared, options: storeOptions, of: setRecords, fn: (*activities.Records).StoreResult}
-	storeAnchor = actionOf[*activities.Records, activities.StoreAnchorInput]{
-		name: activities.StoreAnchorName, on: onShared, options: storeOptions, of: setRecords, fn: (*activities.Records).StoreAnchor}
-	readPlan = activityOf[*activities.Records, activities.ReadPlanInput, map[string]resume.Entry]{
-		name: activities.ReadPlanName, on: onShared, options: quickOptions, of: setRecords, fn: (*activities.Records).ReadPlan}
-	awaitRuns = activityOf[*activities.Records, []string, []runs.End]{
-		name: activities.AwaitRunsName, on: onShared, options: awaitOptions, of: setRecords, fn: (*activities.Records).AwaitRuns}
-	aggregateResults = activityOf[*activities.Records, activities.AggregateResultsInput, *activities.AggregateResult]{
-		name: activities.AggregateResultsName, on: onShared, options: aggregateOptions, of: setRecords, fn: (*activities.Records).AggregateResults}
+	acquireLease = activityOf[*host.Leases, activities.LeaseRequest, *activities.Lease]{
+		name: activities.AcquireLeaseName, on: onShared | onHost, options: leaseOptions, of: setLeases, fn: (*host.Leases).AcquireLease}
+	releaseLease = actionOf[*host.Leases, activities.Lease]{
+		name: activities.ReleaseLeaseName, on: onHost, options: releaseOptions, of: setLeases, fn: (*host.Leases).ReleaseLease}
+	runAgent = activityOf[*attempt.Attempts, activities.AgentInput, *activities.AgentResult]{
+		name: activities.RunAgentName, on: onHost, options: agentOptions, of: setAttempts, fn: (*attempt.Attempts).RunAgent}
+	evaluate = activityOf[*evaluation.Evaluations, activities.EvalInput, *activities.EvalResult]{
+		name: activities.EvaluateName, on: onShared | onHost, options: evalOptions, of: setEvaluations, fn: (*evaluation.Evaluations).Evaluate}
+	pickMarks = activityOf[*evaluation.Evaluations, activities.MarksInput, []runs.Mark]{
+		name: activities.PickMarksName, on: onShared, options: quickOptions, of: setEvaluations, fn: (*evaluation.Evaluations).PickMarks}
+	storeResult = actionOf[*records.Records, activities.StoreResultInput]{
+		name: activities.StoreResultName, on: onShared, options: storeOptions, of: setRecords, fn: (*records.Records).StoreResult}
+	storeAnchor = actionOf[*records.Records, activities.StoreAnchorInput]{
+		name: activities.StoreAnchorName, on: onShared, options: storeOptions, of: setRecords, fn: (*records.Records).StoreAnchor}
+	readPlan = activityOf[*records.Records, activities.ReadPlanInput, map[string]resume.Entry]{
+		name: activities.ReadPlanName, on: onShared, options: quickOptions, of: setRecords, fn: (*records.Records).ReadPlan}
+	awaitRuns = activityOf[*records.Records, []string, []runs.End]{
+		name: activities.AwaitRunsName, on: onShared, options: awaitOptions, of: setRecords, fn: (*records.Records).AwaitRuns}
+	aggregateResults = activityOf[*records.Records, activities.AggregateResultsInput, *activities.AggregateResult]{
+		name: activities.AggregateResultsName, on: onShared, options: aggregateOptions, of: setRecords, fn: (*records.Records).AggregateResults}
 	// aggregate is the leaderboard of version 0 benchmarks (benchmarkV0).
-	aggregate = activityOf[*activities.Records, activities.AggregateInput, []string]{
-		name: activities.AggregateName, on: onShared, options: aggregateOptions, of: setRecords, fn: (*activities.Records).Aggregate}
+	aggregate = activityOf[*records.Records, activities.AggregateInput, []string]{
+		name: activities.AggregateName, on: onShared, options: aggregateOptions, of: setRecords, fn: (*records.Records).Aggregate}
 )
 
 // catalogue lists the entries for registration.
@@ -92,23 +97,23 @@ type callArgs struct {
 
 // entry is a catalogue entry as a worker registers it.
 type entry interface {
-	register(r Registry, s *activities.Set, on served)
+	register(r Registry, s *Set, on served)
 }
 
 // The receivers of the set, by concern.
-func setTasks(s *activities.Set) *activities.Tasks             { return s.Tasks }
-func setRecords(s *activities.Set) *activities.Records         { return s.Records }
-func setLeases(s *activities.Set) *activities.Leases           { return s.Leases }
-func setFleet(s *activities.Set) *activities.Fleet             { return s.Fleet }
-func setAttempts(s *activities.Set) *activities.Attempts       { return s.Attempts }
-func setEvaluations(s *activities.Set) *activities.Evaluations { return s.Evaluations }
+func setTasks(s *Set) *records.Tasks                { return s.Tasks }
+func setRecords(s *Set) *records.Records            { return s.Records }
+func setLeases(s *Set) *host.Leases                 { return s.Leases }
+func setFleet(s *Set) *records.Fleet                { return s.Fleet }
+func setAttempts(s *Set) *attempt.Attempts          { return s.Attempts }
+func setEvaluations(s *Set) *evaluation.Evaluations { return s.Evaluations }
 
 // activityOf is an activity with a result, a method of receiver R.
 type activityOf[R, In, Out any] struct {
 	name    string
 	on      served
 	options func(workflow.Context, callArgs) workflow.Context
-	of      func(*activities.Set) R
+	of      func(*Set) R
 	fn      func(R, context.Context, In) (Out, error)
 }
 
@@ -134,7 +139,7 @@ func (d activityOf[R, In, Out]) start(ctx workflow.Context, args callArgs, in In
 	return workflow.ExecuteActivity(d.options(ctx, args), d.name, in)
 }
 
-func (d activityOf[R, In, Out]) register(r Registry, s *activities.Set, on served) {
+func (d activityOf[R, In, Out]) register(r Registry, s *Set, on served) {
 	if d.on&on == 0 {
 		return
 	}
@@ -147,7 +152,7 @@ type actionOf[R, In any] struct {
 	name    string
 	on      served
 	options func(workflow.Context, callArgs) workflow.Context
-	of      func(*activities.Set) R
+	of      func(*Set) R
 	fn      func(R, context.Context, In) error
 }
 
@@ -161,7 +166,7 @@ func (d actionOf[R, In]) callLocal(ctx workflow.Context, opts workflow.LocalActi
 	return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, opts), d.name, in).Get(ctx, nil)
 }
 
-func (d actionOf[R, In]) register(r Registry, s *activities.Set, on served) {
+func (d actionOf[R, In]) register(r Registry, s *Set, on served) {
 	if d.on&on == 0 {
 		return
 	}

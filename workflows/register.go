@@ -5,8 +5,6 @@ package workflows
 import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/mlrb/mlrb/activities"
 )
 
 // WorkflowRegistry is what takes workflows: a worker, the test suite's
@@ -30,7 +28,7 @@ func RegisterWorkflows(r WorkflowRegistry) {
 
 // RegisterShared registers what the shared task queue serves: the
 // workflows and the activities any host may run.
-func RegisterShared(r Registry, s *activities.Set) {
+func RegisterShared(r Registry, s *Set) {
 	RegisterWorkflows(r)
 	registerOn(r, s, onShared)
 }
@@ -38,16 +36,16 @@ func RegisterShared(r Registry, s *activities.Set) {
 // RegisterHost registers what a host's own queue serves: the agent
 // attempts and evaluations pinned to the host that holds their lease, the
 // release, and the lease of a provisioned host.
-func RegisterHost(r Registry, s *activities.Set) { registerOn(r, s, onHost) }
+func RegisterHost(r Registry, s *Set) { registerOn(r, s, onHost) }
 
 // Register registers everything on one registry (the test suite, where
 // queues do not matter).
-func Register(r Registry, s *activities.Set) {
+func Register(r Registry, s *Set) {
 	RegisterWorkflows(r)
 	registerOn(r, s, onShared|onHost)
 }
 
-func registerOn(r Registry, s *activities.Set, on served) {
+func registerOn(r Registry, s *Set, on served) {
 	for _, e := range catalogue {
 		e.register(r, s, on)
 	}

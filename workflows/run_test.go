@@ -43,7 +43,7 @@ func newEnvResolvingIn(t *testing.T, d time.Duration) *testsuite.TestWorkflowEnv
 func newEnvLeasing(t *testing.T, d time.Duration, lease func(context.Context, activities.LeaseRequest) (*activities.Lease, error)) *testsuite.TestWorkflowEnvironment {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
-	Register(env, &activities.Set{})
+	Register(env, &Set{})
 	cat, err := tasks.Load("")
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,8 @@
 // The hand-back path, end to end: WatchEC2's callback stops the worker as
 // SIGTERM does (worker/main.go); the SDK then closes each running
 // activity's worker-stop channel, on which the agent's supervisor stops
-// and checkpoints it (activities/supervise.go, workerStop) and the
-// activity returns the hand-back (activities/agent.go, conclude); the
+// and checkpoints it (activities/attempt/supervise.go, workerStop) and the
+// activity returns the hand-back (activities/attempt/agent.go, conclude); the
 // run books nothing as lost and leases again (workflows/attempts.go).
 package preempt
 

@@ -12,13 +12,14 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/mlrb/mlrb/internal/sandbox/workspace"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/process/devserver"
 	"github.com/mlrb/mlrb/internal/sandbox/gateway"
@@ -137,7 +138,7 @@ const releaseSlots = 4
 // openWorkspace assembles where attempts run, from host.runtime: the one
 // place that knows whether it is Docker. Its containers carry hostID (what
 // a restarted worker reaps); the images it needs must be on this host.
-func openWorkspace(ctx context.Context, cfg *config.Config, engine *checkpoint.Engine, hostID string, need ...string) (activities.Workspace, *runtime.Docker, error) {
+func openWorkspace(ctx context.Context, cfg *config.Config, engine *checkpoint.Engine, hostID string, need ...string) (workspace.Workspace, *runtime.Docker, error) {
 	if cfg.Host.Runtime != config.RuntimeDocker {
 		self, err := AgentBinary(cfg)
 		if err != nil {
@@ -147,7 +148,7 @@ func openWorkspace(ctx context.Context, cfg *config.Config, engine *checkpoint.E
 		if err != nil {
 			return nil, nil, err
 		}
-		return &activities.DirWorkspace{Process: p, Engine: engine, Self: self}, nil, nil
+		return &workspace.DirWorkspace{Process: p, Engine: engine, Self: self}, nil, nil
 	}
 	docker, err := runtime.NewDocker(ctx, hostID)
 	if err != nil {
@@ -161,7 +162,7 @@ func openWorkspace(ctx context.Context, cfg *config.Config, engine *checkpoint.E
 		}
 	}
 	c := cfg.Container
-	return &activities.ContainerWorkspace{Docker: docker, Engine: engine, BuiltinImage: c.AgentImage, EvalImage: c.EvalImage, Paths: c.Paths,
+	return &workspace.ContainerWorkspace{Docker: docker, Engine: engine, BuiltinImage: c.AgentImage, EvalImage: c.EvalImage, Paths: c.Paths,
 		Workdir: c.Workdir, Self: c.Self, MemoryBytes: c.MemoryMB << 20, CPUs: c.CPUs, PidsLimit: c.PidsLimit, User: containerUser(c.User)}, docker, nil
 }
 

@@ -6,9 +6,12 @@ import (
 	"context"
 	"path/filepath"
 
+	"github.com/mlrb/mlrb/activities/evaluation"
+	"github.com/mlrb/mlrb/activities/host"
+	"github.com/mlrb/mlrb/internal/sandbox/workspace"
+
 	"go.uber.org/zap"
 
-	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/scoring/evaldata"
 	"github.com/mlrb/mlrb/internal/store/blob"
@@ -20,7 +23,7 @@ import (
 // the evaluator runs under this host's runtime as cfg configures it, in
 // scratch; no control model is ever evaluated. Close releases the
 // runtime.
-func StandaloneEvaluations(ctx context.Context, cfg *config.Config, src blob.Store, scratch string, logger *zap.Logger) (*activities.Evaluations, func(), error) {
+func StandaloneEvaluations(ctx context.Context, cfg *config.Config, src blob.Store, scratch string, logger *zap.Logger) (*evaluation.Evaluations, func(), error) {
 	upper, err := blob.NewFS(filepath.Join(scratch, "store"))
 	if err != nil {
 		return nil, nil, err
@@ -38,10 +41,10 @@ func StandaloneEvaluations(ctx context.Context, cfg *config.Config, src blob.Sto
 	if docker != nil {
 		closeWS = func() { _ = docker.Close() }
 	}
-	return &activities.Evaluations{
-		Runs:      activities.Runs{Engine: engine},
-		Host:      &activities.Host{HostID: "rescore", WorkDir: local.WorkDir()},
-		Sandbox:   &activities.Sandbox{Workspace: ws, LogLimit: local.Agent.LogLimitMB << 20, Logger: logger},
+	return &evaluation.Evaluations{
+		Runs:      host.Runs{Engine: engine},
+		Host:      &host.Host{HostID: "rescore", WorkDir: local.WorkDir()},
+		Sandbox:   &workspace.Sandbox{Workspace: ws, LogLimit: local.Agent.LogLimitMB << 20, Logger: logger},
 		Data:      &evaldata.Dir{Root: local.Eval.DataDir},
 		Logger:    logger,
 		NoControl: true,

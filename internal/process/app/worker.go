@@ -10,11 +10,17 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/mlrb/mlrb/activities/attempt"
+	"github.com/mlrb/mlrb/activities/evaluation"
+	"github.com/mlrb/mlrb/activities/host"
+	"github.com/mlrb/mlrb/activities/records"
+	"github.com/mlrb/mlrb/internal/sandbox/workspace"
+	"github.com/mlrb/mlrb/workflows"
+
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
-	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/fleet/gpu"
 	"github.com/mlrb/mlrb/internal/fleet/hosts"
@@ -28,7 +34,6 @@ import (
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"github.com/mlrb/mlrb/internal/store/keys"
 	"github.com/mlrb/mlrb/tasks"
-	"github.com/mlrb/mlrb/workflows"
 )
 
 // Worker is a running worker: one SDK worker on the shared queue
@@ -104,13 +109,13 @@ type startup struct {
 	closers []func()
 	catalog *tasks.Catalog
 	engine  *checkpoint.Engine
-	ws      activities.Workspace
+	ws      workspace.Workspace
 	docker  *runtime.Docker
 	pool    *gpu.Pool
 	rec     *fleetRecord
-	acts    *activities.Set
+	acts    *workflows.Set
 	// host is this machine, as the set's activities see it.
-	host *activities.Host
+	host *host.Host
 }
 
 func (s *startup) push(undo func()) { s.closers = append(s.closers, undo) }
@@ -210,24 +215,24 @@ func (s *startup) assemble() error {
 	if err := s.engine.Store.Put(s.ctx, keys.GPUPrices(gpuPrices.SHA256()), bytes.NewReader(gpuPrices.JSON())); err != nil {
 		return fmt.Errorf("store the GPU price table: %w", err)
 	}
-	here := &activities.Host{HostID: cfg.Host.ID, HostQueue: s.hq, GPUType: cfg.Host.GPUType, GPUs: s.pool, WorkDir: cfg.WorkDir(), Observe: observeOptions(cfg)}
+	here := &host.Host{HostID: cfg.Host.ID, HostQueue: s.hq, GPUType: cfg.Host.GPUType, GPUs: s.pool, WorkDir: cfg.WorkDir(), Observe: observeOptions(cfg)}
 	log := s.log.Named("activities")
 	data := &evaldata.Dir{Root: cfg.Eval.DataDir}
-	sandbox := &activities.Sandbox{Workspace: s.ws, WorkspaceLimit: int64(cfg.Agent.WorkspaceLimitGB * (1 << 30)), WorkspaceEntries: cfg.Agent.WorkspaceMaxEntries,
+	sandbox := &workspace.Sandbox{Workspace: s.ws, WorkspaceLimit: int64(cfg.Agent.WorkspaceLimitGB * (1 << 30)), WorkspaceEntries: cfg.Agent.WorkspaceMaxEntries,
 		LogLimit: cfg.Agent.LogLimitMB << 20, Egress: egress, Logger: log}
-	llm := activities.LLMGateway{Prices: prices, ServerTools: cfg.Gateway.ServerTools, AnthropicBeta: cfg.Gateway.AnthropicBeta, Bounds: gateway.Bounds{BodyTimeout: cfg.Gateway.BodyTimeout}, UsageEvery: cfg.Gateway.UsageEvery,
+	llm := attempt.LLMGateway{Prices: prices, ServerTools: cfg.Gateway.ServerTools, AnthropicBeta: cfg.Gateway.AnthropicBeta, Bounds: gateway.Bounds{BodyTimeout: cfg.Gateway.BodyTimeout}, UsageEvery: cfg.Gateway.UsageEvery,
 		MaxRefused: cfg.Gateway.MaxRefused, MaxRefusedBytes: cfg.Gateway.MaxRefusedMB << 20, MaxRecords: cfg.Gateway.MaxRecords, MaxConns: cfg.Gateway.MaxConnections,
 		OpenAI:    gateway.Upstream{URL: cfg.Gateway.OpenAIURL, KeyName: cfg.Gateway.OpenAIKey},
 		Anthropic: gateway.Upstream{URL: cfg.Gateway.AnthropicURL, KeyName: cfg.Gateway.AnthropicKey}}
-	runs := activities.Runs{Engine: s.engine, Keep: cfg.Checkpoint.Keep}
+	runs := host.Runs{Engine: s.engine, Keep: cfg.Checkpoint.Keep}
 	s.host = here
-	s.acts = &activities.Set{
-		Tasks:       &activities.Tasks{Catalog: s.catalog, Store: s.engine.Store, Images: s.ws, Data: data},
-		Records:     &activities.Records{Catalog: s.catalog, Engine: s.engine, Client: s.c, MinExperiment: cfg.Observe.MinExperiment, GPUPrices: gpuPrices},
-		Leases:      &activities.Leases{Host: *here, Client: s.c},
-		Fleet:       &activities.Fleet{QueueOf: func(id string) string { return HostQueue(cfg.Temporal.TaskQueue, id) }},
-		Attempts:    &activities.Attempts{Sandbox: sandbox, EnvFile: cfg.Agent.EnvFile, SecretNames: cfg.Agent.SecretNames, LLM: llm, Host: here, Runs: runs, Client: s.c, Logger: log, Metrics: s.m, Rooms: &attach.Rooms{}},
-		Evaluations: &activities.Evaluations{Sandbox: sandbox, Data: data, Host: here, Runs: runs, Client: s.c, Logger: log, Metrics: s.m},
+	s.acts = &workflows.Set{
+		Tasks:       &records.Tasks{Catalog: s.catalog, Store: s.engine.Store, Images: s.ws, Data: data},
+		Records:     &records.Records{Catalog: s.catalog, Engine: s.engine, Client: s.c, MinExperiment: cfg.Observe.MinExperiment, GPUPrices: gpuPrices},
+		Leases:      &host.Leases{Host: *here, Client: s.c},
+		Fleet:       &records.Fleet{QueueOf: func(id string) string { return HostQueue(cfg.Temporal.TaskQueue, id) }},
+		Attempts:    &attempt.Attempts{Sandbox: sandbox, EnvFile: cfg.Agent.EnvFile, SecretNames: cfg.Agent.SecretNames, LLM: llm, Host: here, Runs: runs, Client: s.c, Logger: log, Metrics: s.m, Rooms: &attach.Rooms{}},
+		Evaluations: &evaluation.Evaluations{Sandbox: sandbox, Data: data, Host: here, Runs: runs, Client: s.c, Logger: log, Metrics: s.m},
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mlrb/mlrb/activities/attempt"
+
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mlrb/mlrb/activities"
@@ -122,7 +124,7 @@ func TestRefusedCallFlood(t *testing.T) {
 	// each poll (2 s have passed): 20 s of calls give the first report,
 	// the last one and some between (with the default minute, none
 	// between: the interval reached the worker), and never one a call.
-	if size > 10<<20 || reports < 3 || reports > secs/int(activities.PollEvery/time.Second)+3 {
+	if size > 10<<20 || reports < 3 || reports > secs/int(attempt.PollEvery/time.Second)+3 {
 		t.Fatalf("the run's history holds %d KiB, %d usage reports", size>>10, reports)
 	}
 	out, errs, code := e.starter("calls", res.RunID, "--json")
