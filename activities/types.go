@@ -15,11 +15,9 @@ import (
 	"time"
 
 	"github.com/mlrb/mlrb/agents"
-
-	"github.com/mlrb/mlrb/internal/run/llm"
-
 	"github.com/mlrb/mlrb/internal/run/budget"
 	"github.com/mlrb/mlrb/internal/run/contract"
+	"github.com/mlrb/mlrb/internal/run/llm"
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"github.com/mlrb/mlrb/tasks"

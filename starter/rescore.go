@@ -9,12 +9,11 @@ import (
 	"os"
 	"strings"
 
-	"github.com/mlrb/mlrb/activities/evaluation"
-
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/activities/evaluation"
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/process/app"
 	"github.com/mlrb/mlrb/internal/process/cli"

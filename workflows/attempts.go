@@ -299,3 +299,8 @@ func (al *attemptLoop) bookLoss(ctx workflow.Context, attempt int, err error, ba
 		"attempt", attempt, "error", errText(err), "lost_s", al.c.st.Budget.LostS)
 	return lost
 }
+
+// result: the agent image the attempts ran and each attempt's record.
+func (al *attemptLoop) result(res *runs.Result) {
+	res.AgentImage, res.AttemptLog = al.image, al.attempts
+}

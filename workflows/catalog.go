@@ -6,15 +6,14 @@ import (
 	"context"
 	"time"
 
-	"github.com/mlrb/mlrb/activities/attempt"
-	"github.com/mlrb/mlrb/activities/evaluation"
-	"github.com/mlrb/mlrb/activities/host"
-	"github.com/mlrb/mlrb/activities/records"
-
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/activities/attempt"
+	"github.com/mlrb/mlrb/activities/evaluation"
+	"github.com/mlrb/mlrb/activities/host"
+	"github.com/mlrb/mlrb/activities/records"
 	"github.com/mlrb/mlrb/agents"
 	"github.com/mlrb/mlrb/internal/results/resume"
 	"github.com/mlrb/mlrb/internal/run/budget"
@@ -28,7 +27,7 @@ import (
 // workers register them (Register, RegisterShared, RegisterHost).
 var (
 	resolveTask = activityOf[*records.Tasks, activities.ResolveInput, *activities.ResolvedTask]{
-		name: activities.ResolveTaskName, on: onShared, options: quickOptions, of: setTasks, fn: (*records.Tasks).ResolveTask}
+		name: activities.ResolveTaskName, on: onShared, options: quickOptions, lean: &localQuick, of: setTasks, fn: (*records.Tasks).ResolveTask}
 	resolveAgents = activityOf[*records.Tasks, []agents.Definition, map[string]string]{
 		name: activities.ResolveAgentsName, on: onShared, options: quickOptions, of: setTasks, fn: (*records.Tasks).ResolveAgents}
 	loadCheckpoint = activityOf[*records.Records, activities.CheckpointSource, *activities.CheckpointRef]{
@@ -47,9 +46,9 @@ var (
 	evaluate = activityOf[*evaluation.Evaluations, activities.EvalInput, *activities.EvalResult]{
 		name: activities.EvaluateName, on: onShared | onHost, options: evalOptions, of: setEvaluations, fn: (*evaluation.Evaluations).Evaluate}
 	pickMarks = activityOf[*evaluation.Evaluations, activities.MarksInput, []runs.Mark]{
-		name: activities.PickMarksName, on: onShared, options: quickOptions, of: setEvaluations, fn: (*evaluation.Evaluations).PickMarks}
+		name: activities.PickMarksName, on: onShared, options: quickOptions, lean: &localQuick, of: setEvaluations, fn: (*evaluation.Evaluations).PickMarks}
 	storeResult = actionOf[*records.Records, activities.StoreResultInput]{
-		name: activities.StoreResultName, on: onShared, options: storeOptions, of: setRecords, fn: (*records.Records).StoreResult}
+		name: activities.StoreResultName, on: onShared, options: storeOptions, lean: &localStore, of: setRecords, fn: (*records.Records).StoreResult}
 	storeAnchor = actionOf[*records.Records, activities.StoreAnchorInput]{
 		name: activities.StoreAnchorName, on: onShared, options: storeOptions, of: setRecords, fn: (*records.Records).StoreAnchor}
 	readPlan = activityOf[*records.Records, activities.ReadPlanInput, map[string]resume.Entry]{
@@ -113,8 +112,20 @@ type activityOf[R, In, Out any] struct {
 	name    string
 	on      served
 	options func(workflow.Context, callArgs) workflow.Context
-	of      func(*Set) R
-	fn      func(R, context.Context, In) (Out, error)
+	// lean, when set, makes the entry a local activity of a lean run
+	// (runEnv.isLean), with these options: run chooses.
+	lean *workflow.LocalActivityOptions
+	of   func(*Set) R
+	fn   func(R, context.Context, In) (Out, error)
+}
+
+// run calls the activity as the run's code path says: local in a lean
+// run when the entry allows it, else scheduled on its queue.
+func (d activityOf[R, In, Out]) run(ctx workflow.Context, env runEnv, args callArgs, in In) (Out, error) {
+	if d.lean != nil && env.isLean() {
+		return d.callLocal(ctx, *d.lean, in)
+	}
+	return d.call(ctx, args, in)
 }
 
 // call runs the activity and waits for its result.
@@ -152,8 +163,18 @@ type actionOf[R, In any] struct {
 	name    string
 	on      served
 	options func(workflow.Context, callArgs) workflow.Context
-	of      func(*Set) R
-	fn      func(R, context.Context, In) error
+	// lean: as activityOf's.
+	lean *workflow.LocalActivityOptions
+	of   func(*Set) R
+	fn   func(R, context.Context, In) error
+}
+
+// run calls the activity local or scheduled (activityOf.run).
+func (d actionOf[R, In]) run(ctx workflow.Context, env runEnv, args callArgs, in In) error {
+	if d.lean != nil && env.isLean() {
+		return d.callLocal(ctx, *d.lean, in)
+	}
+	return d.call(ctx, args, in)
 }
 
 // call runs the activity and waits for it to end.

@@ -94,11 +94,11 @@ func (cv *curveState) begin() bool {
 // the final evaluation (final), the agent long gone. When a mark's
 // evaluations run out, the run waits for retry-curve up to the
 // evaluation wait limit, its final score kept either way.
-func (cv *curveState) scoreOverTime(ctx workflow.Context, final *activities.EvalResult) error {
+func (cv *curveState) scoreOverTime(ctx workflow.Context, final *activities.EvalResult, image string) error {
 	if !cv.begin() {
 		return nil
 	}
-	cv.final = final
+	cv.final, cv.image = final, image
 	if cv.c.env.foldsFinalMark() && cv.picked {
 		// The final evaluation may have scored every mark: then the run
 		// never enters the curve's phase.
@@ -130,13 +130,7 @@ func (cv *curveState) pick(ctx workflow.Context) bool {
 		at[i] = m.AtS
 	}
 	in := activities.MarksInput{RunID: cv.c.st.RunID, Marks: at, Final: *cv.c.last, SlackS: cv.c.interval().Seconds()}
-	var picked []runs.Mark
-	var err error
-	if cv.c.env.isLean() {
-		picked, err = pickMarks.callLocal(ctx, localQuick, in)
-	} else {
-		picked, err = pickMarks.call(ctx, callArgs{}, in)
-	}
+	picked, err := pickMarks.run(ctx, cv.c.env, callArgs{}, in)
 	if err != nil {
 		for i := range cv.marks {
 			cv.marks[i].Error = "pick the checkpoints: " + errText(err)
@@ -284,3 +278,6 @@ func (cv *curveState) lastError() string {
 	}
 	return why
 }
+
+// result: the curve's marks.
+func (cv *curveState) result(res *runs.Result) { res.Curve = cv.marks }

@@ -12,8 +12,8 @@ import (
 	"github.com/mlrb/mlrb/internal/run/runs"
 )
 
-// evalPhase is the final model's evaluation: its tries, each an EvalAttempt of the
-// result, and what an operator's retry found.
+// evalPhase is the final model's evaluation: its tries, each an
+// EvalAttempt of the result, and what an operator's retry found.
 type evalPhase struct {
 	c     *runCore
 	slots *slots
@@ -24,6 +24,8 @@ type evalPhase struct {
 	// found that the model breaks the evaluator.
 	scored *activities.EvalResult
 	broke  string
+	// image is the evaluator image the scoring try ran ("": the task's).
+	image string
 }
 
 // evaluate scores the final checkpoint and says how the run ends (as
@@ -42,7 +44,7 @@ func (e *evalPhase) evaluate(ctx workflow.Context, outcome runs.Outcome, why str
 	}
 	ev, err := e.run(ctx, "")
 	if err == nil {
-		return e.scoredOverTime(ctx, verdict{outcome, why, ev})
+		return verdict{outcome, why, ev}, nil
 	}
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) && ae.Type() == activities.ErrNoModel {
@@ -62,18 +64,7 @@ func (e *evalPhase) evaluate(ctx workflow.Context, outcome runs.Outcome, why str
 	if !ok && e.scored == nil {
 		return verdict{outcome: runs.OutcomeEvaluationFailed, reason: "evaluation failed and no retry came within the wait limit: " + e.lastError()}, nil
 	}
-	return e.scoredOverTime(ctx, verdict{outcome, why, e.scored})
-}
-
-// scoredOverTime is the verdict on a run whose final model is scored
-// (v.ev), after its curve.
-func (e *evalPhase) scoredOverTime(ctx workflow.Context, v verdict) (verdict, error) {
-	if e.c.env.version(ctx, versionCurve) == 1 {
-		if err := e.curve.scoreOverTime(ctx, v.ev); err != nil {
-			return verdict{}, err
-		}
-	}
-	return v, nil
+	return verdict{outcome, why, e.scored}, nil
 }
 
 // lastError is why the last try failed ("" if it did not).
@@ -158,7 +149,7 @@ func (e *evalPhase) run(ctx workflow.Context, image string) (*activities.EvalRes
 		if ev.Image != "" {
 			att.Image = ev.Image
 		}
-		e.curve.image = image // the marks are scored as the final model was
+		e.image = image
 	}
 	e.tries = append(e.tries, att)
 	if err != nil {
@@ -167,4 +158,9 @@ func (e *evalPhase) run(ctx workflow.Context, image string) (*activities.EvalRes
 		return nil, err
 	}
 	return ev, nil
+}
+
+// result: the final evaluation's tries.
+func (e *evalPhase) result(res *runs.Result) {
+	res.Evaluations, res.EvalTries = e.tries, len(e.tries)
 }

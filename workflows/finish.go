@@ -24,8 +24,12 @@ type verdict struct {
 	ev      *activities.EvalResult
 }
 
-// finish ends the run on its verdict: its result, assembled from each
-// part's share (budget, evaluations, curve, attempts, cost).
+// part is one of the run's parts: it writes its share of the result.
+type part interface{ result(*runs.Result) }
+
+// finish ends the run on its verdict: its result, the run's own fields
+// and then each part's share (attempts, evaluations, curve, checkpoints,
+// people, slots held, LLM usage).
 func (r *runState) finish(ctx workflow.Context, v verdict) *runs.Result {
 	outcome, reason, ev := v.outcome, v.reason, v.ev
 	disqualified := ev != nil && len(ev.Violations) > 0 && r.env.version(ctx, versionDisqualify) == 1
@@ -48,15 +52,15 @@ func (r *runState) finish(ctx workflow.Context, v verdict) *runs.Result {
 	res := &runs.Result{
 		RunID: r.st.RunID, Task: r.in.Task, Agent: r.in.Agent, Seed: r.in.Seed, Outcome: outcome,
 		Attempts: r.st.Attempt, Checkpoints: r.st.Checkpoints, SpecHash: r.spec.Hash, Budget: r.st.Budget, Reason: reason,
-		Metrics: map[string]float64{}, AgentImage: r.loop.image, Evaluations: r.eval.tries, EvalTries: len(r.eval.tries),
-		Curve: r.curve.marks, AttemptLog: r.loop.attempts, CheckpointLog: r.intake.checkpoints, AgentDef: r.agentRef(), Benchmark: r.in.Benchmark, People: r.person.labels(), Notes: r.person.notes,
+		Metrics: map[string]float64{}, AgentDef: r.agentRef(), Benchmark: r.in.Benchmark,
 	}
 	if r.spec.Hash != "" { // resolved
 		res.TimeLimitS, res.Hardware = r.timeLimit().Seconds(), runs.HardwareClass(r.spec.Spec.Resources.GPUCount, r.spec.Spec.Resources.GPUType)
 	}
 	res.Cost = costOf(r.st.Budget, r.spec.Spec.Resources.GPUCount, ev)
-	res.Cost.BilledGPUHours = r.slots.heldS * float64(r.spec.Spec.Resources.GPUCount) / 3600
-	r.usage.measured(&res.Cost)
+	for _, p := range []part{&r.loop, &r.eval, &r.curve, &r.intake, &r.person, &r.slots, &r.usage} {
+		p.result(res)
+	}
 	if ev != nil {
 		score := ev.Score
 		res.Score, res.Metrics, res.ModelPath, res.Violations, res.Flags, res.Provenance = &score, ev.Metrics, ev.ModelPath, ev.Violations, ev.Flags, ev.Provenance
@@ -86,12 +90,7 @@ func (r *runState) storeResult(ctx workflow.Context, res *runs.Result) {
 		return
 	}
 	in := activities.StoreResultInput{RunID: res.RunID, Result: b}
-	if r.env.isLean() {
-		err = storeResult.callLocal(ctx, localStore, in)
-	} else {
-		err = storeResult.call(ctx, callArgs{}, in)
-	}
-	if err != nil {
+	if err := storeResult.run(ctx, r.env, callArgs{}, in); err != nil {
 		workflow.GetLogger(ctx).Error("result not stored", "error", err)
 	}
 }

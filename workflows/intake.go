@@ -107,3 +107,6 @@ func (k *intake) drain(ctx workflow.Context, out *activities.AgentResult) {
 		k.accept(ctx, *out.Final)
 	}
 }
+
+// result: every checkpoint the run accepted.
+func (k *intake) result(res *runs.Result) { res.CheckpointLog = k.checkpoints }

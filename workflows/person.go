@@ -147,3 +147,6 @@ func (p *person) took(out *activities.AgentResult) {
 	p.c.st.Budget.PausedS += out.PausedS
 	p.notes = append(p.notes, out.Notes...)
 }
+
+// result: the people of a person's run and their notes.
+func (p *person) result(res *runs.Result) { res.People, res.Notes = p.labels(), p.notes }

@@ -82,13 +82,7 @@ func (r *runState) drive(ctx workflow.Context) (*runs.Result, error) {
 func (r *runState) decide(ctx workflow.Context) (verdict, error) {
 	in := r.in
 	resolve := activities.ResolveInput{Task: in.Task, Agent: in.Agent, Image: in.Image, AgentDef: in.AgentDef}
-	var spec *activities.ResolvedTask
-	var err error
-	if r.env.isLean() {
-		spec, err = resolveTask.callLocal(ctx, localQuick, resolve)
-	} else {
-		spec, err = resolveTask.call(ctx, callArgs{}, resolve)
-	}
+	spec, err := resolveTask.run(ctx, r.env, callArgs{}, resolve)
 	if err != nil {
 		return verdict{outcome: runs.OutcomeInfraFailed, reason: "resolve task: " + errText(err)}, nil
 	}
@@ -104,6 +98,13 @@ func (r *runState) decide(ctx workflow.Context) (verdict, error) {
 			return verdict{outcome: runs.OutcomeInfraFailed, reason: err.Error()}, nil
 		}
 	}
+	return r.judge(ctx, agent)
+}
+
+// judge is the verdict on what the agent's attempts left: the final
+// model evaluated, and then, once it is scored, its curve.
+func (r *runState) judge(ctx workflow.Context, agent *activities.AgentResult) (verdict, error) {
+	outcome, why := runs.OutcomeScored, ""
 	switch {
 	case agent.StoppedBy == activities.StopCanceled:
 		return verdict{outcome: runs.OutcomeCanceled, reason: "canceled by an operator; the final checkpoint keeps the work"}, nil
@@ -112,11 +113,16 @@ func (r *runState) decide(ctx workflow.Context) (verdict, error) {
 	case r.last == nil:
 		return verdict{outcome: runs.OutcomeAgentFailed, reason: "the agent left no checkpoint"}, nil
 	case agent.StoppedBy == activities.StopDeadline:
-		return r.eval.evaluate(ctx, runs.OutcomeLimitReached, "")
+		outcome = runs.OutcomeLimitReached
 	case agent.StoppedBy == activities.StopLLMBudget:
-		return r.eval.evaluate(ctx, runs.OutcomeLimitReached, r.usage.budgetSpentReason())
+		outcome, why = runs.OutcomeLimitReached, r.usage.budgetSpentReason()
 	}
-	return r.eval.evaluate(ctx, runs.OutcomeScored, "")
+	v, err := r.eval.evaluate(ctx, outcome, why)
+	if err != nil || v.ev == nil || r.env.version(ctx, versionCurve) != 1 {
+		return v, err
+	}
+	// The marks are scored as the final model was (a retry's image).
+	return v, r.curve.scoreOverTime(ctx, v.ev, r.eval.image)
 }
 
 // attempts runs the agent's attempts. A person's run waits for its person

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/run/budget"
+	"github.com/mlrb/mlrb/internal/run/runs"
 )
 
 // slots is the run's hold on hosts and their GPU slots: the provisioned
@@ -177,4 +178,9 @@ func (s *slots) dropScoring(ctx workflow.Context) *heldLease {
 	s.scoring = nil
 	s.held(ctx, h.leased)
 	return h
+}
+
+// result: the GPU hours billed for the slots the run held.
+func (s *slots) result(res *runs.Result) {
+	res.Cost.BilledGPUHours = s.heldS * float64(s.c.spec.Spec.Resources.GPUCount) / 3600
 }

@@ -84,10 +84,10 @@ func (u *usageState) llm() *RunLLM {
 	return &RunLLM{Ledger: u.total(), Budget: u.llmBudget(), Prices: u.prices}
 }
 
-// measured puts the gateway's measure of the run's LLM use in its cost.
-func (u *usageState) measured(c *runs.Cost) {
+// result: the gateway's measure of the run's LLM use, in its cost.
+func (u *usageState) result(res *runs.Result) {
 	if l := u.llm(); l != nil {
-		c.LLM, c.LLMPrices = &l.Ledger, &l.Prices
+		res.Cost.LLM, res.Cost.LLMPrices = &l.Ledger, &l.Prices
 	}
 }
 

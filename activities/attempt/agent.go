@@ -12,19 +12,18 @@ import (
 	"slices"
 	"time"
 
-	"github.com/mlrb/mlrb/activities"
-	"github.com/mlrb/mlrb/activities/host"
-	"github.com/mlrb/mlrb/internal/sandbox/workspace"
-
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/activities/host"
 	"github.com/mlrb/mlrb/internal/fleet/metrics"
 	"github.com/mlrb/mlrb/internal/run/budget"
 	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/internal/sandbox/observe"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/sandbox/workspace"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"github.com/mlrb/mlrb/internal/store/logstore"
 )

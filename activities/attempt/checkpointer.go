@@ -9,13 +9,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mlrb/mlrb/activities"
-	"github.com/mlrb/mlrb/activities/host"
-	"github.com/mlrb/mlrb/internal/sandbox/workspace"
-
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/activities/host"
 	"github.com/mlrb/mlrb/internal/fleet/metrics"
+	"github.com/mlrb/mlrb/internal/sandbox/workspace"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 )
 

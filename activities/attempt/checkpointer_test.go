@@ -8,11 +8,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mlrb/mlrb/activities"
-	"github.com/mlrb/mlrb/internal/sandbox/workspace"
-
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/sandbox/workspace"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 )

@@ -11,12 +11,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/mlrb/mlrb/activities"
-
 	"github.com/subosito/gotenv"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/run/llm"
 	"github.com/mlrb/mlrb/internal/sandbox/gateway"

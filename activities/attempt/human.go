@@ -11,16 +11,15 @@ import (
 	"slices"
 	"time"
 
-	"github.com/mlrb/mlrb/activities"
-	"github.com/mlrb/mlrb/internal/sandbox/workspace"
-
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/internal/sandbox/attach"
 	"github.com/mlrb/mlrb/internal/sandbox/observe"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/sandbox/workspace"
 )
 
 // A person's attempt runs on the agents' rails with three differences:

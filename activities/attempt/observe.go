@@ -8,10 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mlrb/mlrb/activities"
-
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/results/review"
 	"github.com/mlrb/mlrb/internal/sandbox/observe"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"

@@ -9,7 +9,6 @@ import (
 	"fmt"
 
 	"github.com/mlrb/mlrb/activities"
-
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 )
 

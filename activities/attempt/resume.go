@@ -8,13 +8,12 @@ import (
 	"slices"
 	"time"
 
-	"github.com/mlrb/mlrb/activities"
-	"github.com/mlrb/mlrb/internal/sandbox/workspace"
-
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/internal/sandbox/observe"
+	"github.com/mlrb/mlrb/internal/sandbox/workspace"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 )
 

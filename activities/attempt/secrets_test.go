@@ -8,11 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mlrb/mlrb/internal/sandbox/workspace"
+	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/internal/sandbox/gateway"
+	"github.com/mlrb/mlrb/internal/sandbox/workspace"
 	"github.com/mlrb/mlrb/tasks"
-	"go.uber.org/zap"
 )
 
 // A malformed line of agent.env_file is named by its number, never shown:

@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mlrb/mlrb/activities"
-
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/run/budget"
 	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/internal/sandbox/attach"

@@ -7,10 +7,9 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/mlrb/mlrb/activities"
-
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 )
 

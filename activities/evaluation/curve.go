@@ -8,14 +8,13 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/mlrb/mlrb/activities"
-	"github.com/mlrb/mlrb/activities/host"
-	"github.com/mlrb/mlrb/internal/sandbox/workspace"
-
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/activities/host"
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/sandbox/workspace"
 	"github.com/mlrb/mlrb/internal/scoring/lmeval"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"github.com/mlrb/mlrb/internal/store/safefs"

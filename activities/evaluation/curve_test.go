@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/mlrb/mlrb/activities"
-
 	"github.com/mlrb/mlrb/internal/fleet/gpu"
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"

@@ -13,14 +13,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mlrb/mlrb/activities"
-	"github.com/mlrb/mlrb/activities/host"
-	"github.com/mlrb/mlrb/internal/sandbox/workspace"
-
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/activities/host"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/sandbox/workspace"
 	"github.com/mlrb/mlrb/internal/scoring/lmeval"
 	"github.com/mlrb/mlrb/internal/scoring/model"
 	"github.com/mlrb/mlrb/internal/store/keys"

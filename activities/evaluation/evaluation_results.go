@@ -13,9 +13,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/mlrb/mlrb/internal/sandbox/workspace"
-
 	"github.com/mlrb/mlrb/internal/run/contract"
+	"github.com/mlrb/mlrb/internal/sandbox/workspace"
 	"github.com/mlrb/mlrb/internal/scoring/evaldata"
 	"github.com/mlrb/mlrb/internal/scoring/lmeval"
 	"github.com/mlrb/mlrb/internal/scoring/model"

@@ -5,14 +5,14 @@ package evaluation
 import (
 	"context"
 
-	"github.com/mlrb/mlrb/activities"
-	"github.com/mlrb/mlrb/activities/host"
-	"github.com/mlrb/mlrb/internal/sandbox/workspace"
-
-	"github.com/mlrb/mlrb/internal/fleet/metrics"
-	"github.com/mlrb/mlrb/internal/scoring/evaldata"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
+
+	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/activities/host"
+	"github.com/mlrb/mlrb/internal/fleet/metrics"
+	"github.com/mlrb/mlrb/internal/sandbox/workspace"
+	"github.com/mlrb/mlrb/internal/scoring/evaldata"
 )
 
 // Evaluations scores models: a run's final one and its curve's marks.

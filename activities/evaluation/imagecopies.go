@@ -9,11 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mlrb/mlrb/activities"
-
 	"github.com/zeebo/blake3"
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/store/safefs"
 )

@@ -15,18 +15,17 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mlrb/mlrb/activities"
-
 	enumspb "go.temporal.io/api/enums/v1"
-
-	"github.com/mlrb/mlrb/internal/fleet/gpu"
-	"github.com/mlrb/mlrb/internal/run/runs"
-	"github.com/mlrb/mlrb/internal/sandbox/observe"
-	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/internal/fleet/gpu"
+	"github.com/mlrb/mlrb/internal/run/runs"
+	"github.com/mlrb/mlrb/internal/sandbox/observe"
+	"github.com/mlrb/mlrb/internal/store/checkpoint"
 )
 
 // Host is the machine the worker runs on: its name and queue, its GPU

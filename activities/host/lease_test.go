@@ -5,8 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/mlrb/mlrb/activities"
-
 	"github.com/stretchr/testify/mock"
 	enumspb "go.temporal.io/api/enums/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
@@ -14,6 +12,7 @@ import (
 	"go.temporal.io/sdk/mocks"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/fleet/gpu"
 )
 

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mlrb/mlrb/activities"
-
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
+
+	"github.com/mlrb/mlrb/activities"
 )
 
 // fakeClock advances by a step on each reading.

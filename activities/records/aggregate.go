@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	"github.com/mlrb/mlrb/activities"
-
 	"github.com/mlrb/mlrb/internal/results/anchors"
 	"github.com/mlrb/mlrb/internal/results/leaderboard"
 	"github.com/mlrb/mlrb/internal/store/keys"

@@ -5,10 +5,9 @@ package records
 import (
 	"context"
 
-	"github.com/mlrb/mlrb/activities"
-
 	"go.temporal.io/sdk/activity"
 
+	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/results/anchors"
 	"github.com/mlrb/mlrb/internal/results/controls"
 )

@@ -7,11 +7,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mlrb/mlrb/activities"
-
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/fleet/provision"
 	"github.com/mlrb/mlrb/internal/run/runs"
 )

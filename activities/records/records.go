@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mlrb/mlrb/activities"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
+	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/agents"
 	"github.com/mlrb/mlrb/internal/fleet/provision"
 	"github.com/mlrb/mlrb/internal/run/gpucost"
@@ -17,8 +19,6 @@ import (
 	"github.com/mlrb/mlrb/internal/store/blob"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"github.com/mlrb/mlrb/tasks"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 )
 
 // Tasks resolves what runs and benchmarks run.

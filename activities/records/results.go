@@ -11,11 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mlrb/mlrb/activities"
-
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 
+	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/results/certificate"
 	"github.com/mlrb/mlrb/internal/results/leaderboard"
 	"github.com/mlrb/mlrb/internal/results/resume"

@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mlrb/mlrb/activities"
-
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/mlrb/mlrb/activities"
 	"github.com/mlrb/mlrb/internal/results/leaderboard"
 	"github.com/mlrb/mlrb/internal/results/review"
 	"github.com/mlrb/mlrb/internal/results/runresults"

@@ -21,8 +21,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
-	"github.com/mlrb/mlrb/internal/kit/every"
 	"go.uber.org/zap"
+
+	"github.com/mlrb/mlrb/internal/kit/every"
 )
 
 // notices are the metadata paths that exist only once a notice is given.

@@ -12,8 +12,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/mlrb/mlrb/internal/sandbox/workspace"
-
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
@@ -24,6 +22,7 @@ import (
 	"github.com/mlrb/mlrb/internal/process/devserver"
 	"github.com/mlrb/mlrb/internal/sandbox/gateway"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/sandbox/workspace"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"github.com/mlrb/mlrb/workflows"
 )

@@ -10,17 +10,14 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/mlrb/mlrb/activities/attempt"
-	"github.com/mlrb/mlrb/activities/evaluation"
-	"github.com/mlrb/mlrb/activities/host"
-	"github.com/mlrb/mlrb/activities/records"
-	"github.com/mlrb/mlrb/internal/sandbox/workspace"
-	"github.com/mlrb/mlrb/workflows"
-
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/activities/attempt"
+	"github.com/mlrb/mlrb/activities/evaluation"
+	"github.com/mlrb/mlrb/activities/host"
+	"github.com/mlrb/mlrb/activities/records"
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/fleet/gpu"
 	"github.com/mlrb/mlrb/internal/fleet/hosts"
@@ -30,10 +27,12 @@ import (
 	"github.com/mlrb/mlrb/internal/sandbox/attach"
 	"github.com/mlrb/mlrb/internal/sandbox/gateway"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
+	"github.com/mlrb/mlrb/internal/sandbox/workspace"
 	"github.com/mlrb/mlrb/internal/scoring/evaldata"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 	"github.com/mlrb/mlrb/internal/store/keys"
 	"github.com/mlrb/mlrb/tasks"
+	"github.com/mlrb/mlrb/workflows"
 )
 
 // Worker is a running worker: one SDK worker on the shared queue

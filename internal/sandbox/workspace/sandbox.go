@@ -15,10 +15,11 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/mlrb/mlrb/internal/sandbox/gateway"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 	"github.com/mlrb/mlrb/tasks"
-	"go.uber.org/zap"
 )
 
 // What keeps an agent's or an evaluator's task to itself beyond the

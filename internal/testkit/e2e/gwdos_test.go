@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mlrb/mlrb/activities/attempt"
-
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mlrb/mlrb/activities"
+	"github.com/mlrb/mlrb/activities/attempt"
 )
 
 // rss is a process's resident memory, in bytes (0 when gone).
