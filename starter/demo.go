@@ -16,6 +16,7 @@ import (
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/process/app"
 	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/process/show"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -138,7 +139,7 @@ func followBenchmark(g *globals, run client.WorkflowRun) (*workflows.BenchmarkRe
 		case <-tick.C:
 			// A query can fail between workflow tasks: the next tick shows it.
 			if s, err := snapshotBenchmark(g.ctx, g.c, run.GetID(), false); err == nil {
-				writeProgressLine(g.out, s.prog)
+				show.ProgressLine(g.out, s.prog)
 			}
 		case <-g.ctx.Done():
 			return nil, g.ctx.Err()

@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/process/show"
 	"github.com/mlrb/mlrb/internal/results/runresults"
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/sandbox/observe"
@@ -124,7 +124,7 @@ func writeExperiments(out io.Writer, r observe.Research) {
 				score = fmt.Sprintf("%.4f (%s)", *m.Score, m.Split)
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\t%s\n", e.Attempt, agentClock(e.StartS), agentClock(e.EndS-e.StartS), e.Outcome,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\t%s\n", e.Attempt, show.AgentClock(e.StartS), show.AgentClock(e.EndS-e.StartS), e.Outcome,
 			e.GPUHours, util, mib(e.PeakRSS), model, score, e.Command)
 	}
 	_ = tw.Flush()
@@ -137,23 +137,17 @@ func writeExperiments(out io.Writer, r observe.Research) {
 	}
 	fmt.Fprintln(out)
 	if m.FirstModelS != nil {
-		fmt.Fprintf(out, "first model at %s of agent time\n", agentClock(*m.FirstModelS))
+		fmt.Fprintf(out, "first model at %s of agent time\n", show.AgentClock(*m.FirstModelS))
 	} else {
 		fmt.Fprintln(out, "no checkpoint held a model")
 	}
-	fmt.Fprintf(out, "longest stall (no experiment, no LLM call): %s\n", agentClock(m.LongestStallS))
+	fmt.Fprintf(out, "longest stall (no experiment, no LLM call): %s\n", show.AgentClock(m.LongestStallS))
 	fmt.Fprintf(out, "GPU-hours in experiments: %.2f, of which %.2f produced no model; %.2f h of work cut off by the deadline\n", m.GPUHours, m.GPUHoursNoModel, m.CutOffHours)
 	if m.GPUBusyShare != nil {
 		fmt.Fprintf(out, "leased GPUs busy %.0f%% of the budget\n", *m.GPUBusyShare*100)
 	} else {
 		fmt.Fprintln(out, "no GPU was sampled")
 	}
-}
-
-// agentClock prints agent seconds as h:mm:ss.
-func agentClock(s float64) string {
-	d := time.Duration(s * float64(time.Second)).Round(time.Second)
-	return fmt.Sprintf("%d:%02d:%02d", int(d.Hours()), int(d.Minutes())%60, int(d.Seconds())%60)
 }
 
 func mib(b int64) string { return fmt.Sprintf("%d MiB", b>>20) }

@@ -8,12 +8,11 @@ import (
 	"io"
 	"os"
 
-	"github.com/mlrb/mlrb/agents"
-
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"github.com/mlrb/mlrb/agents"
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/process/app"
 	"github.com/mlrb/mlrb/internal/process/cli"

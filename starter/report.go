@@ -16,7 +16,6 @@ import (
 	"github.com/mlrb/mlrb/internal/results/leaderboard"
 	"github.com/mlrb/mlrb/internal/results/report"
 	"github.com/mlrb/mlrb/internal/run/runs"
-	"github.com/mlrb/mlrb/workflows"
 )
 
 // reportOptions are `starter report`'s flags.
@@ -68,7 +67,7 @@ func runReport(g *globals, o reportOptions, ids []string) error {
 	var rs []runs.Result
 	var setup leaderboard.Setup
 	var partial []string
-	if info.GetType().GetName() == workflows.RunWorkflowName {
+	if info.run {
 		if len(ids) > 1 {
 			return cli.Usagef("%s is a run: report one run alone, or give benchmark ids only", id)
 		}

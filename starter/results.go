@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/mlrb/mlrb/internal/run/llm"
-
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
@@ -21,6 +19,7 @@ import (
 	"github.com/mlrb/mlrb/internal/results/campaign"
 	"github.com/mlrb/mlrb/internal/results/certificate"
 	"github.com/mlrb/mlrb/internal/results/leaderboard"
+	"github.com/mlrb/mlrb/internal/run/llm"
 	"github.com/mlrb/mlrb/internal/run/runs"
 )
 

@@ -36,7 +36,7 @@ func (s *boardSource) Benchmark(ctx context.Context, id string) (*board.Benchmar
 	if err != nil {
 		return nil, err
 	}
-	if info.GetType().GetName() != workflows.BenchmarkWorkflowName {
+	if !info.bench {
 		return nil, cli.Usagef("%s is a run, not a benchmark: `starter result %s` prints it (results, plan, report and export take benchmark ids; report takes a run too)", id, id)
 	}
 	b := &board.Benchmark{ID: id}

@@ -207,7 +207,7 @@ func endedBenchmark(g *globals, id string) (client.Client, workflows.BenchmarkIn
 	if err != nil {
 		return nil, in, err
 	}
-	if info.GetType().GetName() != workflows.BenchmarkWorkflowName {
+	if !info.bench {
 		return nil, in, cli.Usagef("%s is a %s, not a benchmark", id, info.GetType().GetName())
 	}
 	if info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {

@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"strings"
 
-	workflowpb "go.temporal.io/api/workflow/v1"
-
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/process/show"
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -114,7 +114,7 @@ func retryRun(ctx context.Context, c client.Client, runID string, o retryOptions
 			return nil, "", err
 		}
 		var b strings.Builder
-		writeCurve(&b, "curve  ", marks)
+		show.WriteCurve(&b, "curve  ", marks)
 		if n := failedMarks(marks); n > 0 {
 			return marks, b.String(), fmt.Errorf("%d marks failed again; the run keeps waiting for another retry", n)
 		}

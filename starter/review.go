@@ -5,7 +5,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,14 +13,11 @@ import (
 
 	"github.com/mlrb/mlrb/internal/process/app"
 	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/process/show"
 	"github.com/mlrb/mlrb/internal/results/review"
 	"github.com/mlrb/mlrb/internal/results/runresults"
 	"github.com/mlrb/mlrb/internal/run/runs"
-	"github.com/mlrb/mlrb/internal/sandbox/observe"
-	"github.com/mlrb/mlrb/internal/sandbox/transcript"
 	"github.com/mlrb/mlrb/internal/store/blob"
-	"github.com/mlrb/mlrb/internal/store/checkpoint"
-	"github.com/mlrb/mlrb/tasks"
 )
 
 func reviewCmd() *cobra.Command {
@@ -44,16 +40,6 @@ func reviewCmd() *cobra.Command {
 	return cmd
 }
 
-// reviewed is a run as the review lists it.
-type reviewed struct {
-	RunID   string        `json:"run_id"`
-	Outcome runs.Outcome  `json:"outcome"`
-	Score   *float64      `json:"score"`
-	Flags   []review.Flag `json:"flags"`
-	Verdict *runs.Verdict `json:"verdict,omitempty"`
-	result  *runs.Result
-}
-
 func runReview(g *globals, id string, asJSON bool, margin float64) error {
 	cfg, cat, err := g.catalog()
 	if err != nil {
@@ -68,79 +54,22 @@ func runReview(g *globals, id string, asJSON bool, margin float64) error {
 		return err
 	}
 	engine := app.Engine(store, cfg)
-	var all []reviewed
+	var all []show.Reviewed
 	for _, runID := range ids {
-		rv, err := reviewRun(g, engine, cat, runID, cfg.Observe.MinExperiment, margin)
+		rv, err := show.Review(g.ctx, engine, cat, runID, cfg.Observe.MinExperiment, margin)
 		if err != nil {
 			return err
 		}
 		all = append(all, *rv)
 	}
-	slices.SortStableFunc(all, func(a, b reviewed) int { return len(b.Flags) - len(a.Flags) })
+	show.SortReviews(all)
 	if asJSON {
 		enc := json.NewEncoder(g.out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(all)
 	}
-	flagged := 0
-	for _, r := range all {
-		if len(r.Flags) > 0 {
-			flagged++
-		}
-		verdict := "no verdict"
-		if v := r.Verdict; v != nil {
-			verdict = fmt.Sprintf("verdict %s by %s at %s: %s", v.Verdict, v.By, v.At.UTC().Format(time.RFC3339), v.Note)
-		}
-		fmt.Fprintf(g.out, "%s  %s  %d flag(s)  (%s)\n", r.RunID, scoreText(r.result), len(r.Flags), verdict)
-		for _, f := range r.Flags {
-			fmt.Fprintf(g.out, "  %s: %s\n    evidence: %s\n", f.Kind, f.What, strings.Join(f.Evidence, "; "))
-		}
-	}
-	fmt.Fprintf(g.out, "%d of %d run(s) flagged; flags are leads, not verdicts, and a run without one is not cleared: record a verdict with `starter review mark RUN_ID --verdict ok|hacked --note WHY`\n", flagged, len(all))
+	show.WriteReviews(g.out, all)
 	return nil
-}
-
-// reviewRun computes one run's flags from what the store keeps of it.
-func reviewRun(g *globals, engine *checkpoint.Engine, cat *tasks.Catalog, runID string, minExperiment time.Duration, margin float64) (*reviewed, error) {
-	store := engine.Store
-	var r runs.Result
-	if err := runresults.Get(g.ctx, store, runID, &r); err != nil {
-		return nil, err
-	}
-	spec, err := cat.Get(r.Task)
-	if err != nil {
-		return nil, err
-	}
-	obs, err := observe.Load(g.ctx, store, runID)
-	if err != nil {
-		return nil, err
-	}
-	in := review.Input{Result: &r, Spec: spec, Observations: obs, Experiments: runresults.Research(&r, obs, minExperiment).Experiments, Margin: margin,
-		ReadFile: func(m *checkpoint.Manifest, p string, limit int64) ([]byte, error) {
-			return engine.ReadFile(g.ctx, m, p, limit)
-		}}
-	if seq := r.FinalSeq(); seq > 0 {
-		if in.Final, err = engine.Load(g.ctx, runID, seq); err != nil {
-			return nil, err
-		}
-		all, err := engine.List(g.ctx, runID)
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range all {
-			if m.Seq < seq {
-				in.Earlier = append(in.Earlier, m)
-			}
-		}
-	}
-	if err := transcript.Each(g.ctx, store, runID, 0, func(c transcript.Call) error { in.Refusals.Add(c); in.Downloads.Add(c); return nil }); err != nil {
-		return nil, err
-	}
-	v, err := review.Latest(g.ctx, store, runID)
-	if err != nil {
-		return nil, err
-	}
-	return &reviewed{RunID: runID, Outcome: r.Outcome, Score: r.Score, Flags: review.Flags(in), Verdict: v, result: &r}, nil
 }
 
 // reviewMarkOptions are `starter review mark`'s flags.

@@ -8,15 +8,15 @@ import (
 	"slices"
 	"time"
 
-	"github.com/mlrb/mlrb/agents"
-
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
 
+	"github.com/mlrb/mlrb/agents"
 	"github.com/mlrb/mlrb/config"
 	"github.com/mlrb/mlrb/internal/process/app"
 	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/process/show"
 	"github.com/mlrb/mlrb/internal/run/llm"
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/workflows"
@@ -166,27 +166,11 @@ func runRun(g *globals, o runOptions) error {
 	return printResult(g.out, &res, o.json)
 }
 
+// printResult prints a run's result, as JSON with asJSON.
 func printResult(w io.Writer, r *runs.Result, asJSON bool) error {
 	if asJSON {
 		return printJSON(w, r)
 	}
-	score := "—"
-	if r.Score != nil {
-		score = fmt.Sprintf("%.4f", *r.Score)
-	}
-	fmt.Fprintf(w, "run        %s\ntask       %s (agent %s, seed %d)\noutcome    %s\nscore      %s\n", r.RunID, r.Task, r.Agent, r.Seed, r.Outcome, score)
-	if r.Reason != "" {
-		fmt.Fprintf(w, "reason     %s\n", cli.Printable(r.Reason))
-	}
-	fmt.Fprintf(w, "attempts   %d\ncheckpoints %d\nbudget     granted %.0fs, used %.1fs, lost %.1fs (refunded), infra wait %.1fs\nspec       %s\n",
-		r.Attempts, r.Checkpoints, r.Budget.GrantedS(), r.Budget.UsedS, r.Budget.LostS, r.Budget.InfraWaitS, r.SpecHash)
-	for _, v := range r.Violations {
-		fmt.Fprintf(w, "violation  %s\n", v)
-	}
-	writeCurve(w, "curve      ", r.Curve)
-	if m := r.Research; m != nil {
-		fmt.Fprintf(w, "research   %d experiments (%.2f an hour), longest stall %s, %.2f GPU-hours in experiments (%.2f produced no model): `starter experiments %s`\n",
-			m.Experiments, m.PerHour, agentClock(m.LongestStallS), m.GPUHours, m.GPUHoursNoModel, r.RunID)
-	}
+	show.WriteResult(w, r)
 	return nil
 }

@@ -8,15 +8,15 @@ import (
 	"fmt"
 	"time"
 
-	"go.temporal.io/api/workflowservice/v1"
-
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/internal/process/app"
 	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/process/show"
 	"github.com/mlrb/mlrb/workflows"
 )
 
@@ -31,13 +31,21 @@ func notFound(err error, id string) error {
 	return err
 }
 
+// described is what the server knows of a run or a benchmark, and which
+// of the two the id names: the one place the starter tells them apart.
+type described struct {
+	*workflowpb.WorkflowExecutionInfo
+	run, bench bool
+}
+
 // describe reads what the server knows of a run or benchmark.
-func describe(ctx context.Context, c client.Client, id string) (*workflowpb.WorkflowExecutionInfo, error) {
+func describe(ctx context.Context, c client.Client, id string) (described, error) {
 	d, err := c.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
-		return nil, notFound(err, id)
+		return described{}, notFound(err, id)
 	}
-	return d.WorkflowExecutionInfo, nil
+	kind := d.WorkflowExecutionInfo.GetType().GetName()
+	return described{WorkflowExecutionInfo: d.WorkflowExecutionInfo, run: kind == workflows.RunWorkflowName, bench: kind == workflows.BenchmarkWorkflowName}, nil
 }
 
 // mustBeRun refuses a benchmark id where a run's is expected, naming
@@ -47,7 +55,7 @@ func mustBeRun(g *globals, c client.Client, id, instead string) error {
 	if err != nil {
 		return err
 	}
-	if info.GetType().GetName() == workflows.BenchmarkWorkflowName {
+	if info.bench {
 		return cli.Usagef("%s is a benchmark, not a run: `starter %s %s` shows it", id, instead, id)
 	}
 	return nil
@@ -70,7 +78,7 @@ func mustBeRunning(ctx context.Context, c client.Client, id string) error {
 		return err
 	}
 	if !ok {
-		return cli.Usagef("run %s has ended (%s); see `starter result %s`", id, statusName(st), id)
+		return cli.Usagef("run %s has ended (%s); see `starter result %s`", id, show.StatusName(st), id)
 	}
 	return nil
 }
@@ -100,7 +108,7 @@ func update(ctx context.Context, c client.Client, id, name string, arg, out any)
 	if errors.As(err, &nf) {
 		// An ended run is not found by an update: say that it ended.
 		if info, derr := describe(ctx, c, id); derr == nil && info.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			return cli.Usagef("%s %s: it has ended (%s); see `starter result %s`", name, id, statusName(info.Status), id)
+			return cli.Usagef("%s %s: it has ended (%s); see `starter result %s`", name, id, show.StatusName(info.Status), id)
 		}
 	}
 	if err != nil {

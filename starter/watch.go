@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/process/show"
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/workflows"
 )
@@ -59,7 +61,7 @@ func runWatch(g *globals, o watchOptions, id string) error {
 	if err != nil {
 		return err
 	}
-	bench := info.GetType().GetName() == workflows.BenchmarkWorkflowName
+	bench := info.bench
 	frame := runFrame
 	if bench {
 		frame = benchmarkFrame
@@ -75,7 +77,7 @@ func runWatch(g *globals, o watchOptions, id string) error {
 			if bench {
 				hint = fmt.Sprintf("; `starter benchmark resume %s` continues it", id)
 			}
-			return cli.Usagef("%s ended %s%s", id, statusName(st), hint)
+			return cli.Usagef("%s ended %s%s", id, show.StatusName(st), hint)
 		}
 		if !busy {
 			break
@@ -146,7 +148,7 @@ const outcomeAwaitingRetry = runs.Outcome(runs.PhaseAwaitingEvalRetry)
 // retried those count as invalid, never as 0.
 func (s *benchSnapshot) awaitingRetry() []runs.Result {
 	var out []runs.Result
-	for _, id := range sortedKeys(s.live) {
+	for _, id := range slices.Sorted(maps.Keys(s.live)) {
 		if st := s.live[id]; st.Phase == runs.PhaseAwaitingEvalRetry {
 			reason := "evaluation failed; `starter retry-eval` scores it in place"
 			if wt := st.Waiting; wt != nil {
@@ -159,69 +161,13 @@ func (s *benchSnapshot) awaitingRetry() []runs.Result {
 	return out
 }
 
-func sortedKeys[K ~string, V any](m map[K]V) []K {
-	keys := make([]K, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 func benchmarkFrame(ctx context.Context, c client.Client, id string, w io.Writer) error {
 	s, err := snapshotBenchmark(ctx, c, id, true)
 	if err != nil {
 		return err
 	}
-	writeProgress(w, id, s, time.Now())
+	show.WriteProgress(w, id, s.prog, s.live, time.Now())
 	return nil
-}
-
-// writeProgressLine is a benchmark's progress in one line: a bar and the
-// runs in each state (the demo's view).
-func writeProgressLine(w io.Writer, p workflows.Progress) {
-	states := map[runs.ChildState]int{}
-	for _, per := range p.PerTask {
-		for s, n := range per {
-			states[s] += n
-		}
-	}
-	var parts []string
-	for _, s := range sortedKeys(states) {
-		if n := states[s]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", s, n))
-		}
-	}
-	fmt.Fprintf(w, "%s %d/%d  %s\n", bar(float64(p.Done)/float64(max(p.Total, 1)), 30), p.Done, p.Total, strings.Join(parts, ", "))
-}
-
-// writeProgress is a benchmark's progress as watch shows it: a bar per
-// task and agent, then the runs under way.
-func writeProgress(w io.Writer, id string, s *benchSnapshot, now time.Time) {
-	p := s.prog
-	fmt.Fprintf(w, "benchmark %s: %d of %d runs done\n\n", id, p.Done, p.Total)
-	fmt.Fprintf(w, "%-40s %-24s %6s %7s %6s %6s\n", "task/agent", "progress", "queued", "running", "scored", "failed")
-	for _, k := range sortedKeys(p.PerTask) {
-		n := p.PerTask[k]
-		total, scored := 0, n[runs.StateOf(runs.OutcomeScored)]+n[runs.StateOf(runs.OutcomeLimitReached)]
-		for _, v := range n {
-			total += v
-		}
-		done := total - n[runs.ChildQueued] - n[runs.ChildRunning]
-		fmt.Fprintf(w, "%-40s %s %3d/%-3d %6d %7d %6d %6d\n", k, bar(float64(done)/float64(max(total, 1)), 16), done, total,
-			n[runs.ChildQueued], n[runs.ChildRunning], scored, done-scored)
-	}
-	if len(s.live) > 0 {
-		more := ""
-		if p.RunningTotal > len(p.Running) {
-			more = fmt.Sprintf(" (the first %d of %d)", len(p.Running), p.RunningTotal)
-		}
-		fmt.Fprintf(w, "\nunder way%s:\n", more)
-	}
-	for _, rid := range sortedKeys(s.live) {
-		fmt.Fprintf(w, "  %s\n", liveLine(view(s.live[rid], now), s.live[rid]))
-		writeWaiting(w, "    ", s.live[rid].Waiting)
-	}
 }
 
 func runFrame(ctx context.Context, c client.Client, id string, w io.Writer) error {
@@ -229,34 +175,6 @@ func runFrame(ctx context.Context, c client.Client, id string, w io.Writer) erro
 	if err != nil {
 		return err
 	}
-	v := view(st, time.Now())
-	fmt.Fprintf(w, "run %s (%s, agent %s, seed %d)\n", id, st.Task, st.Agent, st.Seed)
-	used := 1 - v.BudgetLeftS/max(st.Budget.GrantedS(), 1)
-	fmt.Fprintf(w, "budget  %s %.1fs left of %.0fs\n", bar(used, 30), v.BudgetLeftS, st.Budget.GrantedS())
-	fmt.Fprintf(w, "%s\n", liveLine(v, st))
-	if v.CheckpointFailures > 0 {
-		fmt.Fprintf(w, "checkpoint failing (%d in a row): %s\n", v.CheckpointFailures, v.CheckpointError)
-	}
-	writeWaiting(w, "", v.Waiting)
+	show.WriteRun(w, st, time.Now())
 	return nil
-}
-
-// liveLine is one run under way: phase, attempt, budget left and how old
-// its last checkpoint is (the work a crash now would cost).
-func liveLine(v statusView, st workflows.Status) string {
-	age := "no checkpoint yet"
-	if v.LastCheckpointAgeS != nil {
-		age = fmt.Sprintf("last checkpoint %.1fs ago", *v.LastCheckpointAgeS)
-	}
-	stale := ""
-	if v.CheckpointStale {
-		stale = " STALE"
-	}
-	return fmt.Sprintf("%-44s %-26s attempt %d  budget left %7.1fs  %d checkpoints, %s%s",
-		st.RunID, v.Phase, v.Attempt, v.BudgetLeftS, v.Checkpoints, age, stale)
-}
-
-func bar(frac float64, width int) string {
-	n := int(min(max(frac, 0), 1)*float64(width) + 0.5)
-	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
 }
