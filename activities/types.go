@@ -373,6 +373,8 @@ type EvalResult struct {
 	Image string
 	// ImageCopies are the model's weight files the agent's image holds.
 	ImageCopies []runs.ImageCopy `json:",omitempty"`
+	// ImageNotCompared says why the weights were not all compared.
+	ImageNotCompared string `json:",omitempty"`
 	// Usage is the LLM usage the agent reported, if it did.
 	Usage *contract.SelfReport
 	// Mark is the curve command's score of the same model (AlsoMark).

@@ -64,7 +64,7 @@ func (r *runState) finish(ctx workflow.Context, v verdict) *runs.Result {
 	if ev != nil {
 		score := ev.Score
 		res.Score, res.Metrics, res.ModelPath, res.Violations, res.Flags, res.Provenance = &score, ev.Metrics, ev.ModelPath, ev.Violations, ev.Flags, ev.Provenance
-		res.EvaluatorImage, res.ImageCopies = ev.Image, ev.ImageCopies
+		res.EvaluatorImage, res.ImageCopies, res.ImageNotCompared = ev.Image, ev.ImageCopies, ev.ImageNotCompared
 		r.st.Score = &score
 	}
 	if disqualified {

@@ -80,7 +80,7 @@ func (a *Evaluations) Evaluate(ctx context.Context, in activities.EvalInput) (re
 	rel, _ := filepath.Rel(root.dir, root.model)
 	res = &activities.EvalResult{Score: score, Metrics: metrics, ModelPath: filepath.ToSlash(rel), Params: check.Params, Violations: check.Violations, Flags: check.Flags, Provenance: withData(r.Provenance, ev.Data), ResultsFile: kept,
 		Image: digest, Usage: readUsage(root)}
-	res.ImageCopies = a.imageCopies(ctx, in, ev.Model)
+	res.ImageCopies, res.ImageNotCompared = a.imageCopies(ctx, in, ev.Model)
 	a.afterFinal(ctx, in, ev, image, lv, res)
 	return res, nil
 }

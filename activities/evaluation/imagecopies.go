@@ -4,6 +4,7 @@ package evaluation
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -31,81 +32,110 @@ const (
 // put in place leaves no trace in the run's checkpoints, only here. Only
 // image files of a weight file's size are hashed; the model is this
 // worker's restored copy, read through descriptors. A comparison that
-// cannot be made is logged, never the evaluation's failure.
-func (a *Evaluations) imageCopies(ctx context.Context, in activities.EvalInput, model string) []runs.ImageCopy {
+// cannot be made (or not whole) is never the evaluation's failure; it
+// says why (notCompared), which the result records: no copy found is
+// then no evidence that none was made.
+func (a *Evaluations) imageCopies(ctx context.Context, in activities.EvalInput, model string) (copies []runs.ImageCopy, notCompared string) {
 	if in.AgentImage == "" {
-		return nil
+		return nil, ""
 	}
 	log := a.Logger.With(zap.String("run", in.RunID), zap.String("image", in.AgentImage))
-	files, err := weightFiles(model)
-	if err != nil || len(files) == 0 {
-		if err != nil {
-			log.Warn("weights not compared with the agent's image", zap.Error(err))
-		}
-		return nil
+	whyNot := func(why string, err error) string {
+		log.Warn("weights not compared with the agent's image", zap.String("why", why), zap.Error(err))
+		return fmt.Sprintf("%s: %v", why, err)
+	}
+	files, skipped, err := weightFiles(model)
+	if err != nil {
+		return nil, whyNot("the model's weight files", err)
+	}
+	if len(files) == 0 {
+		return nil, ""
 	}
 	bySize := map[int64][]string{}
 	for rel, size := range files {
 		bySize[size] = append(bySize[size], rel)
 	}
-	ctx, cancel := context.WithTimeout(ctx, imageCopyTimeout)
+	ctx, cancel := context.WithTimeout(ctx, compareBudget(ctx))
 	defer cancel()
-	image := map[int64]map[string]string{} // size -> hash -> image path
-	err = a.Sandbox.Workspace.ImageFiles(ctx, in.AgentImage, func(size int64) bool { return bySize[size] != nil },
+	image, err := a.imageHashes(ctx, in.AgentImage, bySize)
+	if err != nil {
+		return nil, whyNot("the agent's image "+in.AgentImage, err)
+	}
+	root, err := safefs.OpenDir(model)
+	if err != nil {
+		return nil, whyNot("the model dir", err)
+	}
+	defer func() { _ = root.Close() }()
+	var failed []string
+	for size, hashes := range image {
+		for _, rel := range bySize[size] {
+			h, err := hashIn(root, rel)
+			if err != nil {
+				failed = append(failed, whyNot(rel, err))
+				continue
+			}
+			if p, ok := hashes[h]; ok {
+				copies = append(copies, runs.ImageCopy{File: rel, Image: p, Size: size})
+			}
+		}
+	}
+	slices.SortFunc(copies, func(x, y runs.ImageCopy) int { return strings.Compare(x.File, y.File) })
+	if skipped > 0 {
+		failed = append(failed, fmt.Sprintf("%d weight files past the first %d were not compared", skipped, maxImageCopyFiles))
+	}
+	slices.Sort(failed)
+	return copies, strings.Join(failed, "; ")
+}
+
+// compareBudget is how long the comparison may read: imageCopyTimeout,
+// and never more than half of what is left of the activity, which still
+// keeps the result.
+func compareBudget(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return min(imageCopyTimeout, time.Until(dl)/2)
+	}
+	return imageCopyTimeout
+}
+
+// imageHashes hashes the files of the agent's image of a weight file's
+// size: size -> hash -> path in the image.
+func (a *Evaluations) imageHashes(ctx context.Context, image string, bySize map[int64][]string) (map[int64]map[string]string, error) {
+	out := map[int64]map[string]string{}
+	err := a.Sandbox.Workspace.ImageFiles(ctx, image, func(size int64) bool { return bySize[size] != nil },
 		func(name string, size int64, r io.Reader) error {
 			h, err := hashOf(r)
 			if err != nil {
 				return err
 			}
-			if image[size] == nil {
-				image[size] = map[string]string{}
+			if out[size] == nil {
+				out[size] = map[string]string{}
 			}
-			image[size][h] = name
+			out[size][h] = name
 			return nil
 		})
-	if err != nil {
-		log.Warn("weights not compared with the agent's image", zap.Error(err))
-		return nil
-	}
-	root, err := safefs.OpenDir(model)
-	if err != nil {
-		log.Warn("weights not compared with the agent's image", zap.Error(err))
-		return nil
-	}
-	defer func() { _ = root.Close() }()
-	var out []runs.ImageCopy
-	for size, hashes := range image {
-		for _, rel := range bySize[size] {
-			h, err := hashIn(root, rel)
-			if err != nil {
-				log.Warn("weights not compared with the agent's image", zap.String("file", rel), zap.Error(err))
-				continue
-			}
-			if p, ok := hashes[h]; ok {
-				out = append(out, runs.ImageCopy{File: rel, Image: p, Size: size})
-			}
-		}
-	}
-	slices.SortFunc(out, func(x, y runs.ImageCopy) int { return strings.Compare(x.File, y.File) })
-	return out
+	return out, err
 }
 
-// weightFiles are the regular files of the model dir worth comparing,
-// by path under it.
-func weightFiles(model string) (map[string]int64, error) {
+// weightFiles are the regular files of the model dir worth comparing, by
+// path under it, at most maxImageCopyFiles; skipped counts the rest.
+func weightFiles(model string) (files map[string]int64, skipped int, err error) {
 	root, err := safefs.OpenDir(model)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer func() { _ = root.Close() }()
-	out := map[string]int64{}
+	files = map[string]int64{}
 	err = root.Walk(func(e safefs.Entry) error {
-		if e.Mode().IsRegular() && e.Stat.Size >= minImageCopy && len(out) < maxImageCopyFiles {
-			out[e.Rel] = e.Stat.Size
+		switch {
+		case !e.Mode().IsRegular() || e.Stat.Size < minImageCopy:
+		case len(files) < maxImageCopyFiles:
+			files[e.Rel] = e.Stat.Size
+		default:
+			skipped++
 		}
 		return nil
 	})
-	return out, err
+	return files, skipped, err
 }
 
 func hashIn(root *safefs.Dir, rel string) (string, error) {

@@ -92,6 +92,11 @@ func TestDodgesStillFlagged(t *testing.T) {
 		in.Result.ImageCopies = []runs.ImageCopy{{File: "w.safetensors", Image: "/opt/prebuilt/w.safetensors", Size: 8 << 20}}
 		has(t, in, true, WeightsCopied)
 	})
+	t.Run("weights the worker could not compare with the image", func(t *testing.T) {
+		in := cheater(1, proc(5, 1, "python3 train.py", 10*time.Second, 1700*time.Second, 1600, 30000))
+		in.Result.ImageNotCompared = "the agent's image img: context deadline exceeded"
+		has(t, in, true, WeightsNotCompared)
+	})
 	t.Run("a download deleted before any checkpoint saw it", func(t *testing.T) {
 		in := cheater(0, proc(5, 1, "python3 -c burn()", 10*time.Second, 60*time.Second, 100, 0))
 		in.Downloads.Add(transcript.Call{Kind: transcript.KindConnect, Attempt: 1, Host: "files.example:443", Start: t0.Add(1500 * time.Second), LatencyMS: 60_000, Received: 6 << 20})

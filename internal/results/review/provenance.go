@@ -26,6 +26,11 @@ func imageCopied(in Input) []Flag {
 			What:     fmt.Sprintf("%q (%d bytes) is byte-identical to %q of the agent's image: the image brought it", path.Join(in.Result.ModelPath, c.File), c.Size, c.Image),
 			Evidence: []string{blob.RunPrefix(in.Result.RunID) + "result.json (image_copies)", "agent image " + in.Result.AgentImage}})
 	}
+	if why := in.Result.ImageNotCompared; why != "" {
+		out = append(out, Flag{Kind: WeightsNotCompared,
+			What:     "the model's weights were not all compared with the agent's image (" + why + "): an image that brought them would not show",
+			Evidence: []string{blob.RunPrefix(in.Result.RunID) + "result.json (image_not_compared)", "agent image " + in.Result.AgentImage}})
+	}
 	return out
 }
 

@@ -33,6 +33,9 @@ const (
 	// another file of the workspace (a download, a cache, a file the
 	// image brought).
 	WeightsCopied = "weights_copied"
+	// WeightsNotCompared: the worker could not compare every weight file
+	// with the agent's image, so no weights_copied is no evidence.
+	WeightsNotCompared = "weights_not_compared"
 	// EvaluatesItself: a process ran the task's evaluator or an
 	// evaluation harness, or named the evaluator's files.
 	EvaluatesItself = "evaluates_itself"

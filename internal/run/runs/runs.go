@@ -10,8 +10,9 @@ package runs
 
 import (
 	"fmt"
-	"github.com/mlrb/mlrb/internal/run/gpucost"
 	"time"
+
+	"github.com/mlrb/mlrb/internal/run/gpucost"
 
 	"github.com/mlrb/mlrb/internal/run/budget"
 	"github.com/mlrb/mlrb/internal/run/contract"
@@ -146,10 +147,15 @@ type Result struct {
 	// ImageCopies are the scored model's weight files byte-identical to
 	// a file of the agent's image (the worker compares them as it
 	// evaluates): weights the image brought, not ones the run made.
-	ImageCopies []ImageCopy   `json:"image_copies,omitempty"`
-	EvalTries   int           `json:"evaluation_attempts"`
-	Evaluations []EvalAttempt `json:"evaluations,omitempty"`
-	Cost        Cost          `json:"cost"`
+	ImageCopies []ImageCopy `json:"image_copies,omitempty"`
+	// ImageNotCompared says why the weights were not all compared with
+	// the agent's image (the image unreadable, the comparison out of
+	// time, more weight files than are compared): no copy found is then
+	// no evidence that none was made.
+	ImageNotCompared string        `json:"image_not_compared,omitempty"`
+	EvalTries        int           `json:"evaluation_attempts"`
+	Evaluations      []EvalAttempt `json:"evaluations,omitempty"`
+	Cost             Cost          `json:"cost"`
 	// TimeLimitS and Hardware are the budget (before extensions) and the
 	// hardware class ("CPU", "1× A100") the run had.
 	TimeLimitS float64 `json:"time_limit_s,omitempty"`
