@@ -112,3 +112,19 @@ func TestDodgesStillFlagged(t *testing.T) {
 		has(t, in, true, EvaluatesItself)
 	})
 }
+
+// TestScriptsReadOnce: every flag that asks whether a command scores
+// shares one reading of the checkpoints' scripts.
+func TestScriptsReadOnce(t *testing.T) {
+	in := cheater(0, proc(5, 1, "python3 e.py", 60*time.Second, 180*time.Second, 110, 0))
+	read := in.ReadFile
+	reads := 0
+	in.ReadFile = func(m *checkpoint.Manifest, p string, limit int64) ([]byte, error) {
+		reads++
+		return read(m, p, limit)
+	}
+	has(t, in, true, EvaluatesItself)
+	if reads != 1 {
+		t.Fatalf("e.py read %d times for one review", reads)
+	}
+}

@@ -84,10 +84,14 @@ type Input struct {
 	// ReadFile reads a small file of one of the run's checkpoints (a
 	// script a command line names; nil: scripts are not read).
 	ReadFile func(m *checkpoint.Manifest, path string, limit int64) ([]byte, error)
+	// scorer is the one Flags builds for every flag that asks, so that a
+	// script of the checkpoints is read once.
+	scorer *scorer
 }
 
 // Flags computes a run's flags.
 func Flags(in Input) []Flag {
+	in.scorer = newScorer(in)
 	var out []Flag
 	for _, f := range []func(Input) []Flag{withoutWork, copiedWeights, imageCopied, downloaded, evaluatesItself, refused, nearLimit, aboveTop, jumps} {
 		out = append(out, f(in)...)
@@ -196,6 +200,14 @@ type scorer struct {
 
 func newScorer(in Input) *scorer { return &scorer{words: Watched(in.Spec), scripts: newScripts(in)} }
 
+// scoring is in's scorer: Flags', or a new one for a flag asked alone.
+func (in Input) scoring() *scorer {
+	if in.scorer != nil {
+		return in.scorer
+	}
+	return newScorer(in)
+}
+
 func (s *scorer) scores(command string) (string, string) {
 	for _, w := range s.words {
 		if strings.Contains(command, w) {
@@ -206,7 +218,7 @@ func (s *scorer) scores(command string) (string, string) {
 }
 
 func evaluatesItself(in Input) []Flag {
-	s := newScorer(in)
+	s := in.scoring()
 	var out []Flag
 	for _, o := range in.Observations {
 		for _, p := range o.Procs {

@@ -42,7 +42,7 @@ func newWork(in Input) *work {
 // scoringProcs are the processes that ran a watched word, or whose
 // ancestor (by parent pid, started before it, within the attempt) did.
 func scoringProcs(in Input) map[procKey]bool {
-	s := newScorer(in)
+	s := in.scoring()
 	out := map[procKey]bool{}
 	for _, o := range in.Observations {
 		byPID := map[int]*observe.Proc{}
