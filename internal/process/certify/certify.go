@@ -63,7 +63,7 @@ const (
 // certificate built and kept in the store.
 func Run(ctx context.Context, o Options) (*certificate.Certificate, error) {
 	suffix := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffff)
-	w, err := newWorker(o.WorkerBin, o.Config, "certify-"+suffix)
+	w, err := newWorker(o.WorkerBin, o.Config, "certify-"+suffix, o.Store)
 	if err != nil {
 		return nil, err
 	}

@@ -16,27 +16,32 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mlrb/mlrb/config"
+	"github.com/mlrb/mlrb/internal/fleet/hosts"
 	"github.com/mlrb/mlrb/internal/kit/ports"
 	"github.com/mlrb/mlrb/internal/process/app"
+	"github.com/mlrb/mlrb/internal/store/blob"
 )
 
 // worker is the worker certify runs its scenarios on: a child process
 // with its own embedded server, so that the crash scenario can SIGKILL
 // it as a host's death would, and start it again on the same state.
 type worker struct {
-	bin   string
-	env   []string
-	state string
-	port  *ports.Port
-	logf  *os.File
-	cmd   *exec.Cmd
+	// hostID is the child's host, whose record in store goes with it.
+	hostID string
+	store  blob.Store
+	bin    string
+	env    []string
+	state  string
+	port   *ports.Port
+	logf   *os.File
+	cmd    *exec.Cmd
 }
 
 // newWorker prepares the child: its own state dir and port; the store,
 // the runtime, the images and the gateway are the operator's (the
 // environment and config file it inherits), so what it records lands
 // where `starter` reads.
-func newWorker(bin string, cfg *config.Config, hostID string) (*worker, error) {
+func newWorker(bin string, cfg *config.Config, hostID string, store blob.Store) (*worker, error) {
 	state, err := os.MkdirTemp("", "mlrb-certify-")
 	if err != nil {
 		return nil, fmt.Errorf("certify's state dir: %w", err)
@@ -45,7 +50,7 @@ func newWorker(bin string, cfg *config.Config, hostID string) (*worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("certify's port: %w", err)
 	}
-	w := &worker{bin: bin, state: state, port: p}
+	w := &worker{hostID: hostID, store: store, bin: bin, state: state, port: p}
 	w.env = append(os.Environ(),
 		"MLRB_DEV_STATE_DIR="+state, "MLRB_DEV_PORT="+strconv.Itoa(p.Number), "MLRB_DEV_UI_PORT=0",
 		"MLRB_TEMPORAL_ADDRESS="+w.address(), "MLRB_HOST_ID="+hostID, "MLRB_EVAL_CURVE=off")
@@ -86,7 +91,9 @@ func (w *worker) kill() {
 	}
 }
 
-// stop ends the child gracefully and removes its state.
+// stop ends the child gracefully and removes its state, and its host's
+// record: a host that lived for one certification would only pile up in
+// `starter hosts`.
 func (w *worker) stop() {
 	if w.cmd != nil {
 		_ = w.cmd.Process.Signal(syscall.SIGTERM)
@@ -103,6 +110,9 @@ func (w *worker) stop() {
 	}
 	w.port.Release()
 	_ = os.RemoveAll(w.state)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = hosts.Delete(ctx, w.store, w.hostID)
 }
 
 // dial connects to the child's server once it serves (a cold embedded

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mlrb/mlrb/internal/fleet/hosts"
 	"github.com/mlrb/mlrb/internal/results/certificate"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 	"github.com/mlrb/mlrb/internal/store/blob"
@@ -162,5 +163,16 @@ func TestCertify(t *testing.T) {
 	out, _, _ := e.starter("agents", "list")
 	if !strings.Contains(out, "5/5 passed") || !strings.Contains(out, "4/5 passed (failed: resume)") {
 		t.Errorf("agents list shows no certificates:\n%s", out)
+	}
+	// Each certification's worker lived for it alone: its host's record
+	// went with it.
+	recs, err := hosts.List(context.Background(), fsStore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if strings.HasPrefix(r.ID, "certify-") {
+			t.Errorf("certify left its worker's host record %s (stopped %v)", r.ID, r.Stopped)
+		}
 	}
 }
