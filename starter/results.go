@@ -215,7 +215,7 @@ func withAnchors(g *globals, setup leaderboard.Setup, results []runs.Result) (le
 }
 
 func printLeaderboard(w io.Writer, id string, rs []runs.Result, setup leaderboard.Setup, format string) error {
-	if err := leaderboard.Write(w, format, id, leaderboard.RunsOf(rs), setup); err != nil {
+	if err := leaderboard.Write(w, format, id, leaderboard.Build(leaderboard.RunsOf(rs), setup)); err != nil {
 		return cli.Usagef("--format: %v", err)
 	}
 	if format != "table" {

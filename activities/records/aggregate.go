@@ -37,9 +37,10 @@ func (a *Records) storeLeaderboard(ctx context.Context, benchmarkID string, runs
 		}
 	}
 	var stored []string
+	board := leaderboard.Build(runs, setup)
 	for _, format := range []string{"json", "csv", "md", "svg"} {
 		var b bytes.Buffer
-		if err := leaderboard.Write(&b, format, benchmarkID, runs, setup); err != nil {
+		if err := leaderboard.Write(&b, format, benchmarkID, board); err != nil {
 			return nil, fmt.Errorf("leaderboard %s: %w", format, err)
 		}
 		if err := a.Engine.Store.Put(ctx, keys.Leaderboard(benchmarkID, format), bytes.NewReader(b.Bytes())); err != nil {

@@ -22,6 +22,10 @@ type Board struct {
 	Warnings []string       `json:"warnings,omitempty"`
 	// EqualSpend compares each task's agents at equal dollars spent.
 	EqualSpend []SpendLevel `json:"equal_spend,omitempty"`
+	// Runs and Setup are what it was built from (the JSON rendering
+	// carries them).
+	Runs  []Entry `json:"-"`
+	Setup Setup   `json:"-"`
 }
 
 // Build computes the board of runs under setup.
@@ -32,7 +36,7 @@ func Build(runs []Entry, setup Setup) Board {
 		agents[i].Certified = setup.Certified[agents[i].Agent]
 	}
 	return Board{Rows: rows, Pairs: Paired(runs, setup.Anchors), Agents: agents, Cost: CostOf(runs),
-		Warnings: append(anchorWarnings(runs, setup.Anchors), flagLines(runs)...), EqualSpend: EqualSpend(runs)}
+		Warnings: append(anchorWarnings(runs, setup.Anchors), flagLines(runs)...), EqualSpend: EqualSpend(runs), Runs: runs, Setup: setup}
 }
 
 // flagLines name each run whose model's check changed its row, with

@@ -95,7 +95,7 @@ func TestSetupAndRetries(t *testing.T) {
 	}
 	setup := SetupOf(runs, Policy{CheckpointInterval: "10m0s", MaxInfraAttempts: 3, EvalAttempts: 3})
 	var b strings.Builder
-	if err := Write(&b, "table", "x", runs, setup); err != nil {
+	if err := Write(&b, "table", "x", Build(runs, setup)); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"2/0/1", "budget 24h0m0s on 1× A100: t", "budget 30s on CPU: u", "up to 3 infra attempts"} {
@@ -104,7 +104,7 @@ func TestSetupAndRetries(t *testing.T) {
 		}
 	}
 	b.Reset()
-	if err := Write(&b, "json", "x", runs, setup); err != nil {
+	if err := Write(&b, "json", "x", Build(runs, setup)); err != nil {
 		t.Fatal(err)
 	}
 	var doc struct {
@@ -136,7 +136,7 @@ func TestCostInEveryFormat(t *testing.T) {
 	}
 	for format, subs := range want {
 		var b strings.Builder
-		if err := Write(&b, format, "x", runs, Setup{}); err != nil {
+		if err := Write(&b, format, "x", Build(runs, Setup{})); err != nil {
 			t.Fatal(err)
 		}
 		for _, s := range subs {
@@ -163,7 +163,7 @@ func TestInfiniteCostNeverBreaksTheLeaderboard(t *testing.T) {
 	}
 	for _, format := range []string{"json", "table", "md", "csv", "svg"} {
 		var b strings.Builder
-		if err := Write(&b, format, "x", runs, Setup{}); err != nil {
+		if err := Write(&b, format, "x", Build(runs, Setup{})); err != nil {
 			t.Fatalf("%s: %v", format, err)
 		}
 		// JSON keeps each run's record as stored; sums are checked below.
@@ -221,7 +221,7 @@ func TestGapClosedInEveryFormat(t *testing.T) {
 	}
 	for _, f := range Formats {
 		var b strings.Builder
-		if err := Write(&b, f, "b", runs, setup); err != nil {
+		if err := Write(&b, f, "b", Build(runs, setup)); err != nil {
 			t.Fatal(err)
 		}
 		for _, w := range want[f] {
@@ -235,7 +235,7 @@ func TestGapClosedInEveryFormat(t *testing.T) {
 	for _, terse := range []bool{false, true} {
 		setup.Terse = terse
 		var b strings.Builder
-		if err := Write(&b, "table", "b", runs, setup); err != nil {
+		if err := Write(&b, "table", "b", Build(runs, setup)); err != nil {
 			t.Fatal(err)
 		}
 		lines := strings.Split(strings.TrimSpace(b.String()), "\n")
@@ -244,7 +244,7 @@ func TestGapClosedInEveryFormat(t *testing.T) {
 		}
 	}
 	var b strings.Builder
-	if err := Write(&b, "csv", "b", runs, Setup{}); err != nil || strings.Contains(b.String(), "37.5") {
+	if err := Write(&b, "csv", "b", Build(runs, Setup{})); err != nil || strings.Contains(b.String(), "37.5") {
 		t.Fatalf("without anchors no gap is shown: %v\n%s", err, b.String())
 	}
 }
@@ -260,7 +260,7 @@ func TestBoardShowsWhatChangedARow(t *testing.T) {
 	}
 	for _, format := range []string{"table", "md"} {
 		var b strings.Builder
-		if err := Write(&b, format, "bench", entries, Setup{}); err != nil {
+		if err := Write(&b, format, "bench", Build(entries, Setup{})); err != nil {
 			t.Fatal(err)
 		}
 		for _, want := range []string{"disqualified: edge_llm_compression a seed 1 (run r1): unmodified microsoft/phi-2", "flagged: edge_llm_compression a seed 2 (run r2): weights identical to a download"} {

@@ -16,11 +16,11 @@ import (
 // Formats are the renderings Write knows.
 var Formats = []string{"table", "md", "csv", "json", "svg"}
 
-// Write renders the leaderboard of a benchmark's runs in one of Formats.
-// The aggregate activity stores it and `starter results` prints it, so
-// both always show the same thing.
-func Write(w io.Writer, format, benchmarkID string, runs []Entry, setup Setup) error {
-	b := Build(runs, setup)
+// Write renders a benchmark's board (Build) in one of Formats. The
+// aggregate activity stores it and `starter results` prints it, so both
+// always show the same thing.
+func Write(w io.Writer, format, benchmarkID string, b Board) error {
+	runs, setup := b.Runs, b.Setup
 	notes := b.Notes(setup)
 	switch format {
 	case "table":

@@ -107,15 +107,14 @@ func Write(ctx context.Context, dir string, in Input) error {
 	if err := os.MkdirAll(filepath.Join(dir, "runs"), 0o755); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	lb := leaderboard.RunsOf(in.Results)
+	board := leaderboard.Build(leaderboard.RunsOf(in.Results), in.Setup)
 	var svg bytes.Buffer
-	if err := leaderboard.Write(&svg, "svg", in.Title, lb, in.Setup); err != nil {
+	if err := leaderboard.Write(&svg, "svg", in.Title, board); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "leaderboard.svg"), svg.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	board := leaderboard.Build(lb, in.Setup)
 	idx := indexPage{Title: in.Title, Statement: leaderboard.Statement, Board: board, Notes: board.Notes(in.Setup),
 		Version: in.Version, Generated: in.Generated.UTC().Format("2006-01-02 15:04 MST"), Partial: in.Partial, Pivot: pivotOf(board)}
 	idx.Curves = curvesByTask(in.Results, idx.Pivot.Agents)

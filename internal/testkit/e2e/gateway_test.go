@@ -110,7 +110,7 @@ func TestAgentCallsThroughTheGateway(t *testing.T) {
 	}
 
 	var board bytes.Buffer
-	if err := leaderboard.Write(&board, "table", "e2e", leaderboard.RunsOf([]runs.Result{res}), leaderboard.Setup{}); err != nil {
+	if err := leaderboard.Write(&board, "table", "e2e", leaderboard.Build(leaderboard.RunsOf([]runs.Result{res}), leaderboard.Setup{})); err != nil {
 		t.Fatal(err)
 	}
 	if want := fmt.Sprintf("5 LLM calls, %d LLM tokens, $%.2f LLM (measured at the gateway)", l.Tokens.Total(), l.USD); !strings.Contains(board.String(), want) {
