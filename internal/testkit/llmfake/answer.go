@@ -75,17 +75,25 @@ func (a *answer) chat(stream, includeUsage bool) {
 		return
 	}
 	a.sseStart()
-	chunk := func(delta map[string]any, finish any) map[string]any {
-		return map[string]any{"id": id, "object": "chat.completion.chunk", "created": now, "model": a.model,
-			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
-	}
-	a.event("", chunk(map[string]any{"role": "assistant", "content": ""}, nil))
+	a.event("", a.chatChunk(id, now, map[string]any{"role": "assistant", "content": ""}, nil))
 	for i := range a.words {
 		a.pause()
-		a.event("", chunk(map[string]any{"content": a.word(i)}, nil))
+		a.event("", a.chatChunk(id, now, map[string]any{"content": a.word(i)}, nil))
 	}
-	a.event("", chunk(map[string]any{}, "stop"))
-	if includeUsage {
+	a.event("", a.chatChunk(id, now, map[string]any{}, "stop"))
+	a.chatEnd(id, now, includeUsage)
+}
+
+// chatChunk is one chunk of Chat Completions stream id.
+func (a *answer) chatChunk(id string, now int64, delta map[string]any, finish any) map[string]any {
+	return map[string]any{"id": id, "object": "chat.completion.chunk", "created": now, "model": a.model,
+		"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
+}
+
+// chatEnd ends Chat Completions stream id: its usage chunk (when asked
+// for), then [DONE].
+func (a *answer) chatEnd(id string, now int64, usage bool) {
+	if usage {
 		a.event("", map[string]any{"id": id, "object": "chat.completion.chunk", "created": now, "model": a.model, "choices": []any{}, "usage": a.chatUsage()})
 	}
 	_, _ = fmt.Fprint(a.w, "data: [DONE]\n\n")
@@ -110,12 +118,7 @@ func (a *answer) responses(stream bool) {
 		return
 	}
 	a.sseStart()
-	seq := 0
-	ev := func(kind string, v map[string]any) {
-		v["type"], v["sequence_number"] = kind, seq
-		seq++
-		a.event(kind, v)
-	}
+	ev := a.sequenced()
 	ev("response.created", map[string]any{"response": a.response("in_progress", "")})
 	for i := range a.words {
 		a.pause()
@@ -124,21 +127,33 @@ func (a *answer) responses(stream bool) {
 	ev("response.completed", map[string]any{"response": a.response("completed", a.text())})
 }
 
+// sequenced sends a Responses stream's events, each numbered.
+func (a *answer) sequenced() func(kind string, v map[string]any) {
+	seq := 0
+	return func(kind string, v map[string]any) {
+		v["type"], v["sequence_number"] = kind, seq
+		seq++
+		a.event(kind, v)
+	}
+}
+
 func (a *answer) messageUsage(out int) map[string]any {
 	return map[string]any{"input_tokens": a.in, "output_tokens": out, "cache_creation_input_tokens": 10, "cache_read_input_tokens": a.in / 4}
 }
 
+// message is a Messages API message id.
+func (a *answer) message(id string, content []any, out int, stop any) map[string]any {
+	return map[string]any{"id": id, "type": "message", "role": "assistant", "model": a.model, "content": content,
+		"stop_reason": stop, "stop_sequence": nil, "usage": a.messageUsage(out)}
+}
+
 func (a *answer) messages(stream bool) {
-	msg := func(content []any, out int, stop any) map[string]any {
-		return map[string]any{"id": "msg_fake", "type": "message", "role": "assistant", "model": a.model, "content": content,
-			"stop_reason": stop, "stop_sequence": nil, "usage": a.messageUsage(out)}
-	}
 	if !stream {
-		a.json(msg([]any{map[string]any{"type": "text", "text": a.text()}}, a.words, "end_turn"))
+		a.json(a.message("msg_fake", []any{map[string]any{"type": "text", "text": a.text()}}, a.words, "end_turn"))
 		return
 	}
 	a.sseStart()
-	a.event("message_start", map[string]any{"type": "message_start", "message": msg([]any{}, 1, nil)})
+	a.event("message_start", map[string]any{"type": "message_start", "message": a.message("msg_fake", []any{}, 1, nil)})
 	a.event("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
 	for i := range a.words {
 		a.pause()

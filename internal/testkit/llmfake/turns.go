@@ -31,10 +31,7 @@ func (a *answer) chatTurn(pos int, t Turn, stream bool) {
 		return
 	}
 	a.sseStart()
-	chunk := func(delta map[string]any, fin any) map[string]any {
-		return map[string]any{"id": id, "object": "chat.completion.chunk", "created": now, "model": a.model,
-			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": fin}}}
-	}
+	chunk := func(delta map[string]any, fin any) map[string]any { return a.chatChunk(id, now, delta, fin) }
 	a.event("", chunk(map[string]any{"role": "assistant", "content": ""}, nil))
 	if t.Text != "" {
 		a.event("", chunk(map[string]any{"content": t.Text}, nil))
@@ -47,8 +44,7 @@ func (a *answer) chatTurn(pos int, t Turn, stream bool) {
 		a.event("", chunk(map[string]any{"tool_calls": []any{map[string]any{"index": i, "function": map[string]any{"arguments": args[half:]}}}}, nil))
 	}
 	a.event("", chunk(map[string]any{}, finish))
-	a.event("", map[string]any{"id": id, "object": "chat.completion.chunk", "created": now, "model": a.model, "choices": []any{}, "usage": a.chatUsage()})
-	_, _ = fmt.Fprint(a.w, "data: [DONE]\n\n")
+	a.chatEnd(id, now, true)
 }
 
 // responsesTurn is a scripted turn as the Responses API gives it.
@@ -72,12 +68,7 @@ func (a *answer) responsesTurn(pos int, t Turn, stream bool) {
 		return
 	}
 	a.sseStart()
-	seq := 0
-	ev := func(kind string, v map[string]any) {
-		v["type"], v["sequence_number"] = kind, seq
-		seq++
-		a.event(kind, v)
-	}
+	ev := a.sequenced()
 	started := a.response("in_progress", "")
 	started["id"] = resp["id"]
 	ev("response.created", map[string]any{"response": started})
@@ -102,10 +93,8 @@ func (a *answer) messagesTurn(pos int, t Turn, stream bool) {
 	for i, c := range t.Calls {
 		blocks = append(blocks, map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_%d_%d", pos, i), "name": c.Name, "input": c.Args})
 	}
-	msg := func(content []any, out int, stop any) map[string]any {
-		return map[string]any{"id": fmt.Sprintf("msg_script_%d", pos), "type": "message", "role": "assistant", "model": a.model, "content": content,
-			"stop_reason": stop, "stop_sequence": nil, "usage": a.messageUsage(out)}
-	}
+	id := fmt.Sprintf("msg_script_%d", pos)
+	msg := func(content []any, out int, stop any) map[string]any { return a.message(id, content, out, stop) }
 	if !stream {
 		a.json(msg(blocks, a.words, stop))
 		return
