@@ -11,7 +11,6 @@ import (
 	"github.com/mlrb/mlrb/internal/results/board"
 	"github.com/mlrb/mlrb/internal/results/leaderboard"
 	"github.com/mlrb/mlrb/internal/results/runresults"
-	"github.com/mlrb/mlrb/internal/run/llm"
 	"github.com/mlrb/mlrb/internal/run/runs"
 	"github.com/mlrb/mlrb/internal/store/checkpoint"
 )
@@ -85,29 +84,5 @@ func TestAbbreviate(t *testing.T) {
 	}
 	if got := abbreviate([]string{"a"}, 2); got != "a" {
 		t.Fatal(got)
-	}
-}
-
-// TestRecostedUnderAnotherTable: `starter results --prices` costs each
-// run's measured LLM use again from its per-model ledger and names the
-// table; a model the table lacks is a usage error naming run and model.
-func TestRecostedUnderAnotherTable(t *testing.T) {
-	var l llm.Ledger
-	l.Record("gpt-4o", llm.Usage{Calls: 2, USD: 5, Tokens: llm.Tokens{Input: 2e6}})
-	rs := []runs.Result{{RunID: "r1", Cost: runs.Cost{LLM: &l}}, {RunID: "r2"}}
-	cheap, err := llm.ParsePrices([]byte("date: 2027-01-01\nmodels:\n- names: [gpt-4o]\n  input: 0.5\n  output: 1\n"), "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := recosted(rs, cheap)
-	if err != nil || got[0].Cost.LLM.USD != 1 || got[0].Cost.LLMPrices.Date != "2027-01-01" || got[1].Cost.LLM != nil {
-		t.Fatalf("recosted %+v %v", got, err)
-	}
-	if rs[0].Cost.LLM.USD != 5 {
-		t.Error("recosting changed the runs it was given")
-	}
-	empty, _ := llm.ParsePrices([]byte("date: 2027-01-01\nmodels: []\n"), "t")
-	if _, err := recosted(rs, empty); err == nil || !strings.Contains(err.Error(), "run r1") || !strings.Contains(err.Error(), "gpt-4o") {
-		t.Errorf("an unpriced model: %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/mlrb/mlrb/internal/process/cli"
+	"github.com/mlrb/mlrb/internal/process/show"
 	"github.com/mlrb/mlrb/internal/results/anchors"
 	"github.com/mlrb/mlrb/internal/results/board"
 	"github.com/mlrb/mlrb/internal/results/campaign"
@@ -68,8 +69,8 @@ func runResults(g *globals, o resultsOptions, ids []string) error {
 		return err
 	}
 	if prices != nil {
-		if b.runs, err = recosted(b.runs, prices); err != nil {
-			return err
+		if b.runs, err = show.Recosted(b.runs, prices); err != nil {
+			return cli.Usagef("--prices: %v", err)
 		}
 	}
 	if o.format == "table" || o.format == "md" {
@@ -142,25 +143,6 @@ func loadBoard(g *globals, id string) (shown, error) {
 	return shown{runs: b.Runs, setup: b.Setup, partial: b.Partial}, err
 }
 
-// recosted is the runs with their measured LLM use costed under prices:
-// any past run can be costed again, from its per-model ledger.
-func recosted(rs []runs.Result, prices *llm.Prices) ([]runs.Result, error) {
-	out := slices.Clone(rs)
-	for i, r := range out {
-		if r.Cost.LLM == nil {
-			continue
-		}
-		usd, err := r.Cost.LLM.Recost(prices)
-		if err != nil {
-			return nil, cli.Usagef("--prices: run %s: %v", r.RunID, err)
-		}
-		l, ref := r.Cost.LLM.Clone(), prices.Ref()
-		l.USD = usd
-		out[i].Cost.LLM, out[i].Cost.LLMPrices = &l, &ref
-	}
-	return out, nil
-}
-
 func checkFormat(format string) error {
 	if !slices.Contains(leaderboard.Formats, format) {
 		return cli.Usagef("--format: %q is not one of %s", format, strings.Join(leaderboard.Formats, ", "))
@@ -214,34 +196,11 @@ func withAnchors(g *globals, setup leaderboard.Setup, results []runs.Result) (le
 	return setup, err
 }
 
+// printLeaderboard prints a leaderboard (show.WriteLeaderboard); a
+// format it does not know is the user's error.
 func printLeaderboard(w io.Writer, id string, rs []runs.Result, setup leaderboard.Setup, format string) error {
-	if err := leaderboard.Write(w, format, id, leaderboard.Build(leaderboard.RunsOf(rs), setup)); err != nil {
+	if err := show.WriteLeaderboard(w, id, rs, setup, format); err != nil {
 		return cli.Usagef("--format: %v", err)
-	}
-	if format != "table" {
-		return nil
-	}
-	var unscored, retry []string
-	for _, r := range rs {
-		if r.Score == nil {
-			unscored = append(unscored, fmt.Sprintf("%s (%s: %s)", r.RunID, r.Outcome, r.Reason))
-			if r.Outcome == runs.OutcomeEvaluationFailed {
-				retry = append(retry, r.RunID)
-			}
-		}
-	}
-	if len(unscored) > 0 {
-		fmt.Fprintf(w, "\n%d runs without a score (the agent's failures count at the task's floor in the mean with failures; the others apart, never averaged):\n  %s\n",
-			len(unscored), strings.Join(unscored, "\n  "))
-	}
-	fmt.Fprintln(w)
-	for _, id := range retry {
-		fmt.Fprintf(w, "evaluate again, the agent's work kept: starter retry-eval %s\n", id)
-	}
-	ids := strings.ReplaceAll(id, " + ", " ")
-	fmt.Fprintf(w, "curves, each run's timeline and provenance: starter report %s -o DIR\n", ids)
-	if setup.Terse && len(setup.Anchors) > 0 {
-		fmt.Fprintf(w, "where each anchor comes from: starter results %s --provenance\n", ids)
 	}
 	return nil
 }
