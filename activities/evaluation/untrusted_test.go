@@ -9,18 +9,9 @@ import (
 
 	"github.com/mlrb/mlrb/internal/scoring/model"
 	"github.com/mlrb/mlrb/internal/store/safefs"
+	"github.com/mlrb/mlrb/internal/testkit/attack"
 	"github.com/mlrb/mlrb/tasks"
 )
-
-func symlink(t *testing.T, target, at string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(at), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(target, at); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func modelDir(t *testing.T, dir string) {
 	t.Helper()
@@ -35,9 +26,9 @@ func modelDir(t *testing.T, dir string) {
 func TestSubmissionAsASymlinkIsRefused(t *testing.T) {
 	for _, target := range []string{"/dev/zero", "HOST/secret"} {
 		t.Run(target, func(t *testing.T) {
-			root, host := attackWorkspace(t)
+			root, host := attack.Workspace(t)
 			modelDir(t, filepath.Join(root, "output", "model"))
-			symlink(t, strings.Replace(target, "HOST", host, 1), filepath.Join(root, "output", "submission.json"))
+			attack.Symlink(t, strings.Replace(target, "HOST", host, 1), filepath.Join(root, "output", "submission.json"))
 			_, err := model.FindModel(root, root)
 			if !errors.Is(err, safefs.ErrRefused) || !strings.Contains(err.Error(), "symlink") {
 				t.Fatalf("FindModel = %v; want a refusal naming the symlink", err)
@@ -47,9 +38,9 @@ func TestSubmissionAsASymlinkIsRefused(t *testing.T) {
 }
 
 func TestModelDirAsASymlinkToTheHostIsRefused(t *testing.T) {
-	root, host := attackWorkspace(t)
+	root, host := attack.Workspace(t)
 	modelDir(t, filepath.Join(host, "weights"))
-	symlink(t, filepath.Join(host, "weights"), filepath.Join(root, "output", "model"))
+	attack.Symlink(t, filepath.Join(host, "weights"), filepath.Join(root, "output", "model"))
 	if err := os.WriteFile(filepath.Join(root, "output", "submission.json"), []byte(`{"model_path":"output/model"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -66,19 +57,19 @@ func TestModelDirAsASymlinkToTheHostIsRefused(t *testing.T) {
 }
 
 func TestConfigAsASymlinkIsNeverRead(t *testing.T) {
-	root, host := attackWorkspace(t)
+	root, host := attack.Workspace(t)
 	dir := filepath.Join(root, "output", "model")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	symlink(t, "/dev/zero", filepath.Join(dir, "config.json"))
+	attack.Symlink(t, "/dev/zero", filepath.Join(dir, "config.json"))
 	if got, err := model.FindModel(root, root); err == nil {
 		t.Fatalf("a config.json symlink made %q a model", got)
 	}
 	if err := os.Remove(filepath.Join(dir, "config.json")); err != nil {
 		t.Fatal(err)
 	}
-	symlink(t, filepath.Join(host, "secret"), filepath.Join(dir, "config.json"))
+	attack.Symlink(t, filepath.Join(host, "secret"), filepath.Join(dir, "config.json"))
 	check, err := model.CheckConstraints(dir, &tasks.Spec{Suite: "mini"})
 	if check != nil || !errors.Is(err, safefs.ErrRefused) {
 		t.Fatalf("%+v, %v: the host file must not be read as the model's config", check, err)
@@ -86,17 +77,17 @@ func TestConfigAsASymlinkIsNeverRead(t *testing.T) {
 }
 
 func TestWeightsAsASymlinkAreRefused(t *testing.T) {
-	root, host := attackWorkspace(t)
+	root, host := attack.Workspace(t)
 	dir := filepath.Join(root, "output", "model")
 	modelDir(t, dir)
-	symlink(t, filepath.Join(host, "secret"), filepath.Join(dir, "model.safetensors"))
+	attack.Symlink(t, filepath.Join(host, "secret"), filepath.Join(dir, "model.safetensors"))
 	if _, err := model.CheckConstraints(dir, &tasks.Spec{}); !errors.Is(err, safefs.ErrRefused) {
 		t.Fatalf("%v: want the symlinked weights refused", err)
 	}
 }
 
 func TestALinkOutOfTheModelDirIsRefused(t *testing.T) {
-	root, host := attackWorkspace(t)
+	root, host := attack.Workspace(t)
 	dir := filepath.Join(root, "output", "model")
 	modelDir(t, dir)
 	// Relative links that stay inside are a model's own business (the HF
@@ -104,7 +95,7 @@ func TestALinkOutOfTheModelDirIsRefused(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "blob"), []byte("w"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	symlink(t, "../../blob", filepath.Join(dir, "weights.bin"))
+	attack.Symlink(t, "../../blob", filepath.Join(dir, "weights.bin"))
 	if err := safefs.CheckLinks(root, dir); err != nil {
 		t.Fatalf("a link inside the workspace: %v", err)
 	}
@@ -117,8 +108,8 @@ func TestALinkOutOfTheModelDirIsRefused(t *testing.T) {
 			link := filepath.Join(dir, "tokenizer.json")
 			_ = os.Remove(link)
 			_ = os.Remove(filepath.Join(root, "output", "hop"))
-			symlink(t, host, filepath.Join(root, "output", "hop"))
-			symlink(t, target, link)
+			attack.Symlink(t, host, filepath.Join(root, "output", "hop"))
+			attack.Symlink(t, target, link)
 			if err := safefs.CheckLinks(root, dir); !errors.Is(err, safefs.ErrRefused) {
 				t.Fatalf("CheckLinks = %v; want a refusal", err)
 			}
@@ -148,20 +139,4 @@ func TestUsageOutOfRangeIsNotReported(t *testing.T) {
 			t.Errorf("%s: usage %+v; want reported %v", body, u, ok)
 		}
 	}
-}
-
-// A workspace an attacker left: every test builds one and checks that
-// the worker refuses it with a reason, without reading, following or
-// mounting anything outside it.
-func attackWorkspace(t *testing.T) (root, host string) {
-	t.Helper()
-	root = t.TempDir()
-	host = t.TempDir() // stands for the host's own files
-	if err := os.WriteFile(filepath.Join(host, "secret"), []byte("host secret"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(root, "output"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return root, host
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/mlrb/mlrb/internal/run/contract"
 	"github.com/mlrb/mlrb/internal/sandbox/runtime"
 	"github.com/mlrb/mlrb/internal/store/safefs"
+	"github.com/mlrb/mlrb/internal/testkit/attack"
 	"github.com/mlrb/mlrb/tasks"
 )
 
@@ -20,15 +21,15 @@ import (
 // /app/work -> <host dir> must not make the worker (root) create
 // <host dir>/output.
 func TestPrepareNeverMakesDirectoriesThroughALink(t *testing.T) {
-	_, host := attackWorkspace(t)
+	_, host := attack.Workspace(t)
 	w := &DirWorkspace{}
 	at := &Attempt{RunID: "r", N: 1, Dir: t.TempDir()}
-	symlink(t, host, filepath.Join(at.Workdir(), "output"))
+	attack.Symlink(t, host, filepath.Join(at.Workdir(), "output"))
 	if err := w.Prepare(t.Context(), at, "", nil); err != nil {
 		t.Fatal(err) // a fresh start: the old tree is removed first
 	}
 	cat := &Attempt{RunID: "r", N: 2, Dir: t.TempDir()}
-	symlink(t, host, filepath.Join(cat.Root(), "app", "work"))
+	attack.Symlink(t, host, filepath.Join(cat.Root(), "app", "work"))
 	cw := &ContainerWorkspace{Workdir: "/app/work"}
 	if err := cw.mkdirs(cat); !errors.Is(err, safefs.ErrRefused) {
 		t.Fatalf("mkdirs through /app/work -> host: %v; want a refusal", err)
@@ -168,31 +169,5 @@ func TestBoundFollowsTheTask(t *testing.T) {
 	a.Bound(&own, task)
 	if own.MemoryBytes != 1<<20 || own.CPUs != 0.5 {
 		t.Fatalf("the runtime's own limits were replaced: %+v", own)
-	}
-}
-
-// A workspace an attacker left: every test builds one and checks that
-// the worker refuses it with a reason, without reading, following or
-// mounting anything outside it.
-func attackWorkspace(t *testing.T) (root, host string) {
-	t.Helper()
-	root = t.TempDir()
-	host = t.TempDir() // stands for the host's own files
-	if err := os.WriteFile(filepath.Join(host, "secret"), []byte("host secret"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(root, "output"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return root, host
-}
-
-func symlink(t *testing.T, target, at string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(at), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(target, at); err != nil {
-		t.Fatal(err)
 	}
 }
