@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mlrb/mlrb/internal/process/cli"
 	"github.com/mlrb/mlrb/internal/results/review"
 	"github.com/mlrb/mlrb/internal/results/runresults"
 	"github.com/mlrb/mlrb/internal/run/runs"
@@ -95,9 +96,11 @@ func WriteReviews(w io.Writer, all []Reviewed) {
 		if r.Score != nil {
 			score = fmt.Sprintf("%s, score %.6g", r.Outcome, *r.Score)
 		}
-		fmt.Fprintf(w, "%s  %s  %d flag(s)  (%s)\n", r.RunID, score, len(r.Flags), verdict)
+		fmt.Fprintf(w, "%s  %s  %d flag(s)  (%s)\n", r.RunID, score, len(r.Flags), cli.Printable(verdict))
 		for _, f := range r.Flags {
-			fmt.Fprintf(w, "  %s: %s\n    evidence: %s\n", f.Kind, f.What, strings.Join(f.Evidence, "; "))
+			// A flag quotes what the agent left (its commands, its file
+			// names): never raw to a terminal.
+			fmt.Fprintf(w, "  %s: %s\n    evidence: %s\n", f.Kind, cli.Printable(f.What), cli.Printable(strings.Join(f.Evidence, "; ")))
 		}
 	}
 	fmt.Fprintf(w, "%d of %d run(s) flagged; flags are leads, not verdicts, and a run without one is not cleared: record a verdict with `starter review mark RUN_ID --verdict ok|hacked --note WHY`\n", flagged, len(all))

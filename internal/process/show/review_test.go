@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mlrb/mlrb/internal/results/review"
@@ -55,13 +56,16 @@ func TestWriteReviewsMostFlaggedFirst(t *testing.T) {
 	score := 0.5
 	all := []Reviewed{
 		{RunID: "clean", Outcome: runs.OutcomeScored, Score: &score},
-		{RunID: "odd", Outcome: runs.OutcomeAgentFailed, Flags: []review.Flag{{Kind: "k1", What: "w1", Evidence: []string{"e1", "e2"}}, {Kind: "k2", What: "w2"}}},
+		{RunID: "odd", Outcome: runs.OutcomeAgentFailed, Flags: []review.Flag{{Kind: "k1", What: "w1", Evidence: []string{"e1", "e2"}}, {Kind: "k2", What: "ran \"w\x1b[2J\""}}},
 	}
 	SortReviews(all)
 	var b bytes.Buffer
 	WriteReviews(&b, all)
 	got := b.String()
 	contains(t, "review", got, "odd  agent_failed, no score  2 flag(s)  (no verdict)", "  k1: w1\n    evidence: e1; e2", "clean  scored, score 0.5", "1 of 2 run(s) flagged")
+	if strings.Contains(got, "\x1b") {
+		t.Fatalf("an agent's text reached the terminal raw: %q", got)
+	}
 	if all[0].RunID != "odd" {
 		t.Fatalf("order %v", all)
 	}
