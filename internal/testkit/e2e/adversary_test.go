@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,26 +53,32 @@ func TestAdversaries(t *testing.T) {
 	e := containerAgentEnv(t, "MLRB_AGENTS_DIR="+agentDefs(t, defs), "MLRB_HOST_MAX_AGENTS=7",
 		"MLRB_AGENT_WORKSPACE_MAX_ENTRIES=5000", "MLRB_GATEWAY_MAX_REFUSED=500", "MLRB_GATEWAY_MAX_REFUSED_MB=1024")
 	volumesBefore := dockerVolumes(t)
+	// The attacks run at once inside this test's slot, not as parallel
+	// subtests: those wait for slots of their own behind the whole suite
+	// while this test's worker idles.
 	t.Run("attacks", func(t *testing.T) {
+		var wg sync.WaitGroup
 		for _, a := range adversaries {
-			t.Run(a.mode, func(t *testing.T) {
-				t.Parallel()
-				se := *e
-				se.t, se.timeout = t, 5*time.Minute
-				var res result
-				se.starterJSON(&res, "run", "--task", "e2e_container", "--agent", "adv-"+a.mode, "--seed", "1", "--time-limit", "150s", "--wait", "--json")
-				if res.Outcome != a.outcome || !strings.Contains(res.Reason, a.reason) {
-					logs, _, _ := se.starter("logs", res.RunID)
-					t.Fatalf("%s: %s (%s); want %s naming %q\nagent log:\n%s", a.mode, res.Outcome, res.Reason, a.outcome, a.reason, logs)
-				}
-				if a.mode == "volume" {
-					if logs, _, _ := se.starter("logs", res.RunID); !strings.Contains(logs, "mount: /scratch tmpfs") {
-						t.Fatalf("the image's volume is not a tmpfs:\n%s", logs)
+			wg.Go(func() {
+				t.Run(a.mode, func(t *testing.T) {
+					se := *e
+					se.t, se.timeout = t, 5*time.Minute
+					var res result
+					se.starterJSON(&res, "run", "--task", "e2e_container", "--agent", "adv-"+a.mode, "--seed", "1", "--time-limit", "150s", "--wait", "--json")
+					if res.Outcome != a.outcome || !strings.Contains(res.Reason, a.reason) {
+						logs, _, _ := se.starter("logs", res.RunID)
+						t.Fatalf("%s: %s (%s); want %s naming %q\nagent log:\n%s", a.mode, res.Outcome, res.Reason, a.outcome, a.reason, logs)
 					}
-				}
-				t.Logf("%s: %s %s", a.mode, res.Outcome, res.Reason)
+					if a.mode == "volume" {
+						if logs, _, _ := se.starter("logs", res.RunID); !strings.Contains(logs, "mount: /scratch tmpfs") {
+							t.Fatalf("the image's volume is not a tmpfs:\n%s", logs)
+						}
+					}
+					t.Logf("%s: %s %s", a.mode, res.Outcome, res.Reason)
+				})
 			})
 		}
+		wg.Wait()
 	})
 	if p := peakRSS(t, e.worker.cmd.Process.Pid); p > 1<<30 {
 		t.Fatalf("the worker's resident memory peaked at %d MiB under the attacks", p>>20)

@@ -17,6 +17,7 @@ import (
 // does not start again) and continues the other from its last checkpoint;
 // `starter watch` follows the resumed benchmark to its leaderboard.
 func TestBenchmarkResume(t *testing.T) {
+	parallel(t)
 	e := crashEnv(t, hbTimeout)
 	// Checkpoints 4 s apart leave a wide gap in which to terminate.
 	e.vars = append(e.vars, "MLRB_CHECKPOINT_INTERVAL=4s")

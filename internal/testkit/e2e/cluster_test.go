@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,6 +31,7 @@ import (
 // benchmark scores every run across `kill -9` of the history service and
 // an immediate PostgreSQL restart.
 func TestProductionCluster(t *testing.T) {
+	parallel(t)
 	c := startCluster(t)
 	e := newEnv(t, c.clientVars()...)
 	e.timeout = 8 * time.Minute
@@ -98,7 +98,7 @@ type cluster struct {
 	dir, pgData, pgCtl string
 	pgPort             int
 	env                []string
-	procs              map[string]*exec.Cmd
+	procs              map[string]*service
 	tls                string // the CA, the node's and mlrb's certificates
 }
 
@@ -115,7 +115,7 @@ func startCluster(t *testing.T) *cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	c := &cluster{dir: dir, pgCtl: filepath.Join(filepath.Dir(initdb[0]), "pg_ctl"), procs: map[string]*exec.Cmd{}, tls: filepath.Join(dir, "tls")}
+	c := &cluster{dir: dir, pgCtl: filepath.Join(filepath.Dir(initdb[0]), "pg_ctl"), procs: map[string]*service{}, tls: filepath.Join(dir, "tls")}
 	for _, b := range []string{"temporal-server:go.temporal.io/server/cmd/server", "temporal-sql-tool:go.temporal.io/server/cmd/tools/sql"} {
 		name, pkg, _ := strings.Cut(b, ":")
 		if _, err := os.Stat(filepath.Join(bin, name)); err == nil {
@@ -174,54 +174,11 @@ func (c *cluster) port(svc string) string {
 	return ""
 }
 
-// startService starts one service and waits until its gRPC port accepts.
-func (c *cluster) startService(t *testing.T, svc string) {
-	t.Helper()
-	logf, err := os.OpenFile(filepath.Join(c.dir, svc+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(bin, "temporal-server"), "--config-file", filepath.Join(repoRoot(t), "deploy", "cluster", "temporal.yaml"),
-		"--allow-no-auth", "start", "--service", svc)
-	cmd.Env = append(os.Environ(), c.env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c.procs[svc] = cmd
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		_ = logf.Close()
-	})
-	addr := "127.0.0.1:" + c.port(svc)
-	deadline := time.Now().Add(time.Minute)
-	for {
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			_ = conn.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(c.dir, svc+".log"))
-			t.Fatalf("%s did not listen on %s within a minute:\n%s", svc, addr, tail(b, 4000))
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
-}
-
 func tail(b []byte, n int) string {
 	if len(b) > n {
 		b = b[len(b)-n:]
 	}
 	return string(b)
-}
-
-// kill ends a service with SIGKILL, as a crashed host would.
-func (c *cluster) kill(t *testing.T, svc string) {
-	t.Helper()
-	_ = c.procs[svc].Process.Kill()
-	_, _ = c.procs[svc].Process.Wait()
 }
 
 // startPostgres makes a database cluster of its own on a held port, run
@@ -292,8 +249,8 @@ func (c *cluster) pg(t *testing.T, args ...string) {
 
 // logMemory logs each service's peak resident memory, for the README's figures.
 func (c *cluster) logMemory(t *testing.T) {
-	for svc, cmd := range c.procs {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	for svc, s := range c.procs {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.pid()))
 		if err != nil {
 			continue
 		}
@@ -380,7 +337,7 @@ func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("waited %s for %s", within, what)
 		}
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(pollEvery)
 	}
 }
 

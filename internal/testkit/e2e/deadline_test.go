@@ -11,6 +11,7 @@ import (
 // the worker's own binary, as they do where no mlrb-agent is beside it
 // (`go run`).
 func TestDeadline(t *testing.T) {
+	parallel(t)
 	e := newEnv(t, "MLRB_CHECKPOINT_INTERVAL=2s", "MLRB_AGENT_HEARTBEAT_TIMEOUT=5s", "MLRB_AGENT_GRACE=2s",
 		"MLRB_HOST_AGENT_BINARY="+filepath.Join(bin, "worker"))
 	e.addTask("e2e_long", "mini_baby_lm", map[string]string{"trials: 24": "trials: 60", "trial_seconds: 0.4": "trial_seconds: 1"})

@@ -38,6 +38,7 @@ func (e *env) hosts() []hostRow {
 // taken back (its owner has ended), long before the lease TTL (10 min
 // here), and the waiting run gets the slot.
 func TestTerminatedRunFreesItsSlot(t *testing.T) {
+	parallel(t)
 	temporal := testenv.Tool(t, "temporal", installTemporal)
 	e := newEnv(t, "MLRB_CHECKPOINT_INTERVAL=2s", "MLRB_AGENT_HEARTBEAT_TIMEOUT=4s", "MLRB_HOST_MAX_AGENTS=1",
 		"MLRB_HOST_LEASE_TTL=10m")

@@ -21,6 +21,7 @@ import (
 // checkpoint and finishes it. Nothing host a wrote after host b took over
 // is the run's, and when the network heals host a does no harm.
 func TestPartitionedWorkerFencesItself(t *testing.T) {
+	parallel(t)
 	e := crashEnv(t, hbTimeout)
 	e.startAs("server", nil, "worker", "--dev", "--server-only")
 	e.waitServer()

@@ -18,6 +18,7 @@ import (
 // Its worker stops as on SIGTERM: the agent is checkpointed and handed
 // back with nothing lost, and the run finishes on host b.
 func TestSpotNoticeHandsBack(t *testing.T) {
+	parallel(t)
 	mock := testenv.Tool(t, "ec2-metadata-mock", "go install github.com/aws/amazon-ec2-metadata-mock/cmd/ec2-metadata-mock@v1.13.0")
 	e := crashEnv(t, hbTimeout)
 	e.startAs("server", nil, "worker", "--dev", "--server-only")
