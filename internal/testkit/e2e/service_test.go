@@ -12,11 +12,11 @@ import (
 	"time"
 )
 
-// restartSec is deploy/cluster/temporal@.service's RestartSec.
-const restartSec = 3 * time.Second
+// restartAfter is deploy/cluster/temporal@.service's RestartSec.
+const restartAfter = 3 * time.Second
 
 // service is one Temporal service run as deploy/cluster's unit runs it
-// (Restart=always): one that exits is started again after restartSec, as
+// (Restart=always): one that exits is started again after restartAfter, as
 // a history that met its database restarting while it started must be.
 // kill stops it until startService starts it anew.
 type service struct {
@@ -54,8 +54,8 @@ func (s *service) supervise(start func() (*exec.Cmd, error), log *os.File) {
 		if s.isStopped() {
 			return
 		}
-		fmt.Fprintf(log, "supervisor: exited (%v); restarting in %s\n", err, restartSec)
-		time.Sleep(restartSec)
+		fmt.Fprintf(log, "supervisor: exited (%v); restarting in %s\n", err, restartAfter)
+		time.Sleep(restartAfter)
 	}
 }
 
