@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mlrb/mlrb/activities"
@@ -39,10 +40,21 @@ func newEnvResolvingIn(t *testing.T, d time.Duration) *testsuite.TestWorkflowEnv
 	})
 }
 
-// newEnvLeasing is a test environment whose leases lease answers.
-func newEnvLeasing(t *testing.T, d time.Duration, lease func(context.Context, activities.LeaseRequest) (*activities.Lease, error)) *testsuite.TestWorkflowEnvironment {
+// newTestEnv is the SDK's test environment with its deadlock bound (a
+// workflow task that does not yield within 1 s) raised to a minute: CI
+// runs these tests beside the end-to-end suite, which keeps both cores
+// busy, and a task descheduled for a second is not a deadlock. A real
+// one (a workflow blocked outside the SDK) still fails.
+func newTestEnv() *testsuite.TestWorkflowEnvironment {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
+	return env
+}
+
+// newEnvLeasing is a test environment whose leases lease answers.
+func newEnvLeasing(t *testing.T, d time.Duration, lease func(context.Context, activities.LeaseRequest) (*activities.Lease, error)) *testsuite.TestWorkflowEnvironment {
+	env := newTestEnv()
 	Register(env, &Set{})
 	cat, err := tasks.Load("")
 	if err != nil {
@@ -405,8 +417,7 @@ func TestLabelledStartWritesNoLabels(t *testing.T) {
 		{"started with another run's", &other, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var s testsuite.WorkflowTestSuite
-			env := s.NewTestWorkflowEnvironment()
+			env := newTestEnv()
 			if c.start != nil {
 				if err := env.SetTypedSearchAttributesOnStart(RunSearchAttributes(*c.start)); err != nil {
 					t.Fatal(err)
