@@ -70,9 +70,8 @@ func TestMain(m *testing.M) {
 }
 
 // parallel runs a test beside the others: each has its own server,
-// worker, state dir, port and host id, and most of their time is waiting
-// on agents and deadlines (the suite keeps a two-core machine about 85%
-// idle at 4 at once). Every test runs so, the timed ones too: a bound
+// worker, state dir, port and host id, and much of their time is waiting
+// on agents and deadlines. Every test runs so, the timed ones too: a bound
 // they check (a fence within the heartbeat timeout, a lease freed long
 // before its TTL) holds on a loaded host or it is a defect. The two
 // Slurm tests share the one cluster (slurm).
@@ -82,8 +81,9 @@ func parallel(t *testing.T) { t.Parallel() }
 var slurm sync.Mutex
 
 // defaultParallel is how many tests run at once unless -test.parallel
-// says otherwise: at 4 the suite waited 230 s for slots while the CPU
-// idled, and an attack's subtests take one each.
+// says otherwise: at 4 two cores stayed 85% idle and the suite took
+// 435 s; at 8 they are busy and it takes about 270 s; more only adds
+// load.
 const defaultParallel = "8"
 
 // pollEvery paces the waits that ask the starter: each asking starts

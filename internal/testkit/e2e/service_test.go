@@ -32,30 +32,33 @@ func (s *service) pid() int {
 	return s.cmd.Process.Pid
 }
 
-// supervise runs start's command until stop; each exit not asked for is
-// written to log and followed by a restart.
+// supervise waits on the service's process and, for each exit not asked
+// for, writes it to log and starts the service again after restartAfter.
 func (s *service) supervise(start func() (*exec.Cmd, error), log *os.File) {
 	defer close(s.done)
 	for {
 		s.mu.Lock()
-		if s.stopped {
-			s.mu.Unlock()
-			return
-		}
-		cmd, err := start()
-		if err != nil {
-			s.mu.Unlock()
-			fmt.Fprintf(log, "supervisor: start: %v\n", err)
-			return
-		}
-		s.cmd = cmd
+		cmd := s.cmd
 		s.mu.Unlock()
-		err = cmd.Wait()
+		err := cmd.Wait()
 		if s.isStopped() {
 			return
 		}
 		fmt.Fprintf(log, "supervisor: exited (%v); restarting in %s\n", err, restartAfter)
 		time.Sleep(restartAfter)
+		s.mu.Lock()
+		if s.stopped {
+			s.mu.Unlock()
+			return
+		}
+		next, err := start()
+		if err != nil {
+			s.mu.Unlock()
+			fmt.Fprintf(log, "supervisor: start: %v\n", err)
+			return
+		}
+		s.cmd = next
+		s.mu.Unlock()
 	}
 }
 
@@ -94,14 +97,7 @@ func (c *cluster) startService(t *testing.T, svc string) {
 		t.Fatal(err)
 	}
 	s := &service{cmd: cmd, done: make(chan struct{})}
-	first := true
-	go s.supervise(func() (*exec.Cmd, error) {
-		if first {
-			first = false
-			return cmd, nil
-		}
-		return start()
-	}, logf)
+	go s.supervise(start, logf)
 	c.procs[svc] = s
 	t.Cleanup(func() {
 		s.stop(syscall.SIGTERM)
