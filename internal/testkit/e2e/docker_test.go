@@ -293,10 +293,12 @@ func TestDockerFencing(t *testing.T) {
 	buildEnvImage(t)
 	e := dockerEnv(t, "MLRB_CHECKPOINT_INTERVAL=2s", "MLRB_HOST_FENCE_INTERVAL=1s")
 	host := "e2e-" + strings.ToLower(t.Name())
-	e.addTask("e2e_docker", "mini_baby_lm", map[string]string{"trials: 24": "trials: 15", "trial_seconds: 0.4": "trial_seconds: 0.8"})
+	// The agent searches 40 s, past the 20 s the fence may take on a
+	// loaded host, so that its container is still there to be spared.
+	e.addTask("e2e_docker", "mini_baby_lm", map[string]string{"trials: 24": "trials: 50", "trial_seconds: 0.4": "trial_seconds: 0.8"})
 	e.start("worker", "--dev")
 	e.waitServer()
-	runID := e.startRun("--task", "e2e_docker", "--seed", "8", "--time-limit", "40s")
+	runID := e.startRun("--task", "e2e_docker", "--seed", "8", "--time-limit", "70s")
 	e.waitCheckpoints(runID, 1)
 	live := containers(t, host)
 	// Created, then started: the fence may remove one before or while it
