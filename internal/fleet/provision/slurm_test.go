@@ -21,6 +21,7 @@ import (
 // a retried request, and is gone from the queue once cancelled.
 func TestSlurmJobLifecycle(t *testing.T) {
 	testenv.Tool(t, "sbatch", "bash .ci/slurm (Debian's slurm-wlm and munge, a one-node cluster)")
+	testenv.Hold(t, "slurm")
 	ctx := context.Background()
 	dir := t.TempDir()
 	out := filepath.Join(dir, "seen")
@@ -64,6 +65,7 @@ func TestSlurmJobLifecycle(t *testing.T) {
 // is left in the queue and the credentials are gone.
 func TestSlurmSubmitTimeoutAndRequeue(t *testing.T) {
 	real := testenv.Tool(t, "sbatch", "bash .ci/slurm (Debian's slurm-wlm and munge, a one-node cluster)")
+	testenv.Hold(t, "slurm")
 	ctx := context.Background()
 	dir := t.TempDir()
 	wrap := filepath.Join(dir, "bin")

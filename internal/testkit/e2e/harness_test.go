@@ -73,12 +73,9 @@ func TestMain(m *testing.M) {
 // worker, state dir, port and host id, and much of their time is waiting
 // on agents and deadlines. Every test runs so, the timed ones too: a bound
 // they check (a fence within the heartbeat timeout, a lease freed long
-// before its TTL) holds on a loaded host or it is a defect. The two
-// Slurm tests share the one cluster (slurm).
+// before its TTL) holds on a loaded host or it is a defect. The tests
+// that submit to the one Slurm cluster take turns (testenv.Hold).
 func parallel(t *testing.T) { t.Parallel() }
-
-// slurm is held by a test that runs jobs on the one Slurm cluster.
-var slurm sync.Mutex
 
 // defaultParallel is how many tests run at once unless -test.parallel
 // says otherwise: at 4 two cores stayed 85% idle and the suite took

@@ -50,8 +50,7 @@ func waitNoJobs(t *testing.T, e *env, within time.Duration, why string) {
 // job runs leaves a job the reaper cancels.
 func TestSlurmRuns(t *testing.T) {
 	parallel(t)
-	slurm.Lock() // one Slurm cluster, two GPUs: one test at a time
-	defer slurm.Unlock()
+	testenv.Hold(t, "slurm") // one Slurm cluster, two GPUs: one test at a time
 	testenv.Tool(t, "sbatch", "bash .ci/slurm (Debian's slurm-wlm and munge, a one-node cluster)")
 	if jobs := slurmJobs(t); len(jobs) > 0 {
 		t.Fatalf("mlrb jobs already queued: %v", jobs)
@@ -126,8 +125,7 @@ func TestSlurmRuns(t *testing.T) {
 // or GPU), which writes lm-eval's results shape. No job is left after.
 func TestFullSuiteOnSlurmGPUs(t *testing.T) {
 	parallel(t)
-	slurm.Lock() // one Slurm cluster, two GPUs: one test at a time
-	defer slurm.Unlock()
+	testenv.Hold(t, "slurm") // one Slurm cluster, two GPUs: one test at a time
 	testenv.Tool(t, "sbatch", "bash .ci/slurm (Debian's slurm-wlm and munge, a one-node cluster)")
 	if jobs := slurmJobs(t); len(jobs) > 0 {
 		t.Fatalf("mlrb jobs already queued: %v", jobs)
