@@ -100,7 +100,7 @@ func (a *Attempts) hooks(ctx context.Context, in *activities.AgentInput, at *wor
 	ai *attemptLLM, notes *notifier, live *metrics.Attempt, log *zap.Logger) *attemptHooks {
 	ck := &checkpointer{ws: a.Sandbox.Workspace, engine: a.Runs.Engine, at: at, seq: in.NextSeq, prev: prev, keep: a.Runs.Keep, marks: in.Marks, notes: notes, holdFinal: in.LastInResult,
 		log: log, fenced: lv.Fence, live: live}
-	hk := &attemptHooks{a: a, ctx: ctx, at: at, ck: ck, lv: lv, log: log, lease: in.Lease.Token, keepLease: in.KeepLease, llm: ai, notes: notes,
+	hk := &attemptHooks{a: a, ctx: ctx, answers: make(chan steering, 1), at: at, ck: ck, lv: lv, log: log, lease: in.Lease.Token, keepLease: in.KeepLease, llm: ai, notes: notes,
 		logs: &logstore.Shipper{Store: a.Runs.Engine.Store, RunID: in.RunID, Attempt: in.Attempt, Path: spec.LogPath}}
 	ck.truncated = at.Allow.Exceed
 	if lim := a.Sandbox.WorkspaceLimits(&in.Task); lim.Bytes > 0 || lim.Entries > 0 {

@@ -4,6 +4,7 @@ package attempt
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -31,6 +32,11 @@ type attemptHooks struct {
 	// shipping is the log shipment in flight: a slow store delays the
 	// logs, never the supervisor.
 	shipping chan struct{}
+	// answers carries the reads of the run's controls, reading is set
+	// while one is in flight: a slow query delays a control, never the
+	// supervisor.
+	answers chan steering
+	reading atomic.Bool
 	// llm is the attempt's side of the gateway (nil: none), notes the
 	// run's signals its ledger goes by.
 	llm   *attemptLLM
@@ -82,22 +88,39 @@ func (k *attemptHooks) shipLastLogs() {
 	}
 }
 
-func (k *attemptHooks) steering() (float64, bool, bool) {
-	if k.a.Client == nil {
-		return 0, false, false
+func (k *attemptHooks) askSteering() {
+	if k.a.Client == nil || !k.reading.CompareAndSwap(false, true) {
+		return
 	}
+	go func() {
+		defer k.reading.Store(false)
+		st, ok := k.readSteering()
+		if !ok {
+			return
+		}
+		select {
+		case k.answers <- st:
+		default: // an answer not taken yet: the loop has ended or takes that one
+		}
+	}()
+}
+
+func (k *attemptHooks) steered() <-chan steering { return k.answers }
+
+// readSteering queries the run for its controls (ok false: not known now).
+func (k *attemptHooks) readSteering() (steering, bool) {
 	info := activity.GetInfo(k.ctx)
 	qctx, cancel := context.WithTimeout(k.ctx, steeringTimeout)
 	defer cancel()
 	v, err := k.a.Client.QueryWorkflow(qctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, activities.QuerySteering)
 	if err != nil {
-		return 0, false, false
+		return steering{}, false
 	}
 	var st activities.Steering
 	if v.Get(&st) != nil {
-		return 0, false, false
+		return steering{}, false
 	}
-	return st.GrantedS, st.CancelRequested, true
+	return steering{grantedS: st.GrantedS, cancel: st.CancelRequested}, true
 }
 
 func (k *attemptHooks) overLimit() string { return k.at.Allow.Over() }

@@ -46,9 +46,12 @@ type hooks interface {
 	reached(agentSeconds float64)
 	checkpoint(agentSeconds float64)
 	shipLogs()
-	// steering reads the run's controls: the budget granted and whether
-	// a cancel was asked for (ok false: not known now).
-	steering() (grantedS float64, cancel, ok bool)
+	// askSteering starts a read of the run's controls unless one is in
+	// flight; its answer, when one comes, arrives on steered. The read
+	// waits on a workflow task, seconds on a loaded worker, so it never
+	// holds the loop that keeps the deadlines.
+	askSteering()
+	steered() <-chan steering
 	// deadlineMoved tells the agent its new deadline.
 	deadlineMoved(hard time.Time)
 	// overLimit says which limit of its allowance the attempt passed
@@ -60,6 +63,13 @@ type hooks interface {
 	reportUsage()
 	// stopping: the supervisor is about to signal or kill the agent.
 	stopping()
+}
+
+// steering is the run's controls as read: the budget granted and
+// whether a cancel was asked for.
+type steering struct {
+	grantedS float64
+	cancel   bool
 }
 
 // endKind is how supervision ended.
@@ -176,12 +186,17 @@ func (s *supervisor) poll() {
 		s.kill()
 		return
 	}
-	granted, cancel, ok := s.hooks.steering()
-	if !ok {
+	s.hooks.askSteering()
+}
+
+// steer applies the run's controls as read, unless the agent is being
+// killed for a limit it broke: that ending stands.
+func (s *supervisor) steer(st steering) {
+	if s.failure != "" {
 		return
 	}
-	s.extension(granted)
-	if cancel {
+	s.extension(st.grantedS)
+	if st.cancel {
 		s.cancel()
 	}
 }
@@ -322,11 +337,19 @@ func (s *supervisor) run(ctx context.Context, stopping <-chan struct{}, heartbea
 			s.tick()
 		case <-poll.C:
 			s.poll()
+		case st := <-s.hooks.steered():
+			s.steer(st)
 		case <-ck.C:
 			s.checkpointDue()
 		case <-soft.C:
 			s.softDeadline()
 		case <-hard.C:
+			// An agent that exited as the deadline came is not killed.
+			select {
+			case res := <-s.h.Wait():
+				return s.agentExit(res)
+			default:
+			}
 			s.hardDeadline()
 		case res := <-s.h.Wait():
 			return s.agentExit(res)

@@ -48,6 +48,7 @@ type fakeHooks struct {
 	over                      string
 	spent                     bool
 	usageReports              int
+	answers                   chan steering
 }
 
 type steerAnswer struct {
@@ -59,9 +60,22 @@ func (k *fakeHooks) reached(float64)    { k.beats++ }
 func (k *fakeHooks) checkpoint(float64) { k.checkpoints++ }
 func (k *fakeHooks) shipLogs()          { k.ships++ }
 func (k *fakeHooks) stopping()          {}
-func (k *fakeHooks) steering() (float64, bool, bool) {
-	return k.steer.granted, k.steer.cancel, k.steer.ok
+
+// askSteering answers at once when the script knows the controls.
+func (k *fakeHooks) askSteering() {
+	if k.steer.ok {
+		k.answer(steering{grantedS: k.steer.granted, cancel: k.steer.cancel})
+	}
 }
+
+func (k *fakeHooks) answer(st steering) {
+	if k.answers == nil {
+		k.answers = make(chan steering, 1)
+	}
+	k.answers <- st
+}
+
+func (k *fakeHooks) steered() <-chan steering { return k.answers }
 func (k *fakeHooks) deadlineMoved(t time.Time) { k.moved = append(k.moved, t) }
 func (k *fakeHooks) overLimit() string         { return k.over }
 func (k *fakeHooks) llmSpent() bool            { return k.spent }
@@ -163,6 +177,11 @@ func TestSupervisorEvents(t *testing.T) {
 					s.checkpointDue()
 				case "poll":
 					s.poll()
+					select {
+					case st := <-hooks.answers:
+						s.steer(st)
+					default:
+					}
 				case "soft":
 					s.softDeadline()
 				case "hard":
@@ -221,6 +240,51 @@ func TestSupervisorLoopSoftDeadline(t *testing.T) {
 	end := s.run(context.Background(), nil, time.Hour, time.Hour)
 	if end.kind != agentEnded || s.stopped != activities.StopDeadline || !slices.Equal(h.sent, []syscall.Signal{sigTERM}) || hooks.beats < 1 {
 		t.Fatalf("end %+v stopped %q signals %v beats %d", end, s.stopped, h.sent, hooks.beats)
+	}
+}
+
+// The loop takes the run's controls when their read answers, between
+// its polls: a cancel read is a SIGTERM, and the agent exits on it.
+func TestSupervisorLoopSteeringAnswer(t *testing.T) {
+	h, hooks := newFakeHandle(), &fakeHooks{}
+	h.exitOn = syscall.SIGTERM
+	hooks.answer(steering{grantedS: 30, cancel: true})
+	now := time.Now()
+	s := &supervisor{h: h, dl: budget.Deadlines{Soft: now.Add(time.Hour), Hard: now.Add(2 * time.Hour), Grace: time.Minute}, stopped: activities.StopExited,
+		started: now, now: time.Now, hooks: hooks, log: zap.NewNop()}
+	end := s.run(context.Background(), nil, time.Hour, time.Hour)
+	if end.kind != agentEnded || s.stopped != activities.StopCanceled || !slices.Equal(h.sent, []syscall.Signal{sigTERM}) {
+		t.Fatalf("end %+v stopped %q signals %v", end, s.stopped, h.sent)
+	}
+}
+
+// The loop: an agent whose exit is known as the hard deadline comes is
+// not killed, whichever of the two the loop sees first.
+func TestSupervisorLoopExitAtTheHardDeadline(t *testing.T) {
+	for range 20 {
+		h, hooks := newFakeHandle(), &fakeHooks{}
+		h.done <- runtime.ExitResult{}
+		now := time.Now()
+		s := &supervisor{h: h, dl: budget.Deadlines{Soft: now.Add(-2 * time.Second), Hard: now.Add(-time.Second), Grace: time.Second}, stopped: activities.StopDeadline,
+			started: now.Add(-time.Minute), now: time.Now, hooks: hooks, log: zap.NewNop()}
+		time.Sleep(time.Millisecond) // both timers due before the loop looks
+		end := s.run(context.Background(), nil, time.Hour, time.Hour)
+		if end.kind != agentEnded || s.hardKilled || len(h.sent) != 0 {
+			t.Fatalf("end %+v hard-killed %v signals %v", end, s.hardKilled, h.sent)
+		}
+	}
+}
+
+// A run's cancel read after the agent broke a limit leaves the failure
+// as the ending: no SIGTERM after the kill.
+func TestSteeringAfterALimitBroken(t *testing.T) {
+	h, hooks := newFakeHandle(), &fakeHooks{over: "workspace over agent.workspace_limit_gb"}
+	s := &supervisor{h: h, dl: budget.Account{LimitS: 30}.Attempt(t0, 5*time.Second), stopped: activities.StopExited, started: t0,
+		now: func() time.Time { return t0.Add(10 * time.Second) }, hooks: hooks, log: zap.NewNop()}
+	s.poll()
+	s.steer(steering{grantedS: 60, cancel: true})
+	if !slices.Equal(h.sent, []syscall.Signal{sigKILL}) || s.stopped != activities.StopExited || s.failure != hooks.over || len(hooks.moved) != 0 {
+		t.Fatalf("signals %v, stopped %q, failure %q, deadline moved %d times", h.sent, s.stopped, s.failure, len(hooks.moved))
 	}
 }
 

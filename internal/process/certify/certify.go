@@ -34,7 +34,9 @@ type Options struct {
 	Task string
 	// TimeLimit is the plain and the resumed runs' budget; Short the
 	// SIGTERM and extended runs', which the agent must still be working
-	// at; ExtendBy what the extended run is given at half of Short.
+	// at; ExtendBy what the extended run is given a quarter of Short in,
+	// so that the worker's next read of the run's controls (every
+	// attempt.PollEvery) sees it well before the SIGTERM.
 	TimeLimit, Short, ExtendBy time.Duration
 	// WorkerBin is the worker binary the scenarios run on.
 	WorkerBin string
@@ -115,7 +117,7 @@ func (s *session) scenarios(ctx context.Context) (*certificate.Certificate, erro
 	if err != nil {
 		return nil, err
 	}
-	extendErr := s.extendAt(ctx, ext, s.o.Short/2)
+	extendErr := s.extendAt(ctx, ext, s.o.Short/4)
 	results := map[string]*runs.Result{}
 	for name, id := range map[string]string{"plain": plain, "sigterm": term, "extend": ext} {
 		if results[name], err = s.await(ctx, id); err != nil {

@@ -122,7 +122,9 @@ func TestResearcherSolvesMiniTasks(t *testing.T) {
 	out, errs, code := e.starter("replay-calls", src)
 	if code != 0 || !strings.Contains(out, "PASS: all 4 calls made as recorded (outcome scored)") {
 		e.dumpLogs()
-		t.Fatalf("replay-calls (exit %d): %s %s", code, out, errs)
+		var rec runs.Result
+		e.starterJSON(&rec, "result", src, "--json")
+		t.Fatalf("replay-calls (exit %d): %s %s\nthe recorded run's attempts: %+v", code, out, errs, rec.AttemptLog)
 	}
 	out, errs, code = e.starter("replay-calls", src, "--seed", "2")
 	if code != 1 || !strings.Contains(out, "FAIL after 1 of 4 calls: replay: call 2 of 4 (run "+src+", attempt 1, seq ") || !strings.Contains(out, "the request differs from the recorded one at $.messages[3].content: recorded \"exit 0") {
