@@ -201,7 +201,9 @@ type Checkpoint struct {
 type Agent struct {
 	HeartbeatTimeout time.Duration `mapstructure:"heartbeat_timeout" yaml:"heartbeat_timeout"`
 	// Grace is how long before the deadline the agent gets SIGTERM.
-	Grace            time.Duration `mapstructure:"grace" yaml:"grace"`
+	Grace time.Duration `mapstructure:"grace" yaml:"grace"`
+	// ControlsEvery paces the reads of a running attempt's controls.
+	ControlsEvery    time.Duration `mapstructure:"controls_every" yaml:"controls_every"`
 	MaxInfraAttempts int           `mapstructure:"max_infra_attempts" yaml:"max_infra_attempts"`
 	// LeaseTimeout bounds the wait for a free slot before infra_failed.
 	LeaseTimeout time.Duration `mapstructure:"lease_timeout" yaml:"lease_timeout"`

@@ -62,6 +62,7 @@ var Table = []Key{
 	{Name: "checkpoint.exclude", Default: []string{"root/.cache/huggingface/token", "root/.cache/huggingface/stored_tokens"}, Doc: "workspace paths (globs, one path each) never checkpointed: credentials such as the Hugging Face token files"},
 	{Name: "agent.heartbeat_timeout", Default: time.Minute, Flag: "hb-timeout", Doc: "a silent attempt is declared lost after this"},
 	{Name: "agent.grace", Default: time.Minute, Flag: "grace", Doc: "SIGTERM this long before the deadline (at most a quarter of the budget)"},
+	{Name: "agent.controls_every", Default: 5 * time.Second, Doc: "how often a worker reads each running attempt's controls (an extension, a cancel) from its run: a query each, answered off the loop that keeps the deadlines; an extension read after the SIGTERM is too late"},
 	{Name: "agent.max_infra_attempts", Default: 5, Flag: "infra-tries", Doc: "attempts before `infra_failed`"},
 	{Name: "agent.lease_timeout", Default: 24 * time.Hour, Doc: "wait for a free slot before `infra_failed`"},
 	{Name: "agent.provider", Default: "none", Flag: "provider", Doc: "LLM provider the agent is told (`PROVIDER`); agent mlrb: openai or anthropic"},

@@ -31,7 +31,7 @@ type certifyOptions struct {
 func (o *certifyOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.task, "task", "mini_baby_lm", "the task the scenarios run (a mini task unless named)")
 	f.DurationVar(&o.timeLimit, "time-limit", 3*time.Minute, "the plain and the crashed run's budget")
-	f.DurationVar(&o.short, "deadline", 10*time.Second, "the SIGTERM and the extended run's budget: the agent must still be working at it")
+	f.DurationVar(&o.short, "deadline", 8*time.Second, "the SIGTERM and the extended run's budget: the agent must still be working at it")
 	f.DurationVar(&o.extendBy, "extend-by", time.Minute, "what the extended run is given while it runs")
 	f.StringVar(&o.worker, "worker", "", "the worker binary the scenarios run on (default: `worker` or `mlrb-worker` beside this binary, else on PATH)")
 	f.BoolVar(&o.json, "json", false, "print the certificate as JSON")

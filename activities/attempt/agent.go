@@ -87,7 +87,7 @@ func (a *Attempts) RunAgent(ctx context.Context, in activities.AgentInput) (*act
 	hk := a.hooks(ctx, &in, at, prev, spec, lv, ai, notes, live, log)
 	hk.ob, hk.ck.added, hk.closeDoor = ob, ob.checkpoint, closeDoor
 	hk.deadlineMoved(dl.Hard)
-	sv := &supervisor{h: h, dl: dl, stopped: activities.StopExited, started: start, base: in.Budget.UsedS, now: time.Now, hooks: hk, log: log, person: roomClock(person)}
+	sv := &supervisor{h: h, dl: dl, stopped: activities.StopExited, started: start, base: in.Budget.UsedS, now: time.Now, hooks: hk, log: log, person: roomClock(person), controlsEvery: a.ControlsEvery}
 	end := sv.run(ctx, activity.GetWorkerStopChannel(ctx), activity.GetInfo(ctx).HeartbeatTimeout, in.Interval)
 	a.keepWrites(ctx, &in, h, log)
 	return a.conclude(ctx, sv, end, hk, notes, spec.Image)

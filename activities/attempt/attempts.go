@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/subosito/gotenv"
 	"go.temporal.io/sdk/activity"
@@ -36,6 +37,8 @@ type Attempts struct {
 	// SecretNames, when set, are the only names runs may ask for.
 	EnvFile     string
 	SecretNames []string
+	// ControlsEvery paces the reads of a run's controls (0: PollEvery).
+	ControlsEvery time.Duration
 	// LLM is how agents' LLM calls go out (no Prices: not served).
 	LLM  LLMGateway
 	Host *host.Host

@@ -3,6 +3,7 @@
 package attempt
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"syscall"
@@ -38,6 +39,8 @@ type supervisor struct {
 	submitted bool
 	// hardKilled: the agent outlived its grace after SIGTERM.
 	hardKilled bool
+	// controlsEvery paces the reads of the run's controls (0: PollEvery).
+	controlsEvery time.Duration
 }
 
 // hooks are the supervisor's effects beyond the agent.
@@ -171,8 +174,8 @@ func (s *supervisor) tick() { s.hooks.reached(s.agentSeconds()) }
 // checkpointDue: a periodic checkpoint.
 func (s *supervisor) checkpointDue() { s.hooks.checkpoint(s.agentSeconds()) }
 
-// poll ships logs and the LLM ledger, enforces the workspace limit and
-// the LLM budget, and applies the operator's controls.
+// poll ships logs and the LLM ledger, and enforces the workspace limit
+// and the LLM budget.
 func (s *supervisor) poll() {
 	s.followPerson()
 	s.hooks.shipLogs()
@@ -184,9 +187,7 @@ func (s *supervisor) poll() {
 		s.failure = why
 		s.log.Warn("the attempt passed its allowance: the agent is killed and the run fails", zap.String("reason", why))
 		s.kill()
-		return
 	}
-	s.hooks.askSteering()
 }
 
 // steer applies the run's controls as read, unless the agent is being
@@ -313,6 +314,8 @@ func (s *supervisor) run(ctx context.Context, stopping <-chan struct{}, heartbea
 	defer poll.Stop()
 	ck := time.NewTicker(interval)
 	defer ck.Stop()
+	controls := time.NewTicker(cmp.Or(s.controlsEvery, PollEvery))
+	defer controls.Stop()
 	soft, hard := time.NewTimer(s.dl.Soft.Sub(s.now())), time.NewTimer(s.dl.Hard.Sub(s.now()))
 	defer soft.Stop()
 	defer hard.Stop()
@@ -337,6 +340,8 @@ func (s *supervisor) run(ctx context.Context, stopping <-chan struct{}, heartbea
 			s.tick()
 		case <-poll.C:
 			s.poll()
+		case <-controls.C:
+			s.hooks.askSteering()
 		case st := <-s.hooks.steered():
 			s.steer(st)
 		case <-ck.C:
@@ -344,11 +349,8 @@ func (s *supervisor) run(ctx context.Context, stopping <-chan struct{}, heartbea
 		case <-soft.C:
 			s.softDeadline()
 		case <-hard.C:
-			// An agent that exited as the deadline came is not killed.
-			select {
-			case res := <-s.h.Wait():
+			if res, ok := s.exited(); ok { // it exited as the deadline came
 				return s.agentExit(res)
-			default:
 			}
 			s.hardDeadline()
 		case res := <-s.h.Wait():
@@ -363,6 +365,16 @@ func (s *supervisor) run(ctx context.Context, stopping <-chan struct{}, heartbea
 			soft.Reset(s.dl.Soft.Sub(s.now()))
 			hard.Reset(s.dl.Hard.Sub(s.now()))
 		}
+	}
+}
+
+// exited is the agent's exit when it is known already.
+func (s *supervisor) exited() (runtime.ExitResult, bool) {
+	select {
+	case res := <-s.h.Wait():
+		return res, true
+	default:
+		return runtime.ExitResult{}, false
 	}
 }
 

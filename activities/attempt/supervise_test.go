@@ -75,7 +75,7 @@ func (k *fakeHooks) answer(st steering) {
 	k.answers <- st
 }
 
-func (k *fakeHooks) steered() <-chan steering { return k.answers }
+func (k *fakeHooks) steered() <-chan steering  { return k.answers }
 func (k *fakeHooks) deadlineMoved(t time.Time) { k.moved = append(k.moved, t) }
 func (k *fakeHooks) overLimit() string         { return k.over }
 func (k *fakeHooks) llmSpent() bool            { return k.spent }
@@ -175,8 +175,9 @@ func TestSupervisorEvents(t *testing.T) {
 					s.tick()
 				case "checkpoint":
 					s.checkpointDue()
-				case "poll":
+				case "poll": // a poll, and a read of the controls
 					s.poll()
+					s.hooks.askSteering()
 					select {
 					case st := <-hooks.answers:
 						s.steer(st)

@@ -230,7 +230,7 @@ func (s *startup) assemble() error {
 		Records:     &records.Records{Catalog: s.catalog, Engine: s.engine, Client: s.c, MinExperiment: cfg.Observe.MinExperiment, GPUPrices: gpuPrices},
 		Leases:      &host.Leases{Host: *here, Client: s.c},
 		Fleet:       &records.Fleet{QueueOf: func(id string) string { return HostQueue(cfg.Temporal.TaskQueue, id) }},
-		Attempts:    &attempt.Attempts{Sandbox: sandbox, EnvFile: cfg.Agent.EnvFile, SecretNames: cfg.Agent.SecretNames, LLM: llm, Host: here, Runs: runs, Client: s.c, Logger: log, Metrics: s.m, Rooms: &attach.Rooms{}},
+		Attempts:    &attempt.Attempts{Sandbox: sandbox, ControlsEvery: cfg.Agent.ControlsEvery, EnvFile: cfg.Agent.EnvFile, SecretNames: cfg.Agent.SecretNames, LLM: llm, Host: here, Runs: runs, Client: s.c, Logger: log, Metrics: s.m, Rooms: &attach.Rooms{}},
 		Evaluations: &evaluation.Evaluations{Sandbox: sandbox, Data: data, Host: here, Runs: runs, Client: s.c, Logger: log, Metrics: s.m},
 	}
 	return nil

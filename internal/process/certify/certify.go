@@ -35,8 +35,8 @@ type Options struct {
 	// TimeLimit is the plain and the resumed runs' budget; Short the
 	// SIGTERM and extended runs', which the agent must still be working
 	// at; ExtendBy what the extended run is given a quarter of Short in,
-	// so that the worker's next read of the run's controls (every
-	// attempt.PollEvery) sees it well before the SIGTERM.
+	// so that the worker's reads of the run's controls (controlsEvery)
+	// see it well before the SIGTERM.
 	TimeLimit, Short, ExtendBy time.Duration
 	// WorkerBin is the worker binary the scenarios run on.
 	WorkerBin string
@@ -59,6 +59,7 @@ const (
 const (
 	checkpointEvery = 2 * time.Second
 	heartbeatAfter  = 5 * time.Second
+	controlsEvery   = time.Second
 )
 
 // Run certifies o.Agent: the worker started, the scenarios run, the

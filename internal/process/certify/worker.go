@@ -53,7 +53,9 @@ func newWorker(bin string, cfg *config.Config, hostID string, store blob.Store) 
 	w := &worker{hostID: hostID, store: store, bin: bin, state: state, port: p}
 	w.env = append(os.Environ(),
 		"MLRB_DEV_STATE_DIR="+state, "MLRB_DEV_PORT="+strconv.Itoa(p.Number), "MLRB_DEV_UI_PORT=0",
-		"MLRB_TEMPORAL_ADDRESS="+w.address(), "MLRB_HOST_ID="+hostID, "MLRB_EVAL_CURVE=off")
+		"MLRB_TEMPORAL_ADDRESS="+w.address(), "MLRB_HOST_ID="+hostID, "MLRB_EVAL_CURVE=off",
+		// The extension comes seconds before a short run's SIGTERM.
+		"MLRB_AGENT_CONTROLS_EVERY="+controlsEvery.String())
 	if cfg.Storage.Kind == config.StorageFS {
 		w.env = append(w.env, "MLRB_STORAGE_FS_ROOT="+cfg.BlobRoot())
 	}

@@ -106,7 +106,7 @@ func TestCertify(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			c, errs, code, err := e.certifyJSON(name, "--time-limit", "45s", "--deadline", "10s", "--extend-by", "30s")
+			c, errs, code, err := e.certifyJSON(name, "--time-limit", "45s", "--deadline", "8s", "--extend-by", "30s")
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
