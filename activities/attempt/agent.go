@@ -184,7 +184,7 @@ func agentEnding(sv *supervisor, end ending) *activities.AgentResult {
 	res := &activities.AgentResult{StoppedBy: sv.stopped, ExitCode: end.exit.ExitCode, Signal: end.exit.Signal, OOMKilled: end.exit.OOMKilled, AgentSeconds: end.used}
 	personal(sv, res)
 	switch {
-	case sv.hardKilled:
+	case killedAtTheHardDeadline(sv, end.exit):
 		res.Reason = activities.KilledAfterGrace + ": " + end.exit.String()
 	case sv.stopped == activities.StopDeadline || sv.stopped == activities.StopCanceled || sv.stopped == activities.StopLLMBudget:
 		res.Reason = "exited after SIGTERM: " + end.exit.String()

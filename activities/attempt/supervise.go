@@ -37,7 +37,8 @@ type supervisor struct {
 	// followPerson.
 	person    *attach.Clock
 	submitted bool
-	// hardKilled: the agent outlived its grace after SIGTERM.
+	// hardKilled: the hard deadline came with the agent still running,
+	// as far as the supervisor knew, and it was sent the kill.
 	hardKilled bool
 	// controlsEvery paces the reads of the run's controls (0: PollEvery).
 	controlsEvery time.Duration
@@ -366,6 +367,14 @@ func (s *supervisor) run(ctx context.Context, stopping <-chan struct{}, heartbea
 			hard.Reset(s.dl.Hard.Sub(s.now()))
 		}
 	}
+}
+
+// killedAtTheHardDeadline tells an agent the hard deadline's SIGKILL
+// ended from one that had exited on its own: a loaded daemon may report
+// an exit seconds late, but a process killed by SIGKILL did not choose
+// its exit code.
+func killedAtTheHardDeadline(s *supervisor, exit runtime.ExitResult) bool {
+	return s.hardKilled && exit.Signal == int(syscall.SIGKILL)
 }
 
 // exited is the agent's exit when it is known already.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -364,5 +365,21 @@ func TestSupervisorFollowsAPerson(t *testing.T) {
 	s.followPerson()
 	if s.stopped != activities.StopExited || !slices.Equal(h.sent, []syscall.Signal{syscall.SIGTERM}) {
 		t.Fatalf("after a submit: %s %v", s.stopped, h.sent)
+	}
+}
+
+// An agent the hard deadline's kill was sent to is reported killed only
+// when the kill ended it: an exit of its own after SIGTERM, reported
+// late by a loaded daemon, is an agent that kept the contract.
+func TestKilledAfterGraceOnlyWhenKilled(t *testing.T) {
+	for _, c := range []struct {
+		exit   runtime.ExitResult
+		killed bool
+	}{{runtime.ExitResult{}, false}, {runtime.ExitResult{ExitCode: 3}, false}, {killed, true}} {
+		sv := &supervisor{stopped: activities.StopDeadline, hardKilled: true}
+		res := agentEnding(sv, ending{kind: agentEnded, exit: c.exit})
+		if got := strings.HasPrefix(res.Reason, activities.KilledAfterGrace); got != c.killed {
+			t.Errorf("exit %s: reason %q, killed after the grace %v, want %v", c.exit, res.Reason, got, c.killed)
+		}
 	}
 }
