@@ -46,12 +46,16 @@ func work(mode string) error {
 		return err
 	}
 	out := env.OutputDir()
-	if err := reference.Untrained(&spec, filepath.Join(out, "model")); err != nil {
-		return err
-	}
-	sub, _ := json.Marshal(contract.Submission{ModelPath: contract.OutputDir + "/model"})
-	if err := os.WriteFile(filepath.Join(out, contract.SubmissionFile), sub, 0o644); err != nil {
-		return err
+	// The first model and its submission, unless a resumed workspace
+	// holds them (one that starts over writes them again).
+	if _, err := os.Stat(filepath.Join(out, contract.SubmissionFile)); err != nil || mode == "startover" {
+		if err := reference.Untrained(&spec, filepath.Join(out, "model")); err != nil {
+			return err
+		}
+		sub, _ := json.Marshal(contract.Submission{ModelPath: contract.OutputDir + "/model"})
+		if err := os.WriteFile(filepath.Join(out, contract.SubmissionFile), sub, 0o644); err != nil {
+			return err
+		}
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
