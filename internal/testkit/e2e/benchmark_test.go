@@ -45,7 +45,9 @@ func TestBenchmarkResume(t *testing.T) {
 	}
 	e.waitCheckpoints(slow, 1)
 	// Work past the checkpoint: the termination loses it, and the
-	// continued run's ledger must say so.
+	// continued run's ledger must say so (some of a checkpoint interval:
+	// on a loaded host the next checkpoint may come before the
+	// termination does).
 	time.Sleep(time.Second)
 	if _, errs, code := e.starter("benchmark", "resume", bench); code != 2 || !strings.Contains(errs, "still running") {
 		t.Fatalf("resuming a running benchmark must be refused (exit %d): %s", code, errs)
@@ -100,7 +102,7 @@ func TestBenchmarkResume(t *testing.T) {
 		t.Fatalf("the continued run must resume from its checkpoint: %q", s)
 	}
 	e.starterJSON(&res, "result", slow, "--json")
-	if res.Outcome != "scored" || res.Attempts != 2 || res.Budget.UsedS < 10 || res.Budget.LostS < 0.5 || res.Budget.LostS > 4.5 {
+	if res.Outcome != "scored" || res.Attempts != 2 || res.Budget.UsedS < 10 || res.Budget.LostS <= 0 || res.Budget.LostS > 4.5 {
 		t.Fatalf("continued run: %+v", res)
 	}
 	t.Logf("continued run's ledger: %+v", res.Budget)
